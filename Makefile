@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+# With DATABASE_URL / REDIS_URL unset, the embedded PostgreSQL and Redis are started
+# (and reused) under $(LOCAL_DATA_DIR) by devtools/localservices.py.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+WITH_SERVICES := $(PY) -m devtools.localservices exec --
+
+.PHONY: run test bench services stop reset migrate
+
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+run: $(VENV)/.installed
+	$(WITH_SERVICES) $(PY) manage.py migrate --no-input
+	$(WITH_SERVICES) $(PY) manage.py runserver 127.0.0.1:8000
+
+test: $(VENV)/.installed
+	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(VENV)/.installed
+	$(WITH_SERVICES) $(PY) bench/ledger.py
+
+migrate: $(VENV)/.installed
+	$(WITH_SERVICES) $(PY) manage.py migrate --no-input
+
+stop: $(VENV)/.installed
+	$(PY) -m devtools.localservices stop
+
+reset: stop
+	rm -rf .local

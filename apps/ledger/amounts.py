@@ -1,0 +1,84 @@
+"""Exact amounts: parsing, validation and formatting.
+
+Every amount is a ``Decimal`` that is an exact multiple of its asset's precision
+(``10 ** -decimals``) and fits ``NUMERIC(38, 18)``. Input with more decimals than the
+asset allows is rejected, never rounded (DESIGN.md section 2).
+"""
+
+import re
+from decimal import Decimal, InvalidOperation
+
+import moneyed
+from moneyed import Money
+
+from .errors import InvalidAmount
+
+# NUMERIC(38, 18) leaves 20 digits before the decimal point.
+MAX_INTEGER_DIGITS = 20
+_PLAIN_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+def parse_amount(raw: object, *, decimals: int, field: str = "amount", allow_zero: bool = False) -> Decimal:
+    """Parse user input into an exact positive amount with at most ``decimals`` decimals.
+
+    ``raw`` may be a plain decimal string (``"0.5"``; no exponent, sign or blanks),
+    an ``int`` or a ``Decimal``. Returns the amount quantized to ``decimals`` places.
+
+    Raises :class:`InvalidAmount` naming ``field`` for anything else: floats, ``NaN``,
+    ``Infinity``, exponent notation in strings, negatives, zero (unless
+    ``allow_zero``), more decimals than allowed, or more than 20 integer digits.
+    """
+    if isinstance(raw, bool) or not isinstance(raw, (str, int, Decimal)):
+        raise InvalidAmount("Must be a decimal number written as a string, such as \"0.5\".", field=field)
+    if isinstance(raw, str):
+        if not _PLAIN_DECIMAL.fullmatch(raw):
+            raise InvalidAmount("Must be a plain decimal number, such as \"0.5\".", field=field)
+        raw = Decimal(raw)
+    return check_amount(Decimal(raw), decimals=decimals, field=field, allow_zero=allow_zero)
+
+
+def check_amount(value: Decimal, *, decimals: int, field: str = "amount", allow_zero: bool = False) -> Decimal:
+    """Check that ``value`` is a finite positive multiple of ``10 ** -decimals``; return it quantized.
+
+    Raises :class:`InvalidAmount` (see :func:`parse_amount`).
+    """
+    if not isinstance(value, Decimal) or not value.is_finite():
+        raise InvalidAmount("Must be a finite decimal number.", field=field)
+    if value < 0:
+        raise InvalidAmount("Must be positive.", field=field)
+    if value == 0:
+        if allow_zero:
+            return Decimal(0).quantize(quantum(decimals))
+        raise InvalidAmount("Must be greater than zero.", field=field)
+    if value.adjusted() >= MAX_INTEGER_DIGITS:
+        raise InvalidAmount(f"Must be less than 10^{MAX_INTEGER_DIGITS}.", field=field)
+    if value.normalize().as_tuple().exponent < -decimals:
+        raise InvalidAmount(f"At most {decimals} decimal places are allowed.", field=field)
+    return value.quantize(quantum(decimals))
+
+
+def is_exact(value: Decimal, decimals: int) -> bool:
+    """Whether ``value`` (any sign) is an exact multiple of ``10 ** -decimals``."""
+    try:
+        return value == value.quantize(quantum(decimals))
+    except InvalidOperation:
+        return False
+
+
+def quantum(decimals: int) -> Decimal:
+    """``10 ** -decimals`` as a Decimal (``quantum(6) == Decimal("0.000001")``)."""
+    return Decimal(1).scaleb(-decimals)
+
+
+def format_amount(value: Decimal, decimals: int) -> str:
+    """Plain decimal string with exactly ``decimals`` places (``format_amount(Decimal("0.5"), 8) == "0.50000000"``)."""
+    return f"{value.quantize(quantum(decimals)):f}"
+
+
+def money(amount: Decimal, code: str) -> Money:
+    """A ``Money`` value in asset ``code``; crypto codes are registered as currencies on first use."""
+    try:
+        moneyed.get_currency(code)
+    except moneyed.CurrencyDoesNotExist:
+        moneyed.add_currency(code, "000", code, [])
+    return Money(amount, code)

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class LedgerConfig(AppConfig):
+    name = "apps.ledger"
+    label = "ledger"
+    verbose_name = "Ledger"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the ledger's reconciliation checks)

@@ -1,0 +1,189 @@
+"""The ledger's reconciliation checks: invariants 1, 2, 3, 6 and 7 of DESIGN.md section 5.
+
+Each check is a query for the rows that break the invariant; an empty result passes.
+Amounts in the details are strings of the asset's precision.
+"""
+
+from decimal import Decimal
+
+from django.db import connection
+
+from .amounts import format_amount
+from .models import DEBIT_NORMAL_KINDS, USER_KINDS, AccountKind
+from .reconciliation import Scope, register_asset_figures, register_check
+
+ROW_LIMIT = 1000
+
+
+def _rows(sql: str, params: list) -> list[dict]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        columns = [column.name for column in cursor.description]
+        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def _format(rows: list[dict], *amount_columns: str) -> list[dict]:
+    """Render the named Decimal columns at each row's asset precision (``decimals`` column, then dropped)."""
+    for row in rows:
+        decimals = row.pop("decimals")
+        for column in amount_columns:
+            if isinstance(row.get(column), Decimal):
+                row[column] = format_amount(row[column], decimals)
+    return rows
+
+
+@register_check(invariant=1, name="entries_balanced")
+def entries_balanced(scope: Scope) -> list[dict]:
+    """Entries whose postings do not sum to zero per asset, or that have fewer than two postings."""
+    unbalanced = _rows(
+        """
+        SELECT p.entry_id AS entry, e.idempotency_key, s.code AS asset, s.decimals, sum(p.amount) AS imbalance,
+               'postings do not sum to zero' AS problem
+        FROM ledger_posting p
+        JOIN ledger_journalentry e ON e.id = p.entry_id
+        JOIN ledger_asset s ON s.id = p.asset_id
+        WHERE p.asset_id = ANY(%s)
+        GROUP BY p.entry_id, e.idempotency_key, s.code, s.decimals
+        HAVING sum(p.amount) <> 0
+        ORDER BY p.entry_id LIMIT %s
+        """,
+        [scope.asset_ids, ROW_LIMIT],
+    )
+    thin = _rows(
+        """
+        SELECT e.id AS entry, e.idempotency_key, count(p.id) AS postings, 'fewer than two postings' AS problem
+        FROM ledger_journalentry e LEFT JOIN ledger_posting p ON p.entry_id = e.id
+        GROUP BY e.id HAVING count(p.id) < 2
+        ORDER BY e.id LIMIT %s
+        """,
+        [ROW_LIMIT],
+    )
+    return _format(unbalanced, "imbalance") + (thin if not scope.filtered else [])
+
+
+@register_check(invariant=2, name="balances_match_postings")
+def balances_match_postings(scope: Scope) -> list[dict]:
+    """Accounts whose stored balance differs from the sum of their postings or from the last balance-after."""
+    rows = _rows(
+        """
+        WITH sums AS (
+            SELECT account_id, sum(amount) AS total, count(*) AS postings, max(id) AS last_id
+            FROM ledger_posting WHERE asset_id = ANY(%s) GROUP BY account_id
+        )
+        SELECT a.id AS account, a.kind, a.owner_id AS owner, s.code AS asset, s.decimals,
+               a.balance AS stored_balance,
+               COALESCE(sums.total, 0) * CASE WHEN a.kind = ANY(%s) THEN 1 ELSE -1 END AS postings_balance,
+               COALESCE(last.balance_after, 0) AS last_balance_after,
+               a.version, COALESCE(sums.postings, 0) AS postings
+        FROM ledger_account a
+        JOIN ledger_asset s ON s.id = a.asset_id
+        LEFT JOIN sums ON sums.account_id = a.id
+        LEFT JOIN ledger_posting last ON last.id = sums.last_id
+        WHERE a.asset_id = ANY(%s)
+          AND (a.balance <> COALESCE(sums.total, 0) * CASE WHEN a.kind = ANY(%s) THEN 1 ELSE -1 END
+               OR a.balance <> COALESCE(last.balance_after, 0)
+               OR a.version <> COALESCE(sums.postings, 0))
+        ORDER BY a.id LIMIT %s
+        """,
+        [scope.asset_ids, list(DEBIT_NORMAL_KINDS), scope.asset_ids, list(DEBIT_NORMAL_KINDS), ROW_LIMIT],
+    )
+    return _format(rows, "stored_balance", "postings_balance", "last_balance_after")
+
+
+@register_check(invariant=3, name="user_balances_not_negative")
+def user_balances_not_negative(scope: Scope) -> list[dict]:
+    """User accounts below zero now, or at any posting in their history."""
+    rows = _rows(
+        """
+        SELECT a.id AS account, a.kind, a.owner_id AS owner, s.code AS asset, s.decimals,
+               a.balance, min(p.balance_after) AS lowest_balance_after
+        FROM ledger_account a
+        JOIN ledger_asset s ON s.id = a.asset_id
+        LEFT JOIN ledger_posting p ON p.account_id = a.id
+        WHERE a.kind = ANY(%s) AND a.asset_id = ANY(%s)
+        GROUP BY a.id, s.code, s.decimals
+        HAVING a.balance < 0 OR min(p.balance_after) < 0
+        ORDER BY a.id LIMIT %s
+        """,
+        [list(USER_KINDS), scope.asset_ids, ROW_LIMIT],
+    )
+    return _format(rows, "balance", "lowest_balance_after")
+
+
+# The triggers that make journal rows append-only and balanced (see models.py).
+REQUIRED_TRIGGERS = {
+    ("ledger_journalentry", "pgtrigger_immutable_"),
+    ("ledger_journalentry", "pgtrigger_has_postings_"),
+    ("ledger_posting", "pgtrigger_immutable_"),
+    ("ledger_posting", "pgtrigger_entry_balanced_"),
+}
+
+
+@register_check(invariant=6, name="journal_append_only")
+def journal_append_only(scope: Scope) -> list[dict]:
+    """The triggers that refuse UPDATE/DELETE of journal rows (and check balance) are installed and enabled."""
+    installed = _rows(
+        """
+        SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled
+        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        WHERE c.relname IN ('ledger_journalentry', 'ledger_posting') AND NOT t.tgisinternal
+        """,
+        [],
+    )
+    problems = []
+    for table, prefix in sorted(REQUIRED_TRIGGERS):
+        matches = [t for t in installed if t["table_name"] == table and t["trigger_name"].startswith(prefix)]
+        if not matches:
+            problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": "missing"})
+        elif any(t["enabled"] == "D" for t in matches):
+            problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": "disabled"})
+    return problems
+
+
+@register_check(invariant=7, name="idempotency_keys_unique")
+def idempotency_keys_unique(scope: Scope) -> list[dict]:
+    """A valid unique index guards the idempotency key, and no key appears twice."""
+    index = _rows(
+        """
+        SELECT i.indisvalid AS valid
+        FROM pg_index i
+        JOIN pg_class t ON t.oid = i.indrelid
+        JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = ANY(i.indkey)
+        WHERE t.relname = 'ledger_journalentry' AND a.attname = 'idempotency_key'
+          AND i.indisunique AND i.indnatts = 1
+        """,
+        [],
+    )
+    problems = []
+    if not any(row["valid"] for row in index):
+        problems.append({"problem": "no valid unique index on ledger_journalentry.idempotency_key"})
+    problems += _rows(
+        """
+        SELECT idempotency_key, count(*) AS entries, 'key applied more than once' AS problem
+        FROM ledger_journalentry GROUP BY idempotency_key HAVING count(*) > 1
+        ORDER BY idempotency_key LIMIT %s
+        """,
+        [ROW_LIMIT],
+    )
+    return problems
+
+
+@register_asset_figures
+def ledger_figures(scope: Scope) -> dict[str, dict]:
+    """Per asset: the balance of each account kind, summed over users and shards."""
+    rows = _rows(
+        """
+        SELECT s.code, s.decimals, a.kind, sum(a.balance) AS balance
+        FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
+        WHERE a.asset_id = ANY(%s)
+        GROUP BY s.code, s.decimals, a.kind
+        """,
+        [scope.asset_ids],
+    )
+    figures: dict[str, dict] = {
+        asset.code: {kind: format_amount(Decimal(0), asset.decimals) for kind in AccountKind.values}
+        for asset in scope.assets
+    }
+    for row in rows:
+        figures[row["code"]][row["kind"]] = format_amount(row["balance"], row["decimals"])
+    return figures

@@ -1,0 +1,280 @@
+"""Assets, the chart of accounts, journal entries and postings.
+
+The rules that must hold whatever code runs are declared here so PostgreSQL
+enforces them (DESIGN.md section 5):
+
+- invariant 1: a deferred constraint trigger refuses, at commit, any journal entry
+  whose postings do not sum to zero per asset, that has fewer than two postings, or
+  whose amounts are not exact multiples of the asset's precision;
+- invariant 3: a CHECK constraint keeps ``user_available`` and ``user_held`` at or above zero;
+- invariant 6: triggers refuse UPDATE and DELETE of entries and postings;
+- invariant 7: the idempotency key is unique.
+
+Writes go through :mod:`apps.ledger.services` only.
+"""
+
+from decimal import Decimal
+
+import pgtrigger
+from django.conf import settings
+from django.core.validators import MaxValueValidator, RegexValidator
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Round
+
+AMOUNT_MAX_DIGITS = 38
+AMOUNT_DECIMAL_PLACES = 18
+
+
+class AmountField(models.DecimalField):
+    """``NUMERIC(38, 18)``: every amount of every asset, exact."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("max_digits", AMOUNT_MAX_DIGITS)
+        kwargs.setdefault("decimal_places", AMOUNT_DECIMAL_PLACES)
+        super().__init__(*args, **kwargs)
+
+
+def _multiple_of_precision(field: str) -> Q:
+    """``field`` is an exact multiple of ``10 ** -decimals`` (SQL ``round(x, decimals) = x``)."""
+    return Q(**{field: Round(F(field), F("decimals"))})
+
+
+class Asset(models.Model):
+    """A currency the exchange holds: ``decimals`` is its ledger precision (BTC 8, USDT 6, ETH 18).
+
+    Withdrawal settings are amounts of this asset: ``withdrawal_fee`` is charged per
+    withdrawal, ``min_withdrawal`` is the smallest amount, ``withdrawal_auto_approve_limit``
+    the largest amount approved without an operator, ``withdrawal_daily_limit`` the most a
+    user may withdraw in 24 hours. ``network`` names the chain (deposit addresses are
+    validated per network); ``confirmations_required`` is when a deposit is credited.
+    """
+
+    code = models.CharField(
+        max_length=10,
+        unique=True,
+        validators=[RegexValidator(r"^[A-Z0-9]{2,10}$", "2 to 10 upper-case letters or digits.")],
+    )
+    name = models.CharField(max_length=100)
+    decimals = models.PositiveSmallIntegerField(validators=[MaxValueValidator(AMOUNT_DECIMAL_PLACES)])
+    network = models.CharField(max_length=32, default="simnet")
+    confirmations_required = models.PositiveSmallIntegerField(default=1)
+    withdrawal_fee = AmountField(default=Decimal(0))
+    min_withdrawal = AmountField(default=Decimal(0))
+    withdrawal_auto_approve_limit = AmountField(default=Decimal(0))
+    withdrawal_daily_limit = AmountField(default=Decimal(0))
+
+    class Meta:
+        ordering = ["code"]
+        # Amounts already stored are multiples of the precision: it can never change.
+        triggers = [pgtrigger.ReadOnly(name="precision_fixed", fields=["code", "decimals"])]
+        constraints = [
+            models.CheckConstraint(condition=Q(decimals__lte=AMOUNT_DECIMAL_PLACES), name="asset_decimals_max_18"),
+            models.CheckConstraint(
+                condition=Q(withdrawal_fee__gte=0, min_withdrawal__gte=0, withdrawal_auto_approve_limit__gte=0,
+                            withdrawal_daily_limit__gte=0),
+                name="asset_amounts_not_negative",
+            ),
+            *(
+                models.CheckConstraint(condition=_multiple_of_precision(field), name=f"asset_{field}_precision")
+                for field in ("withdrawal_fee", "min_withdrawal", "withdrawal_auto_approve_limit",
+                              "withdrawal_daily_limit")
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.code
+
+    @property
+    def quantum(self) -> Decimal:
+        """The smallest amount of this asset, ``10 ** -decimals``."""
+        return Decimal(1).scaleb(-self.decimals)
+
+
+class AccountKind(models.TextChoices):
+    """The chart of accounts (DESIGN.md section 3)."""
+
+    USER_AVAILABLE = "user_available", "User available"
+    USER_HELD = "user_held", "User held"
+    CUSTODY = "custody", "Custody"
+    FEE_REVENUE = "fee_revenue", "Fee revenue"
+    NETWORK_FEE_EXPENSE = "network_fee_expense", "Network fee expense"
+    EQUITY = "equity", "Equity"
+
+
+USER_KINDS = (AccountKind.USER_AVAILABLE, AccountKind.USER_HELD)
+SYSTEM_KINDS = (AccountKind.CUSTODY, AccountKind.FEE_REVENUE, AccountKind.NETWORK_FEE_EXPENSE, AccountKind.EQUITY)
+DEBIT_NORMAL_KINDS = (AccountKind.CUSTODY, AccountKind.NETWORK_FEE_EXPENSE)
+
+
+def normal_sign(kind: str) -> int:
+    """+1 for debit-normal accounts, -1 for credit-normal ones.
+
+    Postings are signed (debit positive); ``balance = normal_sign * sum(postings)``.
+    """
+    return 1 if kind in DEBIT_NORMAL_KINDS else -1
+
+
+class Account(models.Model):
+    """One account of the chart per (kind, asset, owner) for users, per (kind, asset, shard) for the system.
+
+    ``balance`` is the account's balance in its normal direction, in units of ``asset``,
+    kept equal to ``normal_sign(kind) * sum(postings.amount)`` by the posting service;
+    ``version`` counts the postings applied. Hot system accounts (fee revenue) are split
+    into shards that reports sum.
+    """
+
+    kind = models.CharField(max_length=32, choices=AccountKind.choices)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="ledger_accounts"
+    )
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="accounts")
+    shard = models.PositiveSmallIntegerField(default=0)
+    balance = AmountField(default=Decimal(0))
+    version = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "asset", "kind"], condition=Q(owner__isnull=False), name="account_unique_per_user"
+            ),
+            models.UniqueConstraint(
+                fields=["kind", "asset", "shard"], condition=Q(owner__isnull=True), name="account_unique_per_shard"
+            ),
+            # Target of the postings' composite foreign key (posting.account_id, posting.asset_id).
+            models.UniqueConstraint(fields=["id", "asset"], name="account_id_asset"),
+            models.CheckConstraint(
+                condition=Q(kind__in=USER_KINDS, owner__isnull=False, shard=0)
+                | Q(kind__in=SYSTEM_KINDS, owner__isnull=True),
+                name="account_owner_matches_kind",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind__in=USER_KINDS) | Q(balance__gte=0), name="account_user_balance_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        owner = f"user {self.owner_id}" if self.owner_id else f"shard {self.shard}"
+        return f"{self.kind} {self.asset_id and self.asset.code} ({owner})"
+
+    @property
+    def is_user_account(self) -> bool:
+        return self.kind in USER_KINDS
+
+
+class EntryReason(models.TextChoices):
+    """Why an entry was posted: one value per posting recipe (DESIGN.md section 4)."""
+
+    DEPOSIT = "deposit", "Deposit confirmed"
+    ORDER_HOLD = "order_hold", "Order placed"
+    TRADE = "trade", "Fill"
+    ORDER_RELEASE = "order_release", "Order ended with hold left"
+    WITHDRAWAL_HOLD = "withdrawal_hold", "Withdrawal requested"
+    WITHDRAWAL_COMPLETE = "withdrawal_complete", "Withdrawal completed"
+    WITHDRAWAL_RELEASE = "withdrawal_release", "Withdrawal rejected, cancelled or failed"
+    NETWORK_FEE = "network_fee", "Network fee reported"
+    TRANSFER = "transfer", "Transfer between users"
+    ADJUSTMENT = "adjustment", "Manual adjustment"
+    HOLD = "hold", "Funds held"
+    RELEASE = "release", "Funds released"
+
+
+def _immutable() -> pgtrigger.Protect:
+    """Invariant 6: journal rows are never updated or deleted; corrections are new entries."""
+    return pgtrigger.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)
+
+
+class JournalEntry(models.Model):
+    """One balanced movement of value: two or more postings summing to zero per asset.
+
+    ``idempotency_key`` names the business event (``trade:<id>``, ``deposit:...``); an
+    event is applied at most once. ``payload_hash`` fingerprints reason, reference and
+    legs so a replay with a different payload is detected.
+    """
+
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    reason = models.CharField(max_length=32, choices=EntryReason.choices)
+    reference_type = models.CharField(max_length=32, blank=True)
+    reference_id = models.CharField(max_length=64, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    payload_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        verbose_name_plural = "journal entries"
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["reference_type", "reference_id"], name="entry_reference")]
+        triggers = [
+            _immutable(),
+            pgtrigger.Trigger(
+                name="has_postings",
+                when=pgtrigger.After,
+                operation=pgtrigger.Insert,
+                timing=pgtrigger.Deferred,
+                func="""
+                IF (SELECT count(*) FROM ledger_posting WHERE entry_id = NEW.id) < 2 THEN
+                    RAISE EXCEPTION 'journal entry % has fewer than two postings', NEW.id
+                        USING ERRCODE = 'check_violation';
+                END IF;
+                RETURN NULL;
+                """,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.id} {self.idempotency_key}"
+
+
+class Posting(models.Model):
+    """One leg of a journal entry: a signed ``amount`` of ``asset`` (debit positive, credit negative).
+
+    ``balance_after`` is the account's balance (normal direction) right after this
+    posting, so statements need no re-summing. ``asset`` repeats the account's asset
+    (a composite foreign key keeps them equal) so the per-asset balance check is one
+    index scan.
+    """
+
+    entry = models.ForeignKey(JournalEntry, on_delete=models.PROTECT, related_name="postings")
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="postings")
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
+    amount = AmountField()
+    balance_after = AmountField()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["account", "id"], name="posting_account_id")]
+        constraints = [models.CheckConstraint(condition=~Q(amount=0), name="posting_amount_not_zero")]
+        triggers = [
+            _immutable(),
+            pgtrigger.Trigger(
+                name="entry_balanced",
+                when=pgtrigger.After,
+                operation=pgtrigger.Insert,
+                timing=pgtrigger.Deferred,
+                func="""
+                IF EXISTS (
+                    SELECT 1 FROM ledger_posting p
+                    WHERE p.entry_id = NEW.entry_id
+                    GROUP BY p.asset_id HAVING sum(p.amount) <> 0
+                ) THEN
+                    RAISE EXCEPTION 'journal entry % does not balance per asset', NEW.entry_id
+                        USING ERRCODE = 'check_violation';
+                END IF;
+                IF NOT EXISTS (
+                    SELECT 1 FROM ledger_asset a WHERE a.id = NEW.asset_id AND round(NEW.amount, a.decimals) = NEW.amount
+                ) THEN
+                    RAISE EXCEPTION 'posting % is not a multiple of its asset''s precision', NEW.id
+                        USING ERRCODE = 'check_violation';
+                END IF;
+                RETURN NULL;
+                """,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.amount:+} {self.asset_id} on account {self.account_id}"

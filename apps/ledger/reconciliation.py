@@ -1,0 +1,131 @@
+"""Reconciliation: run every invariant check of DESIGN.md section 5 on one snapshot.
+
+Apps register their checks with :func:`register_check` (invariant number, name and a
+function returning the offending rows) and their per-asset figures with
+:func:`register_asset_figures`, from their ``AppConfig.ready``. :func:`reconcile`
+runs them all in one ``REPEATABLE READ`` read-only transaction, so concurrent
+trading cannot produce a false alarm, and returns a :class:`Report`.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+
+from .errors import NotFound
+from .models import Asset
+
+DETAILS_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a check looks at: every asset, or the given ones."""
+
+    assets: tuple[Asset, ...]
+    filtered: bool
+
+    @property
+    def asset_ids(self) -> list[int]:
+        return [asset.id for asset in self.assets]
+
+
+@dataclass
+class CheckResult:
+    """One invariant's outcome; ``details`` names each offending row (at most ``DETAILS_LIMIT``)."""
+
+    name: str
+    invariant: int
+    ok: bool
+    details: list[dict] = field(default_factory=list)
+    offending: int = 0
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "invariant": self.invariant,
+            "ok": self.ok,
+            "offending": self.offending,
+            "details": self.details,
+        }
+
+
+@dataclass
+class Report:
+    """The result of :func:`reconcile`: ``ok`` when every check passed; per-asset figures as strings."""
+
+    ok: bool
+    checks: list[CheckResult]
+    assets: dict[str, dict]
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "checks": [check.as_dict() for check in self.checks], "assets": self.assets}
+
+
+CheckFunction = Callable[[Scope], list[dict]]
+FiguresFunction = Callable[[Scope], dict[str, dict]]
+
+
+@dataclass(frozen=True)
+class _Check:
+    invariant: int
+    name: str
+    run: CheckFunction
+
+
+_checks: list[_Check] = []
+_figures: list[FiguresFunction] = []
+
+
+def register_check(*, invariant: int, name: str) -> Callable[[CheckFunction], CheckFunction]:
+    """Register ``run(scope) -> [offending row, ...]`` as the check ``name`` of ``invariant`` (1 to 8)."""
+
+    def decorator(run: CheckFunction) -> CheckFunction:
+        if not any(check.name == name for check in _checks):
+            _checks.append(_Check(invariant, name, run))
+            _checks.sort(key=lambda check: check.invariant)
+        return run
+
+    return decorator
+
+
+def register_asset_figures(function: FiguresFunction) -> FiguresFunction:
+    """Register ``function(scope) -> {asset code: {figure: "amount"}}``; the dicts are merged per asset."""
+    if function not in _figures:
+        _figures.append(function)
+    return function
+
+
+def registered_invariants() -> set[int]:
+    """The invariant numbers that have at least one registered check."""
+    return {check.invariant for check in _checks}
+
+
+def reconcile(*, asset_code: str | None = None) -> Report:
+    """Run every registered check (optionally for one asset) on one consistent snapshot.
+
+    Raises :class:`NotFound` for an unknown ``asset_code``.
+    """
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if outermost:  # inside a caller's transaction the caller's snapshot rules apply
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        assets = Asset.objects.order_by("code")
+        if asset_code is not None:
+            assets = assets.filter(code=asset_code)
+            if not assets:
+                raise NotFound(f"Unknown asset {asset_code}.", fields={"asset": "Unknown asset."})
+        scope = Scope(assets=tuple(assets), filtered=asset_code is not None)
+
+        results = []
+        for check in _checks:
+            rows = check.run(scope)
+            results.append(
+                CheckResult(check.name, check.invariant, ok=not rows, details=rows[:DETAILS_LIMIT], offending=len(rows))
+            )
+        figures: dict[str, dict] = {asset.code: {} for asset in scope.assets}
+        for function in _figures:
+            for code, values in function(scope).items():
+                figures.setdefault(code, {}).update(values)
+    return Report(ok=all(result.ok for result in results), checks=results, assets=figures)

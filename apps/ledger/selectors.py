@@ -1,0 +1,67 @@
+"""Reads of the ledger: balances, statements, balances as of a past time."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import QuerySet
+
+from .models import Account, AccountKind, Asset, Posting
+
+
+@dataclass(frozen=True)
+class UserBalance:
+    """A user's funds in one asset, each an exact amount with ``decimals`` places.
+
+    ``held`` is what open orders and pending withdrawals hold; ``total = available + held``.
+    """
+
+    asset: str
+    decimals: int
+    available: Decimal
+    held: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return self.available + self.held
+
+
+def balances_for_user(user_id: int) -> list[UserBalance]:
+    """Every asset's available, held and total for the user (zero where the user has no account), by code."""
+    stored = {
+        (account.asset_id, account.kind): account.balance
+        for account in Account.objects.filter(owner_id=user_id).only("asset_id", "kind", "balance")
+    }
+    return [
+        UserBalance(
+            asset=asset.code,
+            decimals=asset.decimals,
+            available=stored.get((asset.id, AccountKind.USER_AVAILABLE), Decimal(0)).quantize(asset.quantum),
+            held=stored.get((asset.id, AccountKind.USER_HELD), Decimal(0)).quantize(asset.quantum),
+        )
+        for asset in Asset.objects.order_by("code")
+    ]
+
+
+def account_statement(account_id: int) -> QuerySet[Posting]:
+    """The account's postings, newest first, each with its entry (reason, reference, time) and balance after."""
+    return Posting.objects.filter(account_id=account_id).select_related("entry", "asset").order_by("-id")
+
+
+def user_postings(user_id: int, *, asset_code: str | None = None) -> QuerySet[Posting]:
+    """Postings on the user's available and held accounts, newest first; optionally of one asset."""
+    postings = Posting.objects.filter(account__owner_id=user_id).select_related("entry", "account", "asset")
+    if asset_code:
+        postings = postings.filter(asset__code=asset_code)
+    return postings.order_by("-id")
+
+
+def account_balance_at(account_id: int, at: datetime) -> Decimal:
+    """The account's balance (normal direction) just after the last entry posted at or before ``at``."""
+    last = (
+        Posting.objects.filter(account_id=account_id, entry__created_at__lte=at)
+        .order_by("-id")
+        .values_list("balance_after", flat=True)
+        .first()
+    )
+    return last if last is not None else Decimal(0)

@@ -1,0 +1,410 @@
+"""Every write to the ledger: the only code that creates journal rows or changes a balance.
+
+The core is :func:`entry_post` (DESIGN.md section 6). The recipe services below it
+(hold, release, transfer, adjustment) build balanced legs and call it inside a
+transaction that retries on deadlock (:func:`apps.ledger.transactions.retrying_atomic`).
+Other apps call these services; they never write ledger models themselves.
+"""
+
+import hashlib
+import json
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Q
+from django.db.transaction import TransactionManagementError
+from django.utils import timezone
+from moneyed import Money
+
+from .amounts import check_amount, format_amount, is_exact
+from .errors import DomainError, IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
+from .models import USER_KINDS, Account, AccountKind, Asset, EntryReason, JournalEntry, normal_sign
+from .transactions import retrying_atomic
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One side of a journal entry: a signed ``amount`` (debit positive, credit negative) on an account.
+
+    ``amount`` is in units of the account's asset and must be an exact multiple of its precision.
+    """
+
+    account_id: int
+    amount: Decimal
+
+
+def debit(account: Account, amount: Decimal) -> Leg:
+    """A debit of ``amount`` (positive) to ``account``."""
+    return Leg(account.id, amount)
+
+
+def credit(account: Account, amount: Decimal) -> Leg:
+    """A credit of ``amount`` (positive) to ``account``."""
+    return Leg(account.id, -amount)
+
+
+# Accounts ------------------------------------------------------------------------------------------
+
+
+def _accounts_get_or_create(specs: Sequence[tuple[str, Asset, int | None, int]]) -> list[Account]:
+    """Return the accounts named by ``(kind, asset, owner_id, shard)``, creating missing ones.
+
+    One SELECT when they all exist; concurrent creators are settled by the unique constraints.
+    """
+
+    def spec_filter() -> Q:
+        query = Q()
+        for kind, asset, owner_id, shard in specs:
+            query |= Q(kind=kind, asset=asset, shard=shard, owner_id=owner_id) if owner_id else Q(
+                kind=kind, asset=asset, shard=shard, owner__isnull=True
+            )
+        return query
+
+    def by_spec() -> dict[tuple, Account]:
+        found = Account.objects.filter(spec_filter()).select_related("asset")
+        return {(a.kind, a.asset_id, a.owner_id, a.shard): a for a in found}
+
+    accounts = by_spec()
+    keys = [(kind, asset.id, owner_id, shard) for kind, asset, owner_id, shard in specs]
+    missing = [spec for spec, key in zip(specs, keys) if key not in accounts]
+    if missing:
+        Account.objects.bulk_create(
+            [Account(kind=kind, asset=asset, owner_id=owner_id, shard=shard) for kind, asset, owner_id, shard in missing],
+            ignore_conflicts=True,
+        )
+        accounts = by_spec()
+    return [accounts[key] for key in keys]
+
+
+def user_account(user_id: int, asset: Asset, kind: str = AccountKind.USER_AVAILABLE) -> Account:
+    """The user's ``user_available`` (default) or ``user_held`` account for ``asset``, created on first use."""
+    if kind not in USER_KINDS:
+        raise ValueError(f"{kind} is not a user account kind")
+    return _accounts_get_or_create([(kind, asset, user_id, 0)])[0]
+
+
+def user_accounts(user_id: int, asset: Asset) -> tuple[Account, Account]:
+    """The user's ``(user_available, user_held)`` accounts for ``asset`` in one query."""
+    available, held = _accounts_get_or_create(
+        [(AccountKind.USER_AVAILABLE, asset, user_id, 0), (AccountKind.USER_HELD, asset, user_id, 0)]
+    )
+    return available, held
+
+
+def system_account(kind: str, asset: Asset, *, shard_key: str = "") -> Account:
+    """The system account of ``kind`` for ``asset``.
+
+    ``fee_revenue`` is split into ``settings.LEDGER_FEE_REVENUE_SHARDS`` shards so that
+    concurrent fills do not queue on one row; the shard is chosen from ``shard_key``
+    (pass the entry's idempotency key) so a replayed entry names the same account.
+    """
+    if kind in USER_KINDS:
+        raise ValueError(f"{kind} is a user account kind")
+    shard = 0
+    if kind == AccountKind.FEE_REVENUE:
+        shard = zlib.crc32(shard_key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
+    return _accounts_get_or_create([(kind, asset, None, shard)])[0]
+
+
+# The entry point -----------------------------------------------------------------------------------
+
+_LOCK_ACCOUNTS = """
+    SELECT a.id, a.kind, a.asset_id, a.owner_id, a.balance, s.code, s.decimals
+    FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
+    WHERE a.id = ANY(%s)
+    ORDER BY a.id
+    FOR NO KEY UPDATE OF a
+"""
+
+_INSERT_ENTRY = """
+    INSERT INTO ledger_journalentry
+        (idempotency_key, reason, reference_type, reference_id, metadata, payload_hash, created_at, created_by_id)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id
+"""
+
+_INSERT_POSTINGS = """
+    INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)
+    SELECT %s, account_id, asset_id, amount, balance_after
+    FROM unnest(%s::bigint[], %s::bigint[], %s::numeric[], %s::numeric[])
+        AS p(account_id, asset_id, amount, balance_after)
+"""
+
+_UPDATE_BALANCES = """
+    UPDATE ledger_account a
+    SET balance = v.balance, version = a.version + v.postings
+    FROM unnest(%s::bigint[], %s::numeric[], %s::int[]) AS v(id, balance, postings)
+    WHERE a.id = v.id
+"""
+
+
+@dataclass
+class _LockedAccount:
+    id: int
+    kind: str
+    asset_id: int
+    owner_id: int | None
+    balance: Decimal
+    asset_code: str
+    decimals: int
+
+
+def _payload_hash(reason: str, reference_type: str, reference_id: str, legs: Sequence[Leg]) -> str:
+    payload = {
+        "reason": reason,
+        "reference": [reference_type, reference_id],
+        "legs": sorted([leg.account_id, format(leg.amount.normalize(), "f")] for leg in legs),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def _replayed_entry(idempotency_key: str, payload_hash: str) -> JournalEntry | None:
+    """The entry already posted under ``idempotency_key``, if any; a different payload is a conflict."""
+    entry = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
+    if entry is not None and entry.payload_hash != payload_hash:
+        raise IdempotencyConflict(f"Idempotency key {idempotency_key!r} was already used with a different payload.")
+    return entry
+
+
+def entry_post(
+    *,
+    idempotency_key: str,
+    reason: str,
+    legs: Sequence[Leg],
+    reference_type: str = "",
+    reference_id: str = "",
+    metadata: dict | None = None,
+    created_by_id: int | None = None,
+) -> JournalEntry:
+    """Post one balanced journal entry, or return the one already posted under ``idempotency_key``.
+
+    Runs inside the caller's ``transaction.atomic()`` (the caller owns retries, see
+    :func:`~apps.ledger.transactions.retrying_atomic`). It locks every account the legs
+    touch in primary-key order with one ``SELECT ... FOR NO KEY UPDATE``, checks the
+    entry, then writes the entry, its postings (each with the account's balance after
+    it) and the new balances: one statement each. Nothing is written when it raises.
+
+    ``legs``: two or more, each a non-zero exact multiple of its account's asset
+    precision, summing to zero per asset. ``reason`` is an :class:`EntryReason`.
+    ``metadata`` is stored as JSON and not part of the idempotency comparison, which
+    covers reason, reference and legs.
+
+    Raises :class:`UnbalancedEntry`, :class:`InvalidAmount`, :class:`InsufficientFunds`
+    (a user account would go below zero: invariant 3) and :class:`IdempotencyConflict`
+    (the key was used with another payload: invariant 7).
+    """
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("entry_post must run inside transaction.atomic()")
+    if reason not in EntryReason.values:
+        raise ValueError(f"unknown entry reason {reason!r}")
+    if len(legs) < 2:
+        raise UnbalancedEntry("A journal entry needs at least two legs.")
+    for leg in legs:
+        if not isinstance(leg.amount, Decimal) or not leg.amount.is_finite() or leg.amount == 0:
+            raise InvalidAmount(f"Leg amounts must be finite non-zero Decimals, got {leg.amount!r}.")
+    payload_hash = _payload_hash(reason, reference_type, reference_id, legs)
+
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_ACCOUNTS, [sorted({leg.account_id for leg in legs})])
+        accounts = {row[0]: _LockedAccount(*row) for row in cursor.fetchall()}
+        unknown = {leg.account_id for leg in legs} - accounts.keys()
+        if unknown:
+            raise ValueError(f"unknown accounts {sorted(unknown)}")
+
+        per_asset: dict[int, Decimal] = defaultdict(Decimal)
+        for leg in legs:
+            account = accounts[leg.account_id]
+            if not is_exact(leg.amount, account.decimals):
+                raise InvalidAmount(f"{leg.amount} has more than {account.decimals} decimals for {account.asset_code}.")
+            per_asset[account.asset_id] += leg.amount
+        if any(per_asset.values()):
+            raise UnbalancedEntry("Journal entry legs must sum to zero per asset.")
+
+        balances = {account_id: account.balance for account_id, account in accounts.items()}
+        balances_after = []
+        for leg in legs:
+            account = accounts[leg.account_id]
+            balances[leg.account_id] += normal_sign(account.kind) * leg.amount
+            balances_after.append(balances[leg.account_id])
+
+        short = [a for a in accounts.values() if a.kind in USER_KINDS and balances[a.id] < 0]
+        if short:
+            replayed = _replayed_entry(idempotency_key, payload_hash)
+            if replayed is not None:
+                return replayed
+            account = short[0]
+            needed = account.balance - balances[account.id]
+            raise InsufficientFunds(
+                f"Insufficient {account.asset_code}: {format_amount(account.balance, account.decimals)} "
+                f"{'available' if account.kind == AccountKind.USER_AVAILABLE else 'held'}, "
+                f"{format_amount(needed, account.decimals)} needed."
+            )
+
+        created_at = timezone.now()
+        cursor.execute(
+            _INSERT_ENTRY,
+            [idempotency_key, reason, reference_type, reference_id, json.dumps(metadata or {}, default=str),
+             payload_hash, created_at, created_by_id],
+        )
+        inserted = cursor.fetchone()
+        if inserted is None:
+            return _replayed_entry(idempotency_key, payload_hash)
+        entry_id = inserted[0]
+
+        cursor.execute(
+            _INSERT_POSTINGS,
+            [
+                entry_id,
+                [leg.account_id for leg in legs],
+                [accounts[leg.account_id].asset_id for leg in legs],
+                [leg.amount for leg in legs],
+                balances_after,
+            ],
+        )
+        touched = Counter(leg.account_id for leg in legs)
+        cursor.execute(
+            _UPDATE_BALANCES,
+            [list(touched), [balances[account_id] for account_id in touched], list(touched.values())],
+        )
+
+    return JournalEntry(
+        id=entry_id,
+        idempotency_key=idempotency_key,
+        reason=reason,
+        reference_type=reference_type,
+        reference_id=reference_id,
+        metadata=metadata or {},
+        payload_hash=payload_hash,
+        created_at=created_at,
+        created_by_id=created_by_id,
+    )
+
+
+# Recipes that need no other app (DESIGN.md section 4) ----------------------------------------------
+
+
+@retrying_atomic
+def funds_hold(
+    *,
+    user_id: int,
+    asset: Asset,
+    amount: Decimal,
+    idempotency_key: str,
+    reason: str = EntryReason.HOLD,
+    reference_type: str = "",
+    reference_id: str = "",
+) -> JournalEntry:
+    """Move ``amount`` of ``asset`` from the user's available to held funds (Dr available, Cr held).
+
+    Used for orders (``order:<id>:hold``) and withdrawals (``withdrawal:<id>:hold``).
+    Raises :class:`InsufficientFunds` when available is short, :class:`InvalidAmount`
+    for an amount that is not positive or has more decimals than the asset allows.
+    """
+    amount = check_amount(amount, decimals=asset.decimals)
+    available, held = user_accounts(user_id, asset)
+    return entry_post(
+        idempotency_key=idempotency_key,
+        reason=reason,
+        legs=[debit(available, amount), credit(held, amount)],
+        reference_type=reference_type,
+        reference_id=reference_id,
+    )
+
+
+@retrying_atomic
+def funds_release(
+    *,
+    user_id: int,
+    asset: Asset,
+    amount: Decimal,
+    idempotency_key: str,
+    reason: str = EntryReason.RELEASE,
+    reference_type: str = "",
+    reference_id: str = "",
+) -> JournalEntry:
+    """Move ``amount`` of ``asset`` from the user's held back to available funds (Dr held, Cr available).
+
+    Raises :class:`InsufficientFunds` if less than ``amount`` is held (a bug in the
+    caller: holds are released exactly once), :class:`InvalidAmount` as for a hold.
+    """
+    amount = check_amount(amount, decimals=asset.decimals)
+    available, held = user_accounts(user_id, asset)
+    return entry_post(
+        idempotency_key=idempotency_key,
+        reason=reason,
+        legs=[debit(held, amount), credit(available, amount)],
+        reference_type=reference_type,
+        reference_id=reference_id,
+    )
+
+
+def _asset_of(amount: Money) -> Asset:
+    try:
+        return Asset.objects.get(code=amount.currency.code)
+    except Asset.DoesNotExist:
+        raise InvalidAmount(f"Unknown asset {amount.currency.code}.", field="asset") from None
+
+
+@retrying_atomic
+def transfer_create(
+    *, source_user_id: int, destination_user_id: int, amount: Money, transfer_id: str, created_by_id: int | None = None
+) -> JournalEntry:
+    """Move ``amount`` from one user's available funds to another's (key ``transfer:<transfer_id>``).
+
+    ``amount`` is a ``Money`` in an asset code; it must be positive and within the
+    asset's precision. Posting the same ``transfer_id`` again returns the original entry.
+    Raises :class:`InsufficientFunds`, :class:`InvalidAmount`, :class:`IdempotencyConflict`.
+    """
+    if source_user_id == destination_user_id:
+        raise DomainError("Source and destination must differ.", fields={"destination": "Must differ from the source."})
+    asset = _asset_of(amount)
+    value = check_amount(amount.amount, decimals=asset.decimals)
+    source, destination = _accounts_get_or_create(
+        [
+            (AccountKind.USER_AVAILABLE, asset, source_user_id, 0),
+            (AccountKind.USER_AVAILABLE, asset, destination_user_id, 0),
+        ]
+    )
+    return entry_post(
+        idempotency_key=f"transfer:{transfer_id}",
+        reason=EntryReason.TRANSFER,
+        legs=[debit(source, value), credit(destination, value)],
+        reference_type="transfer",
+        reference_id=str(transfer_id),
+        created_by_id=created_by_id,
+    )
+
+
+@retrying_atomic
+def adjustment_post(*, adjustment_id: str, legs: Sequence[Leg], memo: str, operator_id: int) -> JournalEntry:
+    """Post a manual adjustment: balanced ``legs``, one of them on an ``equity`` account.
+
+    ``memo`` (required) says why; ``operator_id`` is the operator who approved it and is
+    recorded as the entry's author. Key ``adjustment:<adjustment_id>``.
+    Raises :class:`UnbalancedEntry` without an equity leg or when legs do not balance,
+    :class:`InsufficientFunds` if a user account would go negative.
+    """
+    if not memo.strip():
+        raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
+    equity_ids = set(
+        Account.objects.filter(id__in=[leg.account_id for leg in legs], kind=AccountKind.EQUITY).values_list(
+            "id", flat=True
+        )
+    )
+    if not equity_ids:
+        raise UnbalancedEntry("A manual adjustment needs an equity leg.")
+    return entry_post(
+        idempotency_key=f"adjustment:{adjustment_id}",
+        reason=EntryReason.ADJUSTMENT,
+        legs=legs,
+        reference_type="adjustment",
+        reference_id=str(adjustment_id),
+        metadata={"memo": memo},
+        created_by_id=operator_id,
+    )

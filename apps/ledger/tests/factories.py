@@ -1,0 +1,46 @@
+"""factory_boy factories for ledger tests (and the other apps' tests)."""
+
+import uuid
+from decimal import Decimal
+
+import factory
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from apps.ledger.models import AccountKind, Asset, EntryReason
+from apps.ledger.services import credit, debit, entry_post, system_account, user_account
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.django.Password("correct horse battery staple")
+
+
+class AssetFactory(factory.django.DjangoModelFactory):
+    """Defaults to USDT (6 decimals); pass ``code``/``decimals`` for others."""
+
+    class Meta:
+        model = Asset
+        django_get_or_create = ("code",)
+
+    code = "USDT"
+    name = factory.LazyAttribute(lambda asset: asset.code)
+    decimals = 6
+
+
+def fund(user, asset: Asset, amount: Decimal | str) -> None:
+    """Credit ``amount`` to the user's available funds as a confirmed deposit would (Dr custody, Cr available)."""
+    amount = Decimal(amount)
+    with transaction.atomic():
+        entry_post(
+            idempotency_key=f"test-deposit:{uuid.uuid4()}",
+            reason=EntryReason.DEPOSIT,
+            legs=[
+                debit(system_account(AccountKind.CUSTODY, asset), amount),
+                credit(user_account(user.id, asset), amount),
+            ],
+        )

@@ -1,0 +1,123 @@
+"""The invariants PostgreSQL enforces by itself, whatever code writes (raw SQL here)."""
+
+from decimal import Decimal
+
+import pytest
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.utils import timezone
+
+from apps.ledger.models import Account, AccountKind, Asset, JournalEntry, Posting
+from apps.ledger.services import system_account, user_account
+from apps.ledger.tests.factories import fund
+
+
+def _raw_entry(cursor, key: str) -> int:
+    cursor.execute(
+        "INSERT INTO ledger_journalentry (idempotency_key, reason, reference_type, reference_id, metadata,"
+        " payload_hash, created_at) VALUES (%s, 'adjustment', '', '', '{}', '', %s) RETURNING id",
+        [key, timezone.now()],
+    )
+    return cursor.fetchone()[0]
+
+
+def _raw_posting(cursor, entry_id: int, account: Account, amount: str) -> None:
+    cursor.execute(
+        "INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after) VALUES (%s, %s, %s, %s, 0)",
+        [entry_id, account.id, account.asset_id, Decimal(amount)],
+    )
+
+
+def test_unbalanced_entry_written_with_raw_sql_is_refused_at_commit(transactional_db, usdt, user):
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    available = user_account(user.id, usdt)
+
+    with pytest.raises(IntegrityError, match="does not balance per asset"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            entry_id = _raw_entry(cursor, "raw:unbalanced")
+            _raw_posting(cursor, entry_id, custody, "10")
+            _raw_posting(cursor, entry_id, available, "-9")
+
+    assert not JournalEntry.objects.filter(idempotency_key="raw:unbalanced").exists()
+
+
+def test_balanced_entry_across_two_assets_that_does_not_balance_per_asset_is_refused(transactional_db, usdt, btc, user):
+    usdt_custody = system_account(AccountKind.CUSTODY, usdt)
+    btc_available = user_account(user.id, btc)
+
+    with pytest.raises(IntegrityError, match="does not balance per asset"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            entry_id = _raw_entry(cursor, "raw:cross-asset")
+            _raw_posting(cursor, entry_id, usdt_custody, "1")
+            _raw_posting(cursor, entry_id, btc_available, "-1")
+
+
+def test_entry_without_postings_is_refused_at_commit(transactional_db):
+    with pytest.raises(IntegrityError, match="fewer than two postings"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            _raw_entry(cursor, "raw:empty")
+
+
+def test_posting_finer_than_the_asset_precision_is_refused_at_commit(transactional_db, usdt, user):
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    available = user_account(user.id, usdt)
+
+    with pytest.raises(IntegrityError, match="precision"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            entry_id = _raw_entry(cursor, "raw:dust")
+            _raw_posting(cursor, entry_id, custody, "0.0000001")
+            _raw_posting(cursor, entry_id, available, "-0.0000001")
+
+
+def test_posting_whose_asset_differs_from_its_account_is_refused(db, usdt, btc, user):
+    available = user_account(user.id, usdt)
+    with pytest.raises(IntegrityError, match="posting_account_asset_fk"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            entry_id = _raw_entry(cursor, "raw:wrong-asset")
+            cursor.execute(
+                "INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)"
+                " VALUES (%s, %s, %s, 1, 1)",
+                [entry_id, available.id, btc.id],
+            )
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE ledger_posting SET amount = amount * 2",
+        "DELETE FROM ledger_posting",
+        "UPDATE ledger_journalentry SET reason = 'transfer'",
+        "DELETE FROM ledger_journalentry",
+    ],
+)
+def test_journal_rows_cannot_be_updated_or_deleted(db, usdt, user, statement):
+    fund(user, usdt, "5")
+    before = list(Posting.objects.values_list("id", "amount"))
+
+    with pytest.raises(DatabaseError, match="Cannot update or delete"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(statement)
+
+    assert list(Posting.objects.values_list("id", "amount")) == before
+
+
+def test_user_balance_cannot_go_negative_even_with_raw_sql(db, usdt, user):
+    available = user_account(user.id, usdt)
+    with pytest.raises(IntegrityError, match="account_user_balance_not_negative"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("UPDATE ledger_account SET balance = -1 WHERE id = %s", [available.id])
+
+
+def test_posting_amount_cannot_be_zero(db, usdt, user):
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    with pytest.raises(IntegrityError, match="posting_amount_not_zero"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            entry_id = _raw_entry(cursor, "raw:zero")
+            _raw_posting(cursor, entry_id, custody, "0")
+
+
+def test_asset_precision_cannot_change_once_created(db, usdt):
+    with pytest.raises(DatabaseError, match="precision_fixed|Cannot update"):
+        with transaction.atomic():
+            Asset.objects.filter(id=usdt.id).update(decimals=2)
+    usdt.refresh_from_db()
+    assert usdt.decimals == 6

@@ -1,0 +1,105 @@
+import json
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from apps.ledger.models import AccountKind
+from apps.ledger.reconciliation import reconcile, registered_invariants
+from apps.ledger.services import funds_hold, system_account, user_account
+from apps.ledger.tests.factories import fund
+
+
+def run_reconcile(*args: str) -> tuple[int, str]:
+    out = StringIO()
+    try:
+        call_command("reconcile", *args, stdout=out)
+    except SystemExit as exit_:
+        return exit_.code, out.getvalue()
+    return 0, out.getvalue()
+
+
+def test_clean_ledger_passes_with_figures_per_asset(db, usdt, btc, user):
+    fund(user, usdt, "100")
+    funds_hold(user_id=user.id, asset=usdt, amount=Decimal("25"), idempotency_key="order:1:hold")
+
+    code, out = run_reconcile("--json")
+
+    report = json.loads(out)
+    assert code == 0
+    assert report["ok"] is True
+    assert {check["name"] for check in report["checks"]} >= {
+        "entries_balanced", "balances_match_postings", "user_balances_not_negative", "journal_append_only",
+        "idempotency_keys_unique",
+    }
+    assert report["assets"]["USDT"]["custody"] == "100.000000"
+    assert report["assets"]["USDT"]["user_available"] == "75.000000"
+    assert report["assets"]["USDT"]["user_held"] == "25.000000"
+    assert report["assets"]["BTC"]["custody"] == "0.00000000"
+
+
+def test_ledger_invariants_are_registered():
+    assert registered_invariants() >= {1, 2, 3, 6, 7}
+
+
+def test_stored_balance_changed_with_raw_sql_is_found_and_named(db, usdt, user):
+    fund(user, usdt, "100")
+    account = user_account(user.id, usdt)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE ledger_account SET balance = balance + 1 WHERE id = %s", [account.id])
+
+    code, out = run_reconcile("--json")
+
+    report = json.loads(out)
+    failed = {check["name"]: check for check in report["checks"] if not check["ok"]}
+    assert code == 1
+    assert list(failed) == ["balances_match_postings"]
+    assert failed["balances_match_postings"]["details"] == [
+        {
+            "account": account.id, "kind": "user_available", "owner": user.id, "asset": "USDT",
+            "stored_balance": "101.000000", "postings_balance": "100.000000", "last_balance_after": "100.000000",
+            "version": 1, "postings": 1,
+        }
+    ]
+
+
+def test_disabled_immutability_trigger_is_found(db, usdt, user):
+    fund(user, usdt, "1")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
+        cursor.execute("ALTER TABLE ledger_posting DISABLE TRIGGER USER")  # undone by the test's rollback
+
+    report = reconcile()
+
+    check = next(c for c in report.checks if c.name == "journal_append_only")
+    assert not check.ok
+    assert {"table": "ledger_posting", "trigger": "pgtrigger_immutable", "problem": "disabled"} in check.details
+
+
+def test_text_output_names_the_offending_account_and_exits_1(db, usdt, user):
+    fund(user, usdt, "5")
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE ledger_account SET version = 7 WHERE id = %s", [custody.id])
+
+    code, out = run_reconcile()
+
+    assert code == 1
+    assert "FAIL invariant 2: balances_match_postings" in out
+    assert f"account={custody.id}, kind=custody" in out
+
+
+def test_asset_filter_limits_the_checks_to_one_asset(db, usdt, btc, user):
+    fund(user, btc, "1")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE ledger_account SET balance = 2 WHERE kind = 'custody'")
+
+    assert run_reconcile("--asset", "USDT")[0] == 0
+    assert run_reconcile("--asset", "BTC")[0] == 1
+
+
+def test_unknown_asset_is_a_clear_error(db):
+    with pytest.raises(CommandError, match="Unknown asset DOGE"):
+        call_command("reconcile", "--asset", "DOGE")

@@ -1,0 +1,128 @@
+"""Settings shared by every environment; values come from the environment (django-environ).
+
+See ``.env.example`` for the variables and README.md for their meaning.
+"""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+
+
+def database_from_url(url: str) -> dict:
+    """Parse a PostgreSQL URL; a libpq ``?host=/socket/dir`` query becomes the HOST."""
+    config = environ.Env.db_url_config(url)
+    options = config.setdefault("OPTIONS", {})
+    if not config.get("HOST") and "host" in options:
+        config["HOST"] = options.pop("host")
+    return config
+
+
+def celery_broker_from_redis_url(url: str) -> str:
+    """Kombu spells a unix-socket Redis ``redis+socket://``; redis-py spells it ``unix://``."""
+    if url.startswith("unix://"):
+        return "redis+socket://" + url.removeprefix("unix://")
+    return url
+
+
+SECRET_KEY = env("DJANGO_SECRET_KEY")
+DEBUG = False
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=[])
+ADMIN_URL = env("DJANGO_ADMIN_URL", default="admin/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "pgtrigger",
+    "djmoney",
+    "apps.ledger",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "exchange.urls"
+WSGI_APPLICATION = "exchange.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_from_url(env("DATABASE_URL"))}
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env("REDIS_URL")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+    }
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# Celery: Redis is the broker; tasks acknowledge late and are re-queued if a worker dies.
+CELERY_BROKER_URL = celery_broker_from_redis_url(REDIS_URL)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# Ledger: hot system accounts (fee revenue) are split into this many shards, summed for reporting.
+LEDGER_FEE_REVENUE_SHARDS = env.int("LEDGER_FEE_REVENUE_SHARDS", default=8)
+# Deadlocks and serialization failures are retried this many times in all.
+LEDGER_TRANSACTION_ATTEMPTS = env.int("LEDGER_TRANSACTION_ATTEMPTS", default=8)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+}
