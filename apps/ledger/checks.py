@@ -4,13 +4,14 @@ Each check is a query for the rows that break the invariant; an empty result pas
 Amounts in the details are strings of the asset's precision.
 """
 
+from collections import defaultdict
 from decimal import Decimal
 
 from django.db import connection
 
 from .amounts import format_amount
 from .models import DEBIT_NORMAL_KINDS, USER_KINDS, AccountKind
-from .reconciliation import Scope, register_asset_figures, register_check
+from .reconciliation import Scope, hold_sources, register_asset_figures, register_check
 
 ROW_LIMIT = 1000
 
@@ -108,6 +109,45 @@ def user_balances_not_negative(scope: Scope) -> list[dict]:
         [list(USER_KINDS), scope.asset_ids, ROW_LIMIT],
     )
     return _format(rows, "balance", "lowest_balance_after")
+
+
+@register_check(invariant=4, name="held_matches_open_holds")
+def held_matches_open_holds(scope: Scope) -> list[dict]:
+    """Per user and asset, ``user_held`` equals the remaining holds the hold sources report.
+
+    The sources are the apps' live objects (open orders, pending withdrawals); see
+    :func:`apps.ledger.reconciliation.register_hold_source`.
+    """
+    expected: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    for source in hold_sources():
+        for key, amount in source(scope).items():
+            expected[key] += amount
+    held = _rows(
+        """
+        SELECT a.id AS account, a.owner_id AS owner, a.asset_id, s.code AS asset, s.decimals, a.balance
+        FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
+        WHERE a.kind = %s AND a.asset_id = ANY(%s)
+        """,
+        [AccountKind.USER_HELD, scope.asset_ids],
+    )
+    decimals = {asset.id: (asset.code, asset.decimals) for asset in scope.assets}
+    by_key = {(row["owner"], row["asset_id"]): row for row in held}
+    problems = []
+    for owner, asset_id in sorted(by_key.keys() | expected.keys()):
+        if asset_id not in decimals:
+            continue
+        row = by_key.get((owner, asset_id))
+        balance = row["balance"] if row else Decimal(0)
+        if balance != expected.get((owner, asset_id), Decimal(0)):
+            code, places = decimals[asset_id]
+            problems.append({
+                "account": row["account"] if row else None,
+                "owner": owner,
+                "asset": code,
+                "held": format_amount(balance, places),
+                "open_holds": format_amount(expected.get((owner, asset_id), Decimal(0)), places),
+            })
+    return problems
 
 
 # The triggers that make journal rows append-only and balanced (see models.py).

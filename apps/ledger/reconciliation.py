@@ -9,6 +9,7 @@ trading cannot produce a false alarm, and returns a :class:`Report`.
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from django.db import connection, transaction
 
@@ -64,6 +65,7 @@ class Report:
 
 CheckFunction = Callable[[Scope], list[dict]]
 FiguresFunction = Callable[[Scope], dict[str, dict]]
+HoldSource = Callable[[Scope], dict[tuple[int, int], Decimal]]
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ class _Check:
 
 _checks: list[_Check] = []
 _figures: list[FiguresFunction] = []
+_hold_sources: list[HoldSource] = []
 
 
 def register_check(*, invariant: int, name: str) -> Callable[[CheckFunction], CheckFunction]:
@@ -94,6 +97,22 @@ def register_asset_figures(function: FiguresFunction) -> FiguresFunction:
     if function not in _figures:
         _figures.append(function)
     return function
+
+
+def register_hold_source(function: HoldSource) -> HoldSource:
+    """Register what explains held funds (invariant 4): ``function(scope) -> {(user id, asset id): amount}``.
+
+    Each app that holds funds (open orders, pending withdrawals) reports the remaining
+    holds of its live objects; the ledger compares their sum with every ``user_held``.
+    """
+    if function not in _hold_sources:
+        _hold_sources.append(function)
+    return function
+
+
+def hold_sources() -> list[HoldSource]:
+    """The registered hold sources (see :func:`register_hold_source`)."""
+    return list(_hold_sources)
 
 
 def registered_invariants() -> set[int]:

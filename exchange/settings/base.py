@@ -44,6 +44,8 @@ INSTALLED_APPS = [
     "pgtrigger",
     "djmoney",
     "apps.ledger",
+    "apps.orders",
+    "apps.wallets",
 ]
 
 MIDDLEWARE = [

@@ -21,9 +21,10 @@ def run_reconcile(*args: str) -> tuple[int, str]:
     return 0, out.getvalue()
 
 
-def test_clean_ledger_passes_with_figures_per_asset(db, usdt, btc, user):
+def test_clean_ledger_passes_with_figures_per_asset(db, usdt, btc, user, declared_holds):
     fund(user, usdt, "100")
     funds_hold(user_id=user.id, asset=usdt, amount=Decimal("25"), idempotency_key="order:1:hold")
+    declared_holds[(user.id, usdt.id)] += Decimal("25")
 
     code, out = run_reconcile("--json")
 
@@ -31,7 +32,7 @@ def test_clean_ledger_passes_with_figures_per_asset(db, usdt, btc, user):
     assert code == 0
     assert report["ok"] is True
     assert {check["name"] for check in report["checks"]} >= {
-        "entries_balanced", "balances_match_postings", "user_balances_not_negative", "journal_append_only",
+        "entries_balanced", "balances_match_postings", "held_matches_open_holds", "user_balances_not_negative", "journal_append_only",
         "idempotency_keys_unique",
     }
     assert report["assets"]["USDT"]["custody"] == "100.000000"
@@ -41,7 +42,22 @@ def test_clean_ledger_passes_with_figures_per_asset(db, usdt, btc, user):
 
 
 def test_ledger_invariants_are_registered():
-    assert registered_invariants() >= {1, 2, 3, 6, 7}
+    assert registered_invariants() >= {1, 2, 3, 4, 6, 7}
+
+
+def test_held_funds_that_no_open_hold_explains_are_found(db, usdt, user, declared_holds):
+    fund(user, usdt, "100")
+    funds_hold(user_id=user.id, asset=usdt, amount=Decimal("25"), idempotency_key="order:1:hold")
+    declared_holds[(user.id, usdt.id)] += Decimal("20")
+
+    report = reconcile()
+
+    check = next(c for c in report.checks if c.name == "held_matches_open_holds")
+    assert not report.ok
+    assert check.details == [{
+        "account": user_account(user.id, usdt, AccountKind.USER_HELD).id, "owner": user.id, "asset": "USDT",
+        "held": "25.000000", "open_holds": "20.000000",
+    }]
 
 
 def test_stored_balance_changed_with_raw_sql_is_found_and_named(db, usdt, user):
