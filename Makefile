@@ -23,7 +23,8 @@ test: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
-	$(WITH_SERVICES) $(PY) bench/ledger.py
+	$(WITH_SERVICES) $(PY) manage.py migrate --no-input
+	for script in bench/[a-z]*.py; do $(WITH_SERVICES) $(PY) $$script || exit 1; done
 
 migrate: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) manage.py migrate --no-input
