@@ -202,7 +202,7 @@ class JournalEntry(models.Model):
     payload_hash = models.CharField(max_length=64)
     created_at = models.DateTimeField(db_index=True)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
 
     class Meta:
@@ -240,8 +240,11 @@ class Posting(models.Model):
     """
 
     entry = models.ForeignKey(JournalEntry, on_delete=models.PROTECT, related_name="postings")
-    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="postings")
-    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
+    # Indexed by (account, id) below. The composite foreign key (account_id, asset_id) ->
+    # account (id, asset_id) guarantees the asset, so the asset needs no constraint of its
+    # own (which would share-lock the asset row on every insert).
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="postings", db_index=False)
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False)
     amount = AmountField()
     balance_after = AmountField()
 

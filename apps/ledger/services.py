@@ -16,7 +16,6 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from moneyed import Money
@@ -51,47 +50,49 @@ def credit(account: Account, amount: Decimal) -> Leg:
 # Accounts ------------------------------------------------------------------------------------------
 
 
-def _accounts_get_or_create(specs: Sequence[tuple[str, Asset, int | None, int]]) -> list[Account]:
-    """Return the accounts named by ``(kind, asset, owner_id, shard)``, creating missing ones.
+_SELECT_USER_ACCOUNTS = """
+    SELECT * FROM ledger_account WHERE asset_id = %s AND owner_id = ANY(%s) AND kind = ANY(%s)
+"""
+_SELECT_SYSTEM_ACCOUNT = """
+    SELECT * FROM ledger_account WHERE kind = %s AND asset_id = %s AND shard = %s AND owner_id IS NULL
+"""
 
-    One SELECT when they all exist; concurrent creators are settled by the unique constraints.
+
+def _user_accounts_get_or_create(asset: Asset, wanted: Sequence[tuple[int, str]]) -> list[Account]:
+    """The accounts of ``asset`` named by ``(owner id, kind)`` pairs, in order, creating missing ones.
+
+    One SELECT when they all exist; concurrent creators are settled by the unique constraint.
     """
 
-    def spec_filter() -> Q:
-        query = Q()
-        for kind, asset, owner_id, shard in specs:
-            query |= Q(kind=kind, asset=asset, shard=shard, owner_id=owner_id) if owner_id else Q(
-                kind=kind, asset=asset, shard=shard, owner__isnull=True
-            )
-        return query
+    def fetch() -> dict[tuple[int, str], Account]:
+        owners = sorted({owner_id for owner_id, _ in wanted})
+        kinds = sorted({kind for _, kind in wanted})
+        return {(a.owner_id, a.kind): a for a in Account.objects.raw(_SELECT_USER_ACCOUNTS, [asset.id, owners, kinds])}
 
-    def by_spec() -> dict[tuple, Account]:
-        found = Account.objects.filter(spec_filter()).select_related("asset")
-        return {(a.kind, a.asset_id, a.owner_id, a.shard): a for a in found}
-
-    accounts = by_spec()
-    keys = [(kind, asset.id, owner_id, shard) for kind, asset, owner_id, shard in specs]
-    missing = [spec for spec, key in zip(specs, keys) if key not in accounts]
+    found = fetch()
+    missing = [pair for pair in wanted if pair not in found]
     if missing:
         Account.objects.bulk_create(
-            [Account(kind=kind, asset=asset, owner_id=owner_id, shard=shard) for kind, asset, owner_id, shard in missing],
-            ignore_conflicts=True,
+            [Account(kind=kind, asset=asset, owner_id=owner_id) for owner_id, kind in missing], ignore_conflicts=True
         )
-        accounts = by_spec()
-    return [accounts[key] for key in keys]
+        found = fetch()
+    accounts = [found[pair] for pair in wanted]
+    for account in accounts:
+        account.asset = asset
+    return accounts
 
 
 def user_account(user_id: int, asset: Asset, kind: str = AccountKind.USER_AVAILABLE) -> Account:
     """The user's ``user_available`` (default) or ``user_held`` account for ``asset``, created on first use."""
     if kind not in USER_KINDS:
         raise ValueError(f"{kind} is not a user account kind")
-    return _accounts_get_or_create([(kind, asset, user_id, 0)])[0]
+    return _user_accounts_get_or_create(asset, [(user_id, kind)])[0]
 
 
 def user_accounts(user_id: int, asset: Asset) -> tuple[Account, Account]:
     """The user's ``(user_available, user_held)`` accounts for ``asset`` in one query."""
-    available, held = _accounts_get_or_create(
-        [(AccountKind.USER_AVAILABLE, asset, user_id, 0), (AccountKind.USER_HELD, asset, user_id, 0)]
+    available, held = _user_accounts_get_or_create(
+        asset, [(user_id, AccountKind.USER_AVAILABLE), (user_id, AccountKind.USER_HELD)]
     )
     return available, held
 
@@ -108,7 +109,13 @@ def system_account(kind: str, asset: Asset, *, shard_key: str = "") -> Account:
     shard = 0
     if kind == AccountKind.FEE_REVENUE:
         shard = zlib.crc32(shard_key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
-    return _accounts_get_or_create([(kind, asset, None, shard)])[0]
+    params = [kind, asset.id, shard]
+    account = next(iter(Account.objects.raw(_SELECT_SYSTEM_ACCOUNT, params)), None)
+    if account is None:
+        Account.objects.bulk_create([Account(kind=kind, asset=asset, shard=shard)], ignore_conflicts=True)
+        account = next(iter(Account.objects.raw(_SELECT_SYSTEM_ACCOUNT, params)))
+    account.asset = asset
+    return account
 
 
 # The entry point -----------------------------------------------------------------------------------
@@ -353,28 +360,38 @@ def _asset_of(amount: Money) -> Asset:
 
 @retrying_atomic
 def transfer_create(
-    *, source_user_id: int, destination_user_id: int, amount: Money, transfer_id: str, created_by_id: int | None = None
+    *,
+    source_user_id: int,
+    destination_user_id: int,
+    amount: Money,
+    transfer_id: str,
+    fee: Decimal = Decimal(0),
+    created_by_id: int | None = None,
 ) -> JournalEntry:
     """Move ``amount`` from one user's available funds to another's (key ``transfer:<transfer_id>``).
 
     ``amount`` is a ``Money`` in an asset code; it must be positive and within the
-    asset's precision. Posting the same ``transfer_id`` again returns the original entry.
+    asset's precision. A positive ``fee`` (same asset) is charged to the source on top
+    of ``amount`` and credited to ``fee_revenue``. Posting the same ``transfer_id``
+    again returns the original entry.
     Raises :class:`InsufficientFunds`, :class:`InvalidAmount`, :class:`IdempotencyConflict`.
     """
     if source_user_id == destination_user_id:
         raise DomainError("Source and destination must differ.", fields={"destination": "Must differ from the source."})
     asset = _asset_of(amount)
     value = check_amount(amount.amount, decimals=asset.decimals)
-    source, destination = _accounts_get_or_create(
-        [
-            (AccountKind.USER_AVAILABLE, asset, source_user_id, 0),
-            (AccountKind.USER_AVAILABLE, asset, destination_user_id, 0),
-        ]
+    fee = check_amount(fee, decimals=asset.decimals, field="fee", allow_zero=True)
+    key = f"transfer:{transfer_id}"
+    source, destination = _user_accounts_get_or_create(
+        asset, [(source_user_id, AccountKind.USER_AVAILABLE), (destination_user_id, AccountKind.USER_AVAILABLE)]
     )
+    legs = [debit(source, value + fee), credit(destination, value)]
+    if fee:
+        legs.append(credit(system_account(AccountKind.FEE_REVENUE, asset, shard_key=key), fee))
     return entry_post(
-        idempotency_key=f"transfer:{transfer_id}",
+        idempotency_key=key,
         reason=EntryReason.TRANSFER,
-        legs=[debit(source, value), credit(destination, value)],
+        legs=legs,
         reference_type="transfer",
         reference_id=str(transfer_id),
         created_by_id=created_by_id,

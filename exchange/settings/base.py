@@ -7,25 +7,11 @@ from pathlib import Path
 
 import environ
 
+from .environment import celery_broker_from_redis_url, database_from_url
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
 env = environ.Env()
-
-
-def database_from_url(url: str) -> dict:
-    """Parse a PostgreSQL URL; a libpq ``?host=/socket/dir`` query becomes the HOST."""
-    config = environ.Env.db_url_config(url)
-    options = config.setdefault("OPTIONS", {})
-    if not config.get("HOST") and "host" in options:
-        config["HOST"] = options.pop("host")
-    return config
-
-
-def celery_broker_from_redis_url(url: str) -> str:
-    """Kombu spells a unix-socket Redis ``redis+socket://``; redis-py spells it ``unix://``."""
-    if url.startswith("unix://"):
-        return "redis+socket://" + url.removeprefix("unix://")
-    return url
 
 
 SECRET_KEY = env("DJANGO_SECRET_KEY")

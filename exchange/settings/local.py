@@ -2,7 +2,7 @@
 
 import os
 
-from .localenv import load_local_services_env
+from .environment import load_local_services_env
 
 load_local_services_env()
 os.environ.setdefault("DJANGO_SECRET_KEY", "dev-only-insecure-secret-key")

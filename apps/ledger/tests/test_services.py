@@ -142,6 +142,19 @@ def test_transfer_moves_available_funds_between_users(db, usdt):
     assert balance_of(bob, usdt).available == Decimal("2.5")
 
 
+def test_transfer_with_a_fee_credits_fee_revenue(db, usdt):
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "10")
+    transfer_create(
+        source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal("2"), "USDT"), transfer_id="t-2",
+        fee=Decimal("0.01"),
+    )
+    fee_revenue = Account.objects.get(kind=AccountKind.FEE_REVENUE, asset=usdt)
+    assert balance_of(alice, usdt).available == Decimal("7.99")
+    assert balance_of(bob, usdt).available == Decimal("2")
+    assert fee_revenue.balance == Decimal("0.01")
+
+
 def test_transfer_to_oneself_is_refused(db, usdt, user):
     with pytest.raises(DomainError) as error:
         transfer_create(source_user_id=user.id, destination_user_id=user.id, amount=money(Decimal(1), "USDT"), transfer_id="t")
