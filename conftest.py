@@ -1,7 +1,9 @@
-"""Fixtures shared by every app's tests: assets of SCENARIOS.md and users."""
+"""Fixtures shared by every app's tests: assets of SCENARIOS.md, users, API clients."""
 
 import pytest
+from rest_framework.test import APIClient
 
+from apps.accounts.services import api_key_create
 from apps.ledger.tests.factories import AssetFactory, UserFactory
 
 
@@ -18,3 +20,30 @@ def btc(db):
 @pytest.fixture
 def user(db):
     return UserFactory()
+
+
+@pytest.fixture
+def api():
+    return APIClient()
+
+
+@pytest.fixture
+def key_for():
+    """``key_for(user, "read", "trade")`` -> a raw API key with those scopes."""
+
+    def make(user, *scopes):
+        return api_key_create(user_id=user.id, name="test", scopes=scopes or ("read",))[1]
+
+    return make
+
+
+@pytest.fixture
+def api_as(key_for):
+    """``api_as(user, *scopes)`` -> an APIClient authenticated with a new key of those scopes."""
+
+    def make(user, *scopes):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {key_for(user, *scopes)}")
+        return client
+
+    return make

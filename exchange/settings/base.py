@@ -26,12 +26,16 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "rest_framework",
+    "drf_spectacular",
     "pgtrigger",
     "djmoney",
     "apps.ledger",
     "apps.orders",
     "apps.wallets",
+    "apps.accounts",
+    "apps.api",
 ]
 
 MIDDLEWARE = [
@@ -89,6 +93,36 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.api.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.HasScope"],
+    "DEFAULT_PARSER_CLASSES": ["apps.api.parsers.DecimalJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttles.IpRateThrottle", "apps.api.throttles.KeyRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "ip": env("API_RATE_PER_IP", default="1200/min"),
+        "key": env("API_RATE_PER_KEY", default="600/min"),
+        "login": env("API_RATE_LOGIN", default="10/min"),
+    },
+    "EXCEPTION_HANDLER": "apps.api.exceptions.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Exchange API",
+    "DESCRIPTION": "Spot trading, balances, deposits and withdrawals. Amounts are strings of plain decimals.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.api.schema.add_error_responses",
+    ],
+}
 
 # Celery: Redis is the broker; tasks acknowledge late and are re-queued if a worker dies.
 CELERY_BROKER_URL = celery_broker_from_redis_url(REDIS_URL)

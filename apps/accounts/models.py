@@ -1,0 +1,47 @@
+"""API keys: scoped, stored hashed, shown once, revocable."""
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+
+
+class Scope(models.TextChoices):
+    """What an API key may do (API.md): read everything of its user, trade, withdraw."""
+
+    READ = "read", "Read"
+    TRADE = "trade", "Trade"
+    WITHDRAW = "withdraw", "Withdraw"
+
+
+class ApiKey(models.Model):
+    """A user's API key ``ex_<prefix>_<secret>``: only ``prefix`` and the SHA-256 of the whole key are stored.
+
+    ``withdrawal_addresses``, when not empty, is the only list of addresses this key
+    may withdraw to. A revoked key (``revoked_at`` set) authenticates nothing.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scopes = ArrayField(models.CharField(max_length=16, choices=Scope.choices))
+    withdrawal_addresses = ArrayField(models.CharField(max_length=128), default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(scopes__contained_by=Scope.values) & ~Q(scopes=[]), name="api_key_known_scopes"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (ex_{self.prefix}_…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

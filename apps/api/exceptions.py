@@ -1,0 +1,73 @@
+"""One exception handler: every API error has the shape of API.md.
+
+``{"error": {"code": "<code>", "message": "...", "fields": {"<field>": "<message>"}}}``
+"""
+
+import logging
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import set_rollback
+
+from apps.ledger.errors import DomainError
+
+log = logging.getLogger(__name__)
+
+_CODES = {
+    exceptions.NotAuthenticated: "not_authenticated",
+    exceptions.AuthenticationFailed: "not_authenticated",
+    exceptions.PermissionDenied: "permission_denied",
+    exceptions.NotFound: "not_found",
+    exceptions.Throttled: "rate_limited",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.NotAcceptable: "not_acceptable",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+}
+
+
+def error_body(code: str, message: str, fields: dict | None = None) -> dict:
+    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+
+
+def _flatten(detail) -> dict[str, str]:
+    """DRF validation details as ``{field: first message}``; nested fields joined with dots."""
+    if isinstance(detail, list):
+        return {"non_field_errors": str(detail[0])} if detail else {}
+    fields = {}
+    for name, value in detail.items():
+        if isinstance(value, dict):
+            fields.update({f"{name}.{inner}": message for inner, message in _flatten(value).items()})
+        elif isinstance(value, list) and value:
+            first = value[0]
+            fields[name] = str(first) if not isinstance(first, dict) else next(iter(_flatten(first).values()), "")
+        else:
+            fields[name] = str(value)
+    return fields
+
+
+def exception_handler(exc, context):
+    """Map domain errors and DRF's exceptions to the API error shape; anything else is logged and a 500."""
+    if isinstance(exc, DomainError):
+        set_rollback()
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if isinstance(exc, exceptions.ValidationError):
+        set_rollback()
+        fields = _flatten(exc.detail)
+        message = "; ".join(f"{name}: {text}" for name, text in fields.items()) or "Invalid request."
+        return Response(error_body("invalid_request", message, fields), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, exceptions.APIException):
+        set_rollback()
+        headers = {}
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))
+        code = next((code for cls, code in _CODES.items() if isinstance(exc, cls)), "invalid_request")
+        return Response(error_body(code, str(exc.detail)), status=exc.status_code, headers=headers)
+    return None

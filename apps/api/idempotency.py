@@ -1,0 +1,65 @@
+"""``Idempotency-Key`` on POST: the same key and body returns the original response (API.md).
+
+The key is claimed with ``INSERT ... ON CONFLICT DO NOTHING`` in the same
+transaction as the POST's effect, so concurrent duplicates queue on the unique
+index and then see the first one's stored response; a failed POST stores nothing
+and may be retried with the same key.
+"""
+
+import hashlib
+import json
+from collections.abc import Callable
+
+from django.db import connection, transaction
+from rest_framework.response import Response
+
+from apps.ledger.errors import DomainError, IdempotencyConflict
+from apps.ledger.transactions import retrying_atomic
+
+from .models import IdempotencyRecord
+
+HEADER = "Idempotency-Key"
+
+_CLAIM = """
+    INSERT INTO api_idempotencyrecord (user_id, key, request_hash, created_at)
+    VALUES (%s, %s, %s, now())
+    ON CONFLICT (user_id, key) DO NOTHING
+    RETURNING id
+"""
+
+
+def idempotent(request, perform: Callable[[], Response]) -> Response:
+    """Run ``perform`` (a POST's effect, returning its response) at most once per user and ``Idempotency-Key``.
+
+    Without the header, ``perform`` runs once in a retrying transaction. Raises
+    :class:`IdempotencyConflict` (409) when the key was used for a different request,
+    :class:`DomainError` for a malformed key.
+    """
+    key = request.headers.get(HEADER)
+    if key is None:
+        return retrying_atomic(perform)()
+    if not 1 <= len(key) <= 255 or not key.isprintable():
+        raise DomainError("Idempotency-Key must be 1 to 255 printable characters.", fields={HEADER: "Invalid key."})
+    fingerprint = json.dumps(
+        {"method": request.method, "path": request.path, "body": request.data}, sort_keys=True, default=str
+    )
+    return _claim_and_perform(request.user.id, key, hashlib.sha256(fingerprint.encode()).hexdigest(), perform)
+
+
+@retrying_atomic
+def _claim_and_perform(user_id: int, key: str, request_hash: str, perform: Callable[[], Response]) -> Response:
+    # The inner block undoes the claim with a failed request even inside a caller's transaction.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_CLAIM, [user_id, key, request_hash])
+            claimed = cursor.fetchone()
+        if claimed is None:
+            record = IdempotencyRecord.objects.get(user_id=user_id, key=key)
+            if record.request_hash != request_hash:
+                raise IdempotencyConflict("This Idempotency-Key was used for a different request.")
+            return Response(record.response_body, status=record.status_code, headers={"Idempotent-Replayed": "true"})
+        response = perform()
+        IdempotencyRecord.objects.filter(id=claimed[0]).update(
+            status_code=response.status_code, response_body=json.loads(json.dumps(response.data, default=str))
+        )
+        return response

@@ -1,0 +1,59 @@
+"""drf-spectacular extensions: the API key scheme and the error responses every operation can return."""
+
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import serializers
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    target_class = "apps.api.authentication.ApiKeyAuthentication"
+    name = "apiKey"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "`Token <key>`; keys have the scopes read, trade and/or withdraw.",
+        }
+
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "fields"],
+            "properties": {
+                "code": {"type": "string", "example": "insufficient_funds"},
+                "message": {"type": "string"},
+                "fields": {"type": "object", "additionalProperties": {"type": "string"}},
+            },
+        }
+    },
+}
+ERROR_STATUSES = {
+    "400": "Invalid request (the fields say which input).",
+    "401": "Not authenticated.",
+    "403": "Permission denied (for example a missing scope).",
+    "404": "Not found.",
+    "405": "Method not allowed.",
+    "406": "Not acceptable.",
+    "409": "Conflict: invalid state or idempotency conflict.",
+    "415": "Unsupported media type.",
+    "429": "Rate limited.",
+}
+
+
+def add_error_responses(result, generator, request, public):
+    """Postprocessing hook: every operation documents the API error shape for its 4xx answers."""
+    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    for path in result.get("paths", {}).values():
+        for operation in path.values():
+            responses = operation.setdefault("responses", {})
+            for status, description in ERROR_STATUSES.items():
+                responses.setdefault(status, {
+                    "description": description,
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                })
+    return result

@@ -1,0 +1,98 @@
+import pytest
+from django.core.cache import cache
+
+from apps.accounts.models import ApiKey
+from apps.accounts.services import api_key_create, api_key_revoke
+from apps.ledger.errors import DomainError
+from apps.ledger.tests.factories import UserFactory
+
+
+def test_token_for_valid_credentials_has_every_scope_and_works(db, api):
+    UserFactory(username="alice")
+
+    response = api.post("/api/v1/auth/token/", {"username": "alice", "password": "correct horse battery staple"},
+                        format="json")
+
+    assert response.status_code == 200
+    token = response.json()["token"]
+    assert ApiKey.objects.get().scopes == ["read", "trade", "withdraw"]
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert api.get("/api/v1/balances/").status_code == 200
+
+
+def test_token_for_a_wrong_password_is_401_in_the_error_shape(db, api):
+    UserFactory(username="alice")
+
+    response = api.post("/api/v1/auth/token/", {"username": "alice", "password": "nope"}, format="json")
+
+    assert response.status_code == 401
+    assert response.json() == {
+        "error": {"code": "not_authenticated", "message": "Invalid username or password.", "fields": {}}
+    }
+    assert not ApiKey.objects.exists()
+
+
+def test_token_without_a_password_names_the_field(db, api):
+    response = api.post("/api/v1/auth/token/", {"username": "alice"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert "password" in response.json()["error"]["fields"]
+
+
+def test_keys_are_stored_hashed_and_shown_once(db, user):
+    key, raw = api_key_create(user_id=user.id, name="bot", scopes=["read"])
+    stored = ApiKey.objects.get(id=key.id)
+    assert raw not in str(stored.__dict__)
+    assert raw.startswith(f"ex_{stored.prefix}_")
+    assert len(stored.secret_hash) == 64
+
+
+def test_requests_without_credentials_are_401(db, api):
+    response = api.get("/api/v1/balances/")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "not_authenticated"
+
+
+@pytest.mark.parametrize("header", ["Token ex_nope_nope", "Token", "Token a b", "Token ex_12345678_wrongsecret"])
+def test_malformed_or_unknown_keys_are_401(db, api, header):
+    api.credentials(HTTP_AUTHORIZATION=header)
+    assert api.get("/api/v1/balances/").status_code == 401
+
+
+def test_a_revoked_key_is_refused(db, api, user):
+    key, raw = api_key_create(user_id=user.id, name="bot", scopes=["read"])
+    api_key_revoke(user_id=user.id, key_id=key.id)
+    api.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
+    assert api.get("/api/v1/balances/").status_code == 401
+
+
+def test_a_user_cannot_revoke_another_users_key(db, user):
+    key, _ = api_key_create(user_id=user.id, name="bot", scopes=["read"])
+    with pytest.raises(DomainError):
+        api_key_revoke(user_id=UserFactory().id, key_id=key.id)
+    assert ApiKey.objects.get(id=key.id).revoked_at is None
+
+
+def test_a_key_without_the_read_scope_cannot_read(db, api_as, user):
+    response = api_as(user, "trade").get("/api/v1/balances/")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "permission_denied"
+
+
+@pytest.mark.parametrize("scopes", [[], ["admin"], ["read", "root"]])
+def test_unknown_or_empty_scopes_are_refused(db, user, scopes):
+    with pytest.raises(DomainError) as error:
+        api_key_create(user_id=user.id, name="x", scopes=scopes)
+    assert "scopes" in error.value.fields
+
+
+def test_login_attempts_are_rate_limited_per_ip(db, api, settings):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
+        **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "login": "3/min"}}
+    address = "203.0.113.7"
+    cache.delete_many([f"throttle_login_{address}", f"throttle_ip_{address}"])
+    statuses = [
+        api.post("/api/v1/auth/token/", {"username": "x", "password": "y"}, format="json", REMOTE_ADDR=address).status_code
+        for _ in range(4)
+    ]
+    assert statuses == [401, 401, 401, 429]

@@ -1,0 +1,39 @@
+"""Rate limits with DRF's throttles, counted in Redis (the default cache)."""
+
+from rest_framework.settings import api_settings
+from rest_framework.throttling import SimpleRateThrottle
+
+from apps.accounts.models import ApiKey
+
+
+class _Throttle(SimpleRateThrottle):
+    def get_rate(self):
+        # Read the rates when asked, not when the class is defined, so settings changes apply.
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+
+class IpRateThrottle(_Throttle):
+    """Every request, authenticated or not, counted per client IP (rate ``ip``)."""
+
+    scope = "ip"
+
+    def get_cache_key(self, request, view):
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+
+class KeyRateThrottle(_Throttle):
+    """Authenticated requests counted per API key, or per user for a browser session (rate ``key``)."""
+
+    scope = "key"
+
+    def get_cache_key(self, request, view):
+        if not request.user or not request.user.is_authenticated:
+            return None
+        ident = f"key{request.auth.id}" if isinstance(request.auth, ApiKey) else f"user{request.user.id}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class LoginRateThrottle(IpRateThrottle):
+    """Password log-ins by API, per client IP (rate ``login``)."""
+
+    scope = "login"

@@ -1,0 +1,98 @@
+"""REST API of the ledger (API.md): assets, balances, the user's postings."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+
+from apps.api.views import ScopedApiView, api_time, limit_param
+
+from .amounts import format_amount
+from .models import AccountKind, Asset
+from .selectors import balances_for_user, user_postings
+
+
+class AssetOut(serializers.Serializer):
+    code = serializers.CharField()
+    name = serializers.CharField()
+    decimals = serializers.IntegerField()
+    withdrawal_fee = serializers.CharField()
+    min_withdrawal = serializers.CharField()
+
+
+class BalanceOut(serializers.Serializer):
+    asset = serializers.CharField()
+    available = serializers.CharField()
+    held = serializers.CharField()
+    total = serializers.CharField()
+
+
+class PostingOut(serializers.Serializer):
+    entry_id = serializers.IntegerField()
+    time = serializers.DateTimeField()
+    asset = serializers.CharField()
+    account = serializers.ChoiceField(choices=["available", "held"])
+    amount = serializers.CharField(help_text="Signed change of the balance: positive adds, negative takes away.")
+    balance_after = serializers.CharField()
+    reason = serializers.CharField()
+    reference = serializers.CharField()
+
+
+class AssetListApi(ScopedApiView):
+    """Every asset with its precision and withdrawal terms; public."""
+
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses=AssetOut(many=True), auth=[])
+    def get(self, request):
+        return Response([
+            {
+                "code": asset.code,
+                "name": asset.name,
+                "decimals": asset.decimals,
+                "withdrawal_fee": format_amount(asset.withdrawal_fee, asset.decimals),
+                "min_withdrawal": format_amount(asset.min_withdrawal, asset.decimals),
+            }
+            for asset in Asset.objects.order_by("code")
+        ])
+
+
+class BalanceListApi(ScopedApiView):
+    """The user's available, held and total funds per asset."""
+
+    @extend_schema(responses=BalanceOut(many=True))
+    def get(self, request):
+        return Response([
+            {
+                "asset": balance.asset,
+                "available": format_amount(balance.available, balance.decimals),
+                "held": format_amount(balance.held, balance.decimals),
+                "total": format_amount(balance.total, balance.decimals),
+            }
+            for balance in balances_for_user(request.user.id)
+        ])
+
+
+class PostingListApi(ScopedApiView):
+    """The user's ledger statement: each posting on their available and held accounts, newest first."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("asset", str, required=False), OpenApiParameter("limit", int, required=False)],
+        responses=PostingOut(many=True),
+    )
+    def get(self, request):
+        postings = user_postings(request.user.id, asset_code=request.query_params.get("asset"))[: limit_param(request)]
+        return Response([
+            {
+                "entry_id": posting.entry_id,
+                "time": api_time(posting.entry.created_at),
+                "asset": posting.asset.code,
+                "account": "available" if posting.account.kind == AccountKind.USER_AVAILABLE else "held",
+                # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
+                "amount": format_amount(-posting.amount, posting.asset.decimals),
+                "balance_after": format_amount(posting.balance_after, posting.asset.decimals),
+                "reason": posting.entry.reason,
+                "reference": f"{posting.entry.reference_type}:{posting.entry.reference_id}".strip(":"),
+            }
+            for posting in postings
+        ])
