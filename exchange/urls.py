@@ -3,6 +3,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.web.urls import auth_urlpatterns
+
 from .health import healthz
 
 urlpatterns = [
@@ -11,4 +13,6 @@ urlpatterns = [
     path("api/v1/", include("apps.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("accounts/", include(auth_urlpatterns)),
+    path("", include("apps.web.urls")),
 ]

@@ -1,0 +1,109 @@
+from decimal import Decimal
+
+import pytest
+
+from apps.accounts.models import ApiKey
+from apps.ledger.models import EntryReason
+from apps.ledger.services import funds_hold
+from apps.ledger.tests.factories import UserFactory, fund
+
+PASSWORD = "correct horse battery staple"
+
+
+def test_sign_up_logs_the_trader_in(db, client):
+    response = client.post("/signup/", {"username": "carol", "email": "", "password1": PASSWORD, "password2": PASSWORD})
+    assert response.status_code == 302
+    assert client.get("/wallet/").status_code == 200
+
+
+def test_sign_up_errors_are_shown_next_to_the_field(db, client):
+    response = client.post("/signup/", {"username": "carol", "password1": PASSWORD, "password2": "other"})
+    assert response.status_code == 200
+    assert "password2" in response.context["form"].errors
+
+
+@pytest.mark.parametrize("page", ["/wallet/", "/activity/", "/api-keys/"])
+def test_pages_need_a_log_in(db, client, page):
+    response = client.get(page)
+    assert response.status_code == 302
+    assert response.url.startswith("/accounts/login/")
+
+
+def test_log_in_and_out(db, client):
+    UserFactory(username="dave")
+    response = client.post("/accounts/login/", {"username": "dave", "password": PASSWORD})
+    assert response.status_code == 302
+    assert client.get("/wallet/").status_code == 200
+    client.post("/accounts/logout/")
+    assert client.get("/wallet/").status_code == 302
+
+
+def test_wallet_shows_available_in_orders_and_total_at_the_asset_precision(db, client, usdt, btc, user):
+    fund(user, usdt, "100")
+    funds_hold(user_id=user.id, asset=usdt, amount=Decimal("30"), idempotency_key="order:1:hold")
+    client.force_login(user)
+
+    page = client.get("/wallet/").content.decode()
+
+    assert 'data-field="available">70.000000<' in page
+    assert 'data-field="held">30.000000<' in page
+    assert 'data-field="total">100.000000<' in page
+    assert 'data-field="total">0.00000000<' in page
+
+
+def test_wallet_balances_partial_for_htmx(db, client, usdt, user):
+    fund(user, usdt, "5")
+    client.force_login(user)
+    partial = client.get("/wallet/", HTTP_HX_REQUEST="true").content.decode()
+    assert partial.lstrip().startswith("<table>")
+    assert "5.000000" in partial
+
+
+def test_activity_lists_each_posting_with_balance_after(db, client, usdt, user):
+    fund(user, usdt, "100")
+    funds_hold(
+        user_id=user.id, asset=usdt, amount=Decimal("30"), idempotency_key="order:4:hold",
+        reason=EntryReason.ORDER_HOLD, reference_type="order", reference_id="4",
+    )
+    client.force_login(user)
+    page = client.get("/activity/").content.decode()
+    assert "Order placed" in page
+    assert "-30.000000" in page and "70.000000" in page
+    assert "order 4" in page
+
+
+def test_api_key_is_shown_once_and_can_be_revoked(db, client, user):
+    client.force_login(user)
+
+    page = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "trade"]}).content.decode()
+
+    key = ApiKey.objects.get(user=user)
+    assert key.scopes == ["read", "trade"]
+    assert f"ex_{key.prefix}_" in page and 'id="new-key"' in page
+    assert 'id="new-key"' not in client.get("/api-keys/").content.decode()
+    client.post(f"/api-keys/{key.id}/revoke/")
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+
+
+def test_a_trader_cannot_revoke_someone_elses_key(db, client, user):
+    client.force_login(user)
+    client.post("/api-keys/", {"name": "bot", "scopes": ["read"]})
+    key = ApiKey.objects.get(user=user)
+    client.force_login(UserFactory())
+    client.post(f"/api-keys/{key.id}/revoke/")
+    key.refresh_from_db()
+    assert key.revoked_at is None
+
+
+def test_api_key_form_errors_are_shown_next_to_the_field(db, client, user):
+    client.force_login(user)
+    response = client.post("/api-keys/", {"name": "", "scopes": []})
+    assert set(response.context["form"].errors) == {"name", "scopes"}
+    assert not ApiKey.objects.exists()
+
+
+def test_api_docs_render_without_a_cdn(db, client):
+    page = client.get("/api/docs/").content.decode()
+    assert "cdn" not in page.lower()
+    assert client.get("/api/schema/").status_code == 200
