@@ -3,6 +3,7 @@
 See ``.env.example`` for the variables and README.md for their meaning.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -31,6 +32,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
     "pgtrigger",
     "djmoney",
     "apps.ledger",
@@ -50,6 +52,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns lock-outs into responses
 ]
 
 ROOT_URLCONF = "exchange.urls"
@@ -82,6 +85,14 @@ CACHES = {
         "LOCATION": REDIS_URL,
     }
 }
+
+# Log-in brute-force protection (django-axes): locked per username and IP after repeated failures.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -143,6 +154,9 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE: dict = {}
+
+# Custody webhook: HMAC-SHA256 shared secret (required; local and test settings set a development value).
+CUSTODY_WEBHOOK_SECRET = env("CUSTODY_WEBHOOK_SECRET")
 
 # Ledger: hot system accounts (fee revenue) are split into this many shards, summed for reporting.
 LEDGER_FEE_REVENUE_SHARDS = env.int("LEDGER_FEE_REVENUE_SHARDS", default=8)
