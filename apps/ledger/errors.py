@@ -50,6 +50,13 @@ class InvalidState(DomainError):
     status = 409
 
 
+class PermissionDenied(DomainError):
+    """The actor may not do this (for example approve their own draft)."""
+
+    code = "permission_denied"
+    status = 403
+
+
 class NotFound(DomainError):
     """A referenced object does not exist (or belongs to someone else)."""
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 from moneyed import Money
 
 from .amounts import check_amount, format_amount, is_exact
-from .errors import DomainError, IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
+from .errors import DomainError, IdempotencyConflict, InsufficientFunds, InvalidAmount, NotFound, UnbalancedEntry
 from .models import USER_KINDS, Account, AccountKind, Asset, EntryReason, JournalEntry, normal_sign
 from .transactions import retrying_atomic
 
@@ -120,13 +120,13 @@ def system_account(kind: str, asset: Asset, *, shard_key: str = "") -> Account:
 
 # The entry point -----------------------------------------------------------------------------------
 
-_LOCK_ACCOUNTS = """
+_SELECT_ACCOUNTS = """
     SELECT a.id, a.kind, a.asset_id, a.owner_id, a.balance, s.code, s.decimals
     FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
     WHERE a.id = ANY(%s)
     ORDER BY a.id
-    FOR NO KEY UPDATE OF a
 """
+_LOCK_ACCOUNTS = _SELECT_ACCOUNTS + "FOR NO KEY UPDATE OF a"
 
 _INSERT_ENTRY = """
     INSERT INTO ledger_journalentry
@@ -160,6 +160,40 @@ class _LockedAccount:
     balance: Decimal
     asset_code: str
     decimals: int
+
+
+def _check_leg_shapes(legs: Sequence[Leg]) -> None:
+    if len(legs) < 2:
+        raise UnbalancedEntry("A journal entry needs at least two legs.")
+    for leg in legs:
+        if not isinstance(leg.amount, Decimal) or not leg.amount.is_finite() or leg.amount == 0:
+            raise InvalidAmount(f"Leg amounts must be finite non-zero Decimals, got {leg.amount!r}.")
+
+
+def _check_balanced(legs: Sequence[Leg], accounts: dict[int, "_LockedAccount"]) -> None:
+    """Invariant 1 in code: known accounts, exact amounts, zero sum per asset."""
+    unknown = {leg.account_id for leg in legs} - accounts.keys()
+    if unknown:
+        raise NotFound(f"Unknown accounts {sorted(unknown)}.")
+    per_asset: dict[int, Decimal] = defaultdict(Decimal)
+    for leg in legs:
+        account = accounts[leg.account_id]
+        if not is_exact(leg.amount, account.decimals):
+            raise InvalidAmount(f"{leg.amount} has more than {account.decimals} decimals for {account.asset_code}.")
+        per_asset[account.asset_id] += leg.amount
+    if any(per_asset.values()):
+        raise UnbalancedEntry("Journal entry legs must sum to zero per asset.")
+
+
+def legs_validate(legs: Sequence[Leg]) -> None:
+    """Check ``legs`` as :func:`entry_post` would, without locking or writing (for drafts).
+
+    Raises :class:`UnbalancedEntry`, :class:`InvalidAmount` or :class:`NotFound` (unknown account).
+    """
+    _check_leg_shapes(legs)
+    with connection.cursor() as cursor:
+        cursor.execute(_SELECT_ACCOUNTS, [sorted({leg.account_id for leg in legs})])
+        _check_balanced(legs, {row[0]: _LockedAccount(*row) for row in cursor.fetchall()})
 
 
 def _payload_hash(reason: str, reference_type: str, reference_id: str, legs: Sequence[Leg]) -> str:
@@ -210,28 +244,13 @@ def entry_post(
         raise TransactionManagementError("entry_post must run inside transaction.atomic()")
     if reason not in EntryReason.values:
         raise ValueError(f"unknown entry reason {reason!r}")
-    if len(legs) < 2:
-        raise UnbalancedEntry("A journal entry needs at least two legs.")
-    for leg in legs:
-        if not isinstance(leg.amount, Decimal) or not leg.amount.is_finite() or leg.amount == 0:
-            raise InvalidAmount(f"Leg amounts must be finite non-zero Decimals, got {leg.amount!r}.")
+    _check_leg_shapes(legs)
     payload_hash = _payload_hash(reason, reference_type, reference_id, legs)
 
     with connection.cursor() as cursor:
         cursor.execute(_LOCK_ACCOUNTS, [sorted({leg.account_id for leg in legs})])
         accounts = {row[0]: _LockedAccount(*row) for row in cursor.fetchall()}
-        unknown = {leg.account_id for leg in legs} - accounts.keys()
-        if unknown:
-            raise ValueError(f"unknown accounts {sorted(unknown)}")
-
-        per_asset: dict[int, Decimal] = defaultdict(Decimal)
-        for leg in legs:
-            account = accounts[leg.account_id]
-            if not is_exact(leg.amount, account.decimals):
-                raise InvalidAmount(f"{leg.amount} has more than {account.decimals} decimals for {account.asset_code}.")
-            per_asset[account.asset_id] += leg.amount
-        if any(per_asset.values()):
-            raise UnbalancedEntry("Journal entry legs must sum to zero per asset.")
+        _check_balanced(legs, accounts)
 
         balances = {account_id: account.balance for account_id, account in accounts.items()}
         balances_after = []

@@ -7,6 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from celery.schedules import crontab
 
 from .environment import celery_broker_from_redis_url, database_from_url
 
@@ -41,6 +42,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.api",
     "apps.web",
+    "apps.backoffice",
 ]
 
 MIDDLEWARE = [
@@ -153,7 +155,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-hourly": {"task": "apps.backoffice.tasks.reconcile_scheduled", "schedule": crontab(minute=0)},
+}
 
 # Custody webhook: HMAC-SHA256 shared secret (required; local and test settings set a development value).
 CUSTODY_WEBHOOK_SECRET = env("CUSTODY_WEBHOOK_SECRET")
@@ -171,4 +175,5 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {"axes": {"level": "WARNING"}},
 }

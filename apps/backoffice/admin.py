@@ -1,0 +1,190 @@
+"""Back-office screens: reconciliation (history, run now, per-asset figures), maker-checker adjustments, audit log."""
+
+from decimal import Decimal
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.forms import formset_factory
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, path, reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
+
+from apps.ledger.admin import ReadOnlyAdmin
+from apps.ledger.amounts import parse_amount
+from apps.ledger.errors import DomainError
+from apps.ledger.models import Account
+from apps.ledger.services import Leg
+
+from .models import Adjustment, AdjustmentStatus, AuditLogEntry, ReconciliationRun
+from .services import adjustment_approve, adjustment_draft, adjustment_reject, reconciliation_run
+
+
+@admin.register(ReconciliationRun)
+class ReconciliationRunAdmin(ReadOnlyAdmin):
+    list_display = ("started_at", "result", "failed", "triggered_by")
+    list_filter = ("ok",)
+    change_list_template = "admin/backoffice/reconciliationrun/change_list.html"
+    change_form_template = "admin/backoffice/reconciliationrun/change_form.html"
+
+    @admin.display(description="result", boolean=True, ordering="ok")
+    def result(self, run):
+        return run.ok
+
+    @admin.display(description="failed checks")
+    def failed(self, run):
+        return ", ".join(f"{c['invariant']}: {c['name']}" for c in run.failed_checks) or "—"
+
+    def get_urls(self):
+        run_now = self.admin_site.admin_view(require_POST(self.run_now_view))
+        return [path("run/", run_now, name="backoffice_reconciliationrun_run")] + super().get_urls()
+
+    def run_now_view(self, request):
+        if not request.user.has_perm("backoffice.run_reconciliation"):
+            raise DjangoPermissionDenied
+        run = reconciliation_run(triggered_by_id=request.user.id)
+        level = messages.SUCCESS if run.ok else messages.ERROR
+        self.message_user(request, f"Reconciliation {'passed' if run.ok else 'FAILED'}.", level)
+        return redirect("admin:backoffice_reconciliationrun_change", run.id)
+
+    def changelist_view(self, request, extra_context=None):
+        latest = ReconciliationRun.objects.first()
+        extra_context = {**(extra_context or {}), "latest": latest, "figure_names": _figure_names(latest),
+                         "can_run": request.user.has_perm("backoffice.run_reconciliation")}
+        return super().changelist_view(request, extra_context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        run = get_object_or_404(ReconciliationRun, id=object_id)
+        extra_context = {**(extra_context or {}), "figure_names": _figure_names(run)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+def _figure_names(run: ReconciliationRun | None) -> list[str]:
+    """The per-asset figure names of a report, in first-seen order (columns of the per-asset table)."""
+    names: dict[str, None] = {}
+    for figures in (run.report.get("assets", {}) if run else {}).values():
+        names.update(dict.fromkeys(figures))
+    return list(names)
+
+
+class AdjustmentForm(forms.Form):
+    memo = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), help_text="Why: ticket, incident, ...")
+
+
+class AdjustmentLegForm(forms.Form):
+    account = forms.ModelChoiceField(
+        queryset=Account.objects.select_related("asset", "owner"), widget=forms.NumberInput, help_text="Account id"
+    )
+    side = forms.ChoiceField(choices=[("debit", "Debit"), ("credit", "Credit")])
+    amount = forms.CharField(max_length=50)
+
+    def clean(self):
+        cleaned = super().clean()
+        account, amount = cleaned.get("account"), cleaned.get("amount")
+        if account and amount:
+            try:
+                value = parse_amount(amount, decimals=account.asset.decimals)
+            except DomainError as error:
+                self.add_error("amount", error.message)
+            else:
+                cleaned["leg"] = Leg(account.id, value if cleaned["side"] == "debit" else -value)
+        return cleaned
+
+
+AdjustmentLegFormSet = formset_factory(AdjustmentLegForm, extra=4, min_num=2, validate_min=True)
+
+
+@admin.register(Adjustment)
+class AdjustmentAdmin(ReadOnlyAdmin):
+    list_display = ("id", "created_at", "status", "created_by", "decided_by", "memo_short", "entry")
+    list_filter = ("status",)
+    change_form_template = "admin/backoffice/adjustment/change_form.html"
+
+    @admin.display(description="memo")
+    def memo_short(self, adjustment):
+        return adjustment.memo[:60]
+
+    def has_add_permission(self, request, obj=None):
+        return request.user.has_perm("backoffice.add_adjustment")
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:adjustment_id>/approve/", wrap(require_POST(self.approve_view)),
+                 name="backoffice_adjustment_approve"),
+            path("<int:adjustment_id>/reject/", wrap(require_POST(self.reject_view)),
+                 name="backoffice_adjustment_reject"),
+        ] + super().get_urls()
+
+    def add_view(self, request, form_url="", extra_context=None):
+        if not self.has_add_permission(request):
+            raise DjangoPermissionDenied
+        form = AdjustmentForm(request.POST or None)
+        legs = AdjustmentLegFormSet(request.POST or None, prefix="legs")
+        if request.method == "POST" and form.is_valid() and legs.is_valid():
+            try:
+                adjustment = adjustment_draft(
+                    author_id=request.user.id,
+                    memo=form.cleaned_data["memo"],
+                    legs=[leg_form.cleaned_data["leg"] for leg_form in legs if leg_form.cleaned_data.get("leg")],
+                )
+            except DomainError as error:
+                form.add_error(None, error.message)
+            else:
+                self.message_user(request, f"Adjustment #{adjustment.id} drafted; another operator must approve it.")
+                return redirect("admin:backoffice_adjustment_change", adjustment.id)
+        context = {**self.admin_site.each_context(request), "title": "Draft a manual adjustment", "form": form,
+                   "legs": legs, "opts": self.model._meta}
+        return render(request, "admin/backoffice/adjustment/draft.html", context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        adjustment = get_object_or_404(Adjustment, id=object_id)
+        accounts = Account.objects.select_related("asset", "owner").in_bulk([leg["account"] for leg in adjustment.legs])
+        legs = []
+        for leg in adjustment.legs:
+            amount = Decimal(leg["amount"])
+            legs.append({"account": accounts.get(leg["account"]), "debit": amount if amount > 0 else None,
+                         "credit": -amount if amount < 0 else None})
+        can_decide = (
+            adjustment.status == AdjustmentStatus.DRAFT
+            and request.user.has_perm("backoffice.approve_adjustment")
+            and request.user.id != adjustment.created_by_id
+        )
+        extra_context = {**(extra_context or {}), "legs": legs, "can_decide": can_decide, "adjustment": adjustment}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def _decide(self, request, adjustment_id, decide):
+        if not request.user.has_perm("backoffice.approve_adjustment"):
+            raise DjangoPermissionDenied
+        try:
+            adjustment = decide()
+        except DomainError as error:
+            self.message_user(request, error.message, messages.ERROR)
+        else:
+            self.message_user(request, f"Adjustment #{adjustment.id} {adjustment.get_status_display().lower()}.")
+        return redirect("admin:backoffice_adjustment_change", adjustment_id)
+
+    def approve_view(self, request, adjustment_id):
+        return self._decide(request, adjustment_id,
+                            lambda: adjustment_approve(adjustment_id=adjustment_id, approver_id=request.user.id))
+
+    def reject_view(self, request, adjustment_id):
+        note = request.POST.get("note", "")
+        return self._decide(request, adjustment_id,
+                            lambda: adjustment_reject(adjustment_id=adjustment_id, approver_id=request.user.id, note=note))
+
+
+@admin.register(AuditLogEntry)
+class AuditLogEntryAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "actor", "action", "object_link", "before", "after")
+    list_filter = ("action", "object_type")
+    search_fields = ("=object_id", "actor__username", "action")
+
+    @admin.display(description="object")
+    def object_link(self, entry):
+        try:
+            url = reverse(f"admin:{entry.object_type.replace('.', '_')}_change", args=[entry.object_id])
+        except NoReverseMatch:  # an object type without an admin page is shown as text
+            return f"{entry.object_type} {entry.object_id}"
+        return format_html('<a href="{}">{} {}</a>', url, entry.object_type, entry.object_id)

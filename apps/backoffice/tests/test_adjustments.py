@@ -1,0 +1,137 @@
+from decimal import Decimal
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from apps.backoffice.models import Adjustment, AdjustmentStatus, AuditLogEntry
+from apps.backoffice.services import adjustment_approve, adjustment_draft, adjustment_reject
+from apps.ledger.errors import DomainError, InvalidState, PermissionDenied, UnbalancedEntry
+from apps.ledger.models import AccountKind, JournalEntry
+from apps.ledger.selectors import balances_for_user
+from apps.ledger.services import Leg, system_account, user_account
+
+
+@pytest.fixture
+def goodwill_legs(usdt, user):
+    """Credit the user 25 USDT against equity."""
+    equity = system_account(AccountKind.EQUITY, usdt)
+    return [Leg(equity.id, Decimal("25")), Leg(user_account(user.id, usdt).id, Decimal("-25"))]
+
+
+def usdt_available(user):
+    return next(b.available for b in balances_for_user(user.id) if b.asset == "USDT")
+
+
+def test_a_draft_moves_nothing_until_another_operator_approves(operator, approver, user, goodwill_legs):
+    adjustment = adjustment_draft(author_id=operator.id, memo="goodwill, ticket 7", legs=goodwill_legs)
+    assert usdt_available(user) == Decimal("0")
+
+    adjustment_approve(adjustment_id=adjustment.id, approver_id=approver.id)
+
+    adjustment.refresh_from_db()
+    assert adjustment.status == AdjustmentStatus.APPROVED
+    assert usdt_available(user) == Decimal("25")
+    entry = JournalEntry.objects.get(id=adjustment.entry_id)
+    assert (entry.idempotency_key, entry.created_by_id) == (f"adjustment:{adjustment.id}", approver.id)
+    assert list(AuditLogEntry.objects.filter(object_id=str(adjustment.id)).values_list("action", "actor")) == [
+        ("adjustment.approve", approver.id), ("adjustment.draft", operator.id)]
+
+
+def test_the_author_cannot_approve_their_own_adjustment(operator, approver, user, goodwill_legs):
+    adjustment = adjustment_draft(author_id=approver.id, memo="goodwill", legs=goodwill_legs)
+
+    with pytest.raises(PermissionDenied):
+        adjustment_approve(adjustment_id=adjustment.id, approver_id=approver.id)
+
+    assert Adjustment.objects.get(id=adjustment.id).status == AdjustmentStatus.DRAFT
+    assert usdt_available(user) == Decimal("0")
+
+
+def test_the_database_refuses_a_checker_who_is_the_maker(operator, goodwill_legs):
+    adjustment = adjustment_draft(author_id=operator.id, memo="goodwill", legs=goodwill_legs)
+    with pytest.raises(IntegrityError, match="adjustment_checker_is_not_maker"), transaction.atomic():
+        Adjustment.objects.filter(id=adjustment.id).update(decided_by=operator, status=AdjustmentStatus.REJECTED)
+
+
+def test_an_unbalanced_draft_is_refused(operator, usdt, user):
+    equity = system_account(AccountKind.EQUITY, usdt)
+    legs = [Leg(equity.id, Decimal("25")), Leg(user_account(user.id, usdt).id, Decimal("-24"))]
+    with pytest.raises(UnbalancedEntry):
+        adjustment_draft(author_id=operator.id, memo="oops", legs=legs)
+    assert not Adjustment.objects.exists()
+
+
+def test_a_draft_without_an_equity_leg_is_refused(operator, usdt, user):
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    legs = [Leg(custody.id, Decimal("1")), Leg(user_account(user.id, usdt).id, Decimal("-1"))]
+    with pytest.raises(UnbalancedEntry, match="equity"):
+        adjustment_draft(author_id=operator.id, memo="x", legs=legs)
+
+
+def test_a_draft_needs_a_reason(operator, goodwill_legs):
+    with pytest.raises(DomainError) as error:
+        adjustment_draft(author_id=operator.id, memo="  ", legs=goodwill_legs)
+    assert "memo" in error.value.fields
+
+
+def test_approving_twice_posts_once(operator, approver, user, goodwill_legs):
+    adjustment = adjustment_draft(author_id=operator.id, memo="goodwill", legs=goodwill_legs)
+    adjustment_approve(adjustment_id=adjustment.id, approver_id=approver.id)
+    with pytest.raises(InvalidState):
+        adjustment_approve(adjustment_id=adjustment.id, approver_id=approver.id)
+    assert usdt_available(user) == Decimal("25")
+
+
+def test_a_rejected_adjustment_needs_a_note_and_cannot_be_approved(operator, approver, user, goodwill_legs):
+    adjustment = adjustment_draft(author_id=operator.id, memo="goodwill", legs=goodwill_legs)
+    with pytest.raises(DomainError):
+        adjustment_reject(adjustment_id=adjustment.id, approver_id=approver.id, note="")
+    adjustment_reject(adjustment_id=adjustment.id, approver_id=approver.id, note="no ticket")
+    with pytest.raises(InvalidState):
+        adjustment_approve(adjustment_id=adjustment.id, approver_id=approver.id)
+    assert usdt_available(user) == Decimal("0")
+
+
+def test_audit_log_is_append_only(operator, goodwill_legs):
+    adjustment_draft(author_id=operator.id, memo="goodwill", legs=goodwill_legs)
+    with pytest.raises(Exception, match="Cannot update or delete"), transaction.atomic():
+        AuditLogEntry.objects.all().delete()
+
+
+def test_maker_checker_through_the_admin(client, operator, approver, user, usdt):
+    equity = system_account(AccountKind.EQUITY, usdt)
+    available = user_account(user.id, usdt)
+    client.force_login(operator)
+    form = {
+        "memo": "goodwill, ticket 9",
+        "legs-TOTAL_FORMS": "2", "legs-INITIAL_FORMS": "0", "legs-MIN_NUM_FORMS": "2", "legs-MAX_NUM_FORMS": "1000",
+        "legs-0-account": equity.id, "legs-0-side": "debit", "legs-0-amount": "10",
+        "legs-1-account": available.id, "legs-1-side": "credit", "legs-1-amount": "10",
+    }
+    response = client.post("/admin/backoffice/adjustment/add/", form)
+    adjustment = Adjustment.objects.get()
+    assert response.status_code == 302
+
+    # The operator (not an approver, and the author) sees no approve button and cannot approve.
+    assert "Approve and post" not in client.get(f"/admin/backoffice/adjustment/{adjustment.id}/change/").content.decode()
+    assert client.post(f"/admin/backoffice/adjustment/{adjustment.id}/approve/").status_code == 403
+
+    client.force_login(approver)
+    assert "Approve and post" in client.get(f"/admin/backoffice/adjustment/{adjustment.id}/change/").content.decode()
+    client.post(f"/admin/backoffice/adjustment/{adjustment.id}/approve/")
+    assert usdt_available(user) == Decimal("10")
+
+
+def test_an_over_precise_leg_is_shown_next_to_the_field(client, operator, user, usdt):
+    equity = system_account(AccountKind.EQUITY, usdt)
+    client.force_login(operator)
+    form = {
+        "memo": "x", "legs-TOTAL_FORMS": "2", "legs-INITIAL_FORMS": "0", "legs-MIN_NUM_FORMS": "2",
+        "legs-MAX_NUM_FORMS": "1000",
+        "legs-0-account": equity.id, "legs-0-side": "debit", "legs-0-amount": "0.0000001",
+        "legs-1-account": user_account(user.id, usdt).id, "legs-1-side": "credit", "legs-1-amount": "0.0000001",
+    }
+    response = client.post("/admin/backoffice/adjustment/add/", form)
+    assert response.status_code == 200
+    assert "At most 6 decimal places" in response.content.decode()
+    assert not Adjustment.objects.exists()

@@ -1,0 +1,68 @@
+from django.conf import settings
+from django.db import connection
+
+from apps.backoffice.models import ReconciliationRun
+from apps.backoffice.services import reconciliation_run
+from apps.backoffice.tasks import reconcile_scheduled
+from apps.ledger.services import user_account
+from apps.ledger.tests.factories import fund
+
+
+def plant_balance_fault(user, asset):
+    account = user_account(user.id, asset)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE ledger_account SET balance = balance + 1 WHERE id = %s", [account.id])
+    return account
+
+
+def test_each_run_is_kept_with_its_report(db, usdt, user):
+    fund(user, usdt, "10")
+    run = reconciliation_run()
+    assert run.ok
+    assert run.report["assets"]["USDT"]["custody"] == "10.000000"
+    assert ReconciliationRun.objects.count() == 1
+
+
+def test_the_hourly_schedule_runs_the_reconciliation(db):
+    assert settings.CELERY_BEAT_SCHEDULE["reconcile-hourly"]["task"] == "apps.backoffice.tasks.reconcile_scheduled"
+    assert reconcile_scheduled.apply().get() is True
+    assert ReconciliationRun.objects.get().triggered_by is None
+
+
+def test_a_failed_run_shows_a_banner_on_every_admin_page_until_a_later_run_passes(db, client, operator, usdt, user):
+    fund(user, usdt, "10")
+    account = plant_balance_fault(user, usdt)
+    failed = reconciliation_run()
+    client.force_login(operator)
+
+    assert not failed.ok
+    for page in ["/admin/", "/admin/ledger/account/", "/admin/backoffice/auditlogentry/"]:
+        assert 'id="reconciliation-failed"' in client.get(page).content.decode()
+
+    with connection.cursor() as cursor:  # repair the planted fault
+        cursor.execute("UPDATE ledger_account SET balance = balance - 1 WHERE id = %s", [account.id])
+    assert reconciliation_run().ok
+    assert 'id="reconciliation-failed"' not in client.get("/admin/").content.decode()
+
+
+def test_run_now_from_the_admin_names_the_offending_account_with_a_link(db, client, operator, usdt, user):
+    fund(user, usdt, "10")
+    account = plant_balance_fault(user, usdt)
+    client.force_login(operator)
+
+    response = client.post("/admin/backoffice/reconciliationrun/run/", follow=True)
+
+    page = response.content.decode()
+    run = ReconciliationRun.objects.get()
+    assert run.triggered_by == operator
+    assert "FAIL</strong>\n    invariant 2: balances_match_postings" in page
+    assert f'href="/admin/ledger/account/{account.id}/change/"' in page
+    assert "11.000000" in page  # the stored balance
+
+
+def test_running_needs_the_permission(db, client, usdt):
+    from apps.ledger.tests.factories import UserFactory
+
+    client.force_login(UserFactory(is_staff=True))
+    assert client.post("/admin/backoffice/reconciliationrun/run/").status_code == 403
+    assert not ReconciliationRun.objects.exists()
