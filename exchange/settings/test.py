@@ -13,3 +13,15 @@ from .base import *  # noqa: E402,F403
 DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Each test session publishes to (and its worker consumes) a queue of its own; the worker
+# fixture passes this name on in CELERY_TASK_DEFAULT_QUEUE.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE") or f"test-{os.getpid()}-{os.urandom(4).hex()}"
+
+# The simulated custody answers at once in tests; it reports two confirmations per deposit
+# and charges a network fee, so the network-fee posting and invariant 5 are exercised.
+CUSTODY_SIMULATOR_CONFIRMATIONS = 2
+CUSTODY_SIMULATOR_DELAY = 0.0
+CUSTODY_SIMULATOR_FAILURE_RATE = 0.0
+CUSTODY_SIMULATOR_NETWORK_FEES = {"BTC": "0.00001", "USDT": "0.5"}
+CUSTODY_SIMULATOR_HTTP_TIMEOUT = 10.0
