@@ -10,6 +10,7 @@ Calls to the custody provider and Celery tasks happen outside transactions that 
 Amounts are ``Decimal`` in units of the asset, exact multiples of its precision.
 """
 
+import functools
 import hashlib
 import json
 import logging
@@ -45,6 +46,24 @@ APPROVE_PERMISSION = "wallets.approve_withdrawal"
 DAILY_WINDOW = timedelta(hours=24)
 MAX_TXID_LENGTH = 128
 MAX_COUNT = 2**31 - 1
+
+
+def atomic_service(func):
+    """Run a service as one transaction (:func:`retrying_atomic`: retried on deadlock when outermost).
+
+    Inside a caller's transaction it runs in a savepoint, so that nothing it wrote survives when it
+    raises (a refused withdrawal leaves no row behind even if the caller catches the error).
+    """
+    retrying = retrying_atomic(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if connection.in_atomic_block:
+            with transaction.atomic():
+                return func(*args, **kwargs)
+        return retrying(*args, **kwargs)
+
+    return wrapper
 
 
 # Deposit addresses -------------------------------------------------------------------------------
@@ -203,7 +222,7 @@ def _queue_event_processing(event_pk: int) -> None:
     task.delay(event_pk)
 
 
-@retrying_atomic
+@atomic_service
 def custody_event_process(*, event_pk: int) -> CustodyEvent:
     """Apply one inbox event and mark it processed, in one transaction; a processed event is left alone.
 
@@ -298,7 +317,7 @@ def _withdrawal_event_apply(event: CustodyEvent) -> None:
         withdrawal_fail(withdrawal_id=withdrawal.pk, reason="Custody reported the withdrawal failed.")
 
 
-@retrying_atomic
+@atomic_service
 def custody_events_requeue(*, older_than: timedelta) -> list[int]:
     """Queue the processing of inbox events still ``received`` ``older_than`` after arrival (and after their
     last re-queue); return their ids. Events being processed right now (row locked) are skipped.
@@ -323,7 +342,7 @@ def custody_events_requeue(*, older_than: timedelta) -> list[int]:
 # Deposits ------------------------------------------------------------------------------------------
 
 
-@retrying_atomic
+@atomic_service
 def deposit_credit(*, deposit_id: int) -> Deposit:
     """Credit a pending deposit that has its asset's confirmations: Dr custody, Cr user available (the amount).
 
@@ -407,7 +426,7 @@ def _queue_submission(withdrawal_id: int) -> None:
     transaction.on_commit(partial(task.delay, withdrawal_id), robust=True)
 
 
-@retrying_atomic
+@atomic_service
 def withdrawal_request(
     *, user_id: int, asset_code: str, amount: str | Decimal, address: str, request_key: str = ""
 ) -> Withdrawal:
@@ -486,7 +505,7 @@ def _operator_check(*, withdrawal_id: int, operator_id: int) -> None:
         raise PermissionDenied("Operators cannot decide on their own withdrawals.")
 
 
-@retrying_atomic
+@atomic_service
 def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     """An operator approves a withdrawal awaiting approval; it is queued for submission to custody.
 
@@ -503,7 +522,7 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     return withdrawal
 
 
-@retrying_atomic
+@atomic_service
 def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> Withdrawal:
     """An operator rejects a withdrawal awaiting approval; its hold (``amount + fee``) is released once.
 
@@ -521,7 +540,7 @@ def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> W
     return withdrawal
 
 
-@retrying_atomic
+@atomic_service
 def withdrawal_cancel(*, withdrawal_id: int, user_id: int) -> Withdrawal:
     """The user cancels their withdrawal while it is requested or awaiting approval; the hold is released once.
 
@@ -565,7 +584,7 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     return _withdrawal_submitted(withdrawal_id=withdrawal.pk, reference=receipt.reference)
 
 
-@retrying_atomic
+@atomic_service
 def _withdrawal_submitted(*, withdrawal_id: int, reference: str) -> Withdrawal:
     now = timezone.now()
     Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
@@ -575,7 +594,7 @@ def _withdrawal_submitted(*, withdrawal_id: int, reference: str) -> Withdrawal:
     return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
 
 
-@retrying_atomic
+@atomic_service
 def _withdrawal_refused_by_custody(*, withdrawal_id: int, reason: str) -> Withdrawal:
     now = timezone.now()
     changed = Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
@@ -587,7 +606,7 @@ def _withdrawal_refused_by_custody(*, withdrawal_id: int, reason: str) -> Withdr
     return withdrawal_fail(withdrawal_id=withdrawal_id, reason=f"Refused by custody: {reason}")
 
 
-@retrying_atomic
+@atomic_service
 def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal = Decimal(0)) -> Withdrawal:
     """Custody sent a submitted withdrawal (``txid``): Dr user held ``amount + fee``; Cr custody ``amount``;
     Cr fee revenue ``fee`` (key ``withdrawal:<id>:complete``). A ``network_fee`` (units of the asset)
@@ -628,7 +647,7 @@ def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal =
     return withdrawal
 
 
-@retrying_atomic
+@atomic_service
 def withdrawal_fail(*, withdrawal_id: int, reason: str) -> Withdrawal:
     """Custody reports a submitted withdrawal failed: it ends ``failed`` and its hold is released once.
 
@@ -642,7 +661,7 @@ def withdrawal_fail(*, withdrawal_id: int, reason: str) -> Withdrawal:
     return withdrawal
 
 
-@retrying_atomic
+@atomic_service
 def withdrawals_requeue_submission(*, older_than: timedelta) -> list[int]:
     """Queue the submission of withdrawals approved ``older_than`` ago (and not re-queued since) that are still
     not submitted; return their ids. Submission is idempotent at custody, so this only ever resends."""
