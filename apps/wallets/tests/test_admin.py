@@ -1,0 +1,40 @@
+"""The approval permission and the read-only back-office lists."""
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.core.management import CommandError, call_command
+
+from apps.ledger.tests.factories import UserFactory
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.services import withdrawal_request
+
+from .factories import deposit_through_custody
+
+
+def test_the_approval_permission_exists_after_migrations(db):
+    permission = Permission.objects.get(content_type__app_label="wallets", codename="approve_withdrawal")
+
+    assert permission.name == "Can approve and reject withdrawals"
+
+
+@pytest.mark.parametrize("model", ["depositaddress", "deposit", "withdrawal", "custodyevent"])
+def test_admin_lists_render_and_offer_no_changes(admin_client, usdt, user, model):
+    deposit_through_custody(user, usdt, "100")
+    withdrawal_request(user_id=user.id, asset_code="USDT", amount="10", address=new_address())
+
+    listing = admin_client.get(f"/admin/wallets/{model}/")
+
+    assert listing.status_code == 200
+    assert admin_client.get(f"/admin/wallets/{model}/add/").status_code == 403
+
+
+def test_simulate_deposit_refuses_unknown_users_assets_and_bad_amounts(usdt):
+    UserFactory(username="alice")
+    for options, message in [
+        ({"user": "nobody", "asset": "USDT", "amount": "1"}, "No user"),
+        ({"user": "alice", "asset": "DOGE", "amount": "1"}, "No asset"),
+        ({"user": "alice", "asset": "USDT", "amount": "0.0000001"}, "decimal"),
+        ({"user": "alice", "asset": "USDT", "amount": "-1"}, "positive"),
+    ]:
+        with pytest.raises(CommandError, match=message):
+            call_command("simulate_deposit", **options)
