@@ -288,10 +288,11 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
     reported = event.confirmations
     if reported is None:  # a "confirmed" report without a count is final in the provider's judgement
         reported = asset.confirmations_required if event.status == "confirmed" else 0
-    if reported > deposit.confirmations:
-        Deposit.objects.filter(pk=deposit.pk).update(confirmations=reported, updated_at=timezone.now())
-    if deposit.status == DepositStatus.PENDING and reported >= asset.confirmations_required:
-        deposit_credit(deposit_id=deposit.pk)
+    confirmations = max(reported, deposit.confirmations)
+    if deposit.status == DepositStatus.PENDING and confirmations >= asset.confirmations_required:
+        _deposit_credit_locked(deposit, asset, confirmations=confirmations)
+    elif confirmations > deposit.confirmations:
+        Deposit.objects.filter(pk=deposit.pk).update(confirmations=confirmations, updated_at=timezone.now())
 
 
 def _withdrawal_event_apply(event: CustodyEvent) -> None:
@@ -362,6 +363,11 @@ def deposit_credit(*, deposit_id: int) -> Deposit:
         raise InvalidState(
             f"Deposit #{deposit.pk} has {deposit.confirmations} of {asset.confirmations_required} confirmations."
         )
+    return _deposit_credit_locked(deposit, asset, confirmations=deposit.confirmations)
+
+
+def _deposit_credit_locked(deposit: Deposit, asset: Asset, *, confirmations: int) -> Deposit:
+    """Post the credit of a pending deposit whose row this transaction has locked; record ``confirmations``."""
     available, _held = user_accounts(deposit.user_id, asset)
     entry = entry_post(
         idempotency_key=deposit.idempotency_key,
@@ -373,9 +379,10 @@ def deposit_credit(*, deposit_id: int) -> Deposit:
     )
     now = timezone.now()
     Deposit.objects.filter(pk=deposit.pk, status=DepositStatus.PENDING).update(
-        status=DepositStatus.CREDITED, entry_id=entry.id, credited_at=now, updated_at=now
+        status=DepositStatus.CREDITED, entry_id=entry.id, credited_at=now, confirmations=confirmations, updated_at=now
     )
     deposit.status, deposit.entry_id, deposit.credited_at = DepositStatus.CREDITED, entry.id, now
+    deposit.confirmations = confirmations
     return deposit
 
 
