@@ -160,10 +160,8 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
 
     call_command("migrate", verbosity=0)
     btc = Asset.objects.create(code="BTC", name="Bitcoin", decimals=8, network="simnet", confirmations_required=1)
-    addresses = [
-        deposit_address_get_or_create(user_id=get_user_model().objects.create(username=f"bench-{n}").id, asset=btc).address
-        for n in range(USERS)
-    ]
+    users = [get_user_model().objects.create(username=f"bench-{n}") for n in range(USERS)]
+    addresses = [deposit_address_get_or_create(user_id=user.id, asset=btc).address for user in users]
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/custody/callbacks/"

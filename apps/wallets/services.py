@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import logging
+import re
 import time
 from datetime import timedelta
 from decimal import Decimal
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 APPROVE_PERMISSION = "wallets.approve_withdrawal"
 DAILY_WINDOW = timedelta(hours=24)
 MAX_TXID_LENGTH = 128
+TXID = re.compile(r"[A-Za-z0-9._-]{1,128}")  # a transaction id: its ledger keys end with ":<vout>"
 MAX_COUNT = 2**31 - 1
 
 
@@ -101,6 +103,12 @@ def _text(data: dict, name: str, errors: dict, *, required: bool, max_length: in
     return value
 
 
+def _txid(value: str, errors: dict, field: str = "txid") -> str:
+    if value and not TXID.fullmatch(value):
+        errors[field] = "Must be letters, digits, '.', '_' or '-'."
+    return value
+
+
 def _count(data: dict, name: str, errors: dict) -> int | None:
     value = data.get(name)
     if value is None:
@@ -133,7 +141,7 @@ def _event_fields(body: bytes) -> dict:
     """
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise DomainError("The body must be a JSON object.", fields={"body": "Not valid JSON."}) from None
     if not isinstance(data, dict):
         raise DomainError("The body must be a JSON object.", fields={"body": "Not a JSON object."})
@@ -156,8 +164,8 @@ def _event_fields(body: bytes) -> dict:
         "status": status,
         "asset": asset,
         "amount": _amount(data, "amount", errors, asset, required=True),
-        "txid": _text(data, "txid", errors, required=kind == "deposit" or status == "completed",
-                      max_length=MAX_TXID_LENGTH),
+        "txid": _txid(_text(data, "txid", errors, required=kind == "deposit" or status == "completed",
+                            max_length=MAX_TXID_LENGTH), errors),
         "confirmations": _count(data, "confirmations", errors),
         "address": _text(data, "address", errors, required=kind == "deposit", max_length=128),
     }
@@ -623,8 +631,8 @@ def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal =
     completed withdrawal cannot complete), :class:`NotFound`, :class:`DomainError` for a bad
     ``txid`` or ``network_fee``. Keeps invariants 4, 5 and 8.
     """
-    if not isinstance(txid, str) or not txid or len(txid) > MAX_TXID_LENGTH:
-        raise DomainError("A transaction id is required.", fields={"txid": "A transaction id is required."})
+    if not isinstance(txid, str) or not TXID.fullmatch(txid):
+        raise DomainError("A transaction id is required.", fields={"txid": "Letters, digits, '.', '_' or '-'."})
     decimals = Withdrawal.objects.filter(pk=withdrawal_id).values_list("asset__decimals", flat=True).first()
     if decimals is not None:
         network_fee = check_amount(network_fee, decimals=decimals, field="network_fee", allow_zero=True)

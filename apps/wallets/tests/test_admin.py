@@ -2,9 +2,7 @@
 
 import pytest
 from django.contrib.auth.models import Permission
-from django.core.management import CommandError, call_command
 
-from apps.ledger.tests.factories import UserFactory
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
 
@@ -26,15 +24,3 @@ def test_admin_lists_render_and_offer_no_changes(admin_client, usdt, user, model
 
     assert listing.status_code == 200
     assert admin_client.get(f"/admin/wallets/{model}/add/").status_code == 403
-
-
-def test_simulate_deposit_refuses_unknown_users_assets_and_bad_amounts(usdt):
-    UserFactory(username="alice")
-    for options, message in [
-        ({"user": "nobody", "asset": "USDT", "amount": "1"}, "No user"),
-        ({"user": "alice", "asset": "DOGE", "amount": "1"}, "No asset"),
-        ({"user": "alice", "asset": "USDT", "amount": "0.0000001"}, "decimal"),
-        ({"user": "alice", "asset": "USDT", "amount": "-1"}, "positive"),
-    ]:
-        with pytest.raises(CommandError, match=message):
-            call_command("simulate_deposit", **options)

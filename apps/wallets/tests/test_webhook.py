@@ -120,6 +120,8 @@ def test_timestamp_within_the_allowed_skew_is_accepted(client, address, settings
         ({"status": "completed"}, "status"),  # not a deposit status
         ({"txid": None}, "txid"),
         ({"txid": 7}, "txid"),
+        ({"txid": "a:1"}, "txid"),
+        ({"txid": "a b"}, "txid"),
         ({"vout": -1}, "vout"),
         ({"vout": "0"}, "vout"),
         ({"vout": True}, "vout"),
@@ -143,8 +145,8 @@ def test_malformed_deposit_callbacks_get_400_naming_the_field_and_nothing_is_sto
 
 
 @pytest.mark.parametrize(
-    "body", [b"not json", b"[1, 2]", b'"text"', b"\xff\xfe", b"{}", b'{"event_id": "x"}'],
-    ids=["text", "array", "string", "not-utf8", "empty-object", "missing-fields"],
+    "body", [b"not json", b"[1, 2]", b'"text"', b"\xff\xfe", b"{}", b'{"event_id": "x"}', b"[" * 60000],
+    ids=["text", "array", "string", "not-utf8", "empty-object", "missing-fields", "deeply-nested"],
 )
 def test_bodies_that_are_not_a_callback_get_400(client, btc, body):
     response = send(client, *_signed_raw(body))

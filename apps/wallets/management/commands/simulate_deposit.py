@@ -20,7 +20,7 @@ from apps.wallets.custody import get_adapter
 from apps.wallets.custody.base import CustodyError
 from apps.wallets.custody.simulator.models import SimCallback
 from apps.wallets.custody.simulator.provider import SimulatedCustody
-from apps.wallets.services import deposit_address_get_or_create
+from apps.wallets.services import TXID, deposit_address_get_or_create
 
 
 class Command(BaseCommand):
@@ -45,6 +45,8 @@ class Command(BaseCommand):
             raise CommandError(f"No asset {options['asset']!r}.")
         if options["vout"] < 0:
             raise CommandError("--vout must be 0 or more.")
+        if options["txid"] is not None and not TXID.fullmatch(options["txid"]):
+            raise CommandError("--txid must be letters, digits, '.', '_' or '-'.")
         try:
             amount = parse_amount(options["amount"], decimals=asset.decimals)
             address = deposit_address_get_or_create(user_id=user.id, asset=asset)
