@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "apps.api",
     "apps.web",
     "apps.backoffice",
+    "apps.wallets.custody.simulator",
 ]
 
 MIDDLEWARE = [
@@ -155,12 +156,57 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE = {
-    "reconcile-hourly": {"task": "apps.backoffice.tasks.reconcile_scheduled", "schedule": crontab(minute=0)},
-}
+# Tests and benchmarks give each run its own queue so a stray worker or an old message never interferes.
+CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 
-# Custody webhook: HMAC-SHA256 shared secret (required; local and test settings set a development value).
+# Custody (apps.wallets; API.md "Custody webhook"). The adapter talks to the custody provider;
+# the default one is the simulated provider of apps/wallets/custody/simulator.
+CUSTODY_ADAPTER = env("CUSTODY_ADAPTER", default="apps.wallets.custody.simulator.provider.SimulatedCustody")
+# Shared secret of the webhook's HMAC-SHA256 signature: required (local and test settings set a development value).
 CUSTODY_WEBHOOK_SECRET = env("CUSTODY_WEBHOOK_SECRET")
+# A callback whose timestamp is further than this from our clock (seconds) is refused as stale.
+CUSTODY_WEBHOOK_MAX_SKEW = env.int("CUSTODY_WEBHOOK_MAX_SKEW", default=300)
+# Largest callback body accepted (bytes).
+CUSTODY_WEBHOOK_MAX_BODY = env.int("CUSTODY_WEBHOOK_MAX_BODY", default=65536)
+# Where the simulated provider sends its callbacks.
+CUSTODY_CALLBACK_URL = env("CUSTODY_CALLBACK_URL", default="http://127.0.0.1:8000/custody/callbacks/")
+# The simulated provider: confirmations it reports for a deposit (callbacks 0..N, the last one
+# "confirmed"), seconds between two of them (and before a withdrawal's outcome), the share of
+# withdrawals that fail on chain, the network fee it charges per withdrawal ({asset code: amount}),
+# and its HTTP timeout when it calls the webhook (seconds).
+CUSTODY_SIMULATOR_CONFIRMATIONS = env.int("CUSTODY_SIMULATOR_CONFIRMATIONS", default=3)
+CUSTODY_SIMULATOR_DELAY = env.float("CUSTODY_SIMULATOR_DELAY", default=1.0)
+CUSTODY_SIMULATOR_FAILURE_RATE = env.float("CUSTODY_SIMULATOR_FAILURE_RATE", default=0.0)
+CUSTODY_SIMULATOR_NETWORK_FEES = env.dict("CUSTODY_SIMULATOR_NETWORK_FEES", default={})
+CUSTODY_SIMULATOR_HTTP_TIMEOUT = env.float("CUSTODY_SIMULATOR_HTTP_TIMEOUT", default=10.0)
+
+# Wallets: a validator per network for withdrawal addresses ({network: dotted path}).
+WALLETS_ADDRESS_VALIDATORS = {"simnet": "apps.wallets.custody.simnet.validate_address"}
+# The sweep re-queues custody events still unprocessed, and approved withdrawals still not
+# submitted, this many seconds after they were stored or approved; it runs every interval.
+WALLETS_SWEEP_AFTER = env.int("WALLETS_SWEEP_AFTER", default=120)
+WALLETS_SWEEP_INTERVAL = env.float("WALLETS_SWEEP_INTERVAL", default=30.0)
+# Fault injection for drills and tests: seconds a worker holds a custody event's transaction open
+# (after posting, before commit). Always 0 in production.
+WALLETS_EVENT_PROCESSING_DELAY = env.float("WALLETS_EVENT_PROCESSING_DELAY", default=0.0)
+
+CELERY_BEAT_SCHEDULE: dict = {
+    "reconcile-hourly": {"task": "apps.backoffice.tasks.reconcile_scheduled", "schedule": crontab(minute=0)},
+    "wallets-requeue-custody-events": {
+        "task": "apps.wallets.tasks.custody_events_sweep",
+        "schedule": WALLETS_SWEEP_INTERVAL,
+    },
+    "wallets-requeue-approved-withdrawals": {
+        "task": "apps.wallets.tasks.withdrawals_sweep",
+        "schedule": WALLETS_SWEEP_INTERVAL,
+    },
+}
+if CUSTODY_ADAPTER.startswith("apps.wallets.custody.simulator."):
+    # The simulated provider's own retry of undelivered callbacks.
+    CELERY_BEAT_SCHEDULE["custody-simulator-deliver-callbacks"] = {
+        "task": "apps.wallets.custody.simulator.tasks.callbacks_deliver_due",
+        "schedule": 2.0,
+    }
 
 # Ledger: hot system accounts (fee revenue) are split into this many shards, summed for reporting.
 LEDGER_FEE_REVENUE_SHARDS = env.int("LEDGER_FEE_REVENUE_SHARDS", default=8)

@@ -1,5 +1,7 @@
 """Production settings: every secret must come from the environment, or start-up fails."""
 
+from django.core.exceptions import ImproperlyConfigured
+
 from .base import *  # noqa: F403
 from .base import MIDDLEWARE, env
 
@@ -15,6 +17,10 @@ SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# The custody webhook's shared secret must be a real secret.
+if len(env("CUSTODY_WEBHOOK_SECRET")) < 32:
+    raise ImproperlyConfigured("CUSTODY_WEBHOOK_SECRET must be at least 32 characters.")
 
 # Static files served by the app itself (collectstatic at deploy time).
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]

@@ -16,3 +16,15 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Every test client comes from 127.0.0.1: rate limits are tested on their own, with other addresses.
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"ip": "100000/min", "key": "100000/min", "login": "1000/min"}}  # noqa: F405
+
+# Each test session publishes to (and its worker consumes) a queue of its own; the worker
+# fixture passes this name on in CELERY_TASK_DEFAULT_QUEUE.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_TASK_DEFAULT_QUEUE") or f"test-{os.getpid()}-{os.urandom(4).hex()}"
+
+# The simulated custody answers at once in tests; it reports two confirmations per deposit
+# and charges a network fee, so the network-fee posting and invariant 5 are exercised.
+CUSTODY_SIMULATOR_CONFIRMATIONS = 2
+CUSTODY_SIMULATOR_DELAY = 0.0
+CUSTODY_SIMULATOR_FAILURE_RATE = 0.0
+CUSTODY_SIMULATOR_NETWORK_FEES = {"BTC": "0.00001", "USDT": "0.5"}
+CUSTODY_SIMULATOR_HTTP_TIMEOUT = 10.0

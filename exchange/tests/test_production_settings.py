@@ -15,7 +15,7 @@ PRODUCTION_ENV = {
     "DJANGO_ADMIN_URL": "ops-4b1d/",
     "DATABASE_URL": "postgres://exchange@db.internal:5432/exchange",
     "REDIS_URL": "redis://redis.internal:6379/0",
-    "CUSTODY_WEBHOOK_SECRET": "production-webhook-secret",
+    "CUSTODY_WEBHOOK_SECRET": "production-webhook-secret-of-at-least-32-characters",
 }
 
 

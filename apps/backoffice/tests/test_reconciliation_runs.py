@@ -19,7 +19,7 @@ def test_each_run_is_kept_with_its_report(db, usdt, user):
     fund(user, usdt, "10")
     run = reconciliation_run()
     assert run.ok
-    assert run.report["assets"]["USDT"]["custody"] == "10.000000"
+    assert run.report["assets"]["USDT"]["equity"] == "-10.000000"
     assert ReconciliationRun.objects.count() == 1
 
 

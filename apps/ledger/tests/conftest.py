@@ -15,3 +15,4 @@ def declared_holds(monkeypatch) -> dict[tuple[int, int], Decimal]:
     holds: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
     monkeypatch.setattr(reconciliation, "_hold_sources", [lambda scope: dict(holds)])
     return holds
+

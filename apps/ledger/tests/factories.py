@@ -33,14 +33,18 @@ class AssetFactory(factory.django.DjangoModelFactory):
 
 
 def fund(user, asset: Asset, amount: Decimal | str) -> None:
-    """Credit ``amount`` to the user's available funds as a confirmed deposit would (Dr custody, Cr available)."""
+    """Credit ``amount`` to the user's available funds from ``equity`` (Dr equity, Cr available).
+
+    Owner capital, not a deposit: custody is untouched, so the custody check (invariant 5)
+    still agrees with the custody provider. Tests of deposits go through apps.wallets.
+    """
     amount = Decimal(amount)
     with transaction.atomic():
         entry_post(
-            idempotency_key=f"test-deposit:{uuid.uuid4()}",
-            reason=EntryReason.DEPOSIT,
+            idempotency_key=f"test-funding:{uuid.uuid4()}",
+            reason=EntryReason.ADJUSTMENT,
             legs=[
-                debit(system_account(AccountKind.CUSTODY, asset), amount),
+                debit(system_account(AccountKind.EQUITY, asset), amount),
                 credit(user_account(user.id, asset), amount),
             ],
         )

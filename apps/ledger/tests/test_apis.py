@@ -42,7 +42,7 @@ def test_ledger_entries_show_only_the_users_own_postings(db, usdt, api_as):
     assert [(r["account"], r["amount"], r["balance_after"], r["reason"], r["reference"]) for r in rows] == [
         ("held", "30.000000", "30.000000", "order_hold", "order:9"),
         ("available", "-30.000000", "70.000000", "order_hold", "order:9"),
-        ("available", "100.000000", "100.000000", "deposit", ""),
+        ("available", "100.000000", "100.000000", "adjustment", ""),
     ]
     assert rows[0]["time"].endswith("Z")
     bob_rows = api_as(bob, "read").get("/api/v1/ledger/entries/?asset=USDT").json()

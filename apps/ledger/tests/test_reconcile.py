@@ -35,7 +35,7 @@ def test_clean_ledger_passes_with_figures_per_asset(db, usdt, btc, user, declare
         "entries_balanced", "balances_match_postings", "held_matches_open_holds", "user_balances_not_negative", "journal_append_only",
         "idempotency_keys_unique",
     }
-    assert report["assets"]["USDT"]["custody"] == "100.000000"
+    assert report["assets"]["USDT"]["equity"] == "-100.000000"
     assert report["assets"]["USDT"]["user_available"] == "75.000000"
     assert report["assets"]["USDT"]["user_held"] == "25.000000"
     assert report["assets"]["BTC"]["custody"] == "0.00000000"
@@ -110,7 +110,7 @@ def test_text_output_names_the_offending_account_and_exits_1(db, usdt, user):
 def test_asset_filter_limits_the_checks_to_one_asset(db, usdt, btc, user):
     fund(user, btc, "1")
     with connection.cursor() as cursor:
-        cursor.execute("UPDATE ledger_account SET balance = 2 WHERE kind = 'custody'")
+        cursor.execute("UPDATE ledger_account SET balance = 2 WHERE kind = 'equity'")
 
     assert run_reconcile("--asset", "USDT")[0] == 0
     assert run_reconcile("--asset", "BTC")[0] == 1

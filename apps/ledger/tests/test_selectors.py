@@ -33,7 +33,7 @@ def test_account_statement_shows_each_posting_with_balance_after_reason_and_refe
 
     assert [(p.amount, p.balance_after, p.entry.reason) for p in statement] == [
         (Decimal("30"), Decimal("70"), EntryReason.ORDER_HOLD),
-        (Decimal("-100"), Decimal("100"), EntryReason.DEPOSIT),
+        (Decimal("-100"), Decimal("100"), EntryReason.ADJUSTMENT),
     ]
     assert (statement[0].entry.reference_type, statement[0].entry.reference_id) == ("order", "5")
 

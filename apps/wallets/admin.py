@@ -1,0 +1,44 @@
+"""Read-only back-office lists of deposits, withdrawals, addresses and the custody inbox.
+
+Nothing here changes a row: withdrawals are approved or rejected through
+:func:`apps.wallets.services.withdrawal_approve` / ``withdrawal_reject`` (the approval screen
+is part of the back-office work).
+"""
+
+from django.contrib import admin
+
+from apps.ledger.admin import ReadOnlyAdmin
+
+from .models import CustodyEvent, Deposit, DepositAddress, Withdrawal
+
+
+@admin.register(DepositAddress)
+class DepositAddressAdmin(ReadOnlyAdmin):
+    list_display = ("id", "user", "asset", "network", "address", "created_at")
+    list_filter = ("asset", "network")
+    search_fields = ("=address", "user__username")
+    list_select_related = ("user", "asset")
+
+
+@admin.register(Deposit)
+class DepositAdmin(ReadOnlyAdmin):
+    list_display = ("id", "user", "asset", "amount", "status", "confirmations", "txid", "vout", "credited_at")
+    list_filter = ("status", "asset")
+    search_fields = ("=txid", "user__username")
+    list_select_related = ("user", "asset")
+
+
+@admin.register(Withdrawal)
+class WithdrawalAdmin(ReadOnlyAdmin):
+    list_display = ("id", "user", "asset", "amount", "fee", "status", "address", "decided_by", "txid", "created_at")
+    list_filter = ("status", "asset")
+    search_fields = ("=id", "=txid", "user__username", "=address")
+    list_select_related = ("user", "asset", "decided_by")
+
+
+@admin.register(CustodyEvent)
+class CustodyEventAdmin(ReadOnlyAdmin):
+    list_display = ("id", "event_id", "type", "status", "asset", "amount", "state", "received_at", "processed_at")
+    list_filter = ("state", "type", "asset")
+    search_fields = ("=event_id", "=txid")
+    list_select_related = ("asset",)

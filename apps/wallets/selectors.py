@@ -1,0 +1,61 @@
+"""Reads of the wallets: a user's deposits and withdrawals, the approval queue, holds and limits."""
+
+from collections.abc import Iterable
+from datetime import datetime
+from decimal import Decimal
+
+from django.db.models import QuerySet, Sum
+
+from .models import (
+    WITHDRAWAL_PENDING, WITHDRAWAL_RELEASED, CustodyEvent, Deposit, DepositAddress, EventState, Withdrawal,
+    WithdrawalStatus,
+)
+
+
+def deposit_address_for_user(*, user_id: int, asset_id: int) -> DepositAddress | None:
+    """The user's deposit address for the asset, ``None`` before one was handed out."""
+    return DepositAddress.objects.filter(user_id=user_id, asset_id=asset_id).first()
+
+
+def deposits_for_user(*, user_id: int) -> QuerySet[Deposit]:
+    """The user's deposits, newest first."""
+    return Deposit.objects.filter(user_id=user_id).select_related("asset").order_by("-id")
+
+
+def withdrawals_for_user(*, user_id: int) -> QuerySet[Withdrawal]:
+    """The user's withdrawals, newest first."""
+    return Withdrawal.objects.filter(user_id=user_id).select_related("asset").order_by("-id")
+
+
+def withdrawals_awaiting_approval() -> QuerySet[Withdrawal]:
+    """The operators' approval queue, oldest first."""
+    return (
+        Withdrawal.objects.filter(status=WithdrawalStatus.AWAITING_APPROVAL)
+        .select_related("asset", "user")
+        .order_by("id")
+    )
+
+
+def withdrawn_since(*, user_id: int, asset_id: int, since: datetime) -> Decimal:
+    """What the user asked to withdraw of the asset since ``since`` (units of the asset), released ones excluded."""
+    total = (
+        Withdrawal.objects.filter(user_id=user_id, asset_id=asset_id, created_at__gte=since)
+        .exclude(status__in=WITHDRAWAL_RELEASED)
+        .aggregate(total=Sum("amount"))["total"]
+    )
+    return total or Decimal(0)
+
+
+def withdrawal_holds(*, asset_ids: Iterable[int]) -> dict[tuple[int, int], Decimal]:
+    """Remaining holds of pending withdrawals ``{(user id, asset id): amount}`` (a hold source of invariant 4)."""
+    rows = (
+        Withdrawal.objects.filter(asset_id__in=list(asset_ids), status__in=WITHDRAWAL_PENDING)
+        .values("user_id", "asset_id")
+        .annotate(total=Sum("hold_remaining"))
+    )
+    return {(row["user_id"], row["asset_id"]): row["total"] for row in rows}
+
+
+def custody_events_unprocessed() -> QuerySet[CustodyEvent]:
+    """Inbox events not yet processed, oldest first."""
+    return CustodyEvent.objects.filter(state=EventState.RECEIVED).order_by("id")

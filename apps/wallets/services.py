@@ -1,0 +1,695 @@
+"""Every write of the wallets: deposit addresses, the custody inbox, deposits and withdrawals.
+
+Money moves only through :mod:`apps.ledger.services`, with the posting recipes and keys of
+DESIGN.md section 4. Each state change is guarded in the database: an ``UPDATE ... WHERE
+status IN (...)`` (or a row lock, then a check) inside the transaction that posts the
+entry, so a double click, two operators or a duplicate task change nothing the second time.
+Calls to the custody provider and Celery tasks happen outside transactions that hold locks
+(tasks are queued with ``transaction.on_commit``).
+
+Amounts are ``Decimal`` in units of the asset, exact multiples of its precision.
+"""
+
+import functools
+import hashlib
+import json
+import logging
+import re
+import time
+from datetime import timedelta
+from decimal import Decimal
+from functools import partial
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apps.ledger.amounts import check_amount, format_amount, parse_amount
+from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, InvalidState, NotFound
+from apps.ledger.models import AccountKind, Asset, EntryReason
+from apps.ledger.services import credit, debit, entry_post, funds_hold, funds_release, system_account, user_accounts
+from apps.ledger.transactions import retrying_atomic
+
+from . import selectors
+from .addresses import address_validate
+from .custody import get_adapter
+from .custody.base import CustodyRejected, CustodyUnavailable
+from .errors import EventNotReady, EventRejected, InvalidAddress, PermissionDenied, WithdrawalLimit
+from .models import (
+    CustodyEvent, Deposit, DepositAddress, DepositStatus, EventState, EventType, Withdrawal, WithdrawalStatus,
+)
+
+log = logging.getLogger(__name__)
+
+APPROVE_PERMISSION = "wallets.approve_withdrawal"
+DAILY_WINDOW = timedelta(hours=24)
+MAX_TXID_LENGTH = 128
+TXID = re.compile(r"[A-Za-z0-9._-]{1,128}")  # a transaction id: its ledger keys end with ":<vout>"
+MAX_COUNT = 2**31 - 1
+
+
+def atomic_service(func):
+    """Run a service as one transaction (:func:`retrying_atomic`: retried on deadlock when outermost).
+
+    Inside a caller's transaction it runs in a savepoint, so that nothing it wrote survives when it
+    raises (a refused withdrawal leaves no row behind even if the caller catches the error).
+    """
+    retrying = retrying_atomic(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if connection.in_atomic_block:
+            with transaction.atomic():
+                return func(*args, **kwargs)
+        return retrying(*args, **kwargs)
+
+    return wrapper
+
+
+# Deposit addresses -------------------------------------------------------------------------------
+
+
+def deposit_address_get_or_create(*, user_id: int, asset: Asset) -> DepositAddress:
+    """The user's deposit address for ``asset``, asking the custody provider for one the first time.
+
+    Call it outside a transaction: it may call the provider. Two concurrent first calls keep
+    one address (the other one the provider handed out stays unused). Raises
+    :class:`~apps.wallets.custody.base.CustodyUnavailable` / ``CustodyRejected`` from the provider.
+    """
+    existing = selectors.deposit_address_for_user(user_id=user_id, asset_id=asset.id)
+    if existing is not None:
+        return existing
+    address = get_adapter().new_deposit_address(network=asset.network, asset_code=asset.code, label=f"user:{user_id}")
+    DepositAddress.objects.bulk_create(
+        [DepositAddress(user_id=user_id, asset=asset, network=asset.network, address=address)], ignore_conflicts=True
+    )
+    return DepositAddress.objects.get(user_id=user_id, asset=asset)
+
+
+# The custody inbox ---------------------------------------------------------------------------------
+
+
+def _text(data: dict, name: str, errors: dict, *, required: bool, max_length: int) -> str:
+    value = data.get(name)
+    if value is None:
+        if required:
+            errors[name] = "This field is required."
+        return ""
+    if not isinstance(value, str) or not value or len(value) > max_length or not value.isprintable():
+        errors[name] = f"Must be a non-empty string of at most {max_length} printable characters."
+        return ""
+    return value
+
+
+def _txid(value: str, errors: dict, field: str = "txid") -> str:
+    if value and not TXID.fullmatch(value):
+        errors[field] = "Must be letters, digits, '.', '_' or '-'."
+    return value
+
+
+def _count(data: dict, name: str, errors: dict) -> int | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        errors[name] = "Must be a whole number, 0 or more."
+        return None
+    return value
+
+
+def _amount(data: dict, name: str, errors: dict, asset: Asset | None, *, required: bool) -> Decimal | None:
+    value = data.get(name)
+    if value is None:
+        if required:
+            errors[name] = "This field is required."
+        return None
+    if asset is None:
+        return None
+    try:
+        return parse_amount(value, decimals=asset.decimals, field=name, allow_zero=not required)
+    except InvalidAmount as exc:
+        errors.update(exc.fields)
+        return None
+
+
+def _event_fields(body: bytes) -> dict:
+    """Validate a callback body (API.md "Custody webhook"); return the inbox row's fields.
+
+    Raises :class:`DomainError` (400) naming every malformed field.
+    """
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise DomainError("The body must be a JSON object.", fields={"body": "Not valid JSON."}) from None
+    if not isinstance(data, dict):
+        raise DomainError("The body must be a JSON object.", fields={"body": "Not a JSON object."})
+    errors: dict[str, str] = {}
+    event_id = _text(data, "event_id", errors, required=True, max_length=200)
+    kind = data.get("type")
+    if kind not in EventType.values:
+        errors["type"] = 'Must be "deposit" or "withdrawal".'
+    statuses = {"deposit": ("pending", "confirmed", "failed"), "withdrawal": ("pending", "completed", "failed")}
+    status = data.get("status")
+    if kind in statuses and status not in statuses[kind]:
+        errors["status"] = "Must be one of " + ", ".join(statuses[kind]) + "."
+    code = _text(data, "asset", errors, required=True, max_length=10)
+    asset = Asset.objects.filter(code=code).first() if code else None
+    if code and asset is None:
+        errors["asset"] = "Unknown asset."
+    fields = {
+        "event_id": event_id,
+        "type": kind,
+        "status": status,
+        "asset": asset,
+        "amount": _amount(data, "amount", errors, asset, required=True),
+        "txid": _txid(_text(data, "txid", errors, required=kind == "deposit" or status == "completed",
+                            max_length=MAX_TXID_LENGTH), errors),
+        "confirmations": _count(data, "confirmations", errors),
+        "address": _text(data, "address", errors, required=kind == "deposit", max_length=128),
+    }
+    if kind == "deposit":
+        fields["vout"] = _count(data, "vout", errors)
+        if fields["vout"] is None and "vout" not in errors:
+            fields["vout"] = 0
+        if asset is not None and fields["address"]:
+            try:
+                address_validate(network=asset.network, address=fields["address"])
+            except InvalidAddress as exc:
+                errors.update(exc.fields)
+    if kind == "withdrawal":
+        fields["network_fee"] = _amount(data, "network_fee", errors, asset, required=False)
+        raw_id = data.get("withdrawal_id")
+        if isinstance(raw_id, str) and raw_id.isascii() and raw_id.isdigit() and len(raw_id) < 19:
+            raw_id = int(raw_id)
+        if raw_id is None:
+            errors["withdrawal_id"] = "This field is required."
+        elif isinstance(raw_id, bool) or not isinstance(raw_id, int) or not 0 < raw_id < 2**63:
+            errors["withdrawal_id"] = "Must be a withdrawal id."
+        elif not Withdrawal.objects.filter(pk=raw_id).exists():
+            errors["withdrawal_id"] = "Unknown withdrawal."
+        else:
+            fields["withdrawal_id"] = raw_id
+    if errors:
+        raise DomainError("Malformed custody callback.", fields=errors)
+    fields["body_hash"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return fields
+
+
+def custody_event_receive(*, body: bytes) -> tuple[CustodyEvent, bool]:
+    """Store a custody callback's (already authenticated) ``body`` in the inbox; return ``(event, created)``.
+
+    The event is committed when this returns, and its processing task is queued on commit.
+    The same ``event_id`` again with the same content returns the stored event
+    (``created`` False) and queues nothing. Raises :class:`DomainError` (400) for a malformed
+    body and :class:`IdempotencyConflict` for a known ``event_id`` with other content; nothing is
+    stored then.
+    """
+    fields = _event_fields(body)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                event = CustodyEvent.objects.create(body=body.decode("utf-8", errors="replace"), **fields)
+        except IntegrityError:
+            existing = CustodyEvent.objects.filter(event_id=fields["event_id"]).first()
+            if existing is None:
+                raise
+            if existing.body_hash != fields["body_hash"]:
+                raise IdempotencyConflict(
+                    f"Custody event {fields['event_id']!r} was already received with other content."
+                ) from None
+            return existing, False
+        transaction.on_commit(partial(_queue_event_processing, event.pk), robust=True)
+    return event, True
+
+
+def _queue_event_processing(event_pk: int) -> None:
+    from .tasks import custody_event_process as task
+
+    task.delay(event_pk)
+
+
+@atomic_service
+def custody_event_process(*, event_pk: int) -> CustodyEvent:
+    """Apply one inbox event and mark it processed, in one transaction; a processed event is left alone.
+
+    A deposit report records the deposit (unique on network, txid, vout) and credits it once
+    it has the asset's confirmations (:func:`deposit_credit`). A withdrawal report completes
+    or fails the submitted withdrawal. A report that can never apply (unknown address, a
+    contradiction) marks the event ``rejected`` with the reason, for an operator.
+
+    Raises :class:`EventNotReady` (nothing written) for a withdrawal outcome that arrives before
+    its submission was recorded: the caller retries later. Raises :class:`NotFound` for an
+    unknown event. Keeps invariant 8 (credited once; completed or released once).
+    """
+    event = CustodyEvent.objects.select_for_update(of=("self",)).select_related("asset").filter(pk=event_pk).first()
+    if event is None:
+        raise NotFound(f"Unknown custody event {event_pk}.")
+    if event.state != EventState.RECEIVED:
+        return event
+    state, error = EventState.PROCESSED, ""
+    try:
+        with transaction.atomic():
+            if event.type == EventType.DEPOSIT:
+                _deposit_event_apply(event)
+            else:
+                _withdrawal_event_apply(event)
+    except EventRejected as exc:
+        state, error = EventState.REJECTED, str(exc)
+        log.error("custody event %s rejected: %s", event.event_id, error)
+    if settings.WALLETS_EVENT_PROCESSING_DELAY:  # fault injection (tests, drills): keep the transaction open
+        time.sleep(settings.WALLETS_EVENT_PROCESSING_DELAY)
+    CustodyEvent.objects.filter(pk=event.pk, state=EventState.RECEIVED).update(
+        state=state, error=error, processed_at=timezone.now()
+    )
+    event.state, event.error = state, error
+    return event
+
+
+def _deposit_event_apply(event: CustodyEvent) -> None:
+    asset = event.asset
+    address = DepositAddress.objects.filter(network=asset.network, address=event.address).first()
+    if address is None:
+        raise EventRejected(f"{event.address} is not one of our deposit addresses on {asset.network}.")
+    Deposit.objects.bulk_create(
+        [Deposit(user_id=address.user_id, asset=asset, address=address, network=asset.network, txid=event.txid,
+                 vout=event.vout, amount=event.amount)],
+        ignore_conflicts=True,
+    )
+    deposit = Deposit.objects.select_for_update(of=("self",)).get(
+        network=asset.network, txid=event.txid, vout=event.vout
+    )
+    if (deposit.asset_id, deposit.address_id, deposit.amount) != (asset.id, address.id, event.amount):
+        raise EventRejected(
+            f"The report ({asset.code} {event.amount} to {event.address}) contradicts deposit #{deposit.pk}."
+        )
+    if event.status == "failed":
+        if deposit.status == DepositStatus.CREDITED:
+            raise EventRejected(f"Deposit #{deposit.pk} was credited and is now reported failed: reverse it by hand.")
+        Deposit.objects.filter(pk=deposit.pk, status=DepositStatus.PENDING).update(
+            status=DepositStatus.FAILED, updated_at=timezone.now()
+        )
+        return
+    if deposit.status == DepositStatus.FAILED:
+        raise EventRejected(f"Deposit #{deposit.pk} was reported failed before.")
+    reported = event.confirmations
+    if reported is None:  # a "confirmed" report without a count is final in the provider's judgement
+        reported = asset.confirmations_required if event.status == "confirmed" else 0
+    confirmations = max(reported, deposit.confirmations)
+    if deposit.status == DepositStatus.PENDING and confirmations >= asset.confirmations_required:
+        _deposit_credit_locked(deposit, asset, confirmations=confirmations)
+    elif confirmations > deposit.confirmations:
+        Deposit.objects.filter(pk=deposit.pk).update(confirmations=confirmations, updated_at=timezone.now())
+
+
+def _withdrawal_event_apply(event: CustodyEvent) -> None:
+    withdrawal = Withdrawal.objects.select_for_update(of=("self",)).get(pk=event.withdrawal_id)
+    if (withdrawal.asset_id, withdrawal.amount) != (event.asset_id, event.amount) or (
+        event.address and event.address != withdrawal.address
+    ):
+        raise EventRejected(f"The report contradicts withdrawal #{withdrawal.pk} (asset, amount or address).")
+    if event.status == "pending":
+        return
+    if withdrawal.status == WithdrawalStatus.APPROVED:
+        raise EventNotReady(f"Withdrawal #{withdrawal.pk} is not recorded as submitted yet.")
+    outcome = WithdrawalStatus.COMPLETED if event.status == "completed" else WithdrawalStatus.FAILED
+    if withdrawal.status == outcome:
+        return  # reported before
+    if withdrawal.status != WithdrawalStatus.SUBMITTED:
+        raise EventRejected(
+            f"Custody reports withdrawal #{withdrawal.pk} {event.status}, but it is {withdrawal.status}."
+        )
+    if outcome == WithdrawalStatus.COMPLETED:
+        withdrawal_complete(withdrawal_id=withdrawal.pk, txid=event.txid, network_fee=event.network_fee or Decimal(0))
+    else:
+        withdrawal_fail(withdrawal_id=withdrawal.pk, reason="Custody reported the withdrawal failed.")
+
+
+@atomic_service
+def custody_events_requeue(*, older_than: timedelta) -> list[int]:
+    """Queue the processing of inbox events still ``received`` ``older_than`` after arrival (and after their
+    last re-queue); return their ids. Events being processed right now (row locked) are skipped.
+
+    This is the sweep that makes a killed worker lose nothing: processing is idempotent.
+    """
+    now = timezone.now()
+    cutoff = now - older_than
+    ids = list(
+        CustodyEvent.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(state=EventState.RECEIVED, received_at__lte=cutoff)
+        .filter(Q(requeued_at__isnull=True) | Q(requeued_at__lte=cutoff))
+        .order_by("id")
+        .values_list("id", flat=True)[:1000]
+    )
+    CustodyEvent.objects.filter(pk__in=ids).update(requeued_at=now)
+    for event_pk in ids:
+        transaction.on_commit(partial(_queue_event_processing, event_pk), robust=True)
+    return ids
+
+
+# Deposits ------------------------------------------------------------------------------------------
+
+
+@atomic_service
+def deposit_credit(*, deposit_id: int) -> Deposit:
+    """Credit a pending deposit that has its asset's confirmations: Dr custody, Cr user available (the amount).
+
+    Key ``deposit:<network>:<txid>:<vout>``. A credited deposit is returned as it is. Raises
+    :class:`InvalidState` for a failed deposit or one short of confirmations, :class:`NotFound`.
+    Keeps invariant 8: a deposit is credited at most once.
+    """
+    deposit = Deposit.objects.select_for_update(of=("self",)).select_related("asset").filter(pk=deposit_id).first()
+    if deposit is None:
+        raise NotFound(f"Unknown deposit {deposit_id}.")
+    if deposit.status == DepositStatus.CREDITED:
+        return deposit
+    if deposit.status != DepositStatus.PENDING:
+        raise InvalidState(f"Deposit #{deposit.pk} is {deposit.status}; it cannot be credited.")
+    asset = deposit.asset
+    if deposit.confirmations < asset.confirmations_required:
+        raise InvalidState(
+            f"Deposit #{deposit.pk} has {deposit.confirmations} of {asset.confirmations_required} confirmations."
+        )
+    return _deposit_credit_locked(deposit, asset, confirmations=deposit.confirmations)
+
+
+def _deposit_credit_locked(deposit: Deposit, asset: Asset, *, confirmations: int) -> Deposit:
+    """Post the credit of a pending deposit whose row this transaction has locked; record ``confirmations``."""
+    available, _held = user_accounts(deposit.user_id, asset)
+    entry = entry_post(
+        idempotency_key=deposit.idempotency_key,
+        reason=EntryReason.DEPOSIT,
+        legs=[debit(system_account(AccountKind.CUSTODY, asset), deposit.amount), credit(available, deposit.amount)],
+        reference_type="deposit",
+        reference_id=str(deposit.pk),
+        metadata={"txid": deposit.txid, "vout": deposit.vout, "address": deposit.address_id},
+    )
+    now = timezone.now()
+    Deposit.objects.filter(pk=deposit.pk, status=DepositStatus.PENDING).update(
+        status=DepositStatus.CREDITED, entry_id=entry.id, credited_at=now, confirmations=confirmations, updated_at=now
+    )
+    deposit.status, deposit.entry_id, deposit.credited_at = DepositStatus.CREDITED, entry.id, now
+    deposit.confirmations = confirmations
+    return deposit
+
+
+# Withdrawals ---------------------------------------------------------------------------------------
+
+
+def _lock_user_asset(user_id: int, asset_id: int) -> None:
+    """Serialise one user's withdrawal requests in one asset (daily limit, request key) until commit."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"withdrawal:{user_id}:{asset_id}"])
+
+
+def _transition(
+    withdrawal_id: int, *, from_states: tuple[str, ...], to: str, user_id: int | None = None, **fields
+) -> Withdrawal:
+    """Move the withdrawal from one of ``from_states`` to ``to`` with one guarded UPDATE (which also locks the row).
+
+    Raises :class:`InvalidState` when it is in another state (someone else moved it first), and
+    :class:`NotFound` when it does not exist or, with ``user_id``, belongs to someone else.
+    """
+    query = Withdrawal.objects.filter(pk=withdrawal_id, status__in=from_states)
+    if user_id is not None:
+        query = query.filter(user_id=user_id)
+    if not query.update(status=to, updated_at=timezone.now(), **fields):
+        current = Withdrawal.objects.filter(pk=withdrawal_id).values_list("status", "user_id").first()
+        if current is None or (user_id is not None and current[1] != user_id):
+            raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"withdrawal": "Unknown withdrawal."})
+        raise InvalidState(f"Withdrawal #{withdrawal_id} is {current[0]}; it cannot become {to}.")
+    return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
+
+
+def _ended(**fields) -> dict:
+    return {"hold_remaining": Decimal(0), "ended_at": timezone.now(), **fields}
+
+
+def _release(withdrawal: Withdrawal) -> None:
+    """Return the whole hold: Dr user held, Cr user available (``amount + fee``), key ``withdrawal:<id>:release``."""
+    funds_release(
+        user_id=withdrawal.user_id, asset=withdrawal.asset, amount=withdrawal.total,
+        idempotency_key=withdrawal.key("release"), reason=EntryReason.WITHDRAWAL_RELEASE,
+        reference_type="withdrawal", reference_id=str(withdrawal.pk),
+    )
+
+
+def _queue_submission(withdrawal_id: int) -> None:
+    from .tasks import withdrawal_submit as task
+
+    transaction.on_commit(partial(task.delay, withdrawal_id), robust=True)
+
+
+@atomic_service
+def withdrawal_request(
+    *, user_id: int, asset_code: str, amount: str | Decimal, address: str, request_key: str = ""
+) -> Withdrawal:
+    """Request a withdrawal of ``amount`` (units of the asset, a plain decimal string or Decimal) to ``address``.
+
+    Checks, in order: the asset exists (field ``asset``); the amount is positive and within the
+    asset's precision (``amount``); the address is valid on the asset's network (``address``,
+    ``invalid_address``); the amount is at least ``min_withdrawal`` and, with what the user
+    asked to withdraw of this asset in the last 24 hours (released ones excluded), at most
+    ``withdrawal_daily_limit`` (``withdrawal_limit``; a limit of 0 allows nothing). Then holds
+    ``amount + fee`` (Dr available, Cr held; ``insufficient_funds`` if short) with key
+    ``withdrawal:<id>:hold``. Amounts up to ``withdrawal_auto_approve_limit`` are approved at
+    once and queued for submission; larger ones await an operator.
+
+    ``request_key`` (the client's idempotency key): the same key with the same asset, amount
+    and address returns the first withdrawal; with others it raises :class:`IdempotencyConflict`.
+    Nothing is written when it raises. Keeps invariants 3 and 4.
+    """
+    asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
+    if asset is None:
+        raise DomainError("Unknown asset.", fields={"asset": "Unknown asset."})
+    value = parse_amount(amount, decimals=asset.decimals)
+    address_validate(network=asset.network, address=address)
+    if len(request_key) > 64:
+        raise DomainError("The idempotency key is too long.", fields={"request_key": "At most 64 characters."})
+    if value < asset.min_withdrawal:
+        minimum = format_amount(asset.min_withdrawal, asset.decimals)
+        raise WithdrawalLimit(f"The minimum withdrawal is {minimum} {asset}.")
+
+    _lock_user_asset(user_id, asset.id)
+    if request_key:
+        existing = Withdrawal.objects.filter(user_id=user_id, request_key=request_key).first()
+        if existing is not None:
+            if (existing.asset_id, existing.amount, existing.address) != (asset.id, value, address):
+                raise IdempotencyConflict(f"Idempotency key {request_key!r} was used for another withdrawal.")
+            return existing
+    used = selectors.withdrawn_since(user_id=user_id, asset_id=asset.id, since=timezone.now() - DAILY_WINDOW)
+    if used + value > asset.withdrawal_daily_limit:
+        left = max(asset.withdrawal_daily_limit - used, Decimal(0))
+        raise WithdrawalLimit(
+            f"Above the daily limit of {format_amount(asset.withdrawal_daily_limit, asset.decimals)} {asset}: "
+            f"{format_amount(left, asset.decimals)} left for the next 24 hours."
+        )
+    try:
+        with transaction.atomic():
+            withdrawal = Withdrawal.objects.create(
+                user_id=user_id, asset=asset, network=asset.network, address=address, amount=value,
+                fee=asset.withdrawal_fee, hold_remaining=value + asset.withdrawal_fee, request_key=request_key,
+            )
+    except IntegrityError:
+        if request_key and Withdrawal.objects.filter(user_id=user_id, request_key=request_key).exists():
+            raise IdempotencyConflict(f"Idempotency key {request_key!r} was used for another withdrawal.") from None
+        raise
+    funds_hold(
+        user_id=user_id, asset=asset, amount=withdrawal.total, idempotency_key=withdrawal.key("hold"),
+        reason=EntryReason.WITHDRAWAL_HOLD, reference_type="withdrawal", reference_id=str(withdrawal.pk),
+    )
+    if value <= asset.withdrawal_auto_approve_limit:
+        withdrawal = _transition(
+            withdrawal.pk, from_states=(WithdrawalStatus.REQUESTED,), to=WithdrawalStatus.APPROVED,
+            decided_at=timezone.now(),
+        )
+        _queue_submission(withdrawal.pk)
+        return withdrawal
+    return _transition(withdrawal.pk, from_states=(WithdrawalStatus.REQUESTED,), to=WithdrawalStatus.AWAITING_APPROVAL)
+
+
+def _operator_check(*, withdrawal_id: int, operator_id: int) -> None:
+    operator = get_user_model().objects.filter(pk=operator_id).first()
+    if operator is None or not operator.is_active or not operator.has_perm(APPROVE_PERMISSION):
+        raise PermissionDenied(f"Approving or rejecting withdrawals needs the {APPROVE_PERMISSION} permission.")
+    owner = Withdrawal.objects.filter(pk=withdrawal_id).values_list("user_id", flat=True).first()
+    if owner is None:
+        raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"withdrawal": "Unknown withdrawal."})
+    if owner == operator_id:
+        raise PermissionDenied("Operators cannot decide on their own withdrawals.")
+
+
+@atomic_service
+def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
+    """An operator approves a withdrawal awaiting approval; it is queued for submission to custody.
+
+    Raises :class:`PermissionDenied` without ``wallets.approve_withdrawal`` (or for one's own
+    withdrawal), :class:`InvalidState` unless it awaits approval (so a second approval is
+    refused and submits nothing), :class:`NotFound`.
+    """
+    _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
+    withdrawal = _transition(
+        withdrawal_id, from_states=(WithdrawalStatus.AWAITING_APPROVAL,), to=WithdrawalStatus.APPROVED,
+        decided_by_id=operator_id, decided_at=timezone.now(),
+    )
+    _queue_submission(withdrawal.pk)
+    return withdrawal
+
+
+@atomic_service
+def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> Withdrawal:
+    """An operator rejects a withdrawal awaiting approval; its hold (``amount + fee``) is released once.
+
+    Raises :class:`PermissionDenied`, :class:`InvalidState` unless it awaits approval,
+    :class:`NotFound`, :class:`DomainError` without a ``reason``. Keeps invariants 4 and 8.
+    """
+    if not isinstance(reason, str) or not reason.strip():
+        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
+    withdrawal = _transition(
+        withdrawal_id, from_states=(WithdrawalStatus.AWAITING_APPROVAL,), to=WithdrawalStatus.REJECTED,
+        **_ended(decided_by_id=operator_id, decided_at=timezone.now(), reason=reason.strip()),
+    )
+    _release(withdrawal)
+    return withdrawal
+
+
+@atomic_service
+def withdrawal_cancel(*, withdrawal_id: int, user_id: int) -> Withdrawal:
+    """The user cancels their withdrawal while it is requested or awaiting approval; the hold is released once.
+
+    Raises :class:`InvalidState` once it was approved or has ended, :class:`NotFound` for
+    someone else's withdrawal. Keeps invariants 4 and 8.
+    """
+    withdrawal = _transition(
+        withdrawal_id, from_states=(WithdrawalStatus.REQUESTED, WithdrawalStatus.AWAITING_APPROVAL),
+        to=WithdrawalStatus.CANCELLED, user_id=user_id, **_ended(),
+    )
+    _release(withdrawal)
+    return withdrawal
+
+
+def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
+    """Submit an approved withdrawal to custody, with its id as the custody idempotency key; mark it submitted.
+
+    Call it outside a transaction (the custody call must not hold locks). Anything but an
+    approved withdrawal is returned untouched, so a duplicate task is harmless. When custody
+    does not answer it raises :class:`CustodyUnavailable` and keeps the hold: the caller
+    retries with the same id and custody sends it at most once. A definite refusal by
+    custody fails the withdrawal and releases its hold. Raises :class:`NotFound`.
+    """
+    withdrawal = Withdrawal.objects.select_related("asset").filter(pk=withdrawal_id).first()
+    if withdrawal is None:
+        raise NotFound(f"Unknown withdrawal {withdrawal_id}.")
+    if withdrawal.status != WithdrawalStatus.APPROVED:
+        return withdrawal
+    try:
+        receipt = get_adapter().submit_withdrawal(
+            withdrawal_id=str(withdrawal.pk), network=withdrawal.network, asset_code=withdrawal.asset.code,
+            amount=withdrawal.amount, address=withdrawal.address,
+        )
+    except CustodyUnavailable as exc:
+        Withdrawal.objects.filter(pk=withdrawal.pk, status=WithdrawalStatus.APPROVED).update(
+            submit_attempts=F("submit_attempts") + 1, last_error=str(exc)[:1000], updated_at=timezone.now()
+        )
+        raise
+    except CustodyRejected as exc:
+        return _withdrawal_refused_by_custody(withdrawal_id=withdrawal.pk, reason=str(exc))
+    return _withdrawal_submitted(withdrawal_id=withdrawal.pk, reference=receipt.reference)
+
+
+@atomic_service
+def _withdrawal_submitted(*, withdrawal_id: int, reference: str) -> Withdrawal:
+    now = timezone.now()
+    Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
+        status=WithdrawalStatus.SUBMITTED, submitted_at=now, custody_reference=reference[:128], last_error="",
+        submit_attempts=F("submit_attempts") + 1, updated_at=now,
+    )
+    return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
+
+
+@atomic_service
+def _withdrawal_refused_by_custody(*, withdrawal_id: int, reason: str) -> Withdrawal:
+    now = timezone.now()
+    changed = Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
+        status=WithdrawalStatus.SUBMITTED, submitted_at=now, submit_attempts=F("submit_attempts") + 1,
+        last_error=reason[:1000], updated_at=now,
+    )
+    if not changed:
+        return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
+    return withdrawal_fail(withdrawal_id=withdrawal_id, reason=f"Refused by custody: {reason}")
+
+
+@atomic_service
+def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal = Decimal(0)) -> Withdrawal:
+    """Custody sent a submitted withdrawal (``txid``): Dr user held ``amount + fee``; Cr custody ``amount``;
+    Cr fee revenue ``fee`` (key ``withdrawal:<id>:complete``). A ``network_fee`` (units of the asset)
+    custody paid is posted too: Dr network fee expense, Cr custody (key ``withdrawal:<id>:network-fee``).
+
+    Raises :class:`InvalidState` unless it is submitted (a rejected, cancelled, failed or
+    completed withdrawal cannot complete), :class:`NotFound`, :class:`DomainError` for a bad
+    ``txid`` or ``network_fee``. Keeps invariants 4, 5 and 8.
+    """
+    if not isinstance(txid, str) or not TXID.fullmatch(txid):
+        raise DomainError("A transaction id is required.", fields={"txid": "Letters, digits, '.', '_' or '-'."})
+    decimals = Withdrawal.objects.filter(pk=withdrawal_id).values_list("asset__decimals", flat=True).first()
+    if decimals is not None:
+        network_fee = check_amount(network_fee, decimals=decimals, field="network_fee", allow_zero=True)
+    withdrawal = _transition(
+        withdrawal_id, from_states=(WithdrawalStatus.SUBMITTED,), to=WithdrawalStatus.COMPLETED,
+        **_ended(txid=txid, network_fee=network_fee),
+    )
+    asset = withdrawal.asset
+    _available, held = user_accounts(withdrawal.user_id, asset)
+    custody = system_account(AccountKind.CUSTODY, asset)
+    key = withdrawal.key("complete")
+    legs = [debit(held, withdrawal.total), credit(custody, withdrawal.amount)]
+    if withdrawal.fee:
+        legs.append(credit(system_account(AccountKind.FEE_REVENUE, asset, shard_key=key), withdrawal.fee))
+    reference = {"reference_type": "withdrawal", "reference_id": str(withdrawal.pk)}
+    entry_post(idempotency_key=key, reason=EntryReason.WITHDRAWAL_COMPLETE, legs=legs, metadata={"txid": txid},
+               **reference)
+    if network_fee:
+        entry_post(
+            idempotency_key=withdrawal.key("network-fee"),
+            reason=EntryReason.NETWORK_FEE,
+            legs=[debit(system_account(AccountKind.NETWORK_FEE_EXPENSE, asset), network_fee),
+                  credit(custody, network_fee)],
+            metadata={"txid": txid},
+            **reference,
+        )
+    return withdrawal
+
+
+@atomic_service
+def withdrawal_fail(*, withdrawal_id: int, reason: str) -> Withdrawal:
+    """Custody reports a submitted withdrawal failed: it ends ``failed`` and its hold is released once.
+
+    Raises :class:`InvalidState` unless it is submitted, :class:`NotFound`. Keeps invariants 4 and 8.
+    """
+    withdrawal = _transition(
+        withdrawal_id, from_states=(WithdrawalStatus.SUBMITTED,), to=WithdrawalStatus.FAILED,
+        **_ended(reason=reason[:1000]),
+    )
+    _release(withdrawal)
+    return withdrawal
+
+
+@atomic_service
+def withdrawals_requeue_submission(*, older_than: timedelta) -> list[int]:
+    """Queue the submission of withdrawals approved ``older_than`` ago (and not re-queued since) that are still
+    not submitted; return their ids. Submission is idempotent at custody, so this only ever resends."""
+    now = timezone.now()
+    cutoff = now - older_than
+    ids = list(
+        Withdrawal.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(status=WithdrawalStatus.APPROVED, decided_at__lte=cutoff)
+        .filter(Q(requeued_at__isnull=True) | Q(requeued_at__lte=cutoff))
+        .order_by("id")
+        .values_list("id", flat=True)[:1000]
+    )
+    Withdrawal.objects.filter(pk__in=ids).update(requeued_at=now)
+    for withdrawal_id in ids:
+        _queue_submission(withdrawal_id)
+    return ids

@@ -1,0 +1,192 @@
+"""Deposits: recorded from custody events, credited once at the asset's confirmations (invariant 8)."""
+
+import threading
+from decimal import Decimal
+
+import pytest
+from django.db import connections
+
+from apps.ledger.errors import InvalidState
+from apps.ledger.models import AccountKind, JournalEntry
+from apps.ledger.services import system_account, user_accounts
+from apps.ledger.tests.factories import UserFactory
+from apps.wallets import tasks
+from apps.wallets.models import CustodyEvent, Deposit, DepositStatus, EventState
+from apps.wallets.services import (
+    custody_event_process, custody_event_receive, deposit_address_get_or_create, deposit_credit,
+)
+
+from .factories import deposit_payload, deposit_through_custody, signed
+
+
+def receive_and_process(payload: dict) -> CustodyEvent:
+    event, _created = custody_event_receive(body=signed(payload)[0])
+    return custody_event_process(event_pk=event.pk)
+
+
+def available(user, asset) -> Decimal:
+    return user_accounts(user.id, asset)[0].balance
+
+
+@pytest.fixture
+def address(btc, user) -> str:
+    return deposit_address_get_or_create(user_id=user.id, asset=btc).address
+
+
+def test_deposit_is_pending_until_the_assets_confirmations_then_credited_once(btc, user, address):
+    type(btc).objects.filter(pk=btc.pk).update(confirmations_required=3)
+    reports = [(0, "pending"), (1, "pending"), (2, "pending"), (3, "confirmed"), (3, "confirmed")]
+
+    states = []
+    for count, status in reports:
+        event = receive_and_process(
+            deposit_payload(address, "1.5", txid="c1", confirmations=count, status=status,
+                            event_id=f"c1-{count}-{status}")
+        )
+        deposit = Deposit.objects.get()
+        states.append((event.state, deposit.status, deposit.confirmations, available(user, btc)))
+
+    assert states == [
+        ("processed", "pending", 0, 0),
+        ("processed", "pending", 1, 0),
+        ("processed", "pending", 2, 0),
+        ("processed", "credited", 3, Decimal("1.5")),
+        ("processed", "credited", 3, Decimal("1.5")),  # the same report under another event id
+    ]
+    deposit = Deposit.objects.get()
+    entry = JournalEntry.objects.get(idempotency_key="deposit:simnet:c1:0")
+    assert deposit.entry_id == entry.id and deposit.credited_at is not None
+    assert system_account(AccountKind.CUSTODY, btc).balance == Decimal("1.5")
+
+
+def test_confirmations_reported_out_of_order_never_go_down(btc, user, address):
+    type(btc).objects.filter(pk=btc.pk).update(confirmations_required=6)
+    receive_and_process(deposit_payload(address, "1", txid="c2", confirmations=4, status="pending", event_id="c2-4"))
+    receive_and_process(deposit_payload(address, "1", txid="c2", confirmations=2, status="pending", event_id="c2-2"))
+
+    assert Deposit.objects.get().confirmations == 4
+
+
+def test_confirmed_report_without_a_count_is_final(btc, user, address):
+    type(btc).objects.filter(pk=btc.pk).update(confirmations_required=6)
+
+    receive_and_process(deposit_payload(address, "1", txid="c3", confirmations=None, status="confirmed"))
+
+    assert Deposit.objects.get().status == DepositStatus.CREDITED
+    assert available(user, btc) == Decimal(1)
+
+
+def test_a_confirmed_report_short_of_our_confirmations_stays_pending(btc, user, address):
+    type(btc).objects.filter(pk=btc.pk).update(confirmations_required=6)
+
+    receive_and_process(deposit_payload(address, "1", txid="c4", confirmations=2, status="confirmed"))
+
+    assert Deposit.objects.get().status == DepositStatus.PENDING
+    assert available(user, btc) == 0
+
+
+def test_deposit_credit_refuses_a_deposit_short_of_confirmations(btc, user, address):
+    type(btc).objects.filter(pk=btc.pk).update(confirmations_required=2)
+    receive_and_process(deposit_payload(address, "1", txid="c5", confirmations=1, status="pending"))
+
+    with pytest.raises(InvalidState):
+        deposit_credit(deposit_id=Deposit.objects.get().pk)
+
+    assert not JournalEntry.objects.filter(idempotency_key="deposit:simnet:c5:0").exists()
+
+
+def test_a_pending_deposit_reported_failed_is_never_credited(btc, user, address):
+    type(btc).objects.filter(pk=btc.pk).update(confirmations_required=2)
+    receive_and_process(deposit_payload(address, "1", txid="c6", confirmations=1, status="pending"))
+    receive_and_process(deposit_payload(address, "1", txid="c6", confirmations=None, status="failed"))
+
+    late = receive_and_process(deposit_payload(address, "1", txid="c6", confirmations=2, status="confirmed"))
+
+    assert Deposit.objects.get().status == DepositStatus.FAILED
+    assert late.state == EventState.REJECTED
+    assert available(user, btc) == 0
+
+
+def test_a_credited_deposit_reported_failed_is_left_for_an_operator(btc, user, address):
+    receive_and_process(deposit_payload(address, "1", txid="c7"))
+
+    event = receive_and_process(deposit_payload(address, "1", txid="c7", confirmations=None, status="failed"))
+
+    assert event.state == EventState.REJECTED
+    assert "reverse it by hand" in event.error
+    assert Deposit.objects.get().status == DepositStatus.CREDITED
+    assert available(user, btc) == Decimal(1)
+
+
+def test_a_report_contradicting_the_recorded_deposit_is_rejected(btc, user, address):
+    receive_and_process(deposit_payload(address, "1", txid="c8", confirmations=0, status="pending"))
+
+    event = receive_and_process(deposit_payload(address, "2", txid="c8", confirmations=1, event_id="c8-again"))
+
+    assert event.state == EventState.REJECTED
+    assert Deposit.objects.get().amount == Decimal(1)
+    assert available(user, btc) == 0
+
+
+def test_coins_sent_to_the_users_address_of_another_asset_credit_that_user_in_the_coins_received(btc, usdt, user):
+    usdt_address = deposit_address_get_or_create(user_id=user.id, asset=usdt).address
+
+    receive_and_process(deposit_payload(usdt_address, "0.25", asset="BTC", txid="c9"))
+
+    assert available(user, btc) == Decimal("0.25")
+    assert available(user, usdt) == 0
+
+
+def test_two_outputs_of_one_transaction_to_two_users_are_two_deposits(btc):
+    first, second = UserFactory(), UserFactory()
+    for user, vout, amount in [(first, 0, "0.5"), (second, 1, "0.25")]:
+        address = deposit_address_get_or_create(user_id=user.id, asset=btc).address
+        receive_and_process(deposit_payload(address, amount, txid="same", vout=vout))
+
+    assert (available(first, btc), available(second, btc)) == (Decimal("0.5"), Decimal("0.25"))
+    assert sorted(Deposit.objects.values_list("vout", "status")) == [(0, "credited"), (1, "credited")]
+
+
+def test_processing_a_processed_event_again_changes_nothing(btc, user, address):
+    event = receive_and_process(deposit_payload(address, "1", txid="c10"))
+
+    again = custody_event_process(event_pk=event.pk)
+
+    assert again.state == EventState.PROCESSED
+    assert available(user, btc) == Decimal(1)
+    assert JournalEntry.objects.count() == 1
+
+
+def test_deposit_through_custody_helper_credits_and_keeps_custody_in_step(btc, user):
+    deposit = deposit_through_custody(user, btc, "0.3")
+
+    assert deposit.status == DepositStatus.CREDITED
+    assert available(user, btc) == Decimal("0.3")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_processing_task_run_twice_at_the_same_time_credits_once(btc, user):
+    address = deposit_address_get_or_create(user_id=user.id, asset=btc).address
+    event, _ = custody_event_receive(body=signed(deposit_payload(address, "2", txid="twice"))[0])
+    barrier = threading.Barrier(2)
+    results = []
+
+    def run():
+        try:
+            barrier.wait()
+            results.append(tasks.custody_event_process(event.pk))  # the task body, in this thread
+        except Exception as exc:  # collected for the assertion
+            results.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert results == ["processed", "processed"]
+    assert available(user, btc) == Decimal(2)
+    assert JournalEntry.objects.filter(idempotency_key="deposit:simnet:twice:0").count() == 1
+    assert Deposit.objects.get().status == DepositStatus.CREDITED

@@ -1,0 +1,144 @@
+"""Reconciliation of the wallets: invariants 4 (pending withdrawals), 5 (custody holdings) and 8."""
+
+import json
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection, transaction
+from django.utils import timezone
+
+from apps.ledger.reconciliation import reconcile, registered_invariants
+from apps.ledger.models import AccountKind, EntryReason
+from apps.ledger.services import credit, debit, entry_post, system_account, user_account
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.custody.simulator.models import SimWallet
+from apps.wallets.models import Deposit, Withdrawal, WithdrawalStatus
+from apps.wallets.services import withdrawal_reject, withdrawal_request, withdrawal_submit
+
+from .factories import deliver_custody_callbacks, deposit_through_custody
+
+
+def failed_checks(report) -> dict[str, list[dict]]:
+    return {check.name: check.details for check in report.checks if not check.ok}
+
+
+@pytest.fixture
+def busy_exchange(usdt, btc, user, operator):
+    """Deposits in two assets; withdrawals completed (with fee and network fee), rejected, awaiting, approved."""
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_fee=Decimal(1), withdrawal_auto_approve_limit=100)
+    deposit_through_custody(user, usdt, "1000")
+    deposit_through_custody(user, btc, "0.5")
+
+    def request(amount: str) -> Withdrawal:
+        return withdrawal_request(user_id=user.id, asset_code="USDT", amount=amount, address=new_address())
+
+    completed = request("50")
+    withdrawal_submit(withdrawal_id=completed.pk)
+    deliver_custody_callbacks()
+    withdrawal_reject(withdrawal_id=request("200").pk, operator_id=operator.id, reason="Suspicious.")
+    awaiting, approved = request("300"), request("20")
+    return {"completed": completed, "awaiting": awaiting, "approved": approved}
+
+
+def test_wallet_invariants_are_registered():
+    assert registered_invariants() >= {4, 5, 8}
+
+
+def test_a_busy_exchange_reconciles_with_custody_figures(busy_exchange, user, usdt):
+    report = reconcile()
+
+    assert report.ok, failed_checks(report)
+    assert {"custody_matches_provider", "deposits_credited_once", "withdrawals_ended_once"} <= {
+        check.name for check in report.checks
+    }
+    assert report.assets["USDT"]["custody"] == "949.500000"  # 1000 - 50 - network fee 0.5
+    assert report.assets["USDT"]["custody_reported"] == "949.500000"
+    assert report.assets["USDT"]["user_held"] == "322.000000"  # 300 + 20 pending, fee 1 each
+    assert report.assets["BTC"]["custody_reported"] == "0.50000000"
+
+
+def test_reconcile_command_passes(busy_exchange):
+    out = StringIO()
+
+    call_command("reconcile", "--json", stdout=out)  # exits 1 (SystemExit) if anything fails
+
+    assert json.loads(out.getvalue())["ok"] is True
+
+
+def test_custody_reporting_other_holdings_fails_invariant_5_naming_the_asset(busy_exchange):
+    SimWallet.objects.filter(asset_code="USDT").update(balance=Decimal("949.4"))
+
+    report = reconcile()
+
+    assert failed_checks(report) == {
+        "custody_matches_provider": [{
+            "asset": "USDT", "ledger_custody": "949.500000", "custody_reported": "949.400000", "difference": "0.100000",
+        }]
+    }
+
+
+def test_ledger_custody_credited_without_custody_fails_invariant_5(usdt, user):
+    with transaction.atomic():  # a deposit the provider never saw
+        entry_post(
+            idempotency_key="deposit:simnet:phantom:0",
+            reason=EntryReason.DEPOSIT,
+            legs=[debit(system_account(AccountKind.CUSTODY, usdt), Decimal("10")),
+                  credit(user_account(user.id, usdt), Decimal("10"))],
+        )
+
+    details = failed_checks(reconcile())["custody_matches_provider"]
+
+    assert details == [{"asset": "USDT", "ledger_custody": "10.000000", "custody_reported": "0.000000",
+                        "difference": "10.000000"}]
+
+
+def test_asset_filter_limits_invariant_5(busy_exchange):
+    SimWallet.objects.filter(asset_code="USDT").update(balance=0)
+
+    assert reconcile(asset_code="BTC").ok
+    assert not reconcile(asset_code="USDT").ok
+
+
+def test_a_credited_entry_without_its_credited_deposit_fails_invariant_8(busy_exchange):
+    deposit = Deposit.objects.filter(asset__code="BTC").get()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE wallets_deposit SET status = 'pending', entry_id = NULL, credited_at = NULL WHERE id = %s",
+            [deposit.pk],
+        )
+
+    details = failed_checks(reconcile())["deposits_credited_once"]
+
+    assert [row["problem"] for row in details] == [
+        "entry posted but deposit not credited", "deposit entry without a credited deposit",
+    ]
+    assert details[0]["deposit"] == deposit.pk
+
+
+def test_an_ended_withdrawal_without_its_release_fails_invariants_4_and_8(busy_exchange, user):
+    awaiting = busy_exchange["awaiting"]
+    Withdrawal.objects.filter(pk=awaiting.pk).update(  # cancelled behind the services' back: no release
+        status=WithdrawalStatus.CANCELLED, hold_remaining=0, ended_at=timezone.now()
+    )
+
+    failed = failed_checks(reconcile())
+
+    assert set(failed) == {"held_matches_open_holds", "withdrawals_ended_once"}
+    assert failed["withdrawals_ended_once"] == [{
+        "withdrawal": awaiting.pk, "asset": "USDT", "status": "cancelled", "hold_entry": failed[
+            "withdrawals_ended_once"][0]["hold_entry"], "complete_entry": None, "release_entry": None,
+        "problem": "ended without its release",
+    }]
+    assert failed["held_matches_open_holds"][0]["held"] == "322.000000"
+    assert failed["held_matches_open_holds"][0]["open_holds"] == "21.000000"
+
+
+def test_a_completed_withdrawal_marked_failed_fails_invariant_8(busy_exchange):
+    completed = busy_exchange["completed"]
+    Withdrawal.objects.filter(pk=completed.pk).update(status=WithdrawalStatus.FAILED)
+
+    details = failed_checks(reconcile())["withdrawals_ended_once"]
+
+    assert [(row["withdrawal"], row["problem"]) for row in details] == [(completed.pk, "ended without its release")]

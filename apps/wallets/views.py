@@ -1,0 +1,58 @@
+"""The custody webhook, ``POST /custody/callbacks/`` (API.md "Custody webhook").
+
+The body is authenticated (signature and timestamp skew, by the custody adapter), validated
+and stored in the inbox, and committed, before the 200; processing follows on a Celery
+worker. 401: bad signature or stale timestamp; 400: malformed body; 413: body too large;
+409: a known event id with other content. Nothing is stored when it is refused.
+"""
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from apps.ledger.errors import DomainError
+
+from . import services
+from .custody import get_adapter
+from .custody.base import CallbackUnauthenticated
+from .errors import CallbackRefused, PayloadTooLarge
+
+
+def error_response(error: DomainError) -> JsonResponse:
+    """API.md's error body: ``{"error": {"code", "message", "fields"}}`` with the error's HTTP status."""
+    body = {"error": {"code": error.code, "message": error.message, "fields": error.fields}}
+    return JsonResponse(body, status=error.status)
+
+
+def _too_large() -> JsonResponse:
+    limit = settings.CUSTODY_WEBHOOK_MAX_BODY
+    return error_response(PayloadTooLarge(f"The body is larger than {limit} bytes."))
+
+
+@csrf_exempt
+@require_POST
+def custody_callback(request):
+    """Authenticate, validate and store one custody callback; 200 once stored (duplicates too)."""
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > settings.CUSTODY_WEBHOOK_MAX_BODY:
+        return _too_large()
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        return _too_large()
+    if len(body) > settings.CUSTODY_WEBHOOK_MAX_BODY:
+        return _too_large()
+    try:
+        get_adapter().verify_callback(headers=request.headers, body=body)
+    except CallbackUnauthenticated as exc:
+        return error_response(CallbackRefused(str(exc)))
+    try:
+        event, created = services.custody_event_receive(body=body)
+    except DomainError as exc:
+        return error_response(exc)
+    return JsonResponse({"event_id": event.event_id, "status": "stored" if created else "duplicate"})
