@@ -21,13 +21,6 @@ class WithdrawalLimit(DomainError):
         super().__init__(message, fields={field: message})
 
 
-class PermissionDenied(DomainError):
-    """The acting user lacks the permission the operation needs (e.g. ``wallets.approve_withdrawal``)."""
-
-    code = "permission_denied"
-    status = 403
-
-
 class CallbackRefused(DomainError):
     """A custody callback that is not signed by the provider, or is stale: HTTP 401."""
 

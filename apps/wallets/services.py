@@ -27,7 +27,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
-from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, InvalidState, NotFound
+from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, InvalidState, NotFound, PermissionDenied
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import credit, debit, entry_post, funds_hold, funds_release, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
@@ -36,7 +36,7 @@ from . import selectors
 from .addresses import address_validate
 from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
-from .errors import EventNotReady, EventRejected, InvalidAddress, PermissionDenied, WithdrawalLimit
+from .errors import EventNotReady, EventRejected, InvalidAddress, WithdrawalLimit
 from .models import (
     CustodyEvent, Deposit, DepositAddress, DepositStatus, EventState, EventType, Withdrawal, WithdrawalStatus,
 )

@@ -17,7 +17,8 @@ from apps.wallets.custody.base import CustodyUnavailable
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.custody.simulator.models import SimWithdrawal
 from apps.wallets.custody.simulator.provider import SimulatedCustody
-from apps.wallets.errors import EventNotReady, InvalidAddress, PermissionDenied, WithdrawalLimit
+from apps.ledger.errors import PermissionDenied
+from apps.wallets.errors import EventNotReady, InvalidAddress, WithdrawalLimit
 from apps.wallets.models import CustodyEvent, EventState, Withdrawal, WithdrawalStatus
 from apps.wallets.services import (
     custody_event_process, custody_event_receive, withdrawal_approve, withdrawal_cancel, withdrawal_complete,
