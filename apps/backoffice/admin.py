@@ -17,8 +17,17 @@ from apps.ledger.errors import DomainError
 from apps.ledger.models import Account
 from apps.ledger.services import Leg
 
-from .models import Adjustment, AdjustmentStatus, AuditLogEntry, ReconciliationRun
-from .services import adjustment_approve, adjustment_draft, adjustment_reject, reconciliation_run
+from apps.ledger.selectors import balances_for_user, user_postings
+from apps.wallets.selectors import deposits_for_user, withdrawals_awaiting_approval, withdrawals_for_user
+
+from .models import Adjustment, AdjustmentStatus, AuditLogEntry, ReconciliationRun, WithdrawalApproval
+from .services import (
+    adjustment_approve,
+    adjustment_draft,
+    adjustment_reject,
+    reconciliation_run,
+    withdrawal_decide,
+)
 
 
 @admin.register(ReconciliationRun)
@@ -188,3 +197,62 @@ class AuditLogEntryAdmin(ReadOnlyAdmin):
         except NoReverseMatch:  # an object type without an admin page is shown as text
             return f"{entry.object_type} {entry.object_id}"
         return format_html('<a href="{}">{} {}</a>', url, entry.object_type, entry.object_id)
+
+
+@admin.register(WithdrawalApproval)
+class WithdrawalApprovalAdmin(ReadOnlyAdmin):
+    """The approval queue, oldest first: each withdrawal with the user's balances and recent activity."""
+
+    list_display = ("id", "created_at", "user", "asset", "amount", "fee", "address")
+    list_select_related = ("user", "asset")
+    search_fields = ("=id", "user__username", "=address")
+    change_form_template = "admin/backoffice/withdrawalapproval/change_form.html"
+    actions = ["approve_selected"]
+
+    def get_queryset(self, request):
+        return withdrawals_awaiting_approval()
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if not request.user.has_perm("wallets.approve_withdrawal"):
+            actions.pop("approve_selected", None)
+        return actions
+
+    @admin.action(description="Approve the selected withdrawals")
+    def approve_selected(self, request, queryset):
+        for withdrawal_id in queryset.values_list("id", flat=True):
+            self._decide(request, withdrawal_id, approve=True)
+
+    def get_urls(self):
+        decide = self.admin_site.admin_view(require_POST(self.decide_view))
+        return [path("<int:withdrawal_id>/decide/", decide, name="backoffice_withdrawalapproval_decide")] + super().get_urls()
+
+    def _decide(self, request, withdrawal_id: int, *, approve: bool, reason: str = "") -> bool:
+        try:
+            withdrawal_decide(withdrawal_id=withdrawal_id, operator_id=request.user.id, approve=approve, reason=reason)
+        except DomainError as error:
+            self.message_user(request, f"Withdrawal #{withdrawal_id}: {error.message}", messages.ERROR)
+            return False
+        self.message_user(request, f"Withdrawal #{withdrawal_id} {'approved' if approve else 'rejected'}.")
+        return True
+
+    def decide_view(self, request, withdrawal_id):
+        if not request.user.has_perm("wallets.approve_withdrawal"):
+            raise DjangoPermissionDenied
+        approve = request.POST.get("decision") == "approve"
+        self._decide(request, withdrawal_id, approve=approve, reason=request.POST.get("reason", ""))
+        return redirect("admin:backoffice_withdrawalapproval_changelist")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        withdrawal = get_object_or_404(WithdrawalApproval.objects.select_related("user", "asset"), id=object_id)
+        user_id = withdrawal.user_id
+        extra_context = {
+            **(extra_context or {}),
+            "withdrawal": withdrawal,
+            "balances": balances_for_user(user_id),
+            "recent_withdrawals": withdrawals_for_user(user_id=user_id)[:10],
+            "recent_deposits": deposits_for_user(user_id=user_id)[:10],
+            "recent_postings": user_postings(user_id)[:20],
+            "can_decide": request.user.has_perm("wallets.approve_withdrawal") and request.user.id != user_id,
+        }
+        return super().change_view(request, object_id, form_url, extra_context)

@@ -16,7 +16,8 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "backoffice.view_adjustment", "backoffice.add_adjustment", "backoffice.view_auditlogentry",
         "orders.view_market", "orders.change_market", "orders.view_order", "orders.view_trade",
         "orders.view_feeschedule", "orders.change_feeschedule", "orders.add_feeschedule",
-        "wallets.view_deposit", "wallets.view_withdrawal",
+        "wallets.view_deposit", "wallets.view_withdrawal", "wallets.view_custodyevent", "wallets.view_depositaddress",
+        "backoffice.view_withdrawalapproval",
     ],
     "approvers": ["backoffice.approve_adjustment", "wallets.approve_withdrawal"],
 }

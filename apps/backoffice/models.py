@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from apps.ledger.models import JournalEntry
+from apps.wallets.models import Withdrawal
 
 
 class ReconciliationRun(models.Model):
@@ -98,3 +99,12 @@ class AuditLogEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_type} {self.object_id}"
+
+
+class WithdrawalApproval(Withdrawal):
+    """The approval queue: withdrawals awaiting an operator's decision (a proxy of wallets' Withdrawal)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "withdrawal awaiting approval"
+        verbose_name_plural = "withdrawal approval queue"

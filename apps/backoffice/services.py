@@ -12,6 +12,9 @@ from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_post, legs_validate
 from apps.ledger.transactions import retrying_atomic
 
+from apps.wallets.models import Withdrawal
+from apps.wallets.services import withdrawal_approve, withdrawal_reject
+
 from .models import Adjustment, AdjustmentStatus, AuditLogEntry, ReconciliationRun
 
 
@@ -118,3 +121,30 @@ def adjustment_reject(*, adjustment_id: int, approver_id: int, note: str) -> Adj
     audit_record(actor_id=approver_id, action="adjustment.reject", object_type="backoffice.adjustment", object_id=adjustment.id,
                  before=before, after=_adjustment_state(adjustment))
     return adjustment
+
+
+def _withdrawal_state(withdrawal: Withdrawal) -> dict:
+    return {"status": withdrawal.status, "hold_remaining": str(withdrawal.hold_remaining),
+            "decided_by": withdrawal.decided_by_id, "reason": withdrawal.reason}
+
+
+@retrying_atomic
+def withdrawal_decide(*, withdrawal_id: int, operator_id: int, approve: bool, reason: str = "") -> Withdrawal:
+    """An operator approves (``approve=True``) or rejects (with a ``reason``) a withdrawal awaiting approval.
+
+    Calls :func:`apps.wallets.services.withdrawal_approve` / ``withdrawal_reject`` (state-guarded,
+    permission ``wallets.approve_withdrawal``) and records the decision in the audit log in the
+    same transaction. Raises what they raise: :class:`InvalidState` for a second decision,
+    :class:`PermissionDenied`, :class:`NotFound`, :class:`DomainError` (reason).
+    """
+    before = Withdrawal.objects.filter(id=withdrawal_id).first()
+    if approve:
+        withdrawal = withdrawal_approve(withdrawal_id=withdrawal_id, operator_id=operator_id)
+    else:
+        withdrawal = withdrawal_reject(withdrawal_id=withdrawal_id, operator_id=operator_id, reason=reason)
+    audit_record(
+        actor_id=operator_id, action="withdrawal.approve" if approve else "withdrawal.reject",
+        object_type="wallets.withdrawal", object_id=withdrawal_id,
+        before=_withdrawal_state(before), after=_withdrawal_state(withdrawal),
+    )
+    return withdrawal

@@ -1,0 +1,85 @@
+"""The withdrawal approval queue in the admin, driven with Django's test client."""
+
+from decimal import Decimal
+
+import pytest
+
+from apps.backoffice.models import AuditLogEntry
+from apps.ledger.services import user_accounts
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.models import Withdrawal, WithdrawalStatus
+from apps.wallets.services import withdrawal_request
+from apps.wallets.tests.factories import deposit_through_custody
+
+
+@pytest.fixture
+def awaiting(usdt, user):
+    """150 USDT to withdraw, above the auto-approval limit of 100, from a user who deposited 1,000."""
+    type(usdt).objects.filter(pk=usdt.pk).update(
+        withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(10_000))
+    deposit_through_custody(user, usdt, "1000")
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="150", address=new_address())
+    assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
+    return withdrawal
+
+
+def decide(client, withdrawal, decision, reason="", **kwargs):
+    return client.post(f"/admin/backoffice/withdrawalapproval/{withdrawal.id}/decide/",
+                       {"decision": decision, "reason": reason}, **kwargs)
+
+
+def test_the_queue_shows_the_withdrawal_with_the_users_balances(client, approver, awaiting):
+    client.force_login(approver)
+    assert str(awaiting.id) in client.get("/admin/backoffice/withdrawalapproval/").content.decode()
+
+    page = client.get(f"/admin/backoffice/withdrawalapproval/{awaiting.id}/change/").content.decode()
+
+    assert "850.000000" in page and "150.000000" in page  # available and held
+    assert 'value="approve"' in page
+
+
+def test_a_staff_user_outside_approvers_cannot_decide(client, operator, awaiting):
+    client.force_login(operator)
+    page = client.get(f"/admin/backoffice/withdrawalapproval/{awaiting.id}/change/").content.decode()
+    assert 'value="approve"' not in page
+
+    assert decide(client, awaiting, "approve").status_code == 403
+    assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.AWAITING_APPROVAL
+    assert not AuditLogEntry.objects.filter(object_type="wallets.withdrawal").exists()
+
+
+def test_approving_twice_submits_once_and_is_audited_once(client, approver, awaiting, django_capture_on_commit_callbacks):
+    client.force_login(approver)
+    with django_capture_on_commit_callbacks() as queued:
+        decide(client, awaiting, "approve")
+        second = decide(client, awaiting, "approve", follow=True)
+
+    assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.APPROVED
+    assert len(queued) == 1  # one submission to custody queued
+    assert f"Withdrawal #{awaiting.id}: " in second.content.decode()  # the double click is refused, politely
+    audit = AuditLogEntry.objects.get(object_type="wallets.withdrawal", object_id=str(awaiting.id))
+    assert (audit.actor, audit.action) == (approver, "withdrawal.approve")
+    assert audit.before["status"] == "awaiting_approval" and audit.after["status"] == "approved"
+
+
+def test_a_rejected_withdrawal_releases_once_and_cannot_be_approved(client, approver, awaiting, usdt, user):
+    client.force_login(approver)
+    assert decide(client, awaiting, "reject", reason="").status_code == 302
+    assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.AWAITING_APPROVAL  # a reason is required
+
+    decide(client, awaiting, "reject", reason="address on a sanctions list")
+    decide(client, awaiting, "approve")
+
+    withdrawal = Withdrawal.objects.get(id=awaiting.id)
+    available, held = user_accounts(user.id, usdt)
+    assert withdrawal.status == WithdrawalStatus.REJECTED
+    assert (available.balance, held.balance) == (Decimal("1000"), Decimal("0"))
+    assert list(AuditLogEntry.objects.filter(object_id=str(awaiting.id)).values_list("action", flat=True)) == [
+        "withdrawal.reject"]
+
+
+def test_approve_selected_action(client, approver, awaiting):
+    client.force_login(approver)
+    client.post("/admin/backoffice/withdrawalapproval/",
+                {"action": "approve_selected", "_selected_action": [awaiting.id]})
+    assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.APPROVED
