@@ -66,3 +66,39 @@ def test_running_needs_the_permission(db, client, usdt):
     client.force_login(UserFactory(is_staff=True))
     assert client.post("/admin/backoffice/reconciliationrun/run/").status_code == 403
     assert not ReconciliationRun.objects.exists()
+
+
+def test_planted_custody_difference_is_found_per_asset(db, client, operator, usdt, user):
+    from decimal import Decimal
+
+    from apps.wallets.custody.simulator.models import SimWallet
+    from apps.wallets.tests.factories import deposit_through_custody
+
+    deposit_through_custody(user, usdt, "50")
+    SimWallet.objects.filter(asset_code="USDT").update(balance=Decimal("49"))
+    client.force_login(operator)
+
+    page = client.post("/admin/backoffice/reconciliationrun/run/", follow=True).content.decode()
+
+    run = ReconciliationRun.objects.get()
+    failed = {check["name"]: check["details"] for check in run.failed_checks}
+    assert failed == {"custody_matches_provider": [
+        {"asset": "USDT", "ledger_custody": "50.000000", "custody_reported": "49.000000", "difference": "1.000000"}]}
+    assert "custody_matches_provider" in page and "49.000000" in page
+
+
+def test_planted_hold_that_no_open_order_explains_is_found(db, usdt, user):
+    from decimal import Decimal
+
+    from apps.ledger.models import AccountKind
+    from apps.ledger.services import funds_hold
+
+    fund(user, usdt, "10")
+    funds_hold(user_id=user.id, asset=usdt, amount=Decimal("4"), idempotency_key="order:404:hold")
+
+    run = reconciliation_run()
+
+    held = user_account(user.id, usdt, AccountKind.USER_HELD)
+    assert [check["name"] for check in run.failed_checks] == ["held_matches_open_holds"]
+    assert run.failed_checks[0]["details"] == [
+        {"account": held.id, "owner": user.id, "asset": "USDT", "held": "4.000000", "open_holds": "0.000000"}]
