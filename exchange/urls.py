@@ -3,12 +3,14 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from apps.backoffice.second_factor import second_factor
 from apps.web.urls import auth_urlpatterns
 
 from .health import healthz
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path(f"{settings.ADMIN_URL}second-factor/", second_factor, name="second-factor"),
     path(settings.ADMIN_URL, admin.site.urls),
     path("custody/callbacks/", include("apps.wallets.urls")),
     path("api/v1/", include("apps.api.urls")),

@@ -98,7 +98,7 @@ def test_audit_log_is_append_only(operator, goodwill_legs):
         AuditLogEntry.objects.all().delete()
 
 
-def test_maker_checker_through_the_admin(client, operator, approver, user, usdt):
+def test_maker_checker_through_the_admin(client, operator, approver, user, usdt, admin_login):
     equity = system_account(AccountKind.EQUITY, usdt)
     available = user_account(user.id, usdt)
     client.force_login(operator)
@@ -116,7 +116,7 @@ def test_maker_checker_through_the_admin(client, operator, approver, user, usdt)
     assert "Approve and post" not in client.get(f"/admin/backoffice/adjustment/{adjustment.id}/change/").content.decode()
     assert client.post(f"/admin/backoffice/adjustment/{adjustment.id}/approve/").status_code == 403
 
-    client.force_login(approver)
+    admin_login(approver)
     assert "Approve and post" in client.get(f"/admin/backoffice/adjustment/{adjustment.id}/change/").content.decode()
     client.post(f"/admin/backoffice/adjustment/{adjustment.id}/approve/")
     assert usdt_available(user) == Decimal("10")

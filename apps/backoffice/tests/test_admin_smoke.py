@@ -29,10 +29,10 @@ def admin_pages():
 
 
 @pytest.mark.parametrize("who", ["superuser", "operator", "approver"])
-def test_every_admin_page_renders(client, some_of_everything, operator, approver, who):
+def test_every_admin_page_renders(client, some_of_everything, operator, approver, who, admin_login):
     viewer = {"operator": operator, "approver": approver,
               "superuser": UserFactory(username="root", is_staff=True, is_superuser=True)}[who]
-    client.force_login(viewer)
+    admin_login(viewer)
     assert client.get(reverse("admin:index")).status_code == 200
     checked = 0
     for model, model_admin, changelist in admin_pages():

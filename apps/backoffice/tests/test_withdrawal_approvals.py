@@ -28,8 +28,8 @@ def decide(client, withdrawal, decision, reason="", **kwargs):
                        {"decision": decision, "reason": reason}, **kwargs)
 
 
-def test_the_queue_shows_the_withdrawal_with_the_users_balances(client, approver, awaiting):
-    client.force_login(approver)
+def test_the_queue_shows_the_withdrawal_with_the_users_balances(client, approver, awaiting, admin_login):
+    admin_login(approver)
     assert str(awaiting.id) in client.get("/admin/backoffice/withdrawalapproval/").content.decode()
 
     page = client.get(f"/admin/backoffice/withdrawalapproval/{awaiting.id}/change/").content.decode()
@@ -48,8 +48,10 @@ def test_a_staff_user_outside_approvers_cannot_decide(client, operator, awaiting
     assert not AuditLogEntry.objects.filter(object_type="wallets.withdrawal").exists()
 
 
-def test_approving_twice_submits_once_and_is_audited_once(client, approver, awaiting, django_capture_on_commit_callbacks):
-    client.force_login(approver)
+def test_approving_twice_submits_once_and_is_audited_once(
+    client, approver, awaiting, django_capture_on_commit_callbacks, admin_login
+):
+    admin_login(approver)
     with django_capture_on_commit_callbacks() as queued:
         decide(client, awaiting, "approve")
         second = decide(client, awaiting, "approve", follow=True)
@@ -62,8 +64,10 @@ def test_approving_twice_submits_once_and_is_audited_once(client, approver, awai
     assert audit.before["status"] == "awaiting_approval" and audit.after["status"] == "approved"
 
 
-def test_a_rejected_withdrawal_releases_once_and_cannot_be_approved(client, approver, awaiting, usdt, user):
-    client.force_login(approver)
+def test_a_rejected_withdrawal_releases_once_and_cannot_be_approved(
+    client, approver, awaiting, usdt, user, admin_login
+):
+    admin_login(approver)
     assert decide(client, awaiting, "reject", reason="").status_code == 302
     assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.AWAITING_APPROVAL  # a reason is required
 
@@ -78,8 +82,8 @@ def test_a_rejected_withdrawal_releases_once_and_cannot_be_approved(client, appr
         "withdrawal.reject"]
 
 
-def test_approve_selected_action(client, approver, awaiting):
-    client.force_login(approver)
+def test_approve_selected_action(client, approver, awaiting, admin_login):
+    admin_login(approver)
     client.post("/admin/backoffice/withdrawalapproval/",
                 {"action": "approve_selected", "_selected_action": [awaiting.id]})
     assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.APPROVED

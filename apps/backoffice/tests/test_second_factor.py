@@ -1,0 +1,59 @@
+from django_otp.oath import totp
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+
+def current_code(device: TOTPDevice) -> str:
+    return f"{totp(device.bin_key, step=device.step, t0=device.t0, digits=device.digits):06d}"
+
+
+def test_an_approver_must_enrol_and_confirm_a_one_time_password(client, approver):
+    client.force_login(approver)
+
+    response = client.get("/admin/backoffice/withdrawalapproval/")
+    assert response.status_code == 302
+    assert response.url == "/admin/second-factor/?next=/admin/backoffice/withdrawalapproval/"
+    enrol = client.get(response.url).content.decode()
+    assert 'id="totp-secret"' in enrol
+    device = TOTPDevice.objects.get(user=approver, confirmed=False)
+
+    confirmed = client.post(response.url, {"token": current_code(device)})
+    assert confirmed.url == "/admin/backoffice/withdrawalapproval/"
+    assert client.get("/admin/backoffice/withdrawalapproval/").status_code == 200
+    assert TOTPDevice.objects.get(user=approver).confirmed
+
+
+def test_a_wrong_code_keeps_the_admin_closed(client, approver):
+    client.force_login(approver)
+    client.get("/admin/second-factor/")
+    device = TOTPDevice.objects.get(user=approver)
+    wrong = client.post("/admin/second-factor/", {"token": "000000" if current_code(device) != "000000" else "111111"})
+    assert "not valid" in wrong.content.decode()
+    assert client.get("/admin/").status_code == 302
+    assert not TOTPDevice.objects.get(user=approver).confirmed
+
+
+def test_a_decision_posted_without_the_second_factor_does_nothing(client, approver):
+    client.force_login(approver)
+    response = client.post("/admin/backoffice/withdrawalapproval/1/decide/", {"decision": "approve"})
+    assert response.status_code == 302
+    assert response.url.startswith("/admin/second-factor/")
+
+
+def test_operators_who_cannot_approve_need_no_second_factor(client, operator):
+    client.force_login(operator)
+    assert client.get("/admin/").status_code == 200
+
+
+def test_the_next_parameter_cannot_send_an_approver_elsewhere(client, approver):
+    client.force_login(approver)
+    client.get("/admin/second-factor/")
+    device = TOTPDevice.objects.get(user=approver)
+    response = client.post("/admin/second-factor/?next=https://evil.example/", {"token": current_code(device)})
+    assert response.url == "/admin/"
+
+
+def test_a_trader_cannot_open_the_second_factor_page(client, user):
+    client.force_login(user)
+    response = client.get("/admin/second-factor/")
+    assert response.status_code == 302
+    assert response.url.startswith("/admin/login/")
