@@ -47,3 +47,26 @@ def api_as(key_for):
         return client
 
     return make
+
+
+@pytest.fixture
+def admin_login(client):
+    """``admin_login(user)``: log ``client`` in as ``user`` with a confirmed second factor this session."""
+    from django_otp import DEVICE_ID_SESSION_KEY
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    def login(user):
+        client.force_login(user)
+        device = TOTPDevice.objects.create(user=user, name="test", confirmed=True)
+        session = client.session
+        session[DEVICE_ID_SESSION_KEY] = device.persistent_id
+        session.save()
+
+    return login
+
+
+@pytest.fixture
+def admin_client(client, admin_user, admin_login):
+    """pytest-django's superuser client, with the second factor approvers must confirm."""
+    admin_login(admin_user)
+    return client

@@ -6,6 +6,7 @@ enrol an authenticator app. Other staff sign in with their password only.
 """
 
 from django import forms
+from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -32,15 +33,15 @@ class SecondFactorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        admin_root = reverse("admin:index")
-        exempt = (reverse("second-factor"), reverse("admin:logout"), reverse("admin:login"))
+        admin_root = f"/{settings.ADMIN_URL}"
+        exempt = tuple(f"{admin_root}{page}/" for page in ("second-factor", "logout", "login"))
         if (
             request.path.startswith(admin_root)
             and not request.path.startswith(exempt)
             and needs_second_factor(request.user)
             and not request.user.is_verified()
         ):
-            return redirect(f"{reverse('second-factor')}?next={request.get_full_path()}")
+            return redirect(f"{exempt[0]}?next={request.get_full_path()}")
         return self.get_response(request)
 
 

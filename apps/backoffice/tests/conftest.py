@@ -1,7 +1,5 @@
 import pytest
 from django.contrib.auth.models import Group
-from django_otp import DEVICE_ID_SESSION_KEY
-from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.ledger.tests.factories import UserFactory
 
@@ -21,16 +19,3 @@ def approver(db):
     user.groups.add(Group.objects.get(name="operators"), Group.objects.get(name="approvers"))
     return user
 
-
-@pytest.fixture
-def admin_login(client):
-    """``admin_login(user)``: log ``client`` in as ``user`` with a confirmed second factor this session."""
-
-    def login(user):
-        client.force_login(user)
-        device = TOTPDevice.objects.create(user=user, name="test", confirmed=True)
-        session = client.session
-        session[DEVICE_ID_SESSION_KEY] = device.persistent_id
-        session.save()
-
-    return login
