@@ -301,10 +301,13 @@ class Order(models.Model):
                 fields=["user", "client_order_id"], condition=~Q(client_order_id=""), name="order_client_id_per_user"
             ),
             models.CheckConstraint(
+                # NULL makes a comparison unknown, which a CHECK lets pass: say isnull=False explicitly.
                 condition=(
-                    Q(type="limit", price__gt=0, qty__gt=0, quote_qty__isnull=True)
-                    | Q(type="market", price__isnull=True, qty__gt=0, quote_qty__isnull=True)
-                    | Q(type="market", side="buy", price__isnull=True, qty__isnull=True, quote_qty__gt=0)
+                    Q(type="limit", price__isnull=False, price__gt=0, qty__isnull=False, qty__gt=0,
+                      quote_qty__isnull=True)
+                    | Q(type="market", price__isnull=True, qty__isnull=False, qty__gt=0, quote_qty__isnull=True)
+                    | Q(type="market", side="buy", price__isnull=True, qty__isnull=True, quote_qty__isnull=False,
+                        quote_qty__gt=0)
                 ),
                 name="order_shape_matches_type",
             ),
@@ -342,7 +345,7 @@ class Order(models.Model):
                 condition=~Q(status="open") | Q(filled_qty=0), name="order_open_has_no_fill"
             ),
             models.CheckConstraint(
-                condition=~Q(status="partially_filled") | Q(filled_qty__gt=0, filled_qty__lt=F("qty")),
+                condition=~Q(status="partially_filled") | Q(qty__isnull=False, filled_qty__gt=0, filled_qty__lt=F("qty")),
                 name="order_partially_filled_in_between",
             ),
             models.CheckConstraint(
