@@ -14,9 +14,11 @@ Locking: the market row is locked with ``UPDATE orders_market SET sequence = seq
 ``select_for_update(no_key=True)`` and bumps the book's sequence in the same round trip.
 Every write of a market's orders (placement, cancel) holds that lock, so reading the
 book afterwards, in a new statement, sees every earlier placement and nothing can
-change it until commit. Ledger accounts are then locked by ``entry_post`` in id order
-per entry; two markets sharing users can deadlock, and :func:`retrying_atomic` runs
-the whole placement again.
+change it until commit. The ledger accounts the placement touches are then locked
+all at once, in id order, right after the order row is written (:class:`_Accounts`), so
+two placements on two markets sharing users take them in the same order and cannot
+deadlock each other; any other deadlock or serialization failure runs the whole
+placement again (:func:`retrying_atomic`).
 """
 
 import functools
@@ -331,25 +333,37 @@ def _taker_rate(cursor, user_id: int) -> Decimal:
     return row[0]
 
 
-_ACCOUNTS = """
+_LOCK_ACCOUNTS = """
     SELECT id, owner_id, asset_id, kind, shard FROM ledger_account
     WHERE asset_id = ANY(%s)
       AND ((owner_id = ANY(%s) AND kind IN ('user_available', 'user_held'))
-           OR (%s AND owner_id IS NULL AND kind = 'fee_revenue'))
+           OR (owner_id IS NULL AND kind = 'fee_revenue' AND shard = ANY(%s)))
+    ORDER BY id
+    FOR NO KEY UPDATE
 """
 
 
-class _Accounts:
-    """Ledger account ids of the users (available and held) and fee revenue shards a placement touches.
+def fee_revenue_shard(idempotency_key: str) -> int:
+    """The ``fee_revenue`` shard :func:`apps.ledger.services.system_account` names for ``idempotency_key``."""
+    return zlib.crc32(idempotency_key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
 
-    Read in one query; missing accounts are created through the ledger's services.
+
+class _Accounts:
+    """The ledger accounts a placement or cancel touches, found and locked in one ordered statement.
+
+    For each user, the available and held accounts of both assets; the fee revenue
+    shards of the trade keys. Locking them all at once, in id order, before the first
+    entry means two placements (on two markets sharing users) take their account locks
+    in the same global order and cannot deadlock; each ``entry_post`` then re-locks rows
+    this transaction already holds. Missing user accounts are created through the
+    ledger's services (their first use).
     """
 
-    def __init__(self, cursor, *, user_ids: set[int], assets: list[Asset], fee_revenue: bool):
+    def __init__(self, cursor, *, user_ids: set[int], assets: list[Asset], fee_shards: set[int]):
         self.assets = {asset.id: asset for asset in assets}
-        cursor.execute(_ACCOUNTS, [list(self.assets), list(user_ids), fee_revenue])
         self.users: dict[tuple[int, int, str], int] = {}
         self.fee_shards: dict[tuple[int, int], int] = {}
+        cursor.execute(_LOCK_ACCOUNTS, [list(self.assets), list(user_ids), list(fee_shards)])
         for account_id, owner_id, asset_id, kind, shard in cursor.fetchall():
             if owner_id is None:
                 self.fee_shards[(asset_id, shard)] = account_id
@@ -357,13 +371,10 @@ class _Accounts:
                 self.users[(owner_id, asset_id, kind)] = account_id
         for user_id in user_ids:
             for asset in assets:
-                if (user_id, asset.id, AccountKind.USER_HELD) not in self.users:
+                keys = [(user_id, asset.id, kind) for kind in (AccountKind.USER_AVAILABLE, AccountKind.USER_HELD)]
+                if not all(key in self.users for key in keys):
                     available, held = user_accounts(user_id, asset)
-                    self.users[(user_id, asset.id, AccountKind.USER_AVAILABLE)] = available.id
-                    self.users[(user_id, asset.id, AccountKind.USER_HELD)] = held.id
-                elif (user_id, asset.id, AccountKind.USER_AVAILABLE) not in self.users:
-                    available, _ = user_accounts(user_id, asset)
-                    self.users[(user_id, asset.id, AccountKind.USER_AVAILABLE)] = available.id
+                    self.users[keys[0]], self.users[keys[1]] = available.id, held.id
 
     def available(self, user_id: int, asset_id: int) -> int:
         return self.users[(user_id, asset_id, AccountKind.USER_AVAILABLE)]
@@ -372,9 +383,8 @@ class _Accounts:
         return self.users[(user_id, asset_id, AccountKind.USER_HELD)]
 
     def fee_revenue(self, asset_id: int, idempotency_key: str) -> int:
-        """The fee revenue shard for the entry ``idempotency_key``: the one ``system_account`` names for it."""
-        shard = zlib.crc32(idempotency_key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
-        account_id = self.fee_shards.get((asset_id, shard))
+        """The fee revenue shard account for the entry ``idempotency_key`` (created on first use)."""
+        account_id = self.fee_shards.get((asset_id, fee_revenue_shard(idempotency_key)))
         if account_id is None:
             account = system_account(AccountKind.FEE_REVENUE, self.assets[asset_id], shard_key=idempotency_key)
             account_id = self.fee_shards[(asset_id, account.shard)] = account.id
@@ -598,7 +608,6 @@ def _post_fill(
     """
     fill = settlement.fill
     maker = fill.maker
-    settlement.trade_id = f"{taker_order_id}-{settlement.seq}"
     key = f"trade:{settlement.trade_id}"
     if taker_side == Side.BUY:
         buyer, seller = taker_user_id, maker.user_id
@@ -744,10 +753,6 @@ def _execute(
     taker_rate = _taker_rate(cursor, request.user_id) if plan.fills else Decimal(0)
     settlements = _settlements(market, request.side, taker_rate, plan)
     taker_fee_total = sum((s.taker_fee for s in settlements), Decimal(0))
-    users = {request.user_id} | {fill.maker.user_id for fill in plan.fills} | {m.user_id for m in plan.expired_makers}
-    assets = [Asset(id=market.base_id, code=market.base_code, decimals=market.base_decimals),
-              Asset(id=market.quote_id, code=market.quote_code, decimals=market.quote_decimals)]
-    accounts = _Accounts(cursor, user_ids=users, assets=assets, fee_revenue=bool(plan.fills))
 
     now = timezone.now()
     base_q, quote_q = quantum(market.base_decimals), quantum(market.quote_decimals)
@@ -762,6 +767,13 @@ def _execute(
         held_remaining=(Decimal(0) if ended else held_left).quantize(held_q), created_at=now, updated_at=now,
     )
     order.id = _insert_order(cursor, order)
+    for settlement in settlements:
+        settlement.trade_id = f"{order.id}-{settlement.seq}"
+    users = {order.user_id} | {fill.maker.user_id for fill in plan.fills} | {m.user_id for m in plan.expired_makers}
+    accounts = _Accounts(
+        cursor, user_ids=users, assets=_assets(market),
+        fee_shards={fee_revenue_shard(f"trade:{s.trade_id}") for s in settlements},
+    )
     if held_amount:
         _post_hold(order_id=order.id, user_id=order.user_id, asset_id=held_asset_id, amount=held_amount,
                    accounts=accounts)
@@ -776,6 +788,12 @@ def _execute(
     if settlements or plan.expired_makers:
         _update_makers(cursor, market, order.side, settlements, plan.expired_makers, accounts, now)
     return order
+
+
+def _assets(market: _LockedMarket) -> list[Asset]:
+    """The market's base and quote as (unsaved, partial) Asset instances: id, code and decimals."""
+    return [Asset(id=market.base_id, code=market.base_code, decimals=market.base_decimals),
+            Asset(id=market.quote_id, code=market.quote_code, decimals=market.quote_decimals)]
 
 
 def _insert_order(cursor, order: Order) -> int:
@@ -875,11 +893,8 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
             message = f"Order {order_id} is {order.status}: it can no longer be cancelled."
             raise InvalidState(message, fields={"order": message})
         if order.held_remaining:
-            asset = Asset(id=order.held_asset_id, code=market.base_code if order.held_asset_id == market.base_id
-                          else market.quote_code,
-                          decimals=market.base_decimals if order.held_asset_id == market.base_id
-                          else market.quote_decimals)
-            accounts = _Accounts(cursor, user_ids={order.user_id}, assets=[asset], fee_revenue=False)
+            asset = next(asset for asset in _assets(market) if asset.id == order.held_asset_id)
+            accounts = _Accounts(cursor, user_ids={order.user_id}, assets=[asset], fee_shards=set())
             _post_release(order_id=order.id, user_id=order.user_id, asset_id=order.held_asset_id,
                           amount=order.held_remaining, accounts=accounts)
         order.status = OrderStatus.CANCELLED
