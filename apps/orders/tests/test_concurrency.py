@@ -1,9 +1,9 @@
 """Placements and cancels from real threads against the real PostgreSQL, each with its own connection."""
 
 import random
-from collections import Counter
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
