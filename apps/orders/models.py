@@ -110,10 +110,10 @@ class Market(models.Model):
             pgtrigger.ReadOnly(
                 name="shape_fixed", fields=["symbol", "base", "quote", "tick_size", "step_size"]
             ),
-            pgtrigger.Trigger(
+            pgtrigger.Trigger(  # tick, step and assets never change: checked when created (and min_notional)
                 name="precision_rule",
                 when=pgtrigger.Before,
-                operation=pgtrigger.Insert | pgtrigger.Update,
+                operation=pgtrigger.Insert | pgtrigger.UpdateOf("min_notional"),
                 func="""
                 IF min_scale(NEW.step_size) > (SELECT decimals FROM ledger_asset WHERE id = NEW.base_id)
                    OR min_scale(NEW.tick_size) + min_scale(NEW.step_size)

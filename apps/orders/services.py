@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
+import psycopg
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
@@ -78,6 +79,47 @@ def atomic_service(func: Callable) -> Callable:
         return retrying(*args, **kwargs)
 
     return wrapper
+
+
+class _PreparedCursor:
+    """The placement's own statements, bound server-side and prepared once per connection.
+
+    Django's cursor interpolates parameters into the SQL text, so PostgreSQL parses and
+    plans every statement again; planning the book query costs ten times executing it.
+    This cursor (a psycopg server-binding cursor on Django's connection, in the same
+    transaction) prepares each statement on first use and sends only parameters after
+    that. Database errors are wrapped into Django's exceptions exactly as Django's own
+    cursor does, so ``retrying_atomic`` still recognises a deadlock by its SQLSTATE.
+    (Prepared statements live on the connection: behind a transaction-mode pooler such
+    as PgBouncer, turn them off with ``ORDERS_PREPARED_STATEMENTS = False``.)
+    """
+
+    def __init__(self):
+        connection.ensure_connection()
+        self.prepare = getattr(settings, "ORDERS_PREPARED_STATEMENTS", True)
+        raw = connection.connection
+        if self.prepare and raw.prepare_threshold is None:
+            # Django leaves psycopg's automatic preparation off (None), which also ignores an explicit
+            # prepare=True. A threshold no statement reaches keeps it off for everything else (Django's
+            # own client-side cursors never prepare) while honouring prepare=True here.
+            raw.prepare_threshold = 2**31 - 1
+        self.cursor = psycopg.Cursor(raw)
+
+    def execute(self, sql: str, params: list) -> None:
+        with connection.wrap_database_errors:
+            self.cursor.execute(sql, params, prepare=self.prepare)
+
+    def fetchone(self) -> tuple | None:
+        return self.cursor.fetchone()
+
+    def fetchall(self) -> list[tuple]:
+        return self.cursor.fetchall()
+
+    def __enter__(self) -> "_PreparedCursor":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.cursor.close()
 
 
 # Markets and fee tiers ----------------------------------------------------------------------------
@@ -243,101 +285,116 @@ class _LockedMarket:
     quote_decimals: int
 
 
-_LOCK_MARKET = """
+_MARKET_COLUMNS = """m.id, m.symbol, m.base_id, m.quote_id, m.tick_size, m.step_size, m.min_qty, m.max_qty,
+    m.min_notional, m.status, m.sequence, b.code, b.decimals, q.code, q.decimals"""
+
+# The lock of a placement also draws the new order's id: evaluated once the row lock is held, so
+# ids (time priority) follow the order in which placements hold the lock.
+_LOCK_MARKET_FOR_ORDER = f"""
     UPDATE orders_market m SET sequence = m.sequence + 1
     FROM ledger_asset b, ledger_asset q
-    WHERE m.{column} = %s AND b.id = m.base_id AND q.id = m.quote_id
-    RETURNING m.id, m.symbol, m.base_id, m.quote_id, m.tick_size, m.step_size, m.min_qty, m.max_qty,
-              m.min_notional, m.status, m.sequence, b.code, b.decimals, q.code, q.decimals
+    WHERE m.symbol = %s AND b.id = m.base_id AND q.id = m.quote_id
+    RETURNING {_MARKET_COLUMNS}, nextval(pg_get_serial_sequence('orders_order', 'id'))
+"""
+
+_LOCK_MARKET_OF_ORDER = f"""
+    UPDATE orders_market m SET sequence = m.sequence + 1
+    FROM ledger_asset b, ledger_asset q
+    WHERE m.id = (SELECT market_id FROM orders_order WHERE id = %s) AND b.id = m.base_id AND q.id = m.quote_id
+    RETURNING {_MARKET_COLUMNS}
 """
 
 
-def _lock_market(cursor, *, symbol: str | None = None, market_id: int | None = None) -> _LockedMarket:
-    """Lock the market row (FOR NO KEY UPDATE, held to commit) and bump its book sequence."""
-    column, value = ("symbol", symbol) if symbol is not None else ("id", market_id)
-    cursor.execute(_LOCK_MARKET.format(column=column), [value])
+def _lock_market_for_order(cursor, symbol: str) -> tuple[_LockedMarket, int]:
+    """Lock the market row (FOR NO KEY UPDATE, held to commit), bump its book sequence, draw an order id."""
+    cursor.execute(_LOCK_MARKET_FOR_ORDER, [symbol])
     row = cursor.fetchone()
     if row is None:
-        raise NotFound(f"No market {value}.", fields={"market": "No such market."})
-    return _LockedMarket(*row)
+        raise NotFound(f"No market {symbol}.", fields={"market": "No such market."})
+    return _LockedMarket(*row[:-1]), row[-1]
 
 
 # Reading the book and the accounts under the lock ---------------------------------------------------
 
+_RATES = """
+        LEFT JOIN orders_userfeetier t ON t.user_id = o.user_id
+        LEFT JOIN orders_feeschedule s ON s.id = t.schedule_id
+        LEFT JOIN orders_feeschedule d ON d.is_default
+"""
+_TAKER_RATE = """(
+        SELECT COALESCE(ts.taker_rate, td.taker_rate)
+        FROM (SELECT taker_rate FROM orders_feeschedule WHERE is_default) td
+        LEFT JOIN orders_userfeetier tt ON tt.user_id = %s
+        LEFT JOIN orders_feeschedule ts ON ts.id = tt.schedule_id
+    )"""
+def _book_page_sql(side: str, *, limited: bool, after: bool) -> str:
+    """Resting orders of ``side`` in price-time priority, optionally within a limit price and after the
+    (price, id) key of the previous page; each with its owner's maker fee rate and the taker's rate
+    (tier, else default; NULL when there is no default schedule).
+
+    One statement per shape (no ``%s IS NULL OR ...``), so a prepared statement's generic
+    plan still scans the book index from the best price.
+    """
+    asks = side == Side.SELL
+    conditions = []
+    if limited:
+        conditions.append("o.price <= %s" if asks else "o.price >= %s")
+    if after:
+        conditions.append("(o.price, o.id) > (%s, %s)" if asks else "(o.price < %s OR (o.price = %s AND o.id > %s))")
+    return f"""
+        SELECT o.id, o.user_id, o.side, o.price, o.qty, o.filled_qty, o.filled_quote_qty, o.fee_total,
+               o.held_remaining, COALESCE(s.maker_rate, d.maker_rate), {_TAKER_RATE}
+        FROM orders_order o {_RATES}
+        WHERE o.market_id = %s AND o.side = '{side}' AND o.status IN ('open', 'partially_filled')
+              {"".join(" AND " + condition for condition in conditions)}
+        ORDER BY o.price{"" if asks else " DESC"}, o.id
+        LIMIT %s
+    """
+
+
 _BOOK_PAGE_SQL = {
-    # Resting orders on the opposite side in price-time priority, after the (price, id) key of the
-    # previous page, with each owner's maker fee rate (tier, else default; NULL if no default exists).
-    Side.SELL: """
-        SELECT o.id, o.user_id, o.side, o.price, o.qty, o.filled_qty, o.filled_quote_qty, o.fee_total,
-               o.held_remaining, COALESCE(s.maker_rate, d.maker_rate)
-        FROM orders_order o
-        LEFT JOIN orders_userfeetier t ON t.user_id = o.user_id
-        LEFT JOIN orders_feeschedule s ON s.id = t.schedule_id
-        LEFT JOIN orders_feeschedule d ON d.is_default
-        WHERE o.market_id = %s AND o.side = 'sell' AND o.status IN ('open', 'partially_filled')
-          AND (%s::numeric IS NULL OR o.price <= %s::numeric)
-          AND (%s::numeric IS NULL OR (o.price, o.id) > (%s::numeric, %s::bigint))
-        ORDER BY o.price, o.id
-        LIMIT %s
-    """,
-    Side.BUY: """
-        SELECT o.id, o.user_id, o.side, o.price, o.qty, o.filled_qty, o.filled_quote_qty, o.fee_total,
-               o.held_remaining, COALESCE(s.maker_rate, d.maker_rate)
-        FROM orders_order o
-        LEFT JOIN orders_userfeetier t ON t.user_id = o.user_id
-        LEFT JOIN orders_feeschedule s ON s.id = t.schedule_id
-        LEFT JOIN orders_feeschedule d ON d.is_default
-        WHERE o.market_id = %s AND o.side = 'buy' AND o.status IN ('open', 'partially_filled')
-          AND (%s::numeric IS NULL OR o.price >= %s::numeric)
-          AND (%s::numeric IS NULL OR o.price < %s::numeric OR (o.price = %s::numeric AND o.id > %s::bigint))
-        ORDER BY o.price DESC, o.id
-        LIMIT %s
-    """,
+    (side, limited, after): _book_page_sql(side, limited=limited, after=after)
+    for side in (Side.SELL, Side.BUY) for limited in (False, True) for after in (False, True)
 }
 
 
-def _resting_orders(cursor, market_id: int, side: str, limit_price: Decimal | None, page: int = BOOK_PAGE) -> Iterator[Maker]:
-    """Resting orders of ``side`` that cross ``limit_price`` (all when ``None``), best first, page by page."""
-    after: tuple[Decimal, int] | None = None
-    while True:
-        if side == Side.SELL:
-            params = [market_id, limit_price, limit_price, after and after[0], after and after[0], after and after[1],
-                      page]
-        else:
-            params = [market_id, limit_price, limit_price, after and after[0], after and after[0],
-                      after and after[0], after and after[1], page]
-        cursor.execute(_BOOK_PAGE_SQL[side], params)
-        rows = cursor.fetchall()
-        for row in rows:
-            if row[9] is None:
-                raise FeeSchedule.DoesNotExist("No default fee schedule: create one in the admin.")
-            yield Maker(*row)
-        if len(rows) < page:
-            return
-        after = (rows[-1][3], rows[-1][0])
+class _Book:
+    """The resting orders a taker may match, best first, read page by page under the market lock.
 
+    Iterating yields :class:`Maker` rows of ``side`` crossing ``limit_price`` (all when
+    ``None``); ``taker_rate`` is the taker's fee rate, read with the first page.
+    """
 
-_TAKER_RATE = """
-    SELECT COALESCE(s.taker_rate, d.taker_rate)
-    FROM (SELECT taker_rate FROM orders_feeschedule WHERE is_default) d
-    LEFT JOIN orders_userfeetier t ON t.user_id = %s
-    LEFT JOIN orders_feeschedule s ON s.id = t.schedule_id
-"""
+    def __init__(self, cursor, *, market_id: int, side: str, limit_price: Decimal | None, taker_id: int,
+                 page: int = BOOK_PAGE):
+        self.cursor, self.market_id, self.side, self.limit_price = cursor, market_id, side, limit_price
+        self.taker_id, self.page = taker_id, page
+        self.taker_rate: Decimal | None = None
 
-
-def _taker_rate(cursor, user_id: int) -> Decimal:
-    cursor.execute(_TAKER_RATE, [user_id])
-    row = cursor.fetchone()
-    if row is None:
-        raise FeeSchedule.DoesNotExist("No default fee schedule: create one in the admin.")
-    return row[0]
+    def __iter__(self) -> Iterator[Maker]:
+        after: tuple[Decimal, int] | None = None
+        limited = self.limit_price is not None
+        while True:
+            params = [self.taker_id, self.market_id, *([self.limit_price] if limited else [])]
+            if after is not None:
+                params += [after[0], after[1]] if self.side == Side.SELL else [after[0], after[0], after[1]]
+            self.cursor.execute(_BOOK_PAGE_SQL[self.side, limited, after is not None], [*params, self.page])
+            rows = self.cursor.fetchall()
+            for row in rows:
+                if row[9] is None or row[10] is None:
+                    raise FeeSchedule.DoesNotExist("No default fee schedule: create one in the admin.")
+                self.taker_rate = row[10]
+                yield Maker(*row[:10])
+            if len(rows) < self.page:
+                return
+            after = (rows[-1][3], rows[-1][0])
 
 
 _LOCK_ACCOUNTS = """
     SELECT id, owner_id, asset_id, kind, shard FROM ledger_account
-    WHERE asset_id = ANY(%s)
-      AND ((owner_id = ANY(%s) AND kind IN ('user_available', 'user_held'))
-           OR (owner_id IS NULL AND kind = 'fee_revenue' AND shard = ANY(%s)))
+    WHERE asset_id = ANY(%s::bigint[])
+      AND ((owner_id = ANY(%s::bigint[]) AND kind IN ('user_available', 'user_held'))
+           OR (owner_id IS NULL AND kind = 'fee_revenue' AND shard = ANY(%s::int[])))
     ORDER BY id
     FOR NO KEY UPDATE
 """
@@ -355,15 +412,18 @@ class _Accounts:
     shards of the trade keys. Locking them all at once, in id order, before the first
     entry means two placements (on two markets sharing users) take their account locks
     in the same global order and cannot deadlock; each ``entry_post`` then re-locks rows
-    this transaction already holds. Missing user accounts are created through the
-    ledger's services (their first use).
+    this transaction already holds. To save a round trip the lock rides on the
+    statement written just before it (``with_statement``: a data-modifying ``WITH``).
+    Missing user accounts are created through the ledger's services (their first use).
     """
 
-    def __init__(self, cursor, *, user_ids: set[int], assets: list[Asset], fee_shards: set[int]):
+    def __init__(self, cursor, *, user_ids: set[int], assets: list[Asset], fee_shards: set[int],
+                 with_statement: str = "", with_params: list | None = None):
         self.assets = {asset.id: asset for asset in assets}
         self.users: dict[tuple[int, int, str], int] = {}
         self.fee_shards: dict[tuple[int, int], int] = {}
-        cursor.execute(_LOCK_ACCOUNTS, [list(self.assets), list(user_ids), list(fee_shards)])
+        sql = f"WITH written AS ({with_statement}) {_LOCK_ACCOUNTS}" if with_statement else _LOCK_ACCOUNTS
+        cursor.execute(sql, [*(with_params or []), list(self.assets), list(user_ids), list(fee_shards)])
         for account_id, owner_id, asset_id, kind, shard in cursor.fetchall():
             if owner_id is None:
                 self.fee_shards[(asset_id, shard)] = account_id
@@ -515,11 +575,15 @@ def _find_replay(request: _Request, market: _LockedMarket) -> Order | None:
 
 _INSERT_ORDER = """
     INSERT INTO orders_order
-        (market_id, user_id, client_order_id, side, type, price, qty, quote_qty, time_in_force, post_only, stp,
+        (id, market_id, user_id, client_order_id, side, type, price, qty, quote_qty, time_in_force, post_only, stp,
          status, reject_reason, filled_qty, filled_quote_qty, fee_total, held_asset_id, held_amount, held_remaining,
          created_at, updated_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-    RETURNING id
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+_CANCEL_ORDER = """
+    UPDATE orders_order SET status = 'cancelled', reject_reason = %s, held_remaining = 0, updated_at = %s
+    WHERE id = %s
 """
 
 _UPDATE_MAKERS = """
@@ -696,8 +760,8 @@ def order_place(
     the same order again returns the original). Keeps invariants 3, 4 and 8: an ended
     order holds nothing, an open one holds exactly its ``held_remaining``.
     """
-    with connection.cursor() as cursor, localcontext(WIDE):
-        locked = _lock_market(cursor, symbol=market)
+    with _PreparedCursor() as cursor, localcontext(WIDE):
+        locked, order_id = _lock_market_for_order(cursor, market)
         request = _request_parse(
             locked, user_id=user_id, side=side, type=type, price=price, qty=qty, quote_qty=quote_qty,
             time_in_force=time_in_force, post_only=post_only, stp=stp, client_order_id=client_order_id,
@@ -709,11 +773,13 @@ def order_place(
         if locked.status != MarketStatus.ACTIVE:
             raise MarketHalted(f"Market {locked.symbol} is halted.", field="market")
 
-        opposite = Side.SELL if request.side == Side.BUY else Side.BUY
-        book = _resting_orders(cursor, locked.id, opposite, request.price, page=1 if request.post_only else BOOK_PAGE)
+        book = _Book(
+            cursor, market_id=locked.id, side=Side.SELL if request.side == Side.BUY else Side.BUY,
+            limit_price=request.price, taker_id=request.user_id, page=1 if request.post_only else BOOK_PAGE,
+        )
         taker = Taker(request.user_id, request.side, request.price, request.qty, request.quote_qty, request.stp)
         if request.post_only:
-            best = next(book, None)
+            best = next(iter(book), None)
             if best is not None and taker.crosses(best.price):
                 raise PostOnlyWouldTake(
                     f"Would match the resting order at {best.price.normalize():f}.", field="post_only"
@@ -725,11 +791,12 @@ def order_place(
         status, reject_reason = _outcome(request, plan)
         if request.time_in_force == TimeInForce.FOK and status != OrderStatus.FILLED:
             raise FokNotFillable("The order cannot be filled completely now.", field="time_in_force")
-        return _execute(cursor, locked, request, plan, status, reject_reason)
+        return _execute(cursor, locked, order_id, request, plan, book.taker_rate, status, reject_reason)
 
 
 def _execute(
-    cursor, market: _LockedMarket, request: _Request, plan: MatchPlan, status: str, reject_reason: str
+    cursor, market: _LockedMarket, order_id: int, request: _Request, plan: MatchPlan, taker_rate: Decimal | None,
+    status: str, reject_reason: str,
 ) -> Order:
     """Write the planned placement: order row, hold, one entry per fill, releases, trades, resting orders."""
     buy = request.side == Side.BUY
@@ -750,7 +817,7 @@ def _execute(
         raise AssertionError(f"the fills consume more than the hold {held_amount}")
     ended = status not in OPEN_STATUSES
 
-    taker_rate = _taker_rate(cursor, request.user_id) if plan.fills else Decimal(0)
+    taker_rate = taker_rate if plan.fills else Decimal(0)
     settlements = _settlements(market, request.side, taker_rate, plan)
     taker_fee_total = sum((s.taker_fee for s in settlements), Decimal(0))
 
@@ -758,7 +825,7 @@ def _execute(
     base_q, quote_q = quantum(market.base_decimals), quantum(market.quote_decimals)
     held_q = quote_q if buy else base_q
     order = Order(
-        market_id=market.id, user_id=request.user_id, client_order_id=request.client_order_id,
+        id=order_id, market_id=market.id, user_id=request.user_id, client_order_id=request.client_order_id,
         side=request.side, type=request.type, price=request.price, qty=request.qty, quote_qty=request.quote_qty,
         time_in_force=request.time_in_force, post_only=request.post_only, stp=request.stp, status=status,
         reject_reason=reject_reason, filled_qty=filled_qty.quantize(base_q),
@@ -766,12 +833,11 @@ def _execute(
         held_asset_id=held_asset_id, held_amount=held_amount.quantize(held_q),
         held_remaining=(Decimal(0) if ended else held_left).quantize(held_q), created_at=now, updated_at=now,
     )
-    order.id = _insert_order(cursor, order)
     for settlement in settlements:
         settlement.trade_id = f"{order.id}-{settlement.seq}"
     users = {order.user_id} | {fill.maker.user_id for fill in plan.fills} | {m.user_id for m in plan.expired_makers}
-    accounts = _Accounts(
-        cursor, user_ids=users, assets=_assets(market),
+    accounts = _insert_order_and_lock_accounts(
+        cursor, order, user_ids=users, assets=_assets(market),
         fee_shards={fee_revenue_shard(f"trade:{s.trade_id}") for s in settlements},
     )
     if held_amount:
@@ -783,10 +849,9 @@ def _execute(
     if ended and held_left:
         _post_release(order_id=order.id, user_id=order.user_id, asset_id=held_asset_id, amount=held_left,
                       accounts=accounts)
-    if settlements:
-        _record_trades(cursor, market, order, taker_rate, settlements)
     if settlements or plan.expired_makers:
-        _update_makers(cursor, market, order.side, settlements, plan.expired_makers, accounts, now)
+        _record_trades_and_update_makers(cursor, market, order, taker_rate, settlements, plan.expired_makers,
+                                         accounts)
     return order
 
 
@@ -796,43 +861,44 @@ def _assets(market: _LockedMarket) -> list[Asset]:
             Asset(id=market.quote_id, code=market.quote_code, decimals=market.quote_decimals)]
 
 
-def _insert_order(cursor, order: Order) -> int:
-    """INSERT the order row; return its id. A ``client_order_id`` taken meanwhile is a conflict."""
+def _insert_order_and_lock_accounts(
+    cursor, order: Order, *, user_ids: set[int], assets: list[Asset], fee_shards: set[int]
+) -> _Accounts:
+    """INSERT the order row and lock the placement's accounts, in one statement.
+
+    A ``client_order_id`` taken meanwhile (by a placement on another market) is an
+    :class:`IdempotencyConflict`.
+    """
     try:
-        cursor.execute(_INSERT_ORDER, [
-            order.market_id, order.user_id, order.client_order_id, order.side, order.type, order.price, order.qty,
-            order.quote_qty, order.time_in_force, order.post_only, order.stp, order.status, order.reject_reason,
-            order.filled_qty, order.filled_quote_qty, order.fee_total, order.held_asset_id, order.held_amount,
-            order.held_remaining, order.created_at, order.updated_at,
-        ])
+        return _Accounts(
+            cursor, user_ids=user_ids, assets=assets, fee_shards=fee_shards, with_statement=_INSERT_ORDER,
+            with_params=[
+                order.id, order.market_id, order.user_id, order.client_order_id, str(order.side), str(order.type),
+                order.price, order.qty, order.quote_qty, str(order.time_in_force), order.post_only, str(order.stp),
+                str(order.status), str(order.reject_reason), order.filled_qty, order.filled_quote_qty, order.fee_total,
+                order.held_asset_id, order.held_amount, order.held_remaining, order.created_at, order.updated_at,
+            ],
+        )
     except IntegrityError as exc:
         constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
-        if constraint == "order_client_id_per_user":  # placed concurrently on another market
+        if constraint == "order_client_id_per_user":
             raise IdempotencyConflict(
                 f"client_order_id {order.client_order_id!r} is being used by another order.",
                 fields={"client_order_id": "Already used for another order."},
             ) from None
         raise
-    return cursor.fetchone()[0]
 
 
-def _record_trades(cursor, market: _LockedMarket, order: Order, taker_rate: Decimal,
-                   settlements: list[_Settlement]) -> None:
-    """Insert the placement's trade rows in one statement."""
-    cursor.execute(_INSERT_TRADES, [
-        market.id, order.id, order.user_id, order.side, taker_rate, order.created_at,
-        [s.trade_id for s in settlements], [s.fill.maker.id for s in settlements], [s.seq for s in settlements],
-        [s.fill.maker.user_id for s in settlements], [s.fill.price for s in settlements],
-        [s.fill.qty for s in settlements], [s.fill.quote_qty for s in settlements],
-        [s.taker_fee for s in settlements], [s.maker_fee for s in settlements],
-        [s.fill.maker.fee_rate for s in settlements], [s.entry_id for s in settlements],
-    ])
+def _record_trades_and_update_makers(
+    cursor, market: _LockedMarket, order: Order, taker_rate: Decimal, settlements: list[_Settlement],
+    expired: list[Maker], accounts: _Accounts,
+) -> None:
+    """Insert the placement's trades and apply fills and self-trade expiries to the resting orders.
 
-
-def _update_makers(cursor, market: _LockedMarket, taker_side: str, settlements: list[_Settlement],
-                   expired: list[Maker], accounts: _Accounts, now) -> None:
-    """Apply fills and self-trade expiries to the resting orders (one UPDATE); release what ended ones hold."""
-    makers_buy = taker_side == Side.SELL
+    One statement (the trades' INSERT in a ``WITH``, the resting orders' UPDATE); before
+    it, the release of what each resting order that ended still holds.
+    """
+    makers_buy = order.side == Side.SELL
     held_asset_id = market.quote_id if makers_buy else market.base_id
     rows: list[tuple[Maker, str, str]] = []
     with localcontext(EXACT):
@@ -852,23 +918,26 @@ def _update_makers(cursor, market: _LockedMarket, taker_side: str, settlements: 
             _post_release(order_id=maker.id, user_id=maker.user_id, asset_id=held_asset_id,
                           amount=maker.held_remaining, accounts=accounts)
             maker.held_remaining = Decimal(0)
-    cursor.execute(_UPDATE_MAKERS, [
-        now, [m.id for m, _, _ in rows], [m.filled_qty for m, _, _ in rows], [m.filled_quote_qty for m, _, _ in rows],
-        [m.fee_total for m, _, _ in rows], [m.held_remaining for m, _, _ in rows], [s for _, s, _ in rows],
-        [r for _, _, r in rows],
-    ])
+    makers_params = [
+        order.updated_at, [m.id for m, _, _ in rows], [m.filled_qty for m, _, _ in rows],
+        [m.filled_quote_qty for m, _, _ in rows], [m.fee_total for m, _, _ in rows],
+        [m.held_remaining for m, _, _ in rows], [str(status) for _, status, _ in rows], [str(reason) for _, _, reason in rows],
+    ]
+    if not settlements:
+        cursor.execute(_UPDATE_MAKERS, makers_params)
+        return
+    trades_params = [
+        market.id, order.id, order.user_id, str(order.side), taker_rate, order.created_at,
+        [s.trade_id for s in settlements], [s.fill.maker.id for s in settlements], [s.seq for s in settlements],
+        [s.fill.maker.user_id for s in settlements], [s.fill.price for s in settlements],
+        [s.fill.qty for s in settlements], [s.fill.quote_qty for s in settlements],
+        [s.taker_fee for s in settlements], [s.maker_fee for s in settlements],
+        [s.fill.maker.fee_rate for s in settlements], [s.entry_id for s in settlements],
+    ]
+    cursor.execute(f"WITH trades AS ({_INSERT_TRADES}) {_UPDATE_MAKERS}", trades_params + makers_params)
 
 
 # Cancel -------------------------------------------------------------------------------------------
-
-_LOCK_MARKET_OF_ORDER = """
-    UPDATE orders_market m SET sequence = m.sequence + 1
-    FROM ledger_asset b, ledger_asset q
-    WHERE m.id = (SELECT market_id FROM orders_order WHERE id = %s) AND b.id = m.base_id AND q.id = m.quote_id
-    RETURNING m.id, m.symbol, m.base_id, m.quote_id, m.tick_size, m.step_size, m.min_qty, m.max_qty,
-              m.min_notional, m.status, m.sequence, b.code, b.decimals, q.code, q.decimals
-"""
-
 
 @atomic_service
 def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
@@ -882,7 +951,7 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
     market. Raises :class:`NotFound`, :class:`InvalidState` (409) when the order has
     already ended. Keeps invariants 4 and 8.
     """
-    with connection.cursor() as cursor:
+    with _PreparedCursor() as cursor:
         cursor.execute(_LOCK_MARKET_OF_ORDER, [order_id])
         row = cursor.fetchone()
         order = Order.objects.filter(id=order_id).first() if row else None
@@ -892,14 +961,16 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
         if order.status not in OPEN_STATUSES:
             message = f"Order {order_id} is {order.status}: it can no longer be cancelled."
             raise InvalidState(message, fields={"order": message})
-        if order.held_remaining:
-            asset = next(asset for asset in _assets(market) if asset.id == order.held_asset_id)
-            accounts = _Accounts(cursor, user_ids={order.user_id}, assets=[asset], fee_shards=set())
-            _post_release(order_id=order.id, user_id=order.user_id, asset_id=order.held_asset_id,
-                          amount=order.held_remaining, accounts=accounts)
+        release = order.held_remaining
         order.status = OrderStatus.CANCELLED
         order.reject_reason = EndReason.CANCELLED_BY_OPERATOR if by_operator else EndReason.CANCELLED
         order.held_remaining = Decimal(0)
         order.updated_at = timezone.now()
-        order.save(update_fields=["status", "reject_reason", "held_remaining", "updated_at"])
+        accounts = _Accounts(
+            cursor, user_ids={order.user_id}, assets=[a for a in _assets(market) if a.id == order.held_asset_id],
+            fee_shards=set(), with_statement=_CANCEL_ORDER,
+            with_params=[str(order.reject_reason), order.updated_at, order.id],
+        )
+        _post_release(order_id=order.id, user_id=order.user_id, asset_id=order.held_asset_id, amount=release,
+                      accounts=accounts)
     return order
