@@ -257,8 +257,11 @@ class Order(models.Model):
     buyer's price improvement comes back.
     """
 
-    market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="orders")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
+    # Foreign keys without their own index where a composite index below starts with them (or, for
+    # held_asset, nothing looks orders up by it): every order INSERT and fill UPDATE maintains each index.
+    market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="orders", db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders",
+                             db_index=False)
     client_order_id = models.CharField(max_length=64, blank=True)
     side = models.CharField(max_length=4, choices=Side.choices)
     type = models.CharField(max_length=8, choices=OrderType.choices)
@@ -273,7 +276,7 @@ class Order(models.Model):
     filled_qty = AmountField(default=Decimal(0))
     filled_quote_qty = AmountField(default=Decimal(0))
     fee_total = AmountField(default=Decimal(0))
-    held_asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
+    held_asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+", db_index=False)
     held_amount = AmountField(default=Decimal(0))
     held_remaining = AmountField(default=Decimal(0))
     created_at = models.DateTimeField()
@@ -380,12 +383,15 @@ class Trade(models.Model):
     """
 
     id = models.CharField(primary_key=True, max_length=40)
-    market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="trades")
-    taker_order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="taker_trades")
-    maker_order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="maker_trades")
+    # Covered by the composite indexes below (the unique one for taker_order).
+    market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="trades", db_index=False)
+    taker_order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="taker_trades", db_index=False)
+    maker_order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="maker_trades", db_index=False)
     seq = models.PositiveIntegerField()
-    taker_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    maker_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    taker_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
+                                   db_index=False)
+    maker_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
+                                   db_index=False)
     taker_side = models.CharField(max_length=4, choices=Side.choices)
     price = AmountField()
     qty = AmountField()

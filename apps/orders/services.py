@@ -109,6 +109,23 @@ class _PreparedCursor:
         with connection.wrap_database_errors:
             self.cursor.execute(sql, params, prepare=self.prepare)
 
+    def pipeline(self, statements: list[tuple[str, list]]) -> list[list[tuple]]:
+        """Run ``statements`` in one round trip (psycopg pipeline mode, with the transaction's BEGIN if
+        it has not been sent yet); return each one's rows. PostgreSQL still runs them one after the
+        other, each with its own snapshot, so a read queued behind a lock sees what the lock's previous
+        holder committed."""
+        raw = connection.connection
+        cursors = [psycopg.Cursor(raw) for _ in statements]
+        try:
+            with connection.wrap_database_errors:
+                with raw.pipeline():
+                    for cursor, (sql, params) in zip(cursors, statements):
+                        cursor.execute(sql, params, prepare=self.prepare)
+                return [cursor.fetchall() for cursor in cursors]
+        finally:
+            for cursor in cursors:
+                cursor.close()
+
     def fetchone(self) -> tuple | None:
         return self.cursor.fetchone()
 
@@ -252,16 +269,44 @@ def _parse(raw, *, decimals: int, field: str, error: type[DomainError], allow_ze
         raise error(exc.message, field=field) from None
 
 
+_CHOICE_VALUES = {choices: frozenset(choices.values) for choices in (Side, OrderType, TimeInForce, SelfTradePrevention)}
+
+
 def _choice(value, choices, field: str, default=None) -> str:
+    """``value`` if it is one of ``choices`` (``default`` for ``None``), else a DomainError naming ``field``."""
     if value is None and default is not None:
         return default
-    if value not in choices.values:
+    if not isinstance(value, str) or value not in _CHOICE_VALUES[choices]:
         message = f"Must be one of {', '.join(choices.values)}."
         raise DomainError(message, fields={field: message})
-    return value
+    return choices(value)
 
 
 # The market lock ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _MarketShape:
+    """What never changes about a market (database triggers keep it so): ids, tick, step, precisions.
+
+    Kept per process by symbol (:data:`_SHAPES`) so an order can be parsed before the market
+    lock is taken, and the lock and the first book page sent together; every placement
+    compares it with the locked row and starts over with the row when they differ.
+    """
+
+    id: int
+    symbol: str
+    base_id: int
+    quote_id: int
+    tick_size: Decimal
+    step_size: Decimal
+    base_code: str
+    base_decimals: int
+    quote_code: str
+    quote_decimals: int
+
+
+_SHAPES: dict[str, _MarketShape] = {}
 
 
 @dataclass(frozen=True)
@@ -283,6 +328,11 @@ class _LockedMarket:
     base_decimals: int
     quote_code: str
     quote_decimals: int
+
+    @property
+    def shape(self) -> _MarketShape:
+        return _MarketShape(self.id, self.symbol, self.base_id, self.quote_id, self.tick_size, self.step_size,
+                            self.base_code, self.base_decimals, self.quote_code, self.quote_decimals)
 
 
 _MARKET_COLUMNS = """m.id, m.symbol, m.base_id, m.quote_id, m.tick_size, m.step_size, m.min_qty, m.max_qty,
@@ -308,7 +358,10 @@ _LOCK_MARKET_OF_ORDER = f"""
 def _lock_market_for_order(cursor, symbol: str) -> tuple[_LockedMarket, int]:
     """Lock the market row (FOR NO KEY UPDATE, held to commit), bump its book sequence, draw an order id."""
     cursor.execute(_LOCK_MARKET_FOR_ORDER, [symbol])
-    row = cursor.fetchone()
+    return _locked_market_row(cursor.fetchone(), symbol)
+
+
+def _locked_market_row(row: tuple | None, symbol: str) -> tuple[_LockedMarket, int]:
     if row is None:
         raise NotFound(f"No market {symbol}.", fields={"market": "No such market."})
     return _LockedMarket(*row[:-1]), row[-1]
@@ -366,20 +419,27 @@ class _Book:
     """
 
     def __init__(self, cursor, *, market_id: int, side: str, limit_price: Decimal | None, taker_id: int,
-                 page: int = BOOK_PAGE):
+                 page: int = BOOK_PAGE, first_page: list[tuple] | None = None):
         self.cursor, self.market_id, self.side, self.limit_price = cursor, market_id, side, limit_price
-        self.taker_id, self.page = taker_id, page
+        self.taker_id, self.page, self.first_page = taker_id, page, first_page
         self.taker_rate: Decimal | None = None
+
+    def page_query(self, after: tuple[Decimal, int] | None = None) -> tuple[str, list]:
+        """The statement and parameters of the page after the ``(price, id)`` key ``after``."""
+        limited = self.limit_price is not None
+        params = [self.taker_id, self.market_id, *([self.limit_price] if limited else [])]
+        if after is not None:
+            params += [after[0], after[1]] if self.side == Side.SELL else [after[0], after[0], after[1]]
+        return _BOOK_PAGE_SQL[self.side, limited, after is not None], [*params, self.page]
 
     def __iter__(self) -> Iterator[Maker]:
         after: tuple[Decimal, int] | None = None
-        limited = self.limit_price is not None
         while True:
-            params = [self.taker_id, self.market_id, *([self.limit_price] if limited else [])]
-            if after is not None:
-                params += [after[0], after[1]] if self.side == Side.SELL else [after[0], after[0], after[1]]
-            self.cursor.execute(_BOOK_PAGE_SQL[self.side, limited, after is not None], [*params, self.page])
-            rows = self.cursor.fetchall()
+            if after is None and self.first_page is not None:
+                rows = self.first_page
+            else:
+                self.cursor.execute(*self.page_query(after))
+                rows = self.cursor.fetchall()
             for row in rows:
                 if row[9] is None or row[10] is None:
                     raise FeeSchedule.DoesNotExist("No default fee schedule: create one in the admin.")
@@ -471,14 +531,15 @@ class _Request:
 
 
 def _request_parse(
-    market: _LockedMarket, *, user_id: int, side, type, price, qty, quote_qty, time_in_force, post_only, stp,
-    client_order_id,
+    market: _MarketShape | _LockedMarket, *, user_id: int, side, type, price, qty, quote_qty, time_in_force,
+    post_only, stp, client_order_id,
 ) -> _Request:
-    """Parse the inputs and check them against the market's tick, step and quantity limits.
+    """Parse the inputs and check them against the market's tick, step and precisions.
 
     Raises :class:`DomainError` (code ``invalid_request``) for a malformed choice,
-    :class:`InvalidPrice`, :class:`InvalidQuantity`. ``min_notional`` is checked later,
-    once the reference price of a market order is known.
+    :class:`InvalidPrice`, :class:`InvalidQuantity`. The quantity limits are checked under
+    the lock (:func:`_check_limits`), ``min_notional`` once a market order's reference
+    price is known.
     """
     side = _choice(side, Side, "side")
     type = _choice(type, OrderType, "type")
@@ -523,13 +584,27 @@ def _request_parse(
         qty = _parse(qty, decimals=market.base_decimals, field="qty", error=InvalidQuantity)
         if qty % market.step_size:
             raise InvalidQuantity(f"Must be a multiple of the step size {market.step_size.normalize():f}.", field="qty")
-        if qty < market.min_qty:
-            raise InvalidQuantity(f"Must be at least {market.min_qty.normalize():f}.", field="qty")
-        if qty > market.max_qty:
-            raise InvalidQuantity(f"Must be at most {market.max_qty.normalize():f}.", field="qty")
     if quote_qty is not None:
         quote_qty = _parse(quote_qty, decimals=market.quote_decimals, field="quote_qty", error=InvalidQuantity)
     return _Request(user_id, side, type, price, qty, quote_qty, time_in_force, post_only, stp, client_order_id)
+
+
+def _check_limits(market: _LockedMarket, request: _Request) -> None:
+    """The quantity within the market's ``min_qty``..``max_qty`` (as locked: operators change them)."""
+    if request.qty is not None and request.qty < market.min_qty:
+        raise InvalidQuantity(f"Must be at least {market.min_qty.normalize():f}.", field="qty")
+    if request.qty is not None and request.qty > market.max_qty:
+        raise InvalidQuantity(f"Must be at most {market.max_qty.normalize():f}.", field="qty")
+
+
+def _book_for(cursor, market: _MarketShape | _LockedMarket, request: _Request,
+              first_page: list[tuple] | None = None) -> "_Book":
+    """The side of ``market``'s book that ``request`` may match (one row is enough for post-only)."""
+    return _Book(
+        cursor, market_id=market.id, side=Side.SELL if request.side == Side.BUY else Side.BUY,
+        limit_price=request.price, taker_id=request.user_id, page=1 if request.post_only else BOOK_PAGE,
+        first_page=first_page,
+    )
 
 
 def _check_notional(market: _LockedMarket, request: _Request, plan: MatchPlan) -> None:
@@ -580,6 +655,9 @@ _INSERT_ORDER = """
          created_at, updated_at)
     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
+
+_ORDER_FIELDS = [field.attname for field in Order._meta.concrete_fields]
+_ORDER_BY_ID = f"SELECT {', '.join(_ORDER_FIELDS)} FROM orders_order WHERE id = %s"
 
 _CANCEL_ORDER = """
     UPDATE orders_order SET status = 'cancelled', reject_reason = %s, held_remaining = 0, updated_at = %s
@@ -760,12 +838,31 @@ def order_place(
     the same order again returns the original). Keeps invariants 3, 4 and 8: an ended
     order holds nothing, an open one holds exactly its ``held_remaining``.
     """
+    inputs = {"user_id": user_id, "side": side, "type": type, "price": price, "qty": qty, "quote_qty": quote_qty,
+              "time_in_force": time_in_force, "post_only": post_only, "stp": stp,
+              "client_order_id": client_order_id}
     with _PreparedCursor() as cursor, localcontext(WIDE):
-        locked, order_id = _lock_market_for_order(cursor, market)
-        request = _request_parse(
-            locked, user_id=user_id, side=side, type=type, price=price, qty=qty, quote_qty=quote_qty,
-            time_in_force=time_in_force, post_only=post_only, stp=stp, client_order_id=client_order_id,
-        )
+        request = first_page = None
+        shape = _SHAPES.get(market)
+        if shape is not None:
+            try:
+                request = _request_parse(shape, **inputs)
+            except DomainError:
+                pass  # judged again with the market as locked (the shape kept here may be out of date)
+        if request is not None:
+            # One round trip: BEGIN, the market lock (which draws the order id) and the first book page.
+            book = _book_for(cursor, shape, request)
+            lock_rows, first_page = cursor.pipeline([(_LOCK_MARKET_FOR_ORDER, [market]), book.page_query()])
+            locked, order_id = _locked_market_row(lock_rows[0] if lock_rows else None, market)
+            if locked.shape != shape:
+                request = first_page = None
+        else:
+            locked, order_id = _lock_market_for_order(cursor, market)
+        _SHAPES[market] = locked.shape
+        if request is None:
+            request = _request_parse(locked, **inputs)
+        book = _book_for(cursor, locked, request, first_page=first_page)
+        _check_limits(locked, request)
         if request.client_order_id:
             replay = _find_replay(request, locked)
             if replay is not None:
@@ -773,10 +870,6 @@ def order_place(
         if locked.status != MarketStatus.ACTIVE:
             raise MarketHalted(f"Market {locked.symbol} is halted.", field="market")
 
-        book = _Book(
-            cursor, market_id=locked.id, side=Side.SELL if request.side == Side.BUY else Side.BUY,
-            limit_price=request.price, taker_id=request.user_id, page=1 if request.post_only else BOOK_PAGE,
-        )
         taker = Taker(request.user_id, request.side, request.price, request.qty, request.quote_qty, request.stp)
         if request.post_only:
             best = next(iter(book), None)
@@ -952,12 +1045,12 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
     already ended. Keeps invariants 4 and 8.
     """
     with _PreparedCursor() as cursor:
-        cursor.execute(_LOCK_MARKET_OF_ORDER, [order_id])
-        row = cursor.fetchone()
-        order = Order.objects.filter(id=order_id).first() if row else None
+        # One round trip: BEGIN, the market lock, then the order as the lock's previous holder left it.
+        market_rows, order_rows = cursor.pipeline([(_LOCK_MARKET_OF_ORDER, [order_id]), (_ORDER_BY_ID, [order_id])])
+        order = Order.from_db(connection.alias, _ORDER_FIELDS, order_rows[0]) if market_rows and order_rows else None
         if order is None or (user_id is not None and order.user_id != user_id):
             raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
-        market = _LockedMarket(*row)
+        market = _LockedMarket(*market_rows[0])
         if order.status not in OPEN_STATUSES:
             message = f"Order {order_id} is {order.status}: it can no longer be cancelled."
             raise InvalidState(message, fields={"order": message})

@@ -68,6 +68,12 @@ def test_the_database_refuses_the_same_market_written_directly(btc, usdt):
         Market.objects.create(symbol="BTC-USDT", **market_kwargs(btc, usdt, step_size=D("0.00001"), min_qty=D("0.001")))
 
 
+def test_the_database_refuses_a_min_notional_finer_than_the_quote(btc, usdt):
+    market = market_create(**market_kwargs(btc, usdt))
+    with pytest.raises(IntegrityError, match="precision rule"), transaction.atomic():
+        Market.objects.filter(id=market.id).update(min_notional=D("1.0000001"))
+
+
 def test_the_database_refuses_qty_limits_off_the_step(btc, usdt):
     with pytest.raises(IntegrityError, match="market_qty_limits_multiple_of_step"), transaction.atomic():
         Market.objects.create(symbol="BTC-USDT", **market_kwargs(btc, usdt, min_qty=D("0.00015")))
