@@ -178,7 +178,9 @@ class FeeSchedule(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["is_default"], condition=Q(is_default=True), name="one_default_fee_schedule"),
+            models.UniqueConstraint(
+                fields=["is_default"], condition=Q(is_default=True), name="one_default_fee_schedule"
+            ),
             models.CheckConstraint(
                 condition=Q(maker_rate__gte=0, maker_rate__lt=1, taker_rate__gte=0, taker_rate__lt=1),
                 name="fee_rates_between_0_and_1",
@@ -348,7 +350,8 @@ class Order(models.Model):
                 condition=~Q(status="open") | Q(filled_qty=0), name="order_open_has_no_fill"
             ),
             models.CheckConstraint(
-                condition=~Q(status="partially_filled") | Q(qty__isnull=False, filled_qty__gt=0, filled_qty__lt=F("qty")),
+                condition=~Q(status="partially_filled")
+                | Q(qty__isnull=False, filled_qty__gt=0, filled_qty__lt=F("qty")),
                 name="order_partially_filled_in_between",
             ),
             models.CheckConstraint(

@@ -1,24 +1,33 @@
 """Every write of the orders app: markets, fee tiers, order placement and cancellation.
 
 Placement (:func:`order_place`) is one transaction under the market's row lock
-(DESIGN.md sections 6 and 7): parse and check the order against the market's filters,
-plan the matching against the book (:mod:`apps.orders.matching`), then write: the order
-row, its hold (``order:<id>:hold``), one journal entry per fill (``trade:<trade id>``,
-the fill recipe of DESIGN.md section 4), the trades, the resting orders' new state and
-the releases of what is left (``order:<id>:release``). A rejection raises a
-:class:`~apps.ledger.errors.DomainError` before the transaction commits: no order row,
+(DESIGN.md sections 6 and 7). It parses the order and checks it against the market's
+filters, plans the matching against the book (:mod:`apps.orders.matching`: fills,
+self-trade prevention, fill-or-kill, post-only, all decided before anything is
+written), then writes: the order row, its hold (``order:<id>:hold``), one journal entry
+per fill (``trade:<trade id>``, the fill recipe of DESIGN.md section 4), the releases
+of what ended orders still hold (``order:<id>:release``), the trades and the resting
+orders' new state. A rejection raises a :class:`~apps.ledger.errors.DomainError` and
+the transaction (or, inside a caller's, the savepoint) is rolled back: no order row,
 nothing held. Money moves only through :func:`apps.ledger.services.entry_post`.
 
 Locking: the market row is locked with ``UPDATE orders_market SET sequence = sequence
 + 1 ... RETURNING``, which takes the same ``FOR NO KEY UPDATE`` row lock as
-``select_for_update(no_key=True)`` and bumps the book's sequence in the same round trip.
-Every write of a market's orders (placement, cancel) holds that lock, so reading the
-book afterwards, in a new statement, sees every earlier placement and nothing can
-change it until commit. The ledger accounts the placement touches are then locked
-all at once, in id order, right after the order row is written (:class:`_Accounts`), so
-two placements on two markets sharing users take them in the same order and cannot
-deadlock each other; any other deadlock or serialization failure runs the whole
-placement again (:func:`retrying_atomic`).
+``select_for_update(no_key=True)``, bumps the book's sequence and draws the order id in
+one statement (ids therefore follow the lock order: time priority). Every write of a
+market's orders (placement, cancel) holds that lock, so the book read in the next
+statement holds every earlier placement and nothing changes it until commit. The
+ledger accounts the placement touches are locked all at once, in id order, by the
+statement that writes the order row (:class:`_Accounts`), so two placements on two
+markets sharing users take them in the same order and cannot deadlock each other; any
+other deadlock or serialization failure runs the whole placement again
+(:func:`retrying_atomic`).
+
+Round trips (DESIGN.md section 6, speed from fewer round trips): BEGIN, the lock and the
+first book page go in one pipeline; the order row and the account lock in one
+statement; the trades and the resting orders' updates in one statement; this module's
+statements are prepared once per connection (:class:`_PreparedCursor`). A resting
+order costs 7 round trips, 4 of them its hold's ``entry_post``.
 """
 
 import functools
@@ -380,6 +389,8 @@ _TAKER_RATE = """(
         LEFT JOIN orders_userfeetier tt ON tt.user_id = %s
         LEFT JOIN orders_feeschedule ts ON ts.id = tt.schedule_id
     )"""
+
+
 def _book_page_sql(side: str, *, limited: bool, after: bool) -> str:
     """Resting orders of ``side`` in price-time priority, optionally within a limit price and after the
     (price, id) key of the previous page; each with its owner's maker fee rate and the taker's rate
@@ -861,12 +872,12 @@ def order_place(
         _SHAPES[market] = locked.shape
         if request is None:
             request = _request_parse(locked, **inputs)
-        book = _book_for(cursor, locked, request, first_page=first_page)
-        _check_limits(locked, request)
         if request.client_order_id:
             replay = _find_replay(request, locked)
             if replay is not None:
                 return replay
+        _check_limits(locked, request)
+        book = _book_for(cursor, locked, request, first_page=first_page)
         if locked.status != MarketStatus.ACTIVE:
             raise MarketHalted(f"Market {locked.symbol} is halted.", field="market")
 
@@ -922,7 +933,8 @@ def _execute(
         side=request.side, type=request.type, price=request.price, qty=request.qty, quote_qty=request.quote_qty,
         time_in_force=request.time_in_force, post_only=request.post_only, stp=request.stp, status=status,
         reject_reason=reject_reason, filled_qty=filled_qty.quantize(base_q),
-        filled_quote_qty=filled_quote_qty.quantize(quote_q), fee_total=taker_fee_total.quantize(base_q if buy else quote_q),
+        filled_quote_qty=filled_quote_qty.quantize(quote_q),
+        fee_total=taker_fee_total.quantize(base_q if buy else quote_q),
         held_asset_id=held_asset_id, held_amount=held_amount.quantize(held_q),
         held_remaining=(Decimal(0) if ended else held_left).quantize(held_q), created_at=now, updated_at=now,
     )
@@ -1014,7 +1026,8 @@ def _record_trades_and_update_makers(
     makers_params = [
         order.updated_at, [m.id for m, _, _ in rows], [m.filled_qty for m, _, _ in rows],
         [m.filled_quote_qty for m, _, _ in rows], [m.fee_total for m, _, _ in rows],
-        [m.held_remaining for m, _, _ in rows], [str(status) for _, status, _ in rows], [str(reason) for _, _, reason in rows],
+        [m.held_remaining for m, _, _ in rows], [str(status) for _, status, _ in rows],
+        [str(reason) for _, _, reason in rows],
     ]
     if not settlements:
         cursor.execute(_UPDATE_MAKERS, makers_params)

@@ -84,8 +84,9 @@ def test_tick_step_and_assets_never_change_once_created(btc, usdt):
     eth = AssetFactory(code="ETH", decimals=18)
     for column, value in (("tick_size", D("0.1")), ("step_size", D("0.001")), ("base_id", eth.id),
                           ("symbol", "ETH-USDT")):
-        with pytest.raises(ProgrammingError, match="Cannot update"), transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(f"UPDATE orders_market SET {column} = %s WHERE id = %s", [value, market.id])
+        with pytest.raises(ProgrammingError, match="Cannot update"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(f"UPDATE orders_market SET {column} = %s WHERE id = %s", [value, market.id])
     assert Market.objects.get().tick_size == D("0.01")
 
 
