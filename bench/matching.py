@@ -29,6 +29,7 @@ import cProfile
 import json
 import multiprocessing
 import os
+import queue
 import random
 import statistics
 import sys
@@ -229,11 +230,18 @@ def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: 
         )))
     for process in processes:
         process.start()
-    outcomes = [results.get() for _ in processes]
+    outcomes = []
+    while len(outcomes) < len(processes):
+        try:
+            outcomes.append(results.get(timeout=1))
+        except queue.Empty:
+            failed = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+            if failed:
+                for process in processes:
+                    process.kill()
+                raise SystemExit(f"a worker failed with exit code {failed[0]}") from None
     for process in processes:
         process.join()
-        if process.exitcode:
-            raise SystemExit(f"worker failed with exit code {process.exitcode}")
     latencies = sorted(latency for outcome in outcomes for latency in outcome[2])
     elapsed = max(outcome[1] for outcome in outcomes) - min(outcome[0] for outcome in outcomes)
     report = reconcile()
