@@ -1,0 +1,145 @@
+"""The orders app's part of reconciliation (DESIGN.md section 5).
+
+- Invariant 4: open orders explain held funds: per user and asset, the sum of the
+  ``held_remaining`` of their open orders (a hold source summed with the others).
+- Invariant 8: an ended order has no remaining hold; every order's hold, fills and
+  release add up (held amount = what its fills consumed + what was released + what it
+  still holds); every trade is settled by its own ``trade:<id>`` entry.
+
+Each check is one query for the offending rows; amounts are strings at the asset's precision.
+"""
+
+from decimal import Decimal
+
+from django.db import connection
+
+from apps.ledger.amounts import format_amount
+from apps.ledger.reconciliation import Scope, register_check, register_hold_source
+
+ROW_LIMIT = 1000
+
+
+def _rows(sql: str, params: list) -> list[dict]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        columns = [column.name for column in cursor.description]
+        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def _format(rows: list[dict], *columns: str) -> list[dict]:
+    for row in rows:
+        decimals = row.pop("decimals")
+        for column in columns:
+            if isinstance(row.get(column), Decimal):
+                row[column] = format_amount(row[column], decimals)
+    return rows
+
+
+@register_hold_source
+def open_order_holds(scope: Scope) -> dict[tuple[int, int], Decimal]:
+    """``{(user id, asset id): sum of held_remaining of the user's open orders}`` (invariant 4)."""
+    rows = _rows(
+        """
+        SELECT user_id, held_asset_id, sum(held_remaining) AS held
+        FROM orders_order
+        WHERE status IN ('open', 'partially_filled') AND held_asset_id = ANY(%s)
+        GROUP BY user_id, held_asset_id
+        """,
+        [scope.asset_ids],
+    )
+    return {(row["user_id"], row["held_asset_id"]): row["held"] for row in rows}
+
+
+@register_check(invariant=8, name="ended_orders_hold_nothing")
+def ended_orders_hold_nothing(scope: Scope) -> list[dict]:
+    """Ended orders (filled, cancelled, expired, rejected) that still have a remaining hold."""
+    rows = _rows(
+        """
+        SELECT o.id AS order_id, o.user_id AS owner, o.status, s.code AS asset, s.decimals, o.held_remaining
+        FROM orders_order o JOIN ledger_asset s ON s.id = o.held_asset_id
+        WHERE o.status NOT IN ('open', 'partially_filled') AND o.held_remaining <> 0 AND o.held_asset_id = ANY(%s)
+        ORDER BY o.id LIMIT %s
+        """,
+        [scope.asset_ids, ROW_LIMIT],
+    )
+    return _format(rows, "held_remaining")
+
+
+@register_check(invariant=8, name="order_holds_add_up")
+def order_holds_add_up(scope: Scope) -> list[dict]:
+    """Orders whose ledger entries on their owner's held account do not add up.
+
+    For each order: its hold entry credits ``held_amount`` to user_held; its fills (as
+    taker or maker) and its release debit user_held; what is left must be its
+    ``held_remaining``. Matched through the entries' references (``order``/``<id>`` for
+    hold and release, ``trade``/``<id>`` for fills) and the trades' order ids.
+    """
+    rows = _rows(
+        """
+        WITH movements AS (
+            SELECT o.id AS order_id,
+                   sum(CASE WHEN e.reason = 'order_hold' THEN -p.amount ELSE 0 END) AS held,
+                   sum(CASE WHEN e.reason = 'order_release' THEN p.amount ELSE 0 END) AS released
+            FROM orders_order o
+            JOIN ledger_journalentry e ON e.reference_type = 'order' AND e.reference_id = o.id::text
+            JOIN ledger_posting p ON p.entry_id = e.id
+            JOIN ledger_account a ON a.id = p.account_id AND a.kind = 'user_held' AND a.owner_id = o.user_id
+            WHERE o.held_asset_id = ANY(%s)
+            GROUP BY o.id
+        ), consumed AS (
+            SELECT o.id AS order_id, sum(p.amount) AS consumed
+            FROM orders_trade t
+            JOIN orders_order o ON o.id IN (t.taker_order_id, t.maker_order_id)
+            JOIN ledger_posting p ON p.entry_id = t.entry_id
+            JOIN ledger_account a ON a.id = p.account_id AND a.kind = 'user_held' AND a.owner_id = o.user_id
+            WHERE o.held_asset_id = ANY(%s)
+            GROUP BY o.id
+        )
+        SELECT o.id AS order_id, o.user_id AS owner, o.status, s.code AS asset, s.decimals,
+               o.held_amount, COALESCE(m.held, 0) AS held_by_entries, COALESCE(c.consumed, 0) AS consumed_by_fills,
+               COALESCE(m.released, 0) AS released, o.held_remaining
+        FROM orders_order o
+        JOIN ledger_asset s ON s.id = o.held_asset_id
+        LEFT JOIN movements m ON m.order_id = o.id
+        LEFT JOIN consumed c ON c.order_id = o.id
+        WHERE o.held_asset_id = ANY(%s)
+          AND (COALESCE(m.held, 0) <> o.held_amount
+               OR o.held_amount - COALESCE(c.consumed, 0) - COALESCE(m.released, 0) <> o.held_remaining)
+        ORDER BY o.id LIMIT %s
+        """,
+        [scope.asset_ids, scope.asset_ids, scope.asset_ids, ROW_LIMIT],
+    )
+    return _format(rows, "held_amount", "held_by_entries", "consumed_by_fills", "released", "held_remaining")
+
+
+@register_check(invariant=8, name="trades_settled_by_their_entry")
+def trades_settled_by_their_entry(scope: Scope) -> list[dict]:
+    """Trades whose journal entry is not ``trade:<id>`` with reason ``trade``, or whose fill does not add up.
+
+    The entry must move ``qty`` of base out of the seller's held funds and ``quote_qty``
+    of quote out of the buyer's.
+    """
+    return _rows(
+        """
+        WITH held AS (
+            SELECT t.id AS trade, a.asset_id, sum(p.amount) AS debited
+            FROM orders_trade t
+            JOIN ledger_posting p ON p.entry_id = t.entry_id
+            JOIN ledger_account a ON a.id = p.account_id AND a.kind = 'user_held'
+            JOIN orders_market m ON m.id = t.market_id
+            WHERE m.base_id = ANY(%s) OR m.quote_id = ANY(%s)
+            GROUP BY t.id, a.asset_id
+        )
+        SELECT t.id AS trade, e.idempotency_key, e.reason
+        FROM orders_trade t
+        JOIN orders_market m ON m.id = t.market_id
+        JOIN ledger_journalentry e ON e.id = t.entry_id
+        LEFT JOIN held hb ON hb.trade = t.id AND hb.asset_id = m.base_id
+        LEFT JOIN held hq ON hq.trade = t.id AND hq.asset_id = m.quote_id
+        WHERE (m.base_id = ANY(%s) OR m.quote_id = ANY(%s))
+          AND (e.idempotency_key <> 'trade:' || t.id OR e.reason <> 'trade'
+               OR hb.debited IS DISTINCT FROM t.qty OR hq.debited IS DISTINCT FROM t.quote_qty)
+        ORDER BY t.created_at, t.id LIMIT %s
+        """,
+        [scope.asset_ids, scope.asset_ids, scope.asset_ids, scope.asset_ids, ROW_LIMIT],
+    )

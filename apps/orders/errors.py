@@ -1,0 +1,51 @@
+"""Order rejections, each with the stable code of API.md and the offending field in ``fields``.
+
+A rejection is synchronous and leaves nothing behind: no order row, nothing held.
+"""
+
+from apps.ledger.errors import DomainError
+
+
+class OrderRejected(DomainError):
+    """Base of the order rejections: ``field`` names the input at fault."""
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(message, fields={field: message})
+        self.field = field
+
+
+class InvalidPrice(OrderRejected):
+    """The price is missing, not positive, finer than the asset precision or off the market's tick."""
+
+    code = "invalid_price"
+
+
+class InvalidQuantity(OrderRejected):
+    """A quantity (``qty`` or ``quote_qty``) off the step, below ``min_qty``, above ``max_qty`` or malformed."""
+
+    code = "invalid_quantity"
+
+
+class MinNotional(OrderRejected):
+    """The order's quote value is below the market's ``min_notional``."""
+
+    code = "min_notional"
+
+
+class MarketHalted(OrderRejected):
+    """The market is halted: no order is accepted until an operator resumes it (cancels still are)."""
+
+    code = "market_halted"
+    status = 409
+
+
+class PostOnlyWouldTake(OrderRejected):
+    """A post-only order would match a resting order on arrival."""
+
+    code = "post_only_would_take"
+
+
+class FokNotFillable(OrderRejected):
+    """A fill-or-kill order cannot be filled completely right now."""
+
+    code = "fok_not_fillable"

@@ -1,0 +1,82 @@
+"""Back office: markets with halt and resume, fee schedules, orders and trades read-only."""
+
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.models import FeeSchedule, Market, MarketStatus
+from apps.orders.tests.helpers import place
+
+D = Decimal
+
+
+@pytest.fixture
+def operator(admin_client):
+    return admin_client
+
+
+@pytest.fixture
+def trading(btc_usdt, btc, usdt):
+    buyer, seller = UserFactory(), UserFactory()
+    fund(buyer, usdt, "10000")
+    fund(seller, btc, "1")
+    place(seller, side="sell", price="50000", qty="0.1")
+    return place(buyer, side="buy", price="50000", qty="0.1")
+
+
+def test_every_screen_lists(operator, trading):
+    for name in ("market", "feeschedule", "order", "trade"):
+        response = operator.get(reverse(f"admin:orders_{name}_changelist"))
+        assert response.status_code == 200, name
+    assert b"50000" in operator.get(reverse("admin:orders_trade_changelist")).content
+
+
+def test_orders_and_trades_are_read_only(operator, trading):
+    url = reverse("admin:orders_order_change", args=[trading.id])
+    assert operator.get(url).status_code == 200
+    assert operator.post(url, {"status": "cancelled"}).status_code == 403
+    assert operator.get(reverse("admin:orders_order_add")).status_code == 403
+    assert operator.get(reverse("admin:orders_trade_add")).status_code == 403
+
+
+def test_halt_and_resume_actions(operator, btc_usdt):
+    url = reverse("admin:orders_market_changelist")
+    operator.post(url, {"action": "halt", "_selected_action": [btc_usdt.id]})
+    assert Market.objects.get().status == MarketStatus.HALTED
+    operator.post(url, {"action": "resume", "_selected_action": [btc_usdt.id]})
+    assert Market.objects.get().status == MarketStatus.ACTIVE
+
+
+def market_form(btc, usdt, **overrides):
+    return {"symbol": "BTC-USDT", "base": btc.id, "quote": usdt.id, "tick_size": "0.01", "step_size": "0.0001",
+            "min_qty": "0.0001", "max_qty": "100", "min_notional": "1", **overrides}
+
+
+def test_adding_a_market_applies_the_precision_rule(operator, btc, usdt, default_fees):
+    url = reverse("admin:orders_market_add")
+    response = operator.post(url, market_form(btc, usdt, tick_size="0.001"))
+    assert response.status_code == 200  # the form again, with the error
+    assert b"would not be exact" in response.content
+    assert not Market.objects.exists()
+
+    response = operator.post(url, market_form(btc, usdt))
+    assert response.status_code == 302
+    assert Market.objects.get().tick_size == D("0.01")
+
+
+def test_changing_a_market_changes_only_its_filters(operator, btc_usdt):
+    url = reverse("admin:orders_market_change", args=[btc_usdt.id])
+    response = operator.post(url, {"min_qty": "0.001", "max_qty": "50", "min_notional": "10", "tick_size": "1"})
+    assert response.status_code == 302
+    btc_usdt.refresh_from_db()
+    assert (btc_usdt.min_qty, btc_usdt.max_qty, btc_usdt.min_notional, btc_usdt.tick_size) == (
+        D("0.001"), D("50"), D("10"), D("0.01")
+    )
+
+
+def test_the_default_fee_schedule_cannot_be_deleted(operator, default_fees):
+    other = FeeSchedule.objects.create(name="vip", maker_rate=D("0"), taker_rate=D("0.0005"))
+    assert operator.get(reverse("admin:orders_feeschedule_delete", args=[default_fees.id])).status_code == 403
+    assert operator.get(reverse("admin:orders_feeschedule_delete", args=[other.id])).status_code == 200

@@ -1,0 +1,309 @@
+"""Matching benchmark: orders per second and placement latency, every order fully settled in the ledger.
+
+Run by ``make bench`` (or ``python bench/matching.py [--orders N] [--profile FILE]`` under
+``python -m devtools.localservices exec --``). Prints one JSON line per case::
+
+    {"bench": "matching", "case": "1 market", "markets": 1, "workers": 1, "orders": ...,
+     "orders_per_s": ..., "p50_ms": ..., "p99_ms": ..., "trades": ..., "reconcile_ok": true}
+
+Each worker process places a stream of requests on its market through the real services
+(:func:`apps.orders.services.order_place` / ``order_cancel``: market lock, hold, one journal
+entry per fill, trades, releases, one PostgreSQL transaction each), after a warm-up that
+builds a book: 60 % resting limit orders (within 10 ticks of the mid), 25 % marketable
+limit orders (IOC, crossing up to 3 ticks), 10 % cancels of the worker's own resting
+orders, 5 % market orders (buy by quote budget, buy by quantity, sell). Latency is the
+wall time of one service call; orders per second is the requests of all workers divided
+by the wall time of the timed phase. After each case ``reconcile`` checks every invariant
+(held funds equal open orders' holds, orders' holds add up, entries balance).
+
+Cases: one market with one worker; one market with two workers (they queue on the
+market lock); four markets with a worker each, with separate users and with the same
+users trading all four markets (their accounts are shared: USDT above all).
+
+It runs in its own database (``<name>_bench``, created and dropped here), never in the
+development database.
+"""
+
+import argparse
+import cProfile
+import json
+import multiprocessing
+import os
+import queue
+import random
+import statistics
+import sys
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
+
+D = Decimal
+MARKETS = [("BTC", 8, "50000"), ("ETH", 18, "3000"), ("SOL", 9, "150"), ("LTC", 8, "80")]
+TICK, STEP = D("0.01"), D("0.0001")
+USERS_PER_MARKET = 10
+WARMUP = 300
+
+
+def bench_database_url() -> tuple[str, str]:
+    """``(development URL, bench URL)``: the same server, database ``<name>_bench``."""
+    from exchange.settings.localenv import load_local_services_env
+
+    load_local_services_env()
+    url = os.environ["DATABASE_URL"]
+    parts = urlsplit(url)
+    return url, urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_bench"))
+
+
+def recreate_database(admin_url: str, bench_url: str, *, drop_only: bool = False) -> None:
+    import psycopg
+
+    name = urlsplit(bench_url).path.lstrip("/")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_django() -> None:
+    import django
+    from django.conf import settings
+
+    django.setup()
+    settings.DEBUG = False  # no query log
+    if os.environ.get("BENCH_SERVER_SIDE_BINDING"):  # what-if: every statement bound server-side and prepared
+        settings.DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=5)
+
+
+def prepare(case_markets: int, shared_users: bool) -> dict:
+    """Empty the bench database and create assets, markets, fee schedule and funded users.
+
+    Returns ``{symbol: [user ids]}``.
+    """
+    from django.core.management import call_command
+    from django.db import transaction
+
+    from apps.ledger.models import AccountKind, Asset, EntryReason
+    from apps.ledger.services import credit, debit, entry_post, system_account, user_account, user_accounts
+    from apps.orders.models import FeeSchedule
+    from apps.orders.services import market_create
+
+    call_command("flush", "--no-input", verbosity=0)
+    FeeSchedule.objects.create(name="default", maker_rate=D("0.001"), taker_rate=D("0.001"), is_default=True)
+    from django.contrib.auth import get_user_model
+
+    User = get_user_model()
+    usdt = Asset.objects.create(code="USDT", name="Tether", decimals=6)
+    plan = {}
+    shared = [User.objects.create(username=f"trader{n}") for n in range(USERS_PER_MARKET)] if shared_users else None
+    for code, decimals, _ in MARKETS[:case_markets]:
+        base = Asset.objects.create(code=code, name=code, decimals=decimals)
+        market = market_create(base=base, quote=usdt, tick_size=TICK, step_size=STEP, min_qty=STEP,
+                               max_qty=D("10000"), min_notional=D("1"))
+        users = shared or [User.objects.create(username=f"{code}-trader{n}") for n in range(USERS_PER_MARKET)]
+        plan[market.symbol] = [user.id for user in users]
+    for symbol, user_ids in plan.items():
+        base = Asset.objects.get(code=symbol.split("-")[0])
+        for user_id in user_ids:
+            for asset, amount in ((base, D("1000000")), (usdt, D("100000000000"))):
+                user_accounts(user_id, asset)
+                with transaction.atomic():
+                    entry_post(
+                        idempotency_key=f"deposit:bench:{uuid.uuid4()}", reason=EntryReason.DEPOSIT,
+                        legs=[debit(system_account(AccountKind.CUSTODY, asset), amount),
+                              credit(user_account(user_id, asset), amount)],
+                    )
+    return plan
+
+
+class Flow:
+    """The request stream of one worker on one market (deterministic per seed)."""
+
+    def __init__(self, symbol: str, mid: str, user_ids: list[int], seed: int):
+        self.symbol, self.mid, self.users = symbol, D(mid), user_ids
+        self.rng = random.Random(seed)
+        self.resting: list[tuple[int, int]] = []  # (order id, user id) placed by this worker, maybe still open
+
+    def qty(self) -> D:
+        return STEP * self.rng.randint(1, 200)
+
+    def next(self):
+        """A zero-argument callable for the next request, and its kind."""
+        from apps.orders.services import order_cancel, order_place
+
+        rng, user = self.rng, self.rng.choice(self.users)
+        roll = rng.random()
+        if roll < 0.60:
+            side = rng.choice(["buy", "sell"])
+            offset = TICK * rng.randint(1, 10) * (-1 if side == "buy" else 1)
+            return "resting", lambda: order_place(user_id=user, market=self.symbol, side=side,
+                                                  price=self.mid + offset, qty=self.qty())
+        if roll < 0.85:
+            side = rng.choice(["buy", "sell"])
+            offset = TICK * rng.randint(1, 3) * (1 if side == "buy" else -1)
+            return "marketable", lambda: order_place(user_id=user, market=self.symbol, side=side,
+                                                     price=self.mid + offset, qty=self.qty(), time_in_force="IOC")
+        if roll < 0.95:
+            if not self.resting:
+                return self.next()
+            order_id, owner = self.resting.pop(rng.randrange(len(self.resting)))
+            return "cancel", lambda: order_cancel(order_id=order_id, user_id=owner)
+        kind = rng.choice(["budget", "buy", "sell"])
+        if kind == "budget":
+            return "market", lambda: order_place(user_id=user, market=self.symbol, side="buy", type="market",
+                                                 quote_qty=(self.mid * self.qty()).quantize(D("0.000001")))
+        return "market", lambda: order_place(user_id=user, market=self.symbol, side=kind, type="market",
+                                             qty=self.qty())
+
+    def run(self, count: int) -> list[float]:
+        """Run ``count`` requests; return each one's latency in seconds."""
+        from apps.ledger.errors import DomainError
+
+        latencies = []
+        for _ in range(count):
+            kind, call = self.next()
+            started = time.perf_counter()
+            try:
+                result = call()
+            except DomainError:  # a cancel of an order filled meanwhile, a self-trade-expired one...
+                result = None
+            latencies.append(time.perf_counter() - started)
+            if kind == "resting" and result is not None and result.status in ("open", "partially_filled"):
+                self.resting.append((result.id, result.user_id))
+        return latencies
+
+
+def backend_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a local process, from /proc (0 where unavailable)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def worker(symbol: str, mid: str, user_ids: list[int], seed: int, count: int, start, results, profile: str | None):
+    from django.db import connection
+
+    setup_django()
+    flow = Flow(symbol, mid, user_ids, seed)
+    flow.run(WARMUP)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    start.wait()
+    profiler = cProfile.Profile() if profile else None
+    if profiler:
+        profiler.enable()
+    cpu, db_cpu, began = time.process_time(), backend_cpu_seconds(backend), time.perf_counter()
+    latencies = flow.run(count)
+    ended = time.perf_counter()
+    cpu, db_cpu = time.process_time() - cpu, backend_cpu_seconds(backend) - db_cpu
+    if profiler:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    results.put((began, ended, latencies, cpu, db_cpu))
+
+
+def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: int, profile: str | None) -> dict:
+    from django.db import connections
+
+    from apps.ledger.reconciliation import reconcile
+    from apps.orders.models import Trade
+
+    plan = prepare(markets, shared_users)
+    connections.close_all()  # children open their own connections
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(workers), context.Queue()
+    symbols = list(plan)
+    processes = []
+    for n in range(workers):
+        symbol = symbols[n % len(symbols)]
+        mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
+        processes.append(context.Process(target=worker, args=(
+            symbol, mid, plan[symbol], n, orders // workers, start, results, profile if n == 0 else None,
+        )))
+    for process in processes:
+        process.start()
+    outcomes = []
+    while len(outcomes) < len(processes):
+        try:
+            outcomes.append(results.get(timeout=1))
+        except queue.Empty:
+            failed = [p.exitcode for p in processes if p.exitcode not in (None, 0)]
+            if failed:
+                for process in processes:
+                    process.kill()
+                raise SystemExit(f"a worker failed with exit code {failed[0]}") from None
+    for process in processes:
+        process.join()
+    latencies = sorted(latency for outcome in outcomes for latency in outcome[2])
+    elapsed = max(outcome[1] for outcome in outcomes) - min(outcome[0] for outcome in outcomes)
+    report = reconcile()
+    return {
+        "bench": "matching",
+        "case": name,
+        "markets": markets,
+        "workers": workers,
+        "shared_users": shared_users,
+        "orders": len(latencies),
+        "orders_per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(statistics.median(latencies) * 1000, 2),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
+        # CPU per request, less sensitive than the rates to what else runs on the machine:
+        # the worker processes (Python) and their PostgreSQL backends (/proc).
+        "app_cpu_ms": round(sum(outcome[3] for outcome in outcomes) / len(latencies) * 1000, 3),
+        "db_cpu_ms": round(sum(outcome[4] for outcome in outcomes) / len(latencies) * 1000, 3),
+        "server_side_binding": bool(os.environ.get("BENCH_SERVER_SIDE_BINDING")),
+        "trades": Trade.objects.count(),
+        "reconcile_ok": report.ok,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--orders", type=int, default=4000, help="timed requests per case (all workers)")
+    parser.add_argument("--case", action="append", help="run only the named case(s)")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the first worker of each case into FILE")
+    parser.add_argument("--server-side-binding", action="store_true",
+                        help="what-if: run with DATABASES OPTIONS server_side_binding=True, prepare_threshold=5 "
+                             "(the project's settings use client-side binding)")
+    args = parser.parse_args()
+    if args.server_side_binding:
+        os.environ["BENCH_SERVER_SIDE_BINDING"] = "1"
+
+    admin_url, bench_url = bench_database_url()
+    recreate_database(admin_url, bench_url)
+    os.environ["DATABASE_URL"] = bench_url
+    setup_django()
+    from django.core.management import call_command
+    from django.db import connections
+
+    call_command("migrate", verbosity=0)
+    cases = [
+        ("1 market", 1, 1, False),
+        ("1 market, 2 workers", 1, 2, False),
+        ("4 markets", 4, 4, False),
+        ("4 markets, shared users", 4, 4, True),
+    ]
+    ok = True
+    try:
+        for name, markets, workers, shared in cases:
+            if args.case and name not in args.case:
+                continue
+            figures = run_case(name, markets, workers, shared, args.orders, args.profile)
+            ok &= figures["reconcile_ok"]
+            print(json.dumps(figures), flush=True)
+    finally:
+        connections.close_all()
+        recreate_database(admin_url, bench_url, drop_only=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
