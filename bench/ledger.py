@@ -42,7 +42,8 @@ def database_url(name: str) -> str:
     return urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}").geturl()
 
 
-def recreate_database(name: str) -> None:
+def recreate_database(name: str, *, create: bool = True) -> None:
+    """Drop database ``name`` on the server of ``DATABASE_URL`` and (unless ``create`` is false) create it empty."""
     import psycopg
 
     from exchange.settings.environment import database_from_url
@@ -53,7 +54,8 @@ def recreate_database(name: str) -> None:
         dbname="postgres", autocommit=True,
     ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+        if create:
+            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def pgbench_binary() -> str:
@@ -91,7 +93,7 @@ def setup_django(database: str) -> None:
 
 
 def prepare_ledger() -> tuple[list[int], int]:
-    """Create the bench database with 1,000 users funded with 1,000,000 USDT each; return user ids, asset id."""
+    """Create the bench database with 1,000 users funded with 1,000,000 USDT each from equity; return user ids, asset id."""
     from decimal import Decimal
 
     from django.contrib.auth import get_user_model
@@ -110,8 +112,8 @@ def prepare_ledger() -> tuple[list[int], int]:
         accounts = [user_account(user.id, usdt) for user in users]
         entry_post(
             idempotency_key="bench:funding",
-            reason=EntryReason.DEPOSIT,
-            legs=[debit(system_account(AccountKind.CUSTODY, usdt), amount * USERS)]
+            reason=EntryReason.ADJUSTMENT,
+            legs=[debit(system_account(AccountKind.EQUITY, usdt), amount * USERS)]
             + [credit(account, amount) for account in accounts],
         )
     return [user.id for user in users], usdt.id
@@ -182,7 +184,11 @@ def main() -> None:
     from apps.ledger.reconciliation import reconcile
 
     report = reconcile()
-    print(json.dumps({"bench": "ledger", "figure": "reconcile", "ok": report.ok}), flush=True)
+    failed = [check.name for check in report.checks if not check.ok]
+    print(json.dumps({"bench": "ledger", "figure": "reconcile", "ok": report.ok, "failed": failed}), flush=True)
+    connections.close_all()
+    for name in ("bench_ledger", "bench_pgbench"):
+        recreate_database(name, create=False)
     if not report.ok:
         sys.exit(1)
 

@@ -128,26 +128,27 @@ _SELECT_ACCOUNTS = """
 """
 _LOCK_ACCOUNTS = _SELECT_ACCOUNTS + "FOR NO KEY UPDATE OF a"
 
-_INSERT_ENTRY = """
-    INSERT INTO ledger_journalentry
-        (idempotency_key, reason, reference_type, reference_id, metadata, payload_hash, created_at, created_by_id)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING id
-"""
-
-_INSERT_POSTINGS = """
-    INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)
-    SELECT %s, account_id, asset_id, amount, balance_after
-    FROM unnest(%s::bigint[], %s::bigint[], %s::numeric[], %s::numeric[])
-        AS p(account_id, asset_id, amount, balance_after)
-"""
-
-_UPDATE_BALANCES = """
-    UPDATE ledger_account a
-    SET balance = v.balance, version = a.version + v.postings
-    FROM unnest(%s::bigint[], %s::numeric[], %s::int[]) AS v(id, balance, postings)
-    WHERE a.id = v.id
+# The entry, its postings and the new balances in one round trip. On a replayed key the
+# INSERT returns no row, so no posting is written and no balance changes.
+_WRITE_ENTRY = """
+    WITH entry AS (
+        INSERT INTO ledger_journalentry
+            (idempotency_key, reason, reference_type, reference_id, metadata, payload_hash, created_at, created_by_id)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+        ON CONFLICT (idempotency_key) DO NOTHING
+        RETURNING id
+    ), postings AS (
+        INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)
+        SELECT entry.id, p.account_id, p.asset_id, p.amount, p.balance_after
+        FROM entry, unnest(%s::bigint[], %s::bigint[], %s::numeric[], %s::numeric[])
+            AS p(account_id, asset_id, amount, balance_after)
+    ), balances AS (
+        UPDATE ledger_account a
+        SET balance = v.balance, version = a.version + v.postings
+        FROM entry, unnest(%s::bigint[], %s::numeric[], %s::int[]) AS v(id, balance, postings)
+        WHERE a.id = v.id
+    )
+    SELECT id FROM entry
 """
 
 
@@ -273,31 +274,23 @@ def entry_post(
             )
 
         created_at = timezone.now()
+        touched = Counter(leg.account_id for leg in legs)
         cursor.execute(
-            _INSERT_ENTRY,
-            [idempotency_key, reason, reference_type, reference_id, json.dumps(metadata or {}, default=str),
-             payload_hash, created_at, created_by_id],
+            _WRITE_ENTRY,
+            [
+                idempotency_key, reason, reference_type, reference_id, json.dumps(metadata or {}, default=str),
+                payload_hash, created_at, created_by_id,
+                [leg.account_id for leg in legs],
+                [accounts[leg.account_id].asset_id for leg in legs],
+                [leg.amount for leg in legs],
+                balances_after,
+                list(touched), [balances[account_id] for account_id in touched], list(touched.values()),
+            ],
         )
         inserted = cursor.fetchone()
         if inserted is None:
             return _replayed_entry(idempotency_key, payload_hash)
         entry_id = inserted[0]
-
-        cursor.execute(
-            _INSERT_POSTINGS,
-            [
-                entry_id,
-                [leg.account_id for leg in legs],
-                [accounts[leg.account_id].asset_id for leg in legs],
-                [leg.amount for leg in legs],
-                balances_after,
-            ],
-        )
-        touched = Counter(leg.account_id for leg in legs)
-        cursor.execute(
-            _UPDATE_BALANCES,
-            [list(touched), [balances[account_id] for account_id in touched], list(touched.values())],
-        )
 
     return JournalEntry(
         id=entry_id,
