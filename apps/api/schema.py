@@ -1,7 +1,6 @@
 """drf-spectacular extensions: the API key scheme and the error responses every operation can return."""
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
-from rest_framework import serializers
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):

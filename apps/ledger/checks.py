@@ -7,36 +7,23 @@ Amounts in the details are strings of the asset's precision.
 from collections import defaultdict
 from decimal import Decimal
 
-from django.db import connection
-
 from .amounts import format_amount
 from .models import DEBIT_NORMAL_KINDS, USER_KINDS, AccountKind
-from .reconciliation import Scope, hold_sources, register_asset_figures, register_check
-
-ROW_LIMIT = 1000
-
-
-def _rows(sql: str, params: list) -> list[dict]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        columns = [column.name for column in cursor.description]
-        return [dict(zip(columns, row)) for row in cursor.fetchall()]
-
-
-def _format(rows: list[dict], *amount_columns: str) -> list[dict]:
-    """Render the named Decimal columns at each row's asset precision (``decimals`` column, then dropped)."""
-    for row in rows:
-        decimals = row.pop("decimals")
-        for column in amount_columns:
-            if isinstance(row.get(column), Decimal):
-                row[column] = format_amount(row[column], decimals)
-    return rows
+from .reconciliation import (
+    ROW_LIMIT,
+    Scope,
+    format_amounts,
+    hold_sources,
+    query_rows,
+    register_asset_figures,
+    register_check,
+)
 
 
 @register_check(invariant=1, name="entries_balanced")
 def entries_balanced(scope: Scope) -> list[dict]:
     """Entries whose postings do not sum to zero per asset, or that have fewer than two postings."""
-    unbalanced = _rows(
+    unbalanced = query_rows(
         """
         SELECT p.entry_id AS entry, e.idempotency_key, s.code AS asset, s.decimals, sum(p.amount) AS imbalance,
                'postings do not sum to zero' AS problem
@@ -50,7 +37,7 @@ def entries_balanced(scope: Scope) -> list[dict]:
         """,
         [scope.asset_ids, ROW_LIMIT],
     )
-    thin = _rows(
+    thin = query_rows(
         """
         SELECT e.id AS entry, e.idempotency_key, count(p.id) AS postings, 'fewer than two postings' AS problem
         FROM ledger_journalentry e LEFT JOIN ledger_posting p ON p.entry_id = e.id
@@ -59,13 +46,13 @@ def entries_balanced(scope: Scope) -> list[dict]:
         """,
         [ROW_LIMIT],
     )
-    return _format(unbalanced, "imbalance") + (thin if not scope.filtered else [])
+    return format_amounts(unbalanced, "imbalance") + (thin if not scope.filtered else [])
 
 
 @register_check(invariant=2, name="balances_match_postings")
 def balances_match_postings(scope: Scope) -> list[dict]:
     """Accounts whose stored balance differs from the sum of their postings or from the last balance-after."""
-    rows = _rows(
+    rows = query_rows(
         """
         WITH sums AS (
             SELECT account_id, sum(amount) AS total, count(*) AS postings, max(id) AS last_id
@@ -88,13 +75,13 @@ def balances_match_postings(scope: Scope) -> list[dict]:
         """,
         [scope.asset_ids, list(DEBIT_NORMAL_KINDS), scope.asset_ids, list(DEBIT_NORMAL_KINDS), ROW_LIMIT],
     )
-    return _format(rows, "stored_balance", "postings_balance", "last_balance_after")
+    return format_amounts(rows, "stored_balance", "postings_balance", "last_balance_after")
 
 
 @register_check(invariant=3, name="user_balances_not_negative")
 def user_balances_not_negative(scope: Scope) -> list[dict]:
     """User accounts below zero now, or at any posting in their history."""
-    rows = _rows(
+    rows = query_rows(
         """
         SELECT a.id AS account, a.kind, a.owner_id AS owner, s.code AS asset, s.decimals,
                a.balance, min(p.balance_after) AS lowest_balance_after
@@ -108,7 +95,7 @@ def user_balances_not_negative(scope: Scope) -> list[dict]:
         """,
         [list(USER_KINDS), scope.asset_ids, ROW_LIMIT],
     )
-    return _format(rows, "balance", "lowest_balance_after")
+    return format_amounts(rows, "balance", "lowest_balance_after")
 
 
 @register_check(invariant=4, name="held_matches_open_holds")
@@ -122,7 +109,7 @@ def held_matches_open_holds(scope: Scope) -> list[dict]:
     for source in hold_sources():
         for key, amount in source(scope).items():
             expected[key] += amount
-    held = _rows(
+    held = query_rows(
         """
         SELECT a.id AS account, a.owner_id AS owner, a.asset_id, s.code AS asset, s.decimals, a.balance
         FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
@@ -162,7 +149,7 @@ REQUIRED_TRIGGERS = {
 @register_check(invariant=6, name="journal_append_only")
 def journal_append_only(scope: Scope) -> list[dict]:
     """The triggers that refuse UPDATE/DELETE of journal rows (and check balance) are installed and enabled."""
-    installed = _rows(
+    installed = query_rows(
         """
         SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled
         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
@@ -183,7 +170,7 @@ def journal_append_only(scope: Scope) -> list[dict]:
 @register_check(invariant=7, name="idempotency_keys_unique")
 def idempotency_keys_unique(scope: Scope) -> list[dict]:
     """A valid unique index guards the idempotency key, and no key appears twice."""
-    index = _rows(
+    index = query_rows(
         """
         SELECT i.indisvalid AS valid
         FROM pg_index i
@@ -197,7 +184,7 @@ def idempotency_keys_unique(scope: Scope) -> list[dict]:
     problems = []
     if not any(row["valid"] for row in index):
         problems.append({"problem": "no valid unique index on ledger_journalentry.idempotency_key"})
-    problems += _rows(
+    problems += query_rows(
         """
         SELECT idempotency_key, count(*) AS entries, 'key applied more than once' AS problem
         FROM ledger_journalentry GROUP BY idempotency_key HAVING count(*) > 1
@@ -211,7 +198,7 @@ def idempotency_keys_unique(scope: Scope) -> list[dict]:
 @register_asset_figures
 def ledger_figures(scope: Scope) -> dict[str, dict]:
     """Per asset: the balance of each account kind, summed over users and shards."""
-    rows = _rows(
+    rows = query_rows(
         """
         SELECT s.code, s.decimals, a.kind, sum(a.balance) AS balance
         FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id

@@ -13,10 +13,13 @@ from decimal import Decimal
 
 from django.db import connection, transaction
 
+from .amounts import format_amount
 from .errors import NotFound
 from .models import Asset
 
 DETAILS_LIMIT = 100
+# Checks read at most this many offending rows from the database.
+ROW_LIMIT = 1000
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,24 @@ class _Check:
 _checks: list[_Check] = []
 _figures: list[FiguresFunction] = []
 _hold_sources: list[HoldSource] = []
+
+
+def query_rows(sql: str, params: list) -> list[dict]:
+    """Run a check's query; each row as ``{column: value}``."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        columns = [column.name for column in cursor.description]
+        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def format_amounts(rows: list[dict], *columns: str) -> list[dict]:
+    """Render the named Decimal columns at each row's asset precision (its ``decimals`` column, then dropped)."""
+    for row in rows:
+        decimals = row.pop("decimals")
+        for column in columns:
+            if isinstance(row.get(column), Decimal):
+                row[column] = format_amount(row[column], decimals)
+    return rows
 
 
 def register_check(*, invariant: int, name: str) -> Callable[[CheckFunction], CheckFunction]:

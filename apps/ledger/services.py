@@ -21,8 +21,23 @@ from django.utils import timezone
 from moneyed import Money
 
 from .amounts import check_amount, format_amount, is_exact
-from .errors import DomainError, IdempotencyConflict, InsufficientFunds, InvalidAmount, NotFound, UnbalancedEntry
-from .models import USER_KINDS, Account, AccountKind, Asset, EntryReason, JournalEntry, normal_sign
+from .errors import (
+    DomainError,
+    IdempotencyConflict,
+    InsufficientFunds,
+    InvalidAmount,
+    NotFound,
+    UnbalancedEntry,
+)
+from .models import (
+    USER_KINDS,
+    Account,
+    AccountKind,
+    Asset,
+    EntryReason,
+    JournalEntry,
+    normal_sign,
+)
 from .transactions import retrying_atomic
 
 

@@ -33,15 +33,17 @@ def is_retryable(exc: BaseException) -> bool:
 def retrying_atomic(func: Callable[P, T]) -> Callable[P, T]:
     """Decorate a service so that it runs in ``transaction.atomic()`` and retries on deadlock.
 
-    Inside an enclosing transaction the function simply joins it: only the outermost
-    transaction can be retried, so the outermost caller owns the retry. The number of
-    attempts is ``settings.LEDGER_TRANSACTION_ATTEMPTS``.
+    Inside an enclosing transaction it runs in a savepoint instead: only the outermost
+    transaction can be retried, so the outermost caller owns the retry, and the savepoint
+    undoes whatever the service wrote before it refused (a caller that catches the error
+    keeps none of it). The number of attempts is ``settings.LEDGER_TRANSACTION_ATTEMPTS``.
     """
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         if connection.in_atomic_block:
-            return func(*args, **kwargs)
+            with transaction.atomic():
+                return func(*args, **kwargs)
         attempts = settings.LEDGER_TRANSACTION_ATTEMPTS
         for attempt in range(1, attempts + 1):
             try:

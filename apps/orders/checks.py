@@ -11,34 +11,20 @@ Each check is one query for the offending rows; amounts are strings at the asset
 
 from decimal import Decimal
 
-from django.db import connection
-
-from apps.ledger.amounts import format_amount
-from apps.ledger.reconciliation import Scope, register_check, register_hold_source
-
-ROW_LIMIT = 1000
-
-
-def _rows(sql: str, params: list) -> list[dict]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        columns = [column.name for column in cursor.description]
-        return [dict(zip(columns, row)) for row in cursor.fetchall()]
-
-
-def _format(rows: list[dict], *columns: str) -> list[dict]:
-    for row in rows:
-        decimals = row.pop("decimals")
-        for column in columns:
-            if isinstance(row.get(column), Decimal):
-                row[column] = format_amount(row[column], decimals)
-    return rows
+from apps.ledger.reconciliation import (
+    ROW_LIMIT,
+    Scope,
+    format_amounts,
+    query_rows,
+    register_check,
+    register_hold_source,
+)
 
 
 @register_hold_source
 def open_order_holds(scope: Scope) -> dict[tuple[int, int], Decimal]:
     """``{(user id, asset id): sum of held_remaining of the user's open orders}`` (invariant 4)."""
-    rows = _rows(
+    rows = query_rows(
         """
         SELECT user_id, held_asset_id, sum(held_remaining) AS held
         FROM orders_order
@@ -53,7 +39,7 @@ def open_order_holds(scope: Scope) -> dict[tuple[int, int], Decimal]:
 @register_check(invariant=8, name="ended_orders_hold_nothing")
 def ended_orders_hold_nothing(scope: Scope) -> list[dict]:
     """Ended orders (filled, cancelled, expired, rejected) that still have a remaining hold."""
-    rows = _rows(
+    rows = query_rows(
         """
         SELECT o.id AS order_id, o.user_id AS owner, o.status, s.code AS asset, s.decimals, o.held_remaining
         FROM orders_order o JOIN ledger_asset s ON s.id = o.held_asset_id
@@ -62,7 +48,7 @@ def ended_orders_hold_nothing(scope: Scope) -> list[dict]:
         """,
         [scope.asset_ids, ROW_LIMIT],
     )
-    return _format(rows, "held_remaining")
+    return format_amounts(rows, "held_remaining")
 
 
 @register_check(invariant=8, name="order_holds_add_up")
@@ -74,7 +60,7 @@ def order_holds_add_up(scope: Scope) -> list[dict]:
     ``held_remaining``. Matched through the entries' references (``order``/``<id>`` for
     hold and release, ``trade``/``<id>`` for fills) and the trades' order ids.
     """
-    rows = _rows(
+    rows = query_rows(
         """
         WITH movements AS (
             SELECT o.id AS order_id,
@@ -109,7 +95,7 @@ def order_holds_add_up(scope: Scope) -> list[dict]:
         """,
         [scope.asset_ids, scope.asset_ids, scope.asset_ids, ROW_LIMIT],
     )
-    return _format(rows, "held_amount", "held_by_entries", "consumed_by_fills", "released", "held_remaining")
+    return format_amounts(rows, "held_amount", "held_by_entries", "consumed_by_fills", "released", "held_remaining")
 
 
 @register_check(invariant=8, name="trades_settled_by_their_entry")
@@ -119,7 +105,7 @@ def trades_settled_by_their_entry(scope: Scope) -> list[dict]:
     The entry must move ``qty`` of base out of the seller's held funds and ``quote_qty``
     of quote out of the buyer's.
     """
-    return _rows(
+    return query_rows(
         """
         WITH held AS (
             SELECT t.id AS trade, a.asset_id, sum(p.amount) AS debited

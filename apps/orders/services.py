@@ -30,16 +30,15 @@ statements are prepared once per connection (:class:`_PreparedCursor`). A restin
 order costs 7 round trips, 4 of them its hold's ``entry_post``.
 """
 
-import functools
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
 import psycopg
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from apps.ledger.amounts import format_amount, parse_amount, quantum
@@ -68,26 +67,6 @@ from .models import (
 
 # Resting orders read per query while matching; a taker rarely needs more.
 BOOK_PAGE = 32
-
-
-def atomic_service(func: Callable) -> Callable:
-    """Run ``func`` as one transaction retried on deadlock (:func:`retrying_atomic`), or, inside a
-    caller's transaction, in a savepoint.
-
-    ``retrying_atomic`` alone joins an enclosing transaction; these services write (the
-    order row, the market's sequence) before their last check can refuse, so a caller that
-    catches the refusal must not keep those writes: the savepoint undoes them.
-    """
-    retrying = retrying_atomic(func)
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        if connection.in_atomic_block:
-            with transaction.atomic():
-                return func(*args, **kwargs)
-        return retrying(*args, **kwargs)
-
-    return wrapper
 
 
 class _PreparedCursor:
@@ -805,7 +784,7 @@ def _outcome(request: _Request, plan: MatchPlan) -> tuple[str, str]:
     return OrderStatus.EXPIRED, EndReason.UNFILLED_REMAINDER
 
 
-@atomic_service
+@retrying_atomic
 def order_place(
     *,
     user_id: int,
@@ -1045,7 +1024,7 @@ def _record_trades_and_update_makers(
 
 # Cancel -------------------------------------------------------------------------------------------
 
-@atomic_service
+@retrying_atomic
 def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
     """Cancel an open order and release its whole remaining hold (``order:<id>:release``), exactly once.
 

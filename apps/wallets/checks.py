@@ -10,26 +10,23 @@ Each check returns the offending rows; amounts are strings at the asset's precis
 
 from decimal import Decimal
 
-from django.db import connection
 from django.db.models import Sum
 
 from apps.ledger.amounts import format_amount, is_exact
 from apps.ledger.models import Account, AccountKind
-from apps.ledger.reconciliation import Scope, register_asset_figures, register_check, register_hold_source
+from apps.ledger.reconciliation import (
+    ROW_LIMIT,
+    Scope,
+    query_rows,
+    register_asset_figures,
+    register_check,
+    register_hold_source,
+)
 
 from . import selectors
 from .custody import get_adapter
 from .custody.base import CustodyError
 from .models import WITHDRAWAL_FINAL, WithdrawalStatus
-
-ROW_LIMIT = 1000
-
-
-def _rows(sql: str, params: list) -> list[dict]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        columns = [column.name for column in cursor.description]
-        return [dict(zip(columns, row)) for row in cursor.fetchall()]
 
 
 def _format(value: Decimal, decimals: int) -> str:
@@ -96,7 +93,7 @@ def custody_figures(scope: Scope) -> dict[str, dict]:
 def deposits_credited_once(scope: Scope) -> list[dict]:
     """Credited deposits have their one entry (key ``deposit:<network>:<txid>:<vout>``), crediting the owner's
     available funds with the deposit's amount; other deposits have none; no deposit entry lacks its deposit."""
-    problems = _rows(
+    problems = query_rows(
         """
         SELECT d.id AS deposit, s.code AS asset, d.status, d.entry_id AS recorded_entry, e.id AS keyed_entry,
                CASE
@@ -119,7 +116,7 @@ def deposits_credited_once(scope: Scope) -> list[dict]:
         """,
         [scope.asset_ids, ROW_LIMIT],
     )
-    problems += _rows(
+    problems += query_rows(
         """
         SELECT e.id AS entry, e.idempotency_key, e.reference_id AS deposit,
                'deposit entry without a credited deposit' AS problem
@@ -139,7 +136,7 @@ def withdrawals_ended_once(scope: Scope) -> list[dict]:
     """Each withdrawal has its hold entry; a completed one its complete entry and no release, a rejected,
     cancelled or failed one its release and no complete entry, a pending one neither; and no withdrawal
     entry lacks its withdrawal."""
-    rows = _rows(
+    rows = query_rows(
         """
         SELECT w.id AS withdrawal, s.code AS asset, w.status,
                h.id AS hold_entry, c.id AS complete_entry, r.id AS release_entry
@@ -170,7 +167,7 @@ def withdrawals_ended_once(scope: Scope) -> list[dict]:
             row["problem"] = "ended without its release" if not row["release_entry"] else "completed"
         else:
             row["problem"] = "pending but already completed or released"
-    rows += _rows(
+    rows += query_rows(
         """
         SELECT e.id AS entry, e.idempotency_key, e.reference_id AS withdrawal,
                'withdrawal entry without its withdrawal' AS problem

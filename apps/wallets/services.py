@@ -10,7 +10,6 @@ Calls to the custody provider and Celery tasks happen outside transactions that 
 Amounts are ``Decimal`` in units of the asset, exact multiples of its precision.
 """
 
-import functools
 import hashlib
 import json
 import logging
@@ -48,24 +47,6 @@ DAILY_WINDOW = timedelta(hours=24)
 MAX_TXID_LENGTH = 128
 TXID = re.compile(r"[A-Za-z0-9._-]{1,128}")  # a transaction id: its ledger keys end with ":<vout>"
 MAX_COUNT = 2**31 - 1
-
-
-def atomic_service(func):
-    """Run a service as one transaction (:func:`retrying_atomic`: retried on deadlock when outermost).
-
-    Inside a caller's transaction it runs in a savepoint, so that nothing it wrote survives when it
-    raises (a refused withdrawal leaves no row behind even if the caller catches the error).
-    """
-    retrying = retrying_atomic(func)
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        if connection.in_atomic_block:
-            with transaction.atomic():
-                return func(*args, **kwargs)
-        return retrying(*args, **kwargs)
-
-    return wrapper
 
 
 # Deposit addresses -------------------------------------------------------------------------------
@@ -230,7 +211,7 @@ def _queue_event_processing(event_pk: int) -> None:
     task.delay(event_pk)
 
 
-@atomic_service
+@retrying_atomic
 def custody_event_process(*, event_pk: int) -> CustodyEvent:
     """Apply one inbox event and mark it processed, in one transaction; a processed event is left alone.
 
@@ -326,7 +307,7 @@ def _withdrawal_event_apply(event: CustodyEvent) -> None:
         withdrawal_fail(withdrawal_id=withdrawal.pk, reason="Custody reported the withdrawal failed.")
 
 
-@atomic_service
+@retrying_atomic
 def custody_events_requeue(*, older_than: timedelta) -> list[int]:
     """Queue the processing of inbox events still ``received`` ``older_than`` after arrival (and after their
     last re-queue); return their ids. Events being processed right now (row locked) are skipped.
@@ -351,7 +332,7 @@ def custody_events_requeue(*, older_than: timedelta) -> list[int]:
 # Deposits ------------------------------------------------------------------------------------------
 
 
-@atomic_service
+@retrying_atomic
 def deposit_credit(*, deposit_id: int) -> Deposit:
     """Credit a pending deposit that has its asset's confirmations: Dr custody, Cr user available (the amount).
 
@@ -441,7 +422,7 @@ def _queue_submission(withdrawal_id: int) -> None:
     transaction.on_commit(partial(task.delay, withdrawal_id), robust=True)
 
 
-@atomic_service
+@retrying_atomic
 def withdrawal_request(
     *, user_id: int, asset_code: str, amount: str | Decimal, address: str, request_key: str = ""
 ) -> Withdrawal:
@@ -520,7 +501,7 @@ def _operator_check(*, withdrawal_id: int, operator_id: int) -> None:
         raise PermissionDenied("Operators cannot decide on their own withdrawals.")
 
 
-@atomic_service
+@retrying_atomic
 def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     """An operator approves a withdrawal awaiting approval; it is queued for submission to custody.
 
@@ -537,7 +518,7 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     return withdrawal
 
 
-@atomic_service
+@retrying_atomic
 def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> Withdrawal:
     """An operator rejects a withdrawal awaiting approval; its hold (``amount + fee``) is released once.
 
@@ -555,7 +536,7 @@ def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> W
     return withdrawal
 
 
-@atomic_service
+@retrying_atomic
 def withdrawal_cancel(*, withdrawal_id: int, user_id: int) -> Withdrawal:
     """The user cancels their withdrawal while it is requested or awaiting approval; the hold is released once.
 
@@ -599,7 +580,7 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     return _withdrawal_submitted(withdrawal_id=withdrawal.pk, reference=receipt.reference)
 
 
-@atomic_service
+@retrying_atomic
 def _withdrawal_submitted(*, withdrawal_id: int, reference: str) -> Withdrawal:
     now = timezone.now()
     Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
@@ -609,7 +590,7 @@ def _withdrawal_submitted(*, withdrawal_id: int, reference: str) -> Withdrawal:
     return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
 
 
-@atomic_service
+@retrying_atomic
 def _withdrawal_refused_by_custody(*, withdrawal_id: int, reason: str) -> Withdrawal:
     now = timezone.now()
     changed = Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
@@ -621,7 +602,7 @@ def _withdrawal_refused_by_custody(*, withdrawal_id: int, reason: str) -> Withdr
     return withdrawal_fail(withdrawal_id=withdrawal_id, reason=f"Refused by custody: {reason}")
 
 
-@atomic_service
+@retrying_atomic
 def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal = Decimal(0)) -> Withdrawal:
     """Custody sent a submitted withdrawal (``txid``): Dr user held ``amount + fee``; Cr custody ``amount``;
     Cr fee revenue ``fee`` (key ``withdrawal:<id>:complete``). A ``network_fee`` (units of the asset)
@@ -662,7 +643,7 @@ def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal =
     return withdrawal
 
 
-@atomic_service
+@retrying_atomic
 def withdrawal_fail(*, withdrawal_id: int, reason: str) -> Withdrawal:
     """Custody reports a submitted withdrawal failed: it ends ``failed`` and its hold is released once.
 
@@ -676,7 +657,7 @@ def withdrawal_fail(*, withdrawal_id: int, reason: str) -> Withdrawal:
     return withdrawal
 
 
-@atomic_service
+@retrying_atomic
 def withdrawals_requeue_submission(*, older_than: timedelta) -> list[int]:
     """Queue the submission of withdrawals approved ``older_than`` ago (and not re-queued since) that are still
     not submitted; return their ids. Submission is idempotent at custody, so this only ever resends."""

@@ -1,40 +1,28 @@
 """Concurrency against the real PostgreSQL: real threads, each with its own connection."""
 
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 
 from apps.ledger.amounts import money
 from apps.ledger.models import Account, AccountKind, EntryReason, JournalEntry, Posting
 from apps.ledger.reconciliation import reconcile
-from apps.ledger.services import credit, debit, entry_post, funds_hold, system_account, transfer_create, user_account
+from apps.ledger.services import (
+    credit,
+    debit,
+    entry_post,
+    funds_hold,
+    system_account,
+    transfer_create,
+    user_account,
+)
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.ledger.tests.threads import run_concurrently
 from apps.ledger.transactions import retrying_atomic
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def run_concurrently(calls: list[Callable[[], object]], workers: int | None = None) -> list[object]:
-    """Run the calls in threads released together by a barrier; return each result or the exception raised."""
-    workers = workers or len(calls)
-    barrier = threading.Barrier(min(workers, len(calls)))
-
-    def run(call):
-        try:
-            if len(calls) <= workers:
-                barrier.wait()
-            return call()
-        except Exception as exc:  # collected for the test to inspect
-            return exc
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(run, calls))
 
 
 def test_s3_two_concurrent_debits_of_60_from_100(usdt, user):

@@ -4,7 +4,12 @@ from decimal import Decimal
 from django.utils import timezone
 
 from apps.ledger.models import EntryReason
-from apps.ledger.selectors import account_balance_at, account_statement, balances_for_user, user_postings
+from apps.ledger.selectors import (
+    account_balance_at,
+    account_statement,
+    balances_for_user,
+    user_postings,
+)
 from apps.ledger.services import funds_hold, user_account
 from apps.ledger.tests.factories import fund
 

@@ -1,46 +1,24 @@
 """Placements and cancels from real threads against the real PostgreSQL, each with its own connection."""
 
 import random
-import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
-from django.db import connections
 
 from apps.ledger.errors import DomainError, InvalidState
 from apps.ledger.models import Account, AccountKind, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import user_accounts
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
+from apps.ledger.tests.threads import run_concurrently
 from apps.orders.models import OPEN_STATUSES, Order, OrderStatus, Trade
 from apps.orders.services import market_create, order_cancel
 from apps.orders.tests.helpers import place, refreshed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 D = Decimal
-
-
-def run_concurrently(calls: list[Callable[[], object]], workers: int | None = None) -> list[object]:
-    """Run the calls in threads released together by a barrier; return each result or the exception raised."""
-    workers = workers or len(calls)
-    barrier = threading.Barrier(min(workers, len(calls)))
-
-    def run(call):
-        try:
-            if len(calls) <= workers:
-                barrier.wait()
-            return call()
-        except Exception as exc:  # collected for the test to inspect
-            return exc
-        finally:
-            connections.close_all()
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(run, calls))
 
 
 def totals(*assets) -> dict[str, Decimal]:
