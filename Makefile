@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 WITH_SERVICES := $(PY) -m devtools.localservices exec --
 
-.PHONY: run test bench services stop reset migrate
+.PHONY: run test e2e bench stop reset migrate
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,11 +16,13 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 run: $(VENV)/.installed
-	$(WITH_SERVICES) $(PY) manage.py migrate --no-input
-	$(WITH_SERVICES) $(PY) manage.py runserver 127.0.0.1:8000
+	$(PY) -m devtools.run
 
 test: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
+
+e2e: $(VENV)/.installed
+	$(PY) -m devtools.e2e
 
 bench: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) manage.py migrate --no-input
@@ -33,4 +35,4 @@ stop: $(VENV)/.installed
 	$(PY) -m devtools.localservices stop
 
 reset: stop
-	rm -rf .local
+	rm -rf $${LOCAL_DATA_DIR:-.local}

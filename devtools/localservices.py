@@ -120,6 +120,20 @@ def service_env() -> dict[str, str]:
     return env
 
 
+def running() -> bool:
+    """Whether this data folder's embedded PostgreSQL or Redis is already running."""
+    folder = data_dir()
+    pid_file = folder / "postgres" / "postmaster.pid"
+    postgres = False
+    if pid_file.exists():
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), 0)
+            postgres = True
+        except (ProcessLookupError, ValueError, IndexError):
+            pass
+    return postgres or _redis_answers(folder / "redis" / "redis.sock")
+
+
 def stop() -> None:
     """Stop the embedded services of this data folder (a no-op for those not running)."""
     import redis

@@ -1,9 +1,14 @@
-"""``GET /healthz``: 200 when every dependency answers, 503 otherwise."""
+"""``GET /healthz``: 200 when the database, Redis and a Celery worker answer, 503 otherwise."""
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
+
+from exchange.celery import app as celery_app
+
+WORKER_PING_TIMEOUT = 1.0
 
 
 def _database() -> str:
@@ -17,12 +22,20 @@ def _redis() -> str:
     return "ok" if cache.get("healthz") == "ok" else "no answer"
 
 
-CHECKS = {"database": _database, "redis": _redis}
+def _worker() -> str:
+    """A worker answers and consumes this deployment's task queue."""
+    queues = celery_app.control.inspect(timeout=WORKER_PING_TIMEOUT).active_queues() or {}
+    serving = [name for name, consumed in queues.items()
+               if any(queue["name"] == settings.CELERY_TASK_DEFAULT_QUEUE for queue in consumed)]
+    return "ok" if serving else "no worker"
+
+
+CHECKS = {"database": _database, "redis": _redis, "worker": _worker}
 
 
 @require_GET
 def healthz(request):
-    """Report ``{"database": "ok", "redis": "ok"}``; a failing check reports its error class."""
+    """Report ``{"database": "ok", "redis": "ok", "worker": "ok"}``; a failing check reports why."""
     report = {}
     for name, check in CHECKS.items():
         try:

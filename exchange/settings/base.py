@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "apps.web",
     "apps.backoffice",
     "apps.wallets.custody.simulator",
+    "apps.demo",
 ]
 
 MIDDLEWARE = [
@@ -174,7 +175,9 @@ CUSTODY_WEBHOOK_MAX_SKEW = env.int("CUSTODY_WEBHOOK_MAX_SKEW", default=300)
 # Largest callback body accepted (bytes).
 CUSTODY_WEBHOOK_MAX_BODY = env.int("CUSTODY_WEBHOOK_MAX_BODY", default=65536)
 # Where the simulated provider sends its callbacks.
-CUSTODY_CALLBACK_URL = env("CUSTODY_CALLBACK_URL", default="http://127.0.0.1:8000/custody/callbacks/")
+CUSTODY_CALLBACK_URL = env(
+    "CUSTODY_CALLBACK_URL", default=f"http://127.0.0.1:{env('WEB_PORT', default='8000')}/custody/callbacks/"
+)
 # The simulated provider: confirmations it reports for a deposit (callbacks 0..N, the last one
 # "confirmed"), seconds between two of them (and before a withdrawal's outcome), the share of
 # withdrawals that fail on chain, the network fee it charges per withdrawal ({asset code: amount}),
@@ -206,25 +209,28 @@ CELERY_BEAT_SCHEDULE: dict = {
         "schedule": WALLETS_SWEEP_INTERVAL,
     },
 }
-if CUSTODY_ADAPTER.startswith("apps.wallets.custody.simulator."):
-    # The simulated provider's own retry of undelivered callbacks.
-    CELERY_BEAT_SCHEDULE["custody-simulator-deliver-callbacks"] = {
-        "task": "apps.wallets.custody.simulator.tasks.callbacks_deliver_due",
-        "schedule": 2.0,
-    }
 
 # Ledger: hot system accounts (fee revenue) are split into this many shards, summed for reporting.
 LEDGER_FEE_REVENUE_SHARDS = env.int("LEDGER_FEE_REVENUE_SHARDS", default=8)
 # Deadlocks and serialization failures are retried this many times in all.
 LEDGER_TRANSACTION_ATTEMPTS = env.int("LEDGER_TRANSACTION_ATTEMPTS", default=8)
 
+# Logs: one line per event, "key=value" text for people (default) or JSON lines for collectors
+# (LOG_FORMAT=json); the Celery worker uses the same configuration.
+LOG_FORMAT = env("LOG_FORMAT", default="text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "text": {"format": "%(asctime)s level=%(levelname)s logger=%(name)s process=%(process)d %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {"axes": {"level": "WARNING"}},
 }
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False

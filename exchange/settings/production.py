@@ -3,7 +3,7 @@
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import MIDDLEWARE, env
+from .base import LOGGING, MIDDLEWARE, env
 
 DEBUG = False
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
@@ -28,3 +28,6 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
 }
+
+# JSON log lines for the log collector unless LOG_FORMAT says otherwise.
+LOGGING["handlers"]["console"]["formatter"] = env("LOG_FORMAT", default="json")

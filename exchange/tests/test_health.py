@@ -1,7 +1,7 @@
-def test_healthz_answers_200_when_database_and_redis_answer(client, db):
+def test_healthz_is_503_naming_the_worker_when_no_worker_serves_the_queue(client, db):
     response = client.get("/healthz")
-    assert response.status_code == 200
-    assert response.json() == {"database": "ok", "redis": "ok"}
+    assert response.status_code == 503
+    assert response.json() == {"database": "ok", "redis": "ok", "worker": "no worker"}
 
 
 def test_healthz_answers_503_naming_redis_when_redis_does_not_answer(client, db, settings, tmp_path):

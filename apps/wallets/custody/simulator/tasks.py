@@ -15,13 +15,11 @@ class CallbackPending(Exception):
     retry_backoff_max=60, max_retries=10,
 )
 def callback_deliver(callback_id: int) -> None:
-    """Deliver one callback once it is due; retried with back-off while undelivered (the beat sweep also retries)."""
+    """Deliver one callback once it is due; retried with back-off while undelivered.
+
+    Callbacks still undelivered after the retries are delivered by ``manage.py run_custody_simulator``.
+    """
     SimulatedCustody().callbacks_deliver_due(callback_ids=[callback_id])
     if SimCallback.objects.filter(pk=callback_id, delivered_at__isnull=True).exists():
         raise CallbackPending(callback_id)  # not delivered, not due yet, or another deliverer holds its lease
 
-
-@shared_task(acks_late=True, reject_on_worker_lost=True)
-def callbacks_deliver_due() -> int:
-    """Beat: deliver every callback that is due; return how many were delivered."""
-    return sum(delivery.delivered for delivery in SimulatedCustody().callbacks_deliver_due())

@@ -1,0 +1,18 @@
+"""``manage.py seed_demo``: idempotent demo data (API.md); prints the demo logins."""
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from apps.demo.seed import USERS, seed_demo
+
+
+class Command(BaseCommand):
+    help = "Create the demo assets, markets and users and fund them through the simulated custody (idempotent)."
+
+    def handle(self, *args, **options):
+        new = seed_demo()
+        self.stdout.write(f"Demo data ready ({new} new deposits on their way through the simulated custody).")
+        self.stdout.write("Demo logins (username / password, role):")
+        for demo in USERS:
+            self.stdout.write(f"  {demo.username:<12} {demo.password:<24} {demo.role}")
+        self.stdout.write(f"Back office: /{settings.ADMIN_URL} (approvers enrol a one-time password on first visit)")

@@ -1,0 +1,53 @@
+from decimal import Decimal
+from io import StringIO
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from apps.ledger.models import Asset
+from apps.ledger.reconciliation import reconcile
+from apps.orders.models import Market
+from apps.wallets.custody.simulator.models import SimDeposit
+from apps.wallets.models import Deposit, DepositStatus
+from apps.wallets.tests.factories import deliver_custody_callbacks
+
+
+def seed() -> str:
+    out = StringIO()
+    call_command("seed_demo", stdout=out)
+    return out.getvalue()
+
+
+def test_seed_demo_creates_assets_markets_users_and_prints_the_logins(db):
+    out = seed()
+
+    assert sorted(Asset.objects.values_list("code", "decimals")) == [("BTC", 8), ("ETH", 18), ("USDT", 6)]
+    assert sorted(Market.objects.values_list("symbol", flat=True)) == ["BTC-USDT", "ETH-BTC", "ETH-USDT"]
+    approver = get_user_model().objects.get(username="approver")
+    assert approver.is_staff and approver.has_perm("wallets.approve_withdrawal")
+    assert not get_user_model().objects.get(username="alice").is_staff
+    assert "alice" in out and "alice-demo-2026" in out
+
+
+def test_seed_demo_is_idempotent(db):
+    seed()
+    deposits = SimDeposit.objects.count()
+    out = seed()
+    assert SimDeposit.objects.count() == deposits
+    assert "(0 new deposits" in out
+    assert Market.objects.count() == 3
+
+
+def test_demo_funding_goes_through_custody_and_reconciles(db, settings):
+    settings.CUSTODY_SIMULATOR_DELAY = 0
+    seed()
+
+    deliver_custody_callbacks()
+
+    assert Deposit.objects.exclude(status=DepositStatus.CREDITED).count() == 0
+    alice = get_user_model().objects.get(username="alice")
+    from apps.ledger.selectors import balances_for_user
+
+    assert {b.asset: b.available for b in balances_for_user(alice.id)} == {
+        "BTC": Decimal("2"), "ETH": Decimal("30"), "USDT": Decimal("100000")}
+    assert reconcile().ok

@@ -1,0 +1,42 @@
+"""``manage.py run_custody_simulator``: the simulated custody's confirmation loop.
+
+Every interval it delivers the callbacks that are due (deposit confirmations, withdrawal
+outcomes) to ``CUSTODY_CALLBACK_URL``, signed, as the provider would. Undelivered ones
+are retried on later rounds. Celery beat runs the same delivery every few seconds; this
+loop makes confirmations prompt on a developer machine.
+"""
+
+import logging
+import signal
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.wallets.custody import get_adapter
+from apps.wallets.custody.simulator.provider import SimulatedCustody
+
+log = logging.getLogger("apps.wallets.custody.simulator")
+
+
+class Command(BaseCommand):
+    help = "Deliver the simulated custody's due callbacks to the webhook, every interval, until stopped."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--interval", type=float, default=0.5, help="seconds between rounds (default 0.5)")
+
+    def handle(self, *args, **options):
+        custody = get_adapter()
+        if not isinstance(custody, SimulatedCustody):
+            raise CommandError("CUSTODY_ADAPTER is not the simulated custody.")
+        if options["interval"] <= 0:
+            raise CommandError("--interval must be positive.")
+        stopping = []
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stopping.append(True))
+        log.info("custody_simulator.start interval=%s", options["interval"])
+        while not stopping:
+            for delivery in custody.callbacks_deliver_due():
+                log.info("custody_simulator.callback event=%s status=%s delivered=%s", delivery.event_id,
+                         delivery.status, delivery.delivered)
+            time.sleep(options["interval"])
+        log.info("custody_simulator.stop")
