@@ -102,3 +102,10 @@ def test_planted_hold_that_no_open_order_explains_is_found(db, usdt, user):
     assert [check["name"] for check in run.failed_checks] == ["held_matches_open_holds"]
     assert run.failed_checks[0]["details"] == [
         {"account": held.id, "owner": user.id, "asset": "USDT", "held": "4.000000", "open_holds": "0.000000"}]
+
+
+def test_reconcile_checks_all_eight_invariants(db):
+    from apps.ledger.reconciliation import registered_invariants
+
+    assert registered_invariants() == {1, 2, 3, 4, 5, 6, 7, 8}
+    assert {check["invariant"] for check in reconciliation_run().report["checks"]} == set(range(1, 9))
