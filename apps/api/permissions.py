@@ -27,4 +27,6 @@ class HasScope(BasePermission):
     def has_permission(self, request, view):
         if not (request.user and request.user.is_authenticated):
             return False
-        return view_scope(view, request.method) in request_scopes(request)
+        scope = view_scope(view, request.method)
+        self.message = f"This API key lacks the {scope} scope this operation needs."  # a new instance per request
+        return scope in request_scopes(request)

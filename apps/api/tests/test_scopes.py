@@ -109,6 +109,7 @@ def test_a_key_with_every_other_scope_is_403_and_changes_nothing(world, api_as, 
 
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "permission_denied"
+    assert f"the {scope} scope" in response.json()["error"]["message"]
     assert nothing_changed(world)
 
 
