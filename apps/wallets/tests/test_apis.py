@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from apps.accounts.services import api_key_create
 from apps.api.models import IdempotencyRecord
 from apps.ledger.services import user_accounts
-from apps.ledger.tests.factories import UserFactory
+from apps.ledger.tests.factories import AssetFactory, UserFactory
 from apps.wallets.custody import simnet
 from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
@@ -272,3 +272,17 @@ def test_keys_without_an_allow_list_and_the_browser_session_withdraw_anywhere(ho
     client.force_login(holder)  # Django's test client skips the CSRF check
     response = client.post(WITHDRAWALS, withdraw(amount="10"), content_type="application/json")
     assert response.status_code == 201
+
+
+def test_a_huge_amount_of_an_18_decimal_asset_is_judged_not_a_server_error(user, api_as):
+    """Quantized to 18 decimals it has more than the 28 digits of Decimal's default context."""
+    AssetFactory(code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"),
+                 withdrawal_daily_limit=Decimal(1000))
+
+    response = api_as(user, "withdraw").post(
+        WITHDRAWALS, withdraw(asset="ETH", amount="12345678901.000000000000000001"), format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "withdrawal_limit"
+    assert not Withdrawal.objects.exists()

@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 
 from apps.ledger.services import user_accounts
-from apps.ledger.tests.factories import UserFactory
+from apps.ledger.tests.factories import AssetFactory, UserFactory
 from apps.wallets.custody import simnet
 from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
@@ -157,3 +157,15 @@ def test_a_trader_cannot_cancel_someone_elses_withdrawal(holder, client):
 def test_wallet_actions_need_a_log_in(usdt, client, method, url):
     response = getattr(client, method)(url)
     assert response.status_code == 302 and response.url.startswith("/accounts/login/")
+
+
+def test_a_huge_amount_of_an_18_decimal_asset_is_shown_as_an_error(user, client):
+    AssetFactory(code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"),
+                 withdrawal_daily_limit=Decimal(1000))
+    client.force_login(user)
+
+    response = client.post("/wallet/withdraw/", withdraw_form(asset="ETH", amount="12345678901.5"))
+
+    assert response.status_code == 400
+    assert "amount" in response.context["form"].errors
+    assert client.get("/wallet/withdraw/fee/", {"asset": "ETH", "amount": "12345678901.5"}).status_code == 200
