@@ -88,3 +88,16 @@ def add_domain_error(form: forms.Form, error) -> None:
         form.add_error(None, error.message)
     for field, message in error.fields.items():
         form.add_error(field if field in form.fields else None, message)
+
+
+def with_new_key(form: forms.Form, key_field: str, message: str, **kwargs) -> forms.Form:
+    """The submitted ``form`` again, with a fresh one-time key in ``key_field`` and ``message`` on top.
+
+    For a form whose key was already used by another request (sent, then changed and sent again):
+    nothing was done this time, and sending the form once more makes a new request."""
+    data = form.data.copy()
+    data[key_field] = _new_request_key()
+    renewed = type(form)(data, **kwargs)
+    renewed.is_valid()
+    renewed.add_error(None, message)
+    return renewed

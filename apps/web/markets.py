@@ -17,7 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from apps.api.views import MAX_ID, in_amount_context
-from apps.ledger.errors import DomainError, NotFound
+from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.selectors import balances_for_user
 from apps.orders.models import Market, Order
 from apps.orders.selectors import (
@@ -25,7 +25,7 @@ from apps.orders.selectors import (
 )
 from apps.orders.services import order_cancel, order_place
 
-from .forms import OrderForm, add_domain_error
+from .forms import OrderForm, add_domain_error, with_new_key
 
 BOOK_LEVELS = 12
 RECENT_TRADES = 25
@@ -116,6 +116,10 @@ def order_place_view(request, symbol: str):
     if form.is_valid():
         try:
             order = order_place(user_id=request.user.id, market=found.symbol, **form.order_arguments())
+        except IdempotencyConflict:
+            form = with_new_key(form, "client_order_id", "An order was already placed from this form with other "
+                                "values (see your orders). Nothing was placed now; send the form again to place "
+                                "this one too.", market=found)
         except DomainError as error:
             add_domain_error(form, error)
         else:

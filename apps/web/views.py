@@ -11,7 +11,7 @@ from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.api.views import MAX_ID, in_amount_context
 from apps.ledger.amounts import parse_amount
-from apps.ledger.errors import DomainError, NotFound
+from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_user, user_postings
 from apps.wallets.custody.base import CustodyError
@@ -19,7 +19,7 @@ from apps.wallets.models import WithdrawalStatus
 from apps.wallets.selectors import deposit_address_for_user, deposits_for_user, withdrawals_for_user
 from apps.wallets.services import deposit_address_get_or_create, withdrawal_cancel, withdrawal_request
 
-from .forms import ApiKeyForm, SignUpForm, WithdrawForm, add_domain_error
+from .forms import ApiKeyForm, SignUpForm, WithdrawForm, add_domain_error, with_new_key
 
 HISTORY_ROWS = 50
 # A user may cancel a withdrawal in these states (DESIGN.md section 8).
@@ -113,6 +113,10 @@ def withdraw(request):
                 user_id=request.user.id, asset_code=data["asset"], amount=data["amount"], address=data["address"],
                 request_key=data["request_key"],
             )
+        except IdempotencyConflict:
+            form = with_new_key(form, "request_key", "A withdrawal was already requested from this form with other "
+                                "values (see your withdrawals). Nothing was requested now; send the form again to "
+                                "request this one too.", assets=_assets())
         except DomainError as error:
             add_domain_error(form, error)
         else:

@@ -172,3 +172,19 @@ def test_trading_needs_a_log_in(trader, client):
         response = client.post(url, order_form())
         assert response.status_code == 302 and response.url.startswith("/accounts/login/")
     assert Order.objects.count() == 1
+
+
+def test_a_changed_resubmit_of_a_sent_form_places_nothing_and_gets_a_fresh_key(trader, client):
+    client.force_login(trader)
+    client.post(f"{MARKET}orders/", order_form(client_order_id="sent"))
+
+    response = client.post(f"{MARKET}orders/", order_form(client_order_id="sent", price="49000"))
+
+    assert response.status_code == 400
+    form = response.context["form"]
+    assert "already placed from this form" in form.non_field_errors()[0]
+    assert Order.objects.count() == 1
+    fresh = form["client_order_id"].value()
+    assert fresh != "sent" and f'value="{fresh}"' in response.content.decode()
+    client.post(f"{MARKET}orders/", order_form(client_order_id=fresh, price="49000"))
+    assert sorted(Order.objects.values_list("price", flat=True)) == [Decimal(49000), Decimal(50000)]

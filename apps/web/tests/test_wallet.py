@@ -169,3 +169,19 @@ def test_a_huge_amount_of_an_18_decimal_asset_is_shown_as_an_error(user, client)
     assert response.status_code == 400
     assert "amount" in response.context["form"].errors
     assert client.get("/wallet/withdraw/fee/", {"asset": "ETH", "amount": "12345678901.5"}).status_code == 200
+
+
+def test_a_changed_resubmit_of_a_sent_withdraw_form_requests_nothing_and_gets_a_fresh_key(holder, client):
+    client.force_login(holder)
+    client.post("/wallet/withdraw/", withdraw_form(request_key="sent"))
+
+    response = client.post("/wallet/withdraw/", withdraw_form(request_key="sent", amount="60"))
+
+    assert response.status_code == 400
+    form = response.context["form"]
+    assert "already requested from this form" in form.non_field_errors()[0]
+    assert Withdrawal.objects.count() == 1
+    fresh = form["request_key"].value()
+    assert fresh != "sent"
+    client.post("/wallet/withdraw/", withdraw_form(request_key=fresh, amount="60"))
+    assert sorted(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(50), Decimal(60)]
