@@ -96,4 +96,5 @@ def api_time(value: datetime | None) -> str | None:
 
 def api_not_found(request, *args, **kwargs) -> JsonResponse:
     """Any path under the API's prefix that no route matches: a 404 in the API's error shape, not HTML."""
-    return JsonResponse(error_body("not_found", "No such API path."), status=404)
+    message = "No such API path." if request.path.endswith("/") else "No such API path: paths end with a slash."
+    return JsonResponse(error_body("not_found", message), status=404)

@@ -143,6 +143,12 @@ def test_paths_that_cannot_exist_are_404_in_the_error_shape(world, api_as, path)
     assert response.json()["error"]["code"] in ("not_found", "method_not_allowed")
 
 
+def test_a_path_without_its_last_slash_is_a_404_that_says_so(world, api_as):
+    response = api_as(world["trader"], "read").get("/api/v1/orders")
+    assert response.status_code == 404
+    assert response.json()["error"]["message"] == "No such API path: paths end with a slash."
+
+
 @pytest.mark.parametrize("query", ["ledger/entries/?asset=%00", "orders/?market=%00", "trades/?market=%00",
                                    "orders/?status=%00"])
 def test_query_parameters_no_name_can_have_are_400(world, api_as, query):
