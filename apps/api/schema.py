@@ -3,7 +3,6 @@
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework import serializers
 
 from .permissions import HasScope, view_scope
 

@@ -1,9 +1,7 @@
 """Base class and helpers shared by the API views of every app."""
 
-import functools
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from decimal import Context, DivisionByZero, InvalidOperation, Overflow, localcontext
 
 from django.http import JsonResponse
 from rest_framework.views import APIView
@@ -17,39 +15,18 @@ from .schema import ScopedAutoSchema
 # Object ids are PostgreSQL bigints.
 MAX_ID = 2**63 - 1
 
-# Amounts are NUMERIC(38, 18): up to 38 significant digits, more than the 28 of Decimal's default context,
-# in which quantizing a huge amount of an 18-decimal asset raises InvalidOperation. Requests parse, compute
-# and format amounts in this context, so such an amount is judged like any other (a 400, never a 500).
-AMOUNT_CONTEXT = Context(prec=80, traps=[InvalidOperation, DivisionByZero, Overflow])
-
-
-def in_amount_context(view):
-    """Decorate a view so that it runs in :data:`AMOUNT_CONTEXT`."""
-
-    @functools.wraps(view)
-    def wrapper(*args, **kwargs):
-        with localcontext(AMOUNT_CONTEXT):
-            return view(*args, **kwargs)
-
-    return wrapper
-
 
 class ScopedApiView(APIView):
     """An API view for an authenticated user holding ``required_scope`` (``read`` unless overridden).
 
-    Amounts are handled in :data:`AMOUNT_CONTEXT`. ``method_scopes`` (``{"POST": "trade"}``) names another scope for some methods. The
-    scope each operation needs is written into its OpenAPI description.
+    ``method_scopes`` (``{"POST": "trade"}``) names another scope for some methods. The scope
+    each operation needs is written into its OpenAPI description.
     """
 
     permission_classes = [HasScope]
     required_scope = "read"
     method_scopes: dict[str, str] = {}
     schema = ScopedAutoSchema()
-
-    def dispatch(self, request, *args, **kwargs):
-        """Handle the request with amounts in :data:`AMOUNT_CONTEXT`."""
-        with localcontext(AMOUNT_CONTEXT):
-            return super().dispatch(request, *args, **kwargs)
 
 
 def limit_param(request, default: int = 100, maximum: int = 1000) -> int:

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from apps.api.views import MAX_ID, in_amount_context
+from apps.api.views import MAX_ID
 from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.selectors import balances_for_user
 from apps.orders.models import Market, Order
@@ -108,7 +108,6 @@ def _placed_message(order: Order) -> str:
 
 @login_required
 @require_POST
-@in_amount_context
 def order_place_view(request, symbol: str):
     """Place the order of the market page's form; refusals are shown next to the field at fault."""
     found = _market_or_404(symbol)

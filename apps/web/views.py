@@ -9,7 +9,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
-from apps.api.views import MAX_ID, in_amount_context
+from apps.api.views import MAX_ID
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.models import Asset
@@ -91,7 +91,6 @@ def _fee_context(asset: Asset | None, raw_amount: str | None) -> dict:
 
 @login_required
 @require_GET
-@in_amount_context
 def withdraw_fee(request):
     """htmx: the fee line of the withdraw form for the chosen asset and amount."""
     asset = _asset_named(request.GET.get("asset", ""))
@@ -102,7 +101,6 @@ def withdraw_fee(request):
 
 @login_required
 @require_POST
-@in_amount_context
 def withdraw(request):
     """Request a withdrawal from the wallet page's form; refusals are shown next to the field at fault."""
     form = WithdrawForm(request.POST, assets=_assets())
