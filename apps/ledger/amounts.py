@@ -14,8 +14,9 @@ from moneyed import Money
 
 from .errors import InvalidAmount
 
-# NUMERIC(38, 18) leaves 20 digits before the decimal point.
+# NUMERIC(38, 18) leaves 20 digits before the decimal point: every amount and balance stays below this.
 MAX_INTEGER_DIGITS = 20
+AMOUNT_LIMIT = Decimal(10) ** MAX_INTEGER_DIGITS
 # Significant digits of Decimal arithmetic: two NUMERIC(38, 18) amounts multiply exactly.
 DECIMAL_PRECISION = 80
 
@@ -71,6 +72,11 @@ def check_amount(value: Decimal, *, decimals: int, field: str = "amount", allow_
     if value.normalize().as_tuple().exponent < -decimals:
         raise InvalidAmount(f"At most {decimals} decimal places are allowed.", field=field)
     return value.quantize(quantum(decimals))
+
+
+def fits(value: Decimal) -> bool:
+    """Whether ``value`` (any sign) can be stored as an amount or balance: ``|value| < 10^20``."""
+    return abs(value) < AMOUNT_LIMIT
 
 
 def is_exact(value: Decimal, decimals: int) -> bool:

@@ -20,7 +20,7 @@ from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from moneyed import Money
 
-from .amounts import check_amount, format_amount, is_exact
+from .amounts import check_amount, fits, format_amount, is_exact
 from .errors import (
     DomainError,
     IdempotencyConflict,
@@ -252,9 +252,10 @@ def entry_post(
     ``metadata`` is stored as JSON and not part of the idempotency comparison, which
     covers reason, reference and legs.
 
-    Raises :class:`UnbalancedEntry`, :class:`InvalidAmount`, :class:`InsufficientFunds`
-    (a user account would go below zero: invariant 3) and :class:`IdempotencyConflict`
-    (the key was used with another payload: invariant 7).
+    Raises :class:`UnbalancedEntry`, :class:`InvalidAmount` (also when a balance would
+    reach 10^20, beyond ``NUMERIC(38, 18)``), :class:`InsufficientFunds` (a user account
+    would go below zero: invariant 3) and :class:`IdempotencyConflict` (the key was used
+    with another payload: invariant 7).
     """
     if not connection.in_atomic_block:
         raise TransactionManagementError("entry_post must run inside transaction.atomic()")
@@ -276,10 +277,13 @@ def entry_post(
             balances_after.append(balances[leg.account_id])
 
         short = [a for a in accounts.values() if a.kind in USER_KINDS and balances[a.id] < 0]
-        if short:
+        too_large = [a for a in accounts.values() if not fits(balances[a.id])]
+        if short or too_large:
             replayed = _replayed_entry(idempotency_key, payload_hash)
             if replayed is not None:
                 return replayed
+            if too_large:
+                raise InvalidAmount(f"The {too_large[0].asset_code} {too_large[0].kind} balance would reach 10^20 or more.")
             account = short[0]
             needed = account.balance - balances[account.id]
             raise InsufficientFunds(

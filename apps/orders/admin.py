@@ -12,7 +12,7 @@ from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError
 
 from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
-from .services import market_create, market_filters_update, market_halt, market_resume
+from .services import fee_schedule_make_default, market_create, market_filters_update, market_halt, market_resume
 
 MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
 
@@ -75,10 +75,21 @@ class FeeScheduleAdmin(admin.ModelAdmin):
     """Fee schedules (rates are fractions: 0.001 = 0.1 %) and the users assigned to each."""
 
     list_display = ("name", "maker_rate", "taker_rate", "is_default", "updated_at")
+    fields = ("name", "maker_rate", "taker_rate", "is_default")
+    readonly_fields = ("is_default",)
     inlines = [UserFeeTierInline]
+    actions = ("make_default",)
 
     def has_delete_permission(self, request, obj=None):
         return obj is None or not obj.is_default
+
+    @admin.action(description="Make the selected schedule the default", permissions=["change"])
+    def make_default(self, request, queryset):
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one schedule to make the default.", messages.ERROR)
+            return
+        schedule = fee_schedule_make_default(schedule_id=queryset.get().id)
+        self.message_user(request, f"{schedule.name} is now the default fee schedule.", messages.SUCCESS)
 
 
 @admin.register(Order)

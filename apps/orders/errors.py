@@ -49,3 +49,10 @@ class FokNotFillable(OrderRejected):
     """A fill-or-kill order cannot be filled completely right now."""
 
     code = "fok_not_fillable"
+
+
+class NoFeeSchedule(DomainError):
+    """No default fee schedule exists, so no fee can be computed: trading waits for an operator (HTTP 503)."""
+
+    code = "unavailable"
+    status = 503

@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 
 from apps.ledger.errors import DomainError, NotFound
 
+from .errors import NoFeeSchedule
 from .models import ENDED_STATUSES, OPEN_STATUSES, FeeSchedule, Market, Order, Side, Trade
 
 MAX_LIMIT = 1000
@@ -180,7 +181,10 @@ def fills_for_user(*, user_id: int, market: str | None = None, limit: int = 100)
 def fee_rates_for_user(*, user_id: int) -> tuple[Decimal, Decimal]:
     """``(maker rate, taker rate)`` the user pays now: their tier's, else the default schedule's.
 
-    Raises :class:`FeeSchedule.DoesNotExist` when neither exists.
+    Raises :class:`NoFeeSchedule` when neither exists.
     """
-    schedule = FeeSchedule.objects.filter(tiers__user_id=user_id).first() or FeeSchedule.objects.get(is_default=True)
+    schedule = (FeeSchedule.objects.filter(tiers__user_id=user_id).first()
+                or FeeSchedule.objects.filter(is_default=True).first())
+    if schedule is None:
+        raise NoFeeSchedule("Trading is paused: no default fee schedule is set.")
     return schedule.maker_rate, schedule.taker_rate

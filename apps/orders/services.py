@@ -41,13 +41,21 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
-from apps.ledger.amounts import format_amount, parse_amount, quantum
+from apps.ledger.amounts import fits, format_amount, parse_amount, quantum
 from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, InvalidState, NotFound
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import Leg, entry_post, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
 
-from .errors import FokNotFillable, InvalidPrice, InvalidQuantity, MarketHalted, MinNotional, PostOnlyWouldTake
+from .errors import (
+    FokNotFillable,
+    InvalidPrice,
+    InvalidQuantity,
+    MarketHalted,
+    MinNotional,
+    NoFeeSchedule,
+    PostOnlyWouldTake,
+)
 from .matching import EXACT, WIDE, Fill, Maker, MatchPlan, Stop, Taker, fee_for, plan_match
 from .models import (
     OPEN_STATUSES,
@@ -227,6 +235,21 @@ def market_filters_update(
         raise DomainError("The market's filters are not valid.", fields=fields) from None
     market.save(update_fields=["min_qty", "max_qty", "min_notional", "updated_at"])
     return market
+
+
+@retrying_atomic
+def fee_schedule_make_default(*, schedule_id: int) -> FeeSchedule:
+    """Make a fee schedule the default, taking the default from the previous one in the same transaction.
+
+    There is never a moment without a default. Raises :class:`NotFound`.
+    """
+    schedule = FeeSchedule.objects.select_for_update().filter(id=schedule_id).first()
+    if schedule is None:
+        raise NotFound("No such fee schedule.")
+    FeeSchedule.objects.filter(is_default=True).exclude(id=schedule_id).update(is_default=False)
+    FeeSchedule.objects.filter(id=schedule_id).update(is_default=True)
+    schedule.is_default = True
+    return schedule
 
 
 def fee_tier_assign(*, user_id: int, schedule_id: int | None) -> UserFeeTier | None:
@@ -432,7 +455,7 @@ class _Book:
                 rows = self.cursor.fetchall()
             for row in rows:
                 if row[9] is None or row[10] is None:
-                    raise FeeSchedule.DoesNotExist("No default fee schedule: create one in the admin.")
+                    raise NoFeeSchedule("Trading is paused: no default fee schedule is set.")
                 self.taker_rate = row[10]
                 yield Maker(*row[:10])
             if len(rows) < self.page:
@@ -896,6 +919,8 @@ def _execute(
         else:
             held_amount = filled_quote_qty  # market buy by base quantity: the exact cost of its fills
         held_left = held_amount - (filled_quote_qty if buy else filled_qty)
+    if not fits(held_amount):
+        raise InvalidQuantity(f"The order's value {held_amount:f} is beyond what an amount can be.", field="qty")
     if held_left < 0:
         raise AssertionError(f"the fills consume more than the hold {held_amount}")
     ended = status not in OPEN_STATUSES

@@ -236,8 +236,8 @@ def custody_event_process(*, event_pk: int) -> CustodyEvent:
                 _deposit_event_apply(event)
             else:
                 _withdrawal_event_apply(event)
-    except EventRejected as exc:
-        state, error = EventState.REJECTED, str(exc)
+    except (EventRejected, DomainError) as exc:  # a report that can never apply waits for an operator
+        state, error = EventState.REJECTED, getattr(exc, "message", str(exc))
         log.error("custody event %s rejected: %s", event.event_id, error)
     if settings.WALLETS_EVENT_PROCESSING_DELAY:  # fault injection (tests, drills): keep the transaction open
         time.sleep(settings.WALLETS_EVENT_PROCESSING_DELAY)

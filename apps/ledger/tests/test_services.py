@@ -250,3 +250,12 @@ def test_leg_constructors_sign_debits_positive_and_credits_negative(db, usdt):
     account = system_account(AccountKind.CUSTODY, usdt)
     assert debit(account, Decimal(3)) == Leg(account.id, Decimal(3))
     assert credit(account, Decimal(3)) == Leg(account.id, Decimal(-3))
+
+
+def test_a_balance_that_would_reach_10_20_is_refused_before_anything_is_written(db, usdt, user):
+    fund(user, usdt, "99999999999999999999")
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    with pytest.raises(InvalidAmount, match="10\\^20"), transaction.atomic():
+        entry_post(idempotency_key="deposit:simnet:big:0", reason=EntryReason.DEPOSIT,
+                   legs=[debit(custody, Decimal(1)), credit(user_account(user.id, usdt), Decimal(1))])
+    assert not JournalEntry.objects.filter(idempotency_key="deposit:simnet:big:0").exists()

@@ -80,3 +80,32 @@ def test_the_default_fee_schedule_cannot_be_deleted(operator, default_fees):
     other = FeeSchedule.objects.create(name="vip", maker_rate=D("0"), taker_rate=D("0.0005"))
     assert operator.get(reverse("admin:orders_feeschedule_delete", args=[default_fees.id])).status_code == 403
     assert operator.get(reverse("admin:orders_feeschedule_delete", args=[other.id])).status_code == 200
+
+
+def test_make_default_moves_the_default_without_a_gap(operator, default_fees):
+    vip = FeeSchedule.objects.create(name="VIP", maker_rate=D("0"), taker_rate=D("0.0005"))
+
+    operator.post(reverse("admin:orders_feeschedule_changelist"), {"action": "make_default", "_selected_action": [vip.id]})
+
+    assert list(FeeSchedule.objects.filter(is_default=True).values_list("name", flat=True)) == ["VIP"]
+
+
+def test_the_default_flag_is_not_editable_in_the_form(operator, default_fees):
+    operator.post(reverse("admin:orders_feeschedule_change", args=[default_fees.id]), {
+        "name": default_fees.name, "maker_rate": "0.001", "taker_rate": "0.001", "is_default": "",
+        "tiers-TOTAL_FORMS": "0", "tiers-INITIAL_FORMS": "0", "tiers-MIN_NUM_FORMS": "0", "tiers-MAX_NUM_FORMS": "1000",
+    })
+    assert FeeSchedule.objects.get(id=default_fees.id).is_default
+
+
+def test_without_a_default_fee_schedule_fills_are_refused_with_a_503_not_a_500(btc_usdt, btc, usdt, api_as):
+    seller, buyer = UserFactory(), UserFactory()
+    fund(seller, btc, "1")
+    fund(buyer, usdt, "1000")
+    place(seller, side="sell", price="100", qty="1")
+    FeeSchedule.objects.update(is_default=False)
+
+    response = api_as(buyer, "trade").post("/api/v1/orders/", {
+        "market": "BTC-USDT", "side": "buy", "type": "limit", "price": "100", "qty": "1"}, format="json")
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "unavailable"

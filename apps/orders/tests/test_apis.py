@@ -462,3 +462,24 @@ def test_my_fills_as_maker_and_taker(maker, trader, api_as):
         (resting.id, "sell", "11.980000", "USDT", "maker")
     ]
     assert api_as(UserFactory(), "read").get("/api/v1/trades/").json() == []
+
+
+def test_an_order_whose_value_is_beyond_any_amount_is_a_400_not_a_500(db, api_as, usdt, btc):
+    from decimal import Decimal as Dec
+
+    from apps.ledger.tests.factories import UserFactory, fund
+    from apps.orders.models import FeeSchedule, Order
+    from apps.orders.services import market_create
+
+    FeeSchedule.objects.update_or_create(is_default=True, defaults={"name": "default", "maker_rate": Dec("0.001"),
+                                                                    "taker_rate": Dec("0.001")})
+    market_create(base=btc, quote=usdt, tick_size=Dec("0.01"), step_size=Dec("0.0001"), min_qty=Dec("0.0001"),
+                  max_qty=Dec("1000"), min_notional=Dec("1"))
+    trader = UserFactory()
+    fund(trader, usdt, "1000")
+    response = api_as(trader, "trade").post("/api/v1/orders/", {
+        "market": "BTC-USDT", "side": "buy", "type": "limit", "price": "99999999999999999999", "qty": "100"},
+        format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"qty": response.json()["error"]["message"]}
+    assert not Order.objects.exists()

@@ -190,3 +190,27 @@ def test_the_same_processing_task_run_twice_at_the_same_time_credits_once(btc, u
     assert available(user, btc) == Decimal(2)
     assert JournalEntry.objects.filter(idempotency_key="deposit:simnet:twice:0").count() == 1
     assert Deposit.objects.get().status == DepositStatus.CREDITED
+
+
+def test_a_deposit_beyond_what_a_balance_can_hold_is_rejected_for_an_operator_not_crashed(btc, user, address):
+    receive_and_process(deposit_payload(address, "99999999999.99999999", txid="tx-big-1"))
+
+    event = receive_and_process(deposit_payload(address, "99999999999.99999999", txid="tx-big-2"))
+    assert event.state == EventState.PROCESSED  # two fit
+
+    from apps.ledger.tests.factories import fund
+
+    fund(user, btc, "99999999799999999999")  # the user's balance is now close to 10^20
+    event = receive_and_process(deposit_payload(address, "99999999999.99999999", txid="tx-big-3"))
+
+    assert event.state == EventState.REJECTED
+    assert "10^20" in event.error
+    assert not Deposit.objects.filter(txid="tx-big-3").exists()  # nothing applied; the event waits for an operator
+
+
+def test_the_simulated_custody_refuses_a_deposit_its_books_cannot_hold(btc, user, address):
+    from apps.wallets.custody.simulator.provider import SimulatedCustody
+
+    deposit_through_custody(user, btc, "1")
+    with pytest.raises(ValueError, match="too large"):
+        SimulatedCustody().deposit_receive(address=address, amount=Decimal("99999999999999999999"), delay=0)

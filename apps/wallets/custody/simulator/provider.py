@@ -36,6 +36,9 @@ from .. import signing, simnet
 from ..base import CustodyAdapter, CustodyRejected, CustodyUnavailable, CustodyWithdrawal, SubmitReceipt
 from .models import SimAddress, SimCallback, SimDeposit, SimFault, SimWallet, SimWithdrawal
 
+# The provider's books are NUMERIC(38, 18) like ours: holdings stay below 10^20.
+MAX_HOLDING = Decimal(10) ** 20
+
 log = logging.getLogger(__name__)
 
 NETWORK = "simnet"
@@ -216,6 +219,9 @@ class SimulatedCustody(CustodyAdapter):
             raise ValueError(f"{address} is not an address of the simulated custody.")
         if not amount > 0:
             raise ValueError("A deposit amount must be positive.")
+        wallet = SimWallet.objects.filter(asset_code=known.asset_code).first()
+        if (wallet.balance if wallet else 0) + amount >= MAX_HOLDING:
+            raise ValueError("The custody's holdings of this asset would reach 10^20: too large a deposit.")
         confirmations = settings.CUSTODY_SIMULATOR_CONFIRMATIONS if confirmations is None else confirmations
         delay = settings.CUSTODY_SIMULATOR_DELAY if delay is None else delay
         now = timezone.now()
