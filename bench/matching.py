@@ -52,7 +52,7 @@ WARMUP = 300
 
 def bench_database_url() -> tuple[str, str]:
     """``(development URL, bench URL)``: the same server, database ``<name>_bench``."""
-    from exchange.settings.localenv import load_local_services_env
+    from exchange.settings.environment import load_local_services_env
 
     load_local_services_env()
     url = os.environ["DATABASE_URL"]
@@ -81,7 +81,7 @@ def setup_django() -> None:
 
 
 def prepare(case_markets: int, shared_users: bool) -> dict:
-    """Empty the bench database and create assets, markets, fee schedule and funded users.
+    """Empty the bench database and create assets, markets, fee schedule and users funded from equity.
 
     Returns ``{symbol: [user ids]}``.
     """
@@ -113,9 +113,9 @@ def prepare(case_markets: int, shared_users: bool) -> dict:
             for asset, amount in ((base, D("1000000")), (usdt, D("100000000000"))):
                 user_accounts(user_id, asset)
                 with transaction.atomic():
-                    entry_post(
-                        idempotency_key=f"deposit:bench:{uuid.uuid4()}", reason=EntryReason.DEPOSIT,
-                        legs=[debit(system_account(AccountKind.CUSTODY, asset), amount),
+                    entry_post(  # owner capital, not a deposit: custody (invariant 5) stays untouched
+                        idempotency_key=f"funding:bench:{uuid.uuid4()}", reason=EntryReason.ADJUSTMENT,
+                        legs=[debit(system_account(AccountKind.EQUITY, asset), amount),
                               credit(user_account(user_id, asset), amount)],
                     )
     return plan
