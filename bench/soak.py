@@ -1435,7 +1435,7 @@ class Checks:
     def check_orders(self, problems, lost) -> int:
         """Acknowledged orders exist with their terms, in a state consistent with what the API said; each
         client_order_id applied at most once; no order exists that the clients did not ask for."""
-        from django.db.models import Q, Sum
+        from django.db.models import Sum
 
         from apps.ledger.models import JournalEntry
         from apps.orders.models import ENDED_STATUSES, Order, Trade
@@ -1475,14 +1475,19 @@ class Checks:
                     lost.append(f"order {order.id}: filled {order.filled_qty} < acknowledged {request['filled_qty']}")
                 if order.id in cancelled and order.status != "cancelled":
                     lost.append(f"order {order.id}: its cancel was acknowledged but it is {order.status}")
+        fills: Counter = Counter()
+        for side in ("taker_order", "maker_order"):
+            for order_id, qty in Trade.objects.values(side).annotate(q=Sum("qty")).values_list(side, "q"):
+                fills[order_id] += qty
+        entries = Counter(JournalEntry.objects.filter(idempotency_key__startswith="order:").values_list(
+            "idempotency_key", flat=True))
         for order in Order.objects.filter(user_id__in=users.values()):
-            fills = Trade.objects.filter(Q(taker_order=order) | Q(maker_order=order)).aggregate(q=Sum("qty"))["q"]
-            if D(fills or 0) != order.filled_qty:
-                problems.append(f"order {order.id}: trades fill {fills}, the order says {order.filled_qty}")
-            holds = JournalEntry.objects.filter(idempotency_key=f"order:{order.id}:hold").count()
+            if fills[order.id] != order.filled_qty:
+                problems.append(f"order {order.id}: trades fill {fills[order.id]}, the order says {order.filled_qty}")
+            holds = entries[f"order:{order.id}:hold"]
             if holds != (1 if order.held_amount else 0):
                 problems.append(f"order {order.id}: {holds} hold entries")
-            release = JournalEntry.objects.filter(idempotency_key=f"order:{order.id}:release").count()
+            release = entries[f"order:{order.id}:release"]
             if release > 1 or (release and order.status not in ENDED_STATUSES):
                 problems.append(f"order {order.id} ({order.status}): {release} release entries")
         return checked
