@@ -174,9 +174,9 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
     def web_ready():
         if web.poll() is not None:
             raise SystemExit(f"gunicorn exited; see {logs / 'gunicorn.log'}")
-        try:
-            return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-        except requests.RequestException:
+        try:  # the server answers; its worker check may still say "no worker"
+            return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()["database"] == "ok"
+        except (requests.RequestException, ValueError, KeyError):
             return False
 
     wait_for(web_ready, "the web server", timeout=60, interval=0.1)

@@ -1,6 +1,10 @@
 """drf-spectacular extensions: the API key scheme and the error responses every operation can return."""
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiParameter
+
+from .permissions import HasScope, view_scope
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
@@ -56,3 +60,25 @@ def add_error_responses(result, generator, request, public):
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
                 })
     return result
+
+
+class ScopedAutoSchema(AutoSchema):
+    """drf-spectacular's schema, with the scope an operation needs (or that it is public) in its description."""
+
+    def get_description(self) -> str:
+        description = super().get_description() or ""
+        if not any(issubclass(cls, HasScope) for cls in self.view.permission_classes):
+            note = "Public: no authentication needed."
+        else:
+            note = f"Scope: `{view_scope(self.view, self.method)}`."
+        return f"{description}\n\n{note}".strip()
+
+
+IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
+    "Idempotency-Key",
+    {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]+$"},
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Up to 255 printable characters, unique per request you mean: the same key and body again "
+    "returns the original response; the same key with another body is a 409 idempotency_conflict.",
+)

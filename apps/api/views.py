@@ -3,18 +3,30 @@
 from datetime import datetime
 from datetime import timezone as dt_timezone
 
+from django.http import JsonResponse
 from rest_framework.views import APIView
 
-from apps.ledger.errors import DomainError
+from apps.ledger.errors import DomainError, NotFound
 
+from .exceptions import error_body
 from .permissions import HasScope
+from .schema import ScopedAutoSchema
+
+# Object ids are PostgreSQL bigints.
+MAX_ID = 2**63 - 1
 
 
 class ScopedApiView(APIView):
-    """An API view for an authenticated user holding ``required_scope`` (``read`` unless overridden)."""
+    """An API view for an authenticated user holding ``required_scope`` (``read`` unless overridden).
+
+    ``method_scopes`` (``{"POST": "trade"}``) names another scope for some methods. The scope
+    each operation needs is written into its OpenAPI description.
+    """
 
     permission_classes = [HasScope]
     required_scope = "read"
+    method_scopes: dict[str, str] = {}
+    schema = ScopedAutoSchema()
 
 
 def limit_param(request, default: int = 100, maximum: int = 1000) -> int:
@@ -27,8 +39,39 @@ def limit_param(request, default: int = 100, maximum: int = 1000) -> int:
     return int(raw)
 
 
+def text_param(request, name: str, *, max_length: int = 64) -> str | None:
+    """The query parameter ``name`` (``None`` when absent or empty); raises :class:`DomainError` naming it
+    when it is longer than ``max_length`` or holds characters no stored name has (NUL, controls)."""
+    raw = request.query_params.get(name)
+    if not raw:
+        return None
+    if len(raw) > max_length or not raw.isprintable():
+        raise DomainError(f"{name} is not valid.", fields={name: "Not a valid value."})
+    return raw
+
+
+def path_name(value: str, *, what: str) -> str:
+    """A name from the URL path (a market symbol, an asset code); :class:`NotFound` when it cannot be one."""
+    if not value or len(value) > 64 or not value.isprintable():
+        raise NotFound(f"No such {what}.", fields={what: f"No such {what}."})
+    return value
+
+
+def path_id(value: str, *, what: str) -> int:
+    """An object id from the URL path; :class:`NotFound` for anything that is not a possible id."""
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_ID:
+        raise NotFound(f"No such {what}.", fields={what: f"No such {what}."})
+    return int(value)
+
+
 def api_time(value: datetime | None) -> str | None:
     """ISO 8601 UTC with a ``Z`` (``2026-11-30T01:02:03.456789Z``)."""
     if value is None:
         return None
     return value.astimezone(dt_timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def api_not_found(request, *args, **kwargs) -> JsonResponse:
+    """Any path under the API's prefix that no route matches: a 404 in the API's error shape, not HTML."""
+    message = "No such API path." if request.path.endswith("/") else "No such API path: paths end with a slash."
+    return JsonResponse(error_body("not_found", message), status=404)

@@ -5,7 +5,7 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.api.views import ScopedApiView, api_time, limit_param
+from apps.api.views import ScopedApiView, api_time, limit_param, text_param
 
 from .amounts import format_amount
 from .models import AccountKind, Asset
@@ -81,7 +81,7 @@ class PostingListApi(ScopedApiView):
         responses=PostingOut(many=True),
     )
     def get(self, request):
-        postings = user_postings(request.user.id, asset_code=request.query_params.get("asset"))[: limit_param(request)]
+        postings = user_postings(request.user.id, asset_code=text_param(request, "asset"))[: limit_param(request)]
         return Response([
             {
                 "entry_id": posting.entry_id,

@@ -8,3 +8,6 @@ class LedgerConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the ledger's reconciliation checks)
+        from .amounts import configure_decimal_context
+
+        configure_decimal_context()

@@ -25,6 +25,11 @@ def _limit(limit: int) -> int:
     return limit
 
 
+def market_list() -> list[Market]:
+    """Every market with its base and quote assets, by symbol."""
+    return list(Market.objects.select_related("base", "quote").order_by("symbol"))
+
+
 def market_get(*, symbol: str) -> Market:
     """The market with ``symbol`` (``BTC-USDT``) and its assets. Raises :class:`NotFound`."""
     market = Market.objects.select_related("base", "quote").filter(symbol=symbol).first()

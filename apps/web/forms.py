@@ -1,7 +1,10 @@
+import uuid
+
 from django import forms
 from django.contrib.auth.forms import UserCreationForm
 
 from apps.accounts.models import Scope
+from apps.orders.models import OrderType, Side, TimeInForce
 
 
 class SignUpForm(UserCreationForm):
@@ -24,3 +27,77 @@ class ApiKeyForm(forms.Form):
 
     def clean_withdrawal_addresses(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["withdrawal_addresses"].splitlines() if line.strip()]
+
+
+def _new_request_key() -> str:
+    return uuid.uuid4().hex
+
+
+class OrderForm(forms.Form):
+    """The buy/sell form of a market page. Amounts stay strings: the order service parses them against the
+    market (tick, step, precisions) and names the field at fault. ``client_order_id`` is a fresh key per form
+    shown, so a double submit places one order."""
+
+    side = forms.ChoiceField(choices=Side.choices, initial=Side.BUY, widget=forms.RadioSelect)
+    type = forms.ChoiceField(choices=OrderType.choices, initial=OrderType.LIMIT)
+    price = forms.CharField(required=False, max_length=40)
+    qty = forms.CharField(required=False, max_length=40)
+    quote_qty = forms.CharField(required=False, max_length=40)
+    time_in_force = forms.ChoiceField(
+        choices=[("", "Default (GTC for limit, IOC for market)"), *TimeInForce.choices], required=False
+    )
+    post_only = forms.BooleanField(required=False, label="Post only (never take)")
+    client_order_id = forms.CharField(widget=forms.HiddenInput, max_length=64, initial=_new_request_key)
+
+    def __init__(self, *args, market, **kwargs):
+        super().__init__(*args, **kwargs)
+        base, quote = market.base.code, market.quote.code
+        self.fields["price"].label = f"Price ({quote})"
+        self.fields["qty"].label = f"Amount ({base})"
+        self.fields["quote_qty"].label = f"Spend ({quote}, market buys instead of an amount)"
+        for name in ("price", "qty", "quote_qty"):
+            self.fields[name].widget.attrs.update({"inputmode": "decimal", "autocomplete": "off"})
+
+    def order_arguments(self) -> dict:
+        """The cleaned form as :func:`apps.orders.services.order_place` arguments (blank fields left out)."""
+        data = self.cleaned_data
+        return {
+            "side": data["side"], "type": data["type"], "price": data["price"] or None, "qty": data["qty"] or None,
+            "quote_qty": data["quote_qty"] or None, "time_in_force": data["time_in_force"] or None,
+            "post_only": data["post_only"], "client_order_id": data["client_order_id"],
+        }
+
+
+class WithdrawForm(forms.Form):
+    """The withdraw form of the wallet page; ``request_key`` makes a double submit one withdrawal."""
+
+    asset = forms.ChoiceField()
+    amount = forms.CharField(max_length=40, widget=forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off"}))
+    address = forms.CharField(max_length=128, strip=False, widget=forms.TextInput(attrs={"autocomplete": "off"}))
+    request_key = forms.CharField(widget=forms.HiddenInput, max_length=64, initial=_new_request_key)
+
+    def __init__(self, *args, assets, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["asset"].choices = [(asset.code, f"{asset.code} · {asset.name}") for asset in assets]
+
+
+def add_domain_error(form: forms.Form, error) -> None:
+    """Show a service's :class:`~apps.ledger.errors.DomainError` next to the fields it names (at the top of the
+    form for fields the form does not have, or when it names none)."""
+    if not error.fields:
+        form.add_error(None, error.message)
+    for field, message in error.fields.items():
+        form.add_error(field if field in form.fields else None, message)
+
+
+def with_new_key(form: forms.Form, key_field: str, message: str, **kwargs) -> forms.Form:
+    """The submitted ``form`` again, with a fresh one-time key in ``key_field`` and ``message`` on top.
+
+    For a form whose key was already used by another request (sent, then changed and sent again):
+    nothing was done this time, and sending the form once more makes a new request."""
+    data = form.data.copy()
+    data[key_field] = _new_request_key()
+    renewed = type(form)(data, **kwargs)
+    renewed.is_valid()
+    renewed.add_error(None, message)
+    return renewed

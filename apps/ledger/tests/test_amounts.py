@@ -73,3 +73,22 @@ def test_money_registers_crypto_codes():
     value = money(Decimal("0.00000001"), "BTC")
     assert value.currency.code == "BTC"
     assert value.amount == Decimal("0.00000001")
+
+
+def test_every_thread_computes_amounts_with_80_digits():
+    """NUMERIC(38, 18) amounts add and quantize exactly, in any thread (Python's default is 28 digits)."""
+    import threading
+
+    huge = Decimal("12345678901234567890.123456789012345678")  # 38 significant digits
+    results = []
+
+    def compute():
+        results.append((huge + Decimal("0.000000000000000001"), check_amount(huge, decimals=18)))
+
+    thread = threading.Thread(target=compute)
+    thread.start()
+    thread.join()
+    compute()
+    for total, checked in results:
+        assert total == Decimal("12345678901234567890.123456789012345679")
+        assert checked == huge

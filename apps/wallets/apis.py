@@ -1,0 +1,188 @@
+"""REST API of the wallets (API.md): deposit addresses, deposits, withdrawals.
+
+Reads need the ``read`` scope; requesting and cancelling withdrawals need ``withdraw``.
+An API key with a withdrawal address allow-list (``ApiKey.withdrawal_addresses``) may
+withdraw only to those addresses. Amounts are plain decimal strings at the asset's precision.
+"""
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from apps.accounts.models import ApiKey
+from apps.api.fields import AmountInput, Text
+from apps.api.idempotency import idempotent
+from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER
+from apps.api.views import ScopedApiView, api_time, limit_param, path_id, path_name
+from apps.ledger.amounts import format_amount
+from apps.ledger.errors import DomainError, NotFound, PermissionDenied
+from apps.ledger.models import Asset
+
+from .custody.base import CustodyError
+from .models import DepositStatus, Withdrawal, WithdrawalStatus
+from .selectors import deposits_for_user, withdrawals_for_user
+from .services import deposit_address_get_or_create, withdrawal_cancel, withdrawal_request
+
+
+class CustodyUnavailable(DomainError):
+    """The custody provider could not hand out a deposit address just now: retry later (HTTP 503)."""
+
+    code = "custody_unavailable"
+    status = 503
+
+
+class DepositAddressOut(serializers.Serializer):
+    asset = serializers.CharField()
+    address = serializers.CharField()
+
+
+class DepositOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    asset = serializers.CharField()
+    amount = serializers.CharField()
+    txid = serializers.CharField()
+    vout = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=DepositStatus.choices)
+    confirmations = serializers.IntegerField()
+    time = serializers.DateTimeField(help_text="When the deposit was first seen.")
+
+
+class WithdrawalIn(serializers.Serializer):
+    asset = Text(max_length=10, help_text="Asset code, such as BTC.")
+    amount = AmountInput(help_text="What the address receives; the asset's withdrawal fee is taken on top.")
+    address = Text(max_length=128)
+
+
+class WithdrawalOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    asset = serializers.CharField()
+    amount = serializers.CharField()
+    fee = serializers.CharField()
+    address = serializers.CharField()
+    status = serializers.ChoiceField(choices=WithdrawalStatus.choices)
+    txid = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+def withdrawal_out(withdrawal: Withdrawal) -> dict:
+    """A withdrawal as the API shows it (``WithdrawalOut``); ``withdrawal.asset`` is loaded."""
+    decimals = withdrawal.asset.decimals
+    return {
+        "id": withdrawal.id,
+        "asset": withdrawal.asset.code,
+        "amount": format_amount(withdrawal.amount, decimals),
+        "fee": format_amount(withdrawal.fee, decimals),
+        "address": withdrawal.address,
+        "status": withdrawal.status,
+        "txid": withdrawal.txid or None,
+        "created_at": api_time(withdrawal.created_at),
+        "updated_at": api_time(withdrawal.updated_at),
+    }
+
+
+def _asset(code: str) -> Asset:
+    asset = Asset.objects.filter(code=path_name(code, what="asset")).first()
+    if asset is None:
+        raise NotFound(f"No asset {code}.", fields={"asset": "No such asset."})
+    return asset
+
+
+class DepositAddressApi(ScopedApiView):
+    """The user's deposit address for the asset, handed out by the custody provider the first time."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("asset", str, OpenApiParameter.PATH, description="Asset code, such as BTC.")],
+        responses={200: DepositAddressOut, 503: OpenApiResponse(description="The custody provider did not answer.")},
+    )
+    def get(self, request, asset: str):
+        found = _asset(asset)
+        try:
+            address = deposit_address_get_or_create(user_id=request.user.id, asset=found)
+        except CustodyError:
+            raise CustodyUnavailable("The custody provider did not answer; try again shortly.") from None
+        return Response({"asset": found.code, "address": address.address})
+
+
+class DepositListApi(ScopedApiView):
+    """The user's deposits, newest first: pending until confirmed, then credited."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("limit", int, required=False, description="1 to 1000; 100 by default.")],
+        responses=DepositOut(many=True),
+    )
+    def get(self, request):
+        return Response([
+            {
+                "id": deposit.id,
+                "asset": deposit.asset.code,
+                "amount": format_amount(deposit.amount, deposit.asset.decimals),
+                "txid": deposit.txid,
+                "vout": deposit.vout,
+                "status": deposit.status,
+                "confirmations": deposit.confirmations,
+                "time": api_time(deposit.created_at),
+            }
+            for deposit in deposits_for_user(user_id=request.user.id)[: limit_param(request)]
+        ])
+
+
+def _check_allow_list(request, address: str) -> None:
+    """An API key with a withdrawal allow-list may withdraw only to the addresses on it."""
+    key = request.auth
+    if isinstance(key, ApiKey) and key.withdrawal_addresses and address not in key.withdrawal_addresses:
+        message = "This API key may not withdraw to this address."
+        raise PermissionDenied(message, fields={"address": message})
+
+
+class WithdrawalListApi(ScopedApiView):
+    """``GET``: the user's withdrawals, newest first. ``POST``: request a withdrawal."""
+
+    method_scopes = {"GET": "read", "POST": "withdraw"}
+
+    @extend_schema(
+        parameters=[OpenApiParameter("limit", int, required=False, description="1 to 1000; 100 by default.")],
+        responses=WithdrawalOut(many=True),
+    )
+    def get(self, request):
+        """The user's withdrawals, newest first."""
+        withdrawals = withdrawals_for_user(user_id=request.user.id)[: limit_param(request)]
+        return Response([withdrawal_out(withdrawal) for withdrawal in withdrawals])
+
+    @extend_schema(
+        request=WithdrawalIn,
+        parameters=[IDEMPOTENCY_KEY_PARAMETER],
+        responses={201: WithdrawalOut},
+    )
+    def post(self, request):
+        """Request a withdrawal: ``amount`` plus the asset's fee is held at once. Small amounts are approved
+        automatically, larger ones wait for an operator. 403 ``permission_denied`` (field ``address``) when
+        the API key's withdrawal allow-list does not hold the address."""
+        body = WithdrawalIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        _check_allow_list(request, data["address"])
+
+        def perform() -> Response:
+            withdrawal = withdrawal_request(
+                user_id=request.user.id, asset_code=data["asset"], amount=data["amount"], address=data["address"],
+            )
+            return Response(withdrawal_out(withdrawal), status=201)
+
+        return idempotent(request, perform)
+
+
+class WithdrawalDetailApi(ScopedApiView):
+    """Cancel one of the user's withdrawals."""
+
+    required_scope = "withdraw"
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH, description="The withdrawal's id.")],
+        responses={200: OpenApiResponse(WithdrawalOut, "The withdrawal, cancelled; its hold released.")},
+    )
+    def delete(self, request, id: str):  # noqa: A002 (API.md's name)
+        """Cancel while ``requested`` or ``awaiting_approval`` and release its hold; afterwards 409
+        ``invalid_state``. Another user's withdrawal is a 404."""
+        withdrawal = withdrawal_cancel(withdrawal_id=path_id(id, what="withdrawal"), user_id=request.user.id)
+        return Response(withdrawal_out(withdrawal))

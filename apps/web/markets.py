@@ -1,0 +1,146 @@
+"""The traders' market pages: the markets list, and per market the book, trades, the order form and the
+user's orders and fills. Thin views over :mod:`apps.orders.selectors` and :mod:`apps.orders.services`.
+
+The market page polls itself with htmx: for an htmx request it answers only the live parts (book,
+recent trades, balances, open orders), each swapped into place out of band.
+"""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from apps.api.views import MAX_ID
+from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
+from apps.ledger.selectors import balances_for_user
+from apps.orders.models import Market, Order
+from apps.orders.selectors import (
+    fills_for_user, market_get, market_list, order_book_depth, orders_for_user, recent_trades,
+)
+from apps.orders.services import order_cancel, order_place
+
+from .forms import OrderForm, add_domain_error, with_new_key
+
+BOOK_LEVELS = 12
+RECENT_TRADES = 25
+MY_ROWS = 50
+
+
+@dataclass(frozen=True)
+class MarketSummary:
+    """A row of the markets list: the market, its last trade price and best bid and ask (``None`` if none)."""
+
+    market: Market
+    last_price: Decimal | None
+    best_bid: Decimal | None
+    best_ask: Decimal | None
+
+
+def markets(request):
+    """Every market with its last price and best bid and ask."""
+    rows = []
+    for market in market_list():
+        depth = order_book_depth(market=market.symbol, limit=1)
+        last = recent_trades(market=market.symbol, limit=1)
+        rows.append(MarketSummary(
+            market=market, last_price=last[0].price if last else None,
+            best_bid=depth.bids[0][0] if depth.bids else None, best_ask=depth.asks[0][0] if depth.asks else None,
+        ))
+    return render(request, "web/markets.html", {"rows": rows})
+
+
+def _market_or_404(symbol: str) -> Market:
+    try:
+        return market_get(symbol=symbol)
+    except NotFound:
+        raise Http404(f"No market {symbol}.") from None
+
+
+def _live_context(request, market: Market) -> dict:
+    """What the live parts show: the book, recent trades and, for a logged-in user, balances and open orders."""
+    depth = order_book_depth(market=market.symbol, limit=BOOK_LEVELS)
+    context = {
+        "market": market,
+        "asks": list(reversed(depth.asks)),  # best ask last: next to the spread
+        "bids": depth.bids,
+        "trades": recent_trades(market=market.symbol, limit=RECENT_TRADES),
+    }
+    if request.user.is_authenticated:
+        codes = (market.base.code, market.quote.code)
+        context["balances"] = [b for b in balances_for_user(request.user.id) if b.asset in codes]
+        context["open_orders"] = list(
+            orders_for_user(user_id=request.user.id, market=market.symbol, status="open")[:MY_ROWS]
+        )
+    return context
+
+
+def _render_market(request, market: Market, form: OrderForm | None = None, status: int = 200):
+    context = _live_context(request, market)
+    if request.user.is_authenticated:
+        context["form"] = form or OrderForm(market=market)
+        context["closed_orders"] = list(
+            orders_for_user(user_id=request.user.id, market=market.symbol, status="closed")[:MY_ROWS]
+        )
+        context["fills"] = fills_for_user(user_id=request.user.id, market=market.symbol, limit=MY_ROWS)
+    return render(request, "web/market.html", context, status=status)
+
+
+def market(request, symbol: str):
+    """A market's page; for htmx polling, only its live parts (swapped out of band)."""
+    found = _market_or_404(symbol)
+    if request.htmx:
+        return render(request, "web/_market_live.html", _live_context(request, found))
+    return _render_market(request, found)
+
+
+def _placed_message(order: Order) -> str:
+    status = order.get_status_display().lower()
+    if order.reject_reason:
+        status += f" ({order.get_reject_reason_display().lower()})"
+    return f"Order #{order.id} {order.side} {order.type}: {status}."
+
+
+@login_required
+@require_POST
+def order_place_view(request, symbol: str):
+    """Place the order of the market page's form; refusals are shown next to the field at fault."""
+    found = _market_or_404(symbol)
+    form = OrderForm(request.POST, market=found)
+    if form.is_valid():
+        try:
+            order = order_place(user_id=request.user.id, market=found.symbol, **form.order_arguments())
+        except IdempotencyConflict:
+            form = with_new_key(form, "client_order_id", "An order was already placed from this form with other "
+                                "values (see your orders). Nothing was placed now; send the form again to place "
+                                "this one too.", market=found)
+        except DomainError as error:
+            add_domain_error(form, error)
+        else:
+            messages.success(request, _placed_message(order))
+            return redirect("web:market", symbol=found.symbol)
+    return _render_market(request, found, form=form, status=400)
+
+
+@login_required
+@require_POST
+def order_cancel_view(request, order_id: int):
+    """Cancel one of the user's open orders, then back to its market page."""
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        target = reverse("web:markets")
+    try:
+        if order_id > MAX_ID:
+            raise NotFound(f"No order {order_id}.")
+        order = order_cancel(order_id=order_id, user_id=request.user.id)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Order #{order.id} cancelled.")
+    return redirect(target)

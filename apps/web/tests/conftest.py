@@ -1,0 +1,17 @@
+"""Fixtures of the web UI's tests: USDT with withdrawal terms, and the orders tests' BTC-USDT market."""
+
+from decimal import Decimal
+
+import pytest
+
+from apps.ledger.tests.factories import AssetFactory
+from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (fixtures)
+
+
+@pytest.fixture
+def usdt(db):
+    """USDT (6 decimals): fee 1, minimum 1, approved automatically up to 100, daily limit 100,000."""
+    return AssetFactory(
+        code="USDT", name="Tether", decimals=6, withdrawal_fee=Decimal(1), min_withdrawal=Decimal(1),
+        withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(100000),
+    )

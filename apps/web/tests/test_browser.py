@@ -1,0 +1,130 @@
+"""The traders' UI in a real browser: Playwright driving Debian's Chromium against the live server.
+
+Sign up, show the deposit address, receive a deposit through the simulated custody, place a
+limit order on the market page, see it under open orders and its funds under "In orders",
+see the book refresh by itself, cancel the order and see the funds available again. A
+screenshot of the market page is saved to ``artifacts/market-page.png``.
+
+Chromium comes from Debian (``/usr/bin/chromium``; ``.ci/run`` installs it with apt), never
+from Playwright's own download.
+"""
+
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connections
+from playwright.sync_api import expect, sync_playwright
+
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.models import Order, OrderStatus
+from apps.orders.services import order_place
+from apps.wallets.tests.factories import deposit_through_custody
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+SCREENSHOT = Path(settings.BASE_DIR) / "artifacts" / "market-page.png"
+PASSWORD = "a long and unusual passphrase 42"
+# The live parts poll every 2 or 3 s; allow several polls on a busy machine before giving up.
+LIVE_TIMEOUT_MS = 20_000
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def browser_page(transactional_db, live_server, monkeypatch):
+    """A Chromium page; Django may be called from this test's thread while Playwright's event loop runs in it.
+
+    (``transactional_db`` first: the test database is then set up before the live server and dropped after
+    it has stopped, with no connection of its threads left open.)"""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900}, base_url=live_server.url)
+            page.set_default_timeout(LIVE_TIMEOUT_MS)
+            yield page
+        finally:
+            browser.close()
+            connections.close_all()  # those this thread opened while Playwright's loop ran
+
+
+@pytest.fixture
+def busy_market(btc_usdt, usdt, btc):
+    """BTC-USDT with resting orders on both sides and one trade, from two other traders."""
+    seller, buyer = UserFactory(), UserFactory()
+    fund(seller, btc, "2")
+    fund(buyer, usdt, "100000")
+    order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="61000", qty="0.25")
+    order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="60500", qty="0.1")
+    order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="60000", qty="0.05")
+    order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="60000", qty="0.02")  # a trade
+    order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="59500", qty="0.3")
+    return seller
+
+
+def balance_cell(page, container: str, asset: str, field: str):
+    return page.locator(f"{container} tr[data-asset='{asset}'] td[data-field='{field}']")
+
+
+def test_sign_up_deposit_place_and_cancel_a_limit_order(browser_page, busy_market, usdt):
+    page = browser_page
+
+    # Sign up.
+    page.goto("/signup/")
+    page.fill("#id_username", "browser-trader")
+    page.fill("#id_password1", PASSWORD)
+    page.fill("#id_password2", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page).to_have_url(f"{page.url.split('/wallet/')[0]}/wallet/")
+    expect(page.locator(".messages")).to_contain_text("Welcome")
+
+    # The deposit address (htmx), then coins arrive through the simulated custody's signed callbacks.
+    page.click("#deposit-addresses tr[data-asset='USDT'] button")
+    address = page.locator("#deposit-addresses code.address[data-asset='USDT']")
+    expect(address).to_have_text(re.compile(r"^sim1[0-9a-f]{40}$"))
+    trader = get_user_model().objects.get(username="browser-trader")
+    deposit = deposit_through_custody(trader, usdt, "1000")
+    assert deposit.address.address == address.inner_text()
+    expect(balance_cell(page, "#balances", "USDT", "available")).to_have_text("1000.000000", timeout=LIVE_TIMEOUT_MS)
+
+    # Place a limit buy on the market page.
+    page.click("header nav >> text=Markets")
+    page.click("a:has-text('BTC-USDT')")
+    expect(page.locator("h1")).to_have_text("BTC-USDT")
+    page.fill("#id_price", "58000")
+    page.fill("#id_qty", "0.01")
+    page.click("#place-order")
+
+    expect(page.locator(".messages")).to_contain_text("buy limit: open")
+    order = Order.objects.get(user=trader)
+    row = page.locator(f"#open-orders tr[data-order='{order.id}']")
+    expect(row).to_contain_text("58000.000000")
+    expect(row).to_contain_text("580.000000 USDT")
+    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("580.000000")
+    expect(balance_cell(page, "#market-balances", "USDT", "available")).to_have_text("420.000000")
+    expect(page.locator("#book tr.bid").first).to_contain_text("59500.000000")
+
+    # The book refreshes by itself: another trader's new ask appears without a reload.
+    order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="60200", qty="0.07")
+    expect(page.locator("#book")).to_contain_text("60200.000000", timeout=LIVE_TIMEOUT_MS)
+
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+    # Cancel: the order leaves the open orders and its funds are available again.
+    row.locator("button", has_text="Cancel").click()
+    expect(page.locator(".messages")).to_contain_text(f"Order #{order.id} cancelled")
+    expect(page.locator("#open-orders")).to_contain_text("No open orders.")
+    expect(page.locator(f"#order-history tr[data-order='{order.id}']")).to_contain_text("Cancelled")
+    expect(balance_cell(page, "#market-balances", "USDT", "available")).to_have_text("1000.000000")
+    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0.000000")
+    order.refresh_from_db()
+    assert (order.status, order.held_remaining) == (OrderStatus.CANCELLED, Decimal(0))
+    assert SCREENSHOT.stat().st_size > 0

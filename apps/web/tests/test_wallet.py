@@ -1,0 +1,187 @@
+"""The wallet page: deposit addresses, the withdraw form with its fee, deposit and withdrawal history, cancel."""
+
+from decimal import Decimal
+
+import pytest
+
+from apps.ledger.services import user_accounts
+from apps.ledger.tests.factories import AssetFactory, UserFactory
+from apps.wallets.custody import simnet
+from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalStatus
+from apps.wallets.services import withdrawal_request
+from apps.wallets.tests.factories import deposit_through_custody
+
+DESTINATION = simnet.new_address()
+
+
+def balances(user, asset) -> tuple[Decimal, Decimal]:
+    available, held = user_accounts(user.id, asset)
+    return available.balance, held.balance
+
+
+@pytest.fixture
+def holder(usdt, btc):
+    """A user who deposited 500 USDT through the simulated custody."""
+    holder = UserFactory()
+    deposit_through_custody(holder, usdt, "500")
+    return holder
+
+
+def withdraw_form(**overrides) -> dict:
+    return {"asset": "USDT", "amount": "50", "address": DESTINATION, "request_key": "key-1", **overrides}
+
+
+def test_deposit_address_is_shown_once_asked_for(usdt, btc, user, client):
+    client.force_login(user)
+    assert "Show address" in client.get("/wallet/").content.decode()
+
+    partial = client.post("/wallet/deposit-address/", {"asset": "BTC"}, HTTP_HX_REQUEST="true").content.decode()
+
+    address = DepositAddress.objects.get(user=user, asset=btc).address
+    assert partial.strip() == f'<code class="address" data-asset="BTC">{address}</code>'
+    assert client.post("/wallet/deposit-address/", {"asset": "BTC"}).status_code == 302  # without htmx
+    assert DepositAddress.objects.filter(user=user).count() == 1
+    assert address in client.get("/wallet/").content.decode()
+
+
+def test_deposit_address_of_an_unknown_asset_is_404(usdt, user, client):
+    client.force_login(user)
+    assert client.post("/wallet/deposit-address/", {"asset": "DOGE"}).status_code == 404
+    assert client.post("/wallet/deposit-address/", {"asset": "US\x00DT"}).status_code == 404
+    assert not DepositAddress.objects.exists()
+
+
+def test_deposits_are_listed(holder, client):
+    client.force_login(holder)
+    page = client.get("/wallet/").content.decode().split('id="deposits"')[1]
+    assert '<td class="num">500.000000</td>' in page
+    assert "Credited" in page
+
+
+def test_withdrawing_from_the_form(holder, usdt, client):
+    client.force_login(holder)
+
+    response = client.post("/wallet/withdraw/", withdraw_form())
+
+    assert response.status_code == 302
+    withdrawal = Withdrawal.objects.get(user=holder)
+    assert (withdrawal.amount, withdrawal.fee, withdrawal.status) == (Decimal(50), Decimal(1), "approved")
+    assert balances(holder, usdt) == (Decimal(449), Decimal(51))
+    page = client.get("/wallet/").content.decode()
+    assert f"Withdrawal #{withdrawal.id} of 50 USDT: approved." in page
+    assert f'<tr data-withdrawal="{withdrawal.id}">' in page
+
+
+def test_a_double_submit_of_the_withdraw_form_is_one_withdrawal(holder, usdt, client):
+    client.force_login(holder)
+    client.post("/wallet/withdraw/", withdraw_form(request_key="twice"))
+    client.post("/wallet/withdraw/", withdraw_form(request_key="twice"))
+    assert Withdrawal.objects.count() == 1
+    assert balances(holder, usdt) == (Decimal(449), Decimal(51))
+
+
+@pytest.mark.parametrize(("form", "field"), [
+    (withdraw_form(amount="NaN"), "amount"),
+    (withdraw_form(amount="-5"), "amount"),
+    (withdraw_form(amount="0"), "amount"),
+    (withdraw_form(amount="1.0000001"), "amount"),
+    (withdraw_form(amount="1E+2"), "amount"),
+    (withdraw_form(amount=""), "amount"),
+    (withdraw_form(amount="0.5"), "amount"),  # below the minimum
+    (withdraw_form(address="sim1" + "0" * 40), "address"),
+    (withdraw_form(address=""), "address"),
+    (withdraw_form(asset="DOGE"), "asset"),
+])
+def test_withdraw_form_errors_are_shown_next_to_the_field_and_nothing_is_written(holder, usdt, client, form, field):
+    client.force_login(holder)
+
+    response = client.post("/wallet/withdraw/", form)
+
+    assert response.status_code == 400
+    assert field in response.context["form"].errors
+    assert f'id="id_{field}_error"' in response.content.decode()
+    assert not Withdrawal.objects.exists()
+    assert balances(holder, usdt) == (Decimal(500), Decimal(0))
+
+
+def test_insufficient_funds_is_shown_on_the_withdraw_form(holder, client):
+    client.force_login(holder)
+    response = client.post("/wallet/withdraw/", withdraw_form(amount="500"))  # plus the fee of 1
+    assert response.status_code == 400
+    errors = response.context["form"].non_field_errors()
+    assert len(errors) == 1 and "insufficient" in errors[0].lower()
+    assert not Withdrawal.objects.exists()
+
+
+def test_the_fee_line_shows_the_fee_and_what_leaves_the_balance(usdt, user, client):
+    client.force_login(user)
+
+    line = client.get("/wallet/withdraw/fee/", {"asset": "USDT", "amount": "50"}).content.decode()
+
+    assert "Fee <strong>1.000000 USDT</strong>" in line
+    assert "<strong>51.000000 USDT</strong>" in line
+    assert "51" not in client.get("/wallet/withdraw/fee/", {"asset": "USDT", "amount": "abc"}).content.decode()
+    assert client.get("/wallet/withdraw/fee/", {"asset": "DOGE"}).status_code == 404
+    assert "Fee <strong>1.000000 USDT</strong>" in client.get("/wallet/").content.decode()
+
+
+def test_a_pending_withdrawal_can_be_cancelled_from_the_page(holder, usdt, client):
+    pending = withdrawal_request(user_id=holder.id, asset_code="USDT", amount="150", address=DESTINATION)
+    approved = withdrawal_request(user_id=holder.id, asset_code="USDT", amount="10", address=DESTINATION)
+    assert (pending.status, approved.status) == (WithdrawalStatus.AWAITING_APPROVAL, WithdrawalStatus.APPROVED)
+    client.force_login(holder)
+    page = client.get("/wallet/").content.decode()
+    assert f'action="/wallet/withdrawals/{pending.id}/cancel/"' in page
+    assert f'action="/wallet/withdrawals/{approved.id}/cancel/"' not in page
+
+    client.post(f"/wallet/withdrawals/{pending.id}/cancel/")
+
+    assert Withdrawal.objects.get(id=pending.id).status == WithdrawalStatus.CANCELLED
+    assert balances(holder, usdt) == (Decimal(489), Decimal(11))
+    refused = client.post(f"/wallet/withdrawals/{approved.id}/cancel/", follow=True).content.decode()
+    assert "cannot become cancelled" in refused
+    assert Withdrawal.objects.get(id=approved.id).status == WithdrawalStatus.APPROVED
+
+
+def test_a_trader_cannot_cancel_someone_elses_withdrawal(holder, client):
+    pending = withdrawal_request(user_id=holder.id, asset_code="USDT", amount="150", address=DESTINATION)
+    client.force_login(UserFactory())
+    client.post(f"/wallet/withdrawals/{pending.id}/cancel/")
+    assert Withdrawal.objects.get(id=pending.id).status == WithdrawalStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.parametrize(("method", "url"), [
+    ("get", "/wallet/withdraw/fee/?asset=USDT"), ("post", "/wallet/withdraw/"), ("post", "/wallet/deposit-address/"),
+    ("post", "/wallet/withdrawals/1/cancel/"),
+])
+def test_wallet_actions_need_a_log_in(usdt, client, method, url):
+    response = getattr(client, method)(url)
+    assert response.status_code == 302 and response.url.startswith("/accounts/login/")
+
+
+def test_a_huge_amount_of_an_18_decimal_asset_is_shown_as_an_error(user, client):
+    AssetFactory(code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"),
+                 withdrawal_daily_limit=Decimal(1000))
+    client.force_login(user)
+
+    response = client.post("/wallet/withdraw/", withdraw_form(asset="ETH", amount="12345678901.5"))
+
+    assert response.status_code == 400
+    assert "amount" in response.context["form"].errors
+    assert client.get("/wallet/withdraw/fee/", {"asset": "ETH", "amount": "12345678901.5"}).status_code == 200
+
+
+def test_a_changed_resubmit_of_a_sent_withdraw_form_requests_nothing_and_gets_a_fresh_key(holder, client):
+    client.force_login(holder)
+    client.post("/wallet/withdraw/", withdraw_form(request_key="sent"))
+
+    response = client.post("/wallet/withdraw/", withdraw_form(request_key="sent", amount="60"))
+
+    assert response.status_code == 400
+    form = response.context["form"]
+    assert "already requested from this form" in form.non_field_errors()[0]
+    assert Withdrawal.objects.count() == 1
+    fresh = form["request_key"].value()
+    assert fresh != "sent"
+    client.post("/wallet/withdraw/", withdraw_form(request_key=fresh, amount="60"))
+    assert sorted(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(50), Decimal(60)]
