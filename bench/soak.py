@@ -1603,6 +1603,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.client:
         return client_main(args.client, args.index, args.config)
+    # SIGTERM unwinds like Ctrl-C, so that the processes are stopped and the scratch database dropped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return Soak(args).main()
 
 
