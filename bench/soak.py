@@ -15,17 +15,20 @@ of its own (created here, dropped at the end) it starts, each in a process group
   signature, stale timestamp, tampered body); and an approver that signs in to the admin
   with a TOTP second factor and approves or rejects the withdrawals awaiting approval.
 
-Meanwhile the fault injector (this process) SIGKILLs whole Celery workers (and starts new
-ones) and single pool processes, terminates the application's database connections
-(``pg_terminate_backend``), and restarts the web server, by SIGKILL or by SIGTERM. Every kind
-of fault happens at least once, so a run lasts at least ``--duration`` and at least one round
-of faults.
+Once the traders are funded, the fault injector (this process) SIGKILLs whole Celery workers
+(and starts new ones) and single pool processes, terminates the application's database
+connections (``pg_terminate_backend``), and restarts the web server, by SIGKILL or by SIGTERM.
+Every kind of fault happens at least once, so a run lasts at least ``--duration`` and at least
+one round of faults. The clients also lose a few answers on purpose: a small share of first
+attempts of writes time out right after the request went out, so the server acts on a request
+whose answer never arrives.
 
 Clients behave like careful real clients: after a connection error, a timeout, a 5xx or a 429
 they retry the same request (same ``Idempotency-Key`` and ``client_order_id``, same callback
 ``event_id``) for up to ``RETRY_WINDOW`` seconds. An operation is *acknowledged* when it was
 answered 2xx (200/201), *refused* when answered with a definite 4xx, and *unknown* when no
-definite answer came. Each client records what it did and what it was told.
+definite answer came (or a retried cancel or decision was refused: the first attempt may have
+applied it). Each client records what it did and what it was told.
 
 Then everything is drained: clients stop, faults stop, the approver decides every withdrawal
 still awaiting approval, and the run waits (bounded) until the custody inbox is processed, the
@@ -347,10 +350,10 @@ class Http:
     """A requests session that retries like a careful client: the same request again after a connection
     error, a timeout, a 5xx or a 429, with back-off, for up to ``RETRY_WINDOW`` seconds."""
 
-    def __init__(self, base_url: str, stats: Counter, rng: random.Random):
+    def __init__(self, base_url: str, stats: Counter, rng: random.Random, drop_rate: float = 0.0):
         import requests
 
-        self.base_url, self.stats, self.rng = base_url, stats, rng
+        self.base_url, self.stats, self.rng, self.drop_rate = base_url, stats, rng, drop_rate
         self.session = requests.Session()
 
     def call(self, method: str, path: str, *, json_body=None, data: bytes | dict | None = None,
@@ -366,9 +369,13 @@ class Http:
         while True:
             attempt += 1
             self.stats["requests"] += 1
+            timeout = HTTP_TIMEOUT
+            if method != "GET" and attempt == 1 and self.rng.random() < self.drop_rate:
+                timeout = (HTTP_TIMEOUT, 0.001)  # the request goes out, its answer is lost: the client times out
+                self.stats["answers_dropped"] += 1
             try:
                 response = self.session.request(method, self.base_url + path, json=json_body, data=data,
-                                                headers=headers, timeout=HTTP_TIMEOUT, allow_redirects=False)
+                                                headers=headers, timeout=timeout, allow_redirects=False)
             except requests.RequestException:
                 self.stats["connection_errors"] += 1
             else:
@@ -454,13 +461,14 @@ class Client:
     """What every client process shares: its configuration, HTTP session, counters and the stop files."""
 
     role = "client"
+    drop_rate = 0.0  # share of first attempts of writes whose answer the client loses (times out on)
 
     def __init__(self, config: dict, index: int):
         self.config, self.index = config, index
         self.rng = random.Random(f"{config['seed']}-{self.role}-{index}")
         self.stats: Counter = Counter()
         self.outcomes = Outcomes()
-        self.http = Http(config["base_url"], self.stats, self.rng)
+        self.http = Http(config["base_url"], self.stats, self.rng, drop_rate=self.drop_rate)
         self.work_dir = Path(config["work_dir"])
         self.anomalies: list[str] = []
 
@@ -478,6 +486,7 @@ class Trader(Client):
     """A trader: the REST API with an API key, and the custody provider's side of the trader's deposits."""
 
     role = "trader"
+    drop_rate = 0.03
 
     def __init__(self, config: dict, index: int):
         super().__init__(config, index)
@@ -511,9 +520,14 @@ class Trader(Client):
                 raise RuntimeError(f"log-in refused: {answer.status} {answer.body}")
 
     def deposit_address(self, asset: str) -> str:
-        """The trader's deposit address for ``asset`` (asked once)."""
-        if asset not in self.addresses:
-            self.addresses[asset] = self.user["addresses"][asset]
+        """The trader's deposit address for ``asset`` (``GET /deposit-address/{asset}/``, asked once)."""
+        while asset not in self.addresses:
+            answer = self.http.call("GET", f"/api/v1/deposit-address/{asset}/")
+            self.outcomes.record("deposit_address", answer)
+            if answer is not None and answer.ok:
+                self.addresses[asset] = answer.body["address"]
+            elif answer is not None:
+                raise RuntimeError(f"no deposit address for {asset}: {answer.status} {answer.body}")
         return self.addresses[asset]
 
     def fund(self) -> None:
@@ -645,6 +659,9 @@ class Trader(Client):
             record.update(id=answer.body["id"], status=answer.body["status"])
             if answer.body["status"] == "awaiting_approval":
                 self.cancellable_withdrawals.append(answer.body["id"])
+                if self.rng.random() < 0.2:
+                    self.withdrawals.append(record)
+                    return self.withdrawal_cancel()  # changed their mind at once, racing the approver
         elif outcome == "refused":
             record["code"] = answer.code
             if answer.code == "idempotency_conflict":
@@ -655,7 +672,7 @@ class Trader(Client):
         """Cancel a withdrawal that was awaiting approval (the approver may decide first: then 409)."""
         if not self.cancellable_withdrawals:
             return self.withdrawal()
-        withdrawal_id = self.cancellable_withdrawals.pop(self.rng.randrange(len(self.cancellable_withdrawals)))
+        withdrawal_id = self.cancellable_withdrawals.pop()  # the latest: the approver may not have seen it yet
         answer = self.http.call("DELETE", f"/api/v1/withdrawals/{withdrawal_id}/")
         outcome = self.outcomes.record("withdrawal_cancel", answer)
         if outcome == "refused" and answer.attempts > 1:
@@ -788,6 +805,7 @@ class Approver(Client):
     """
 
     role = "approver"
+    drop_rate = 0.05
     QUEUE = "backoffice/withdrawalapproval/"
 
     def __init__(self, config: dict, index: int):
@@ -948,15 +966,14 @@ def client_main(role: str, index: int, config_path: Path) -> int:
 
 
 def prepare(*, traders: int, seed: str) -> dict:
-    """Migrate the scratch database and create assets, markets, traders (with deposit addresses) and an
-    approver. No money moves here: the traders fund themselves by deposits through the webhook."""
+    """Migrate the scratch database and create assets, markets, traders and an approver. No money moves here:
+    the traders fund themselves by deposits through the webhook."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from django.core.management import call_command
 
     from apps.ledger.models import Asset
     from apps.orders.services import market_create
-    from apps.wallets.services import deposit_address_get_or_create
 
     call_command("migrate", verbosity=0)
     assets = {}
@@ -978,9 +995,7 @@ def prepare(*, traders: int, seed: str) -> dict:
     for n in range(traders):
         password = secrets.token_urlsafe(16)
         user = User.objects.create_user(username=f"soak-trader-{n}", password=password)
-        addresses = {code: deposit_address_get_or_create(user_id=user.id, asset=asset).address
-                     for code, asset in assets.items()}
-        trader_list.append({"username": user.username, "password": password, "addresses": addresses})
+        trader_list.append({"username": user.username, "password": password})
     approver_password = secrets.token_urlsafe(16)
     approver = User.objects.create_user(username="soak-approver", password=approver_password, is_staff=True)
     approver.groups.add(*Group.objects.filter(name__in=["operators", "approvers"]))
@@ -1035,6 +1050,7 @@ class Soak:
         self.rng = random.Random(args.seed)
         self.run_id = secrets.token_hex(4)
         self.faults: Counter = Counter()
+        self.backends_terminated = 0
         self.fault_errors: list[str] = []
         self.problems: list[str] = []
 
@@ -1194,7 +1210,9 @@ class Soak:
         operations = self.operations(results)
         emit("operations", seconds_driven=round(driven, 1), traders=self.args.traders,
              workers=self.args.workers, web=f"gunicorn {WEB_WORKERS} workers x {WEB_THREADS} threads", **operations)
-        emit("faults", injected=dict(self.faults), total=sum(self.faults.values()), errors=self.fault_errors[:10])
+        emit("faults", injected=dict(self.faults), total=sum(self.faults.values()),
+             db_backends_terminated=self.backends_terminated,
+             answers_dropped_by_clients=operations["http"].get("answers_dropped", 0), errors=self.fault_errors[:10])
         checks, lost = Checks(results, config).run()
         if not drained:
             checks.insert(0, {"name": "drained", "ok": False, "checked": 1, "problems": [self.drain_state]})
@@ -1231,7 +1249,7 @@ class Soak:
             if not workers.kill_pool_process(self.rng):
                 return
         elif kind == "db_connections_terminated":
-            self.faults["db_backends_terminated"] += terminate_backends(self.admin_url, self.database)
+            self.backends_terminated += terminate_backends(self.admin_url, self.database)
         elif kind == "web_killed":
             web.restart(kill=True)
         elif kind == "web_restarted":

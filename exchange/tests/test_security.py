@@ -8,6 +8,7 @@ scopes and lock-outs in ``apps/api`` and ``apps/accounts``.
 
 import re
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,10 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.views import APIView
 
 from apps.accounts.services import api_key_create
-from apps.ledger.tests.factories import UserFactory
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.services import market_create, order_place
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.services import withdrawal_request
 
 from .crawl import CSRF_FIELD, crawl, is_csrf_failure
 
@@ -56,17 +60,33 @@ def test_csrf_is_checked_on_every_view_but_the_webhook_and_the_token_api():
                 assert type(authentication).enforce_csrf is SessionAuthentication.enforce_csrf, route
 
 
-def test_every_form_of_the_trader_ui_needs_the_csrf_token(db):
-    """Crawl the trader UI (logged out, then logged in) and POST every form without its token: 403, CSRF."""
+@pytest.fixture
+def trader(usdt, btc):
+    """A trader with something behind every form: an API key, a resting order, a withdrawal awaiting approval."""
     trader = UserFactory()
-    api_key_create(user_id=trader.id, name="laptop", scopes=["read"])  # so the revoke form shows
+    api_key_create(user_id=trader.id, name="laptop", scopes=["read"])
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_daily_limit=Decimal(10_000))
+    fund(trader, usdt, "1000")
+    market_create(base=btc, quote=usdt, tick_size=Decimal("0.01"), step_size=Decimal("0.0001"),
+                  min_qty=Decimal("0.0001"), max_qty=Decimal("100"), min_notional=Decimal("5"))
+    order_place(user_id=trader.id, market="BTC-USDT", side="buy", price=Decimal("100"), qty=Decimal("1"))
+    withdrawal_request(user_id=trader.id, asset_code="USDT", amount="50", address=new_address())
+    return trader
+
+
+def test_every_form_of_the_trader_ui_needs_the_csrf_token(trader):
+    """Crawl the trader UI (logged out, then logged in) and POST every form without its token: 403, CSRF."""
     browser = Client(enforce_csrf_checks=True)
     forms = crawl(browser, ["/accounts/login/", "/signup/"], inside="/", skip=("/admin/", "/api/")).forms
     browser.force_login(trader)
-    forms.update(crawl(browser, ["/", "/wallet/", "/activity/", "/api-keys/"], inside="/",
+    forms.update(crawl(browser, ["/", "/wallet/", "/markets/", "/activity/", "/api-keys/"], inside="/",
                        skip=("/admin/", "/api/", "/accounts/logout/")).forms)
 
-    assert {"/accounts/login/", "/signup/", "/api-keys/", "/api-keys/<n>/revoke/", "/accounts/logout/"} <= forms.keys()
+    assert {
+        "/accounts/login/", "/signup/", "/accounts/logout/", "/api-keys/", "/api-keys/<n>/revoke/",
+        "/wallet/deposit-address/", "/wallet/withdraw/", "/wallet/withdrawals/<n>/cancel/",
+        "/markets/BTC-USDT/orders/", "/orders/<n>/cancel/",
+    } <= forms.keys(), sorted(forms)
     for kind, form in forms.items():
         assert form.has_csrf_token, f"the form posting to {kind} on {form.page} has no CSRF token"
         fields = {name: value for name, value in form.fields.items() if name != CSRF_FIELD}
@@ -77,6 +97,24 @@ def test_every_form_of_the_trader_ui_needs_the_csrf_token(db):
     token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content).group(1).decode()
     created = browser.post("/api-keys/", {"name": "desk", "scopes": ["read"], CSRF_FIELD: token})
     assert created.status_code in (200, 302) and not is_csrf_failure(created)
+
+
+def test_the_api_refuses_a_browser_session_post_without_the_csrf_token(trader):
+    """The API trusts the browser's session cookie only with the CSRF token; an API key is no ambient credential."""
+    order = {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "100", "qty": "0.1"}
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(trader)
+
+    refused = browser.post("/api/v1/orders/", order, content_type="application/json")
+    assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]
+    browser.get("/wallet/")  # sets the CSRF cookie, as the page would
+    placed = browser.post("/api/v1/orders/", order, content_type="application/json",
+                          headers={"X-CSRFToken": browser.cookies["csrftoken"].value})
+    assert placed.status_code == 201, placed.content
+    key = api_key_create(user_id=trader.id, name="bot", scopes=["read", "trade"])[1]
+    with_key = Client(enforce_csrf_checks=True).post("/api/v1/orders/", order, content_type="application/json",
+                                                     headers={"Authorization": f"Token {key}"})
+    assert with_key.status_code == 201, with_key.content
 
 
 # Secrets ------------------------------------------------------------------------------------------
