@@ -509,25 +509,26 @@ class Trader(Client):
 
     def log_in(self) -> None:
         """Exchange the password for an API key (``POST /auth/token/``), retrying until answered."""
-        while True:
-            answer = self.http.call("POST", "/api/v1/auth/token/",
-                                    json_body={"username": self.user["username"], "password": self.user["password"]})
-            self.outcomes.record("log_in", answer)
+        answer = self._until_answered("log_in", "POST", "/api/v1/auth/token/",
+                                      json_body={"username": self.user["username"], "password": self.user["password"]})
+        self.http.session.headers["Authorization"] = f"Token {answer.body['token']}"
+
+    def _until_answered(self, kind: str, method: str, path: str, **request) -> Answer:
+        """A request the client cannot do without: retried for up to three windows; a refusal is fatal."""
+        for _ in range(3):
+            answer = self.http.call(method, path, **request)
+            self.outcomes.record(kind, answer)
             if answer is not None and answer.ok:
-                self.http.session.headers["Authorization"] = f"Token {answer.body['token']}"
-                return
+                return answer
             if answer is not None:
-                raise RuntimeError(f"log-in refused: {answer.status} {answer.body}")
+                raise RuntimeError(f"{method} {path} refused: {answer.status} {answer.body}")
+        raise RuntimeError(f"no answer to {method} {path} for {3 * RETRY_WINDOW} s")
 
     def deposit_address(self, asset: str) -> str:
         """The trader's deposit address for ``asset`` (``GET /deposit-address/{asset}/``, asked once)."""
-        while asset not in self.addresses:
-            answer = self.http.call("GET", f"/api/v1/deposit-address/{asset}/")
-            self.outcomes.record("deposit_address", answer)
-            if answer is not None and answer.ok:
-                self.addresses[asset] = answer.body["address"]
-            elif answer is not None:
-                raise RuntimeError(f"no deposit address for {asset}: {answer.status} {answer.body}")
+        if asset not in self.addresses:
+            answer = self._until_answered("deposit_address", "GET", f"/api/v1/deposit-address/{asset}/")
+            self.addresses[asset] = answer.body["address"]
         return self.addresses[asset]
 
     def fund(self) -> None:
@@ -622,13 +623,19 @@ class Trader(Client):
             return self.order_limit()
         order_id = self.open_orders.pop(self.rng.randrange(len(self.open_orders)))
         answer = self.http.call("DELETE", f"/api/v1/orders/{order_id}/")
-        outcome = self.outcomes.record("order_cancel", answer)
-        if outcome == "refused" and answer.attempts > 1:
-            outcome = "unknown"  # an earlier attempt may have cancelled it before the answer was lost
-        if outcome == "refused" and answer.code != "invalid_state":
-            self.anomalies.append(f"cancel of order {order_id} refused with {answer.status} {answer.code}")
+        outcome = self._cancel_outcome("order_cancel", answer, f"order {order_id}")
         self.order_cancels.append({"id": order_id, "outcome": outcome,
                                    "status": answer.body.get("status") if outcome == "acknowledged" else None})
+
+    def _cancel_outcome(self, kind: str, answer: Answer | None, what: str) -> str:
+        """Count a cancel: a 409 after a retry is unknown (an earlier attempt may have cancelled it before its
+        answer was lost); a refusal other than ``invalid_state`` is an anomaly."""
+        if answer is not None and not answer.ok and answer.attempts > 1 and answer.code == "invalid_state":
+            return self.outcomes.count(kind, "unknown")
+        outcome = self.outcomes.record(kind, answer)
+        if outcome == "refused" and answer.code != "invalid_state":
+            self.anomalies.append(f"cancel of {what} refused with {answer.status} {answer.code}")
+        return outcome
 
     def read(self) -> None:
         """Read-only calls a trader's screen makes: balances, open orders, deposits, fills."""
@@ -674,11 +681,7 @@ class Trader(Client):
             return self.withdrawal()
         withdrawal_id = self.cancellable_withdrawals.pop()  # the latest: the approver may not have seen it yet
         answer = self.http.call("DELETE", f"/api/v1/withdrawals/{withdrawal_id}/")
-        outcome = self.outcomes.record("withdrawal_cancel", answer)
-        if outcome == "refused" and answer.attempts > 1:
-            outcome = "unknown"
-        if outcome == "refused" and answer.code != "invalid_state":
-            self.anomalies.append(f"cancel of withdrawal {withdrawal_id} refused with {answer.status} {answer.code}")
+        outcome = self._cancel_outcome("withdrawal_cancel", answer, f"withdrawal {withdrawal_id}")
         self.withdrawal_cancels.append({"id": withdrawal_id, "outcome": outcome})
 
     # Deposits: the custody provider's side ------------------------------------------------------
@@ -758,6 +761,8 @@ class Trader(Client):
         answer = self._post_callback(f"callback_{kind}", body, headers)
         record["answers"].append(answer.status if answer else None)
         self.callbacks.append(record)
+        if answer is not None and answer.status != 200:  # a duplicate is answered 200, and stored once
+            self.anomalies.append(f"a {kind} of callback {payload['event_id']} answered {answer.status}")
 
     def _forge(self, kind: str, *, asset: str) -> None:
         """A callback the webhook must refuse (401) and forget: a wrong secret (``bad_signature``), a stale
