@@ -1140,8 +1140,8 @@ class Soak:
         ok = not lost and not failed_checks and not left and not self.problems and bool(figures)
         emit("result", ok=ok, lost=len(lost), lost_details=lost[:50], failed_checks=failed_checks,
              problems=self.problems[:20], left_running=left, seconds=round(time.monotonic() - started, 1),
-             logs=str(self.work_dir) if not ok else None)
-        if ok:
+             logs=str(self.work_dir) if not ok or self.args.keep_logs else None)
+        if ok and not self.args.keep_logs:
             shutil.rmtree(self.work_dir, ignore_errors=True)
         return 0 if ok else 1
 
@@ -1619,6 +1619,7 @@ def parse_args(argv: list[str] | None):
                         help="mean seconds between two faults (default 4)")
     parser.add_argument("--drain-timeout", type=float, default=240, help="seconds allowed to drain (default 240)")
     parser.add_argument("--seed", default=None, help="random seed (default: random)")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (kept anyway on failure)")
     parser.add_argument("--client", choices=["trader", "approver"], help=argparse.SUPPRESS)
     parser.add_argument("--index", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--config", type=Path, help=argparse.SUPPRESS)
