@@ -1021,7 +1021,8 @@ def forget_queue(redis_url: str, queue: str) -> None:
 
     client = redis.Redis.from_url(redis_url)
     try:
-        client.delete(queue, f"_kombu.binding.{queue}", *client.keys(f"{queue}\x06\x16*"))
+        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}",
+                      *client.keys(f"{queue}\x06\x16*"))
         for tag, raw in client.hgetall("unacked").items():
             try:
                 if json.loads(raw)[-1] == queue:  # [message, exchange, routing key]
@@ -1116,9 +1117,13 @@ class Soak:
         started = time.monotonic()
         figures: dict = {}
         left: list[str] = []
+        interrupted = False
         try:
             figures = self.soak(base_url, port)
-        except Exception as exc:  # reported as a failed run; the processes are stopped below
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # interrupted (Ctrl-C, SIGTERM): clean up, keep nothing
+                interrupted = True
+                raise
             self.problems.append(f"the soak failed: {type(exc).__name__}: {exc}")
             for process in self.processes.started:
                 if not process.alive() and process.popen.returncode not in (0, -signal.SIGKILL, -signal.SIGTERM):
@@ -1135,6 +1140,8 @@ class Soak:
             with psycopg.connect(self.admin_url, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
             forget_queue(self.redis_url, self.queue)
+            if interrupted:
+                shutil.rmtree(self.work_dir, ignore_errors=True)
         lost = figures.get("lost", [])
         failed_checks = [check["name"] for check in figures.get("checks", []) if not check["ok"]]
         ok = not lost and not failed_checks and not left and not self.problems and bool(figures)
