@@ -337,6 +337,7 @@ class Answer:
 
     @property
     def ok(self) -> bool:
+        """Answered 2xx."""
         return 200 <= self.status < 300
 
     @property
@@ -432,6 +433,7 @@ class Outcomes:
         return outcome
 
     def as_dict(self) -> dict:
+        """The counters as plain dictionaries."""
         return {name: dict(getattr(self, name)) for name in
                 ("attempted", "acknowledged", "refused", "unknown", "refusal_codes")}
 
@@ -564,6 +566,7 @@ class Trader(Client):
             time.sleep(self.rng.uniform(0, 0.05))
 
     def next_id(self) -> str:
+        """A new request id: the ``client_order_id`` / ``Idempotency-Key`` of one operation, unique in the run."""
         self.serial += 1
         return f"soak-{self.config['run']}-t{self.index}-{self.serial}-{uuid.uuid4().hex[:8]}"
 
@@ -795,6 +798,7 @@ class Trader(Client):
             self.anomalies.append(f"forged callback ({kind}) answered {answer.status}")
 
     def result(self) -> dict:
+        """The trader's record: what it asked for and what it was told, operation by operation."""
         return {
             **super().result(), "user": self.user["username"], "orders": self.orders,
             "order_cancels": self.order_cancels, "withdrawals": self.withdrawals,
@@ -944,6 +948,7 @@ class Approver(Client):
             time.sleep(0.2 if drained else self.rng.uniform(0.3, 1.0))
 
     def result(self) -> dict:
+        """The approver's record: each decision and its outcome."""
         return {**super().result(), "user": self.user["username"], "decisions": self.decisions}
 
 
@@ -1361,6 +1366,7 @@ class Checks:
         return checks, self.lost
 
     def user_ids(self) -> dict[str, int]:
+        """The traders' user ids by username."""
         from django.contrib.auth import get_user_model
 
         names = [record["user"] for record in self.traders]
@@ -1618,6 +1624,7 @@ class Checks:
 
 
 def parse_args(argv: list[str] | None):
+    """The command line: the soak's options, and the hidden ones of a client process."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=300, help="seconds of load with faults (default 300)")
     parser.add_argument("--traders", type=int, default=3, help="trader client processes (default 3)")

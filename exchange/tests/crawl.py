@@ -23,6 +23,7 @@ class Form:
 
     @property
     def has_csrf_token(self) -> bool:
+        """The form carries Django's CSRF token (``{% csrf_token %}``)."""
         return bool(self.fields.get(CSRF_FIELD))
 
 
