@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 WITH_SERVICES := $(PY) -m devtools.localservices exec --
 
-.PHONY: run test e2e bench stop reset migrate
+.PHONY: run test e2e bench soak stop reset migrate
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,13 @@ e2e: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) manage.py migrate --no-input
-	for script in bench/[a-z]*.py; do $(WITH_SERVICES) $(PY) $$script || exit 1; done
+	for script in bench/[a-z]*.py; do [ $$script = bench/soak.py ] || $(WITH_SERVICES) $(PY) $$script || exit 1; done
+
+# Load with faults (SIGKILLed workers, terminated database connections, web restarts) for
+# SOAK_DURATION seconds, then every acknowledged operation is checked; exit 1 if anything was lost.
+SOAK_DURATION ?= 300
+soak: $(VENV)/.installed
+	$(WITH_SERVICES) $(PY) bench/soak.py --duration $(SOAK_DURATION) $(SOAK_ARGS)
 
 migrate: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) manage.py migrate --no-input

@@ -1,5 +1,6 @@
 """Production settings: clean ``check --deploy``, and no start without secrets."""
 
+import json
 import os
 import subprocess
 import sys
@@ -42,3 +43,66 @@ def test_production_refuses_to_start_without_a_secret(missing):
     result = manage("check", env=env)
     assert result.returncode != 0
     assert f"Set the {missing} environment variable" in result.stderr
+
+
+def _example_value(variable: str) -> str:
+    """The placeholder ``.env.example`` gives ``variable``."""
+    for line in (ROOT / ".env.example").read_text().splitlines():
+        if line.startswith(f"{variable}="):
+            return line.split("=", 1)[1]
+    raise AssertionError(f"{variable} is not in .env.example")
+
+
+@pytest.mark.parametrize("variable", ["DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET"])
+@pytest.mark.parametrize("source", ["env.example", "local", "test"])
+def test_production_refuses_the_public_placeholder_and_development_secrets(variable, source):
+    """A deployment copied from .env.example, or run with the development defaults, would sign sessions or
+    accept custody callbacks with a secret anyone can read in this repository: production refuses to start."""
+    if source == "env.example":
+        value = _example_value(variable)
+    else:
+        module = (ROOT / "exchange" / "settings" / f"{source}.py").read_text()
+        value = module.split(f'os.environ.setdefault("{variable}", "', 1)[1].split('"', 1)[0]
+    result = manage("check", env={**PRODUCTION_ENV, variable: value})
+    assert result.returncode != 0
+    assert f"{variable} is a published placeholder or development value" in result.stderr
+
+
+SECURITY_SETTINGS = """
+import json
+from django.conf import settings
+from django.http import HttpResponse
+from django.middleware.csrf import CsrfViewMiddleware, get_token
+from django.test import Client, RequestFactory
+
+names = ["DEBUG", "SESSION_COOKIE_SECURE", "SESSION_COOKIE_HTTPONLY", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT",
+         "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD", "SECURE_PROXY_SSL_HEADER",
+         "SECURE_CONTENT_TYPE_NOSNIFF", "X_FRAME_OPTIONS"]
+figures = {name: getattr(settings, name) for name in names}
+plain = Client().get("/no-such-page/", headers={"host": "exchange.example"})
+secure = Client().get("/no-such-page/", headers={"host": "exchange.example", "x-forwarded-proto": "https"})
+request = RequestFactory().get("/", secure=True, headers={"host": "exchange.example"})
+response = CsrfViewMiddleware(lambda request: (get_token(request), HttpResponse())[1])(request)
+figures.update(http_status=plain.status_code, http_location=plain.headers.get("Location"),
+               hsts=secure.headers.get("Strict-Transport-Security"),
+               csrf_cookie_secure=bool(response.cookies["csrftoken"]["secure"]))
+print(json.dumps(figures))
+"""
+
+
+def test_production_cookies_are_secure_and_https_is_enforced_with_hsts():
+    result = manage("shell", "-c", SECURITY_SETTINGS, env=PRODUCTION_ENV)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+
+    assert figures.pop("SECURE_HSTS_SECONDS") >= 365 * 24 * 3600
+    assert figures == {
+        "DEBUG": False, "SESSION_COOKIE_SECURE": True, "SESSION_COOKIE_HTTPONLY": True, "CSRF_COOKIE_SECURE": True,
+        "SECURE_SSL_REDIRECT": True, "SECURE_HSTS_INCLUDE_SUBDOMAINS": True, "SECURE_HSTS_PRELOAD": True,
+        "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"], "SECURE_CONTENT_TYPE_NOSNIFF": True,
+        "X_FRAME_OPTIONS": "DENY",
+        # plain HTTP is redirected to HTTPS; over HTTPS (behind the proxy) every answer carries HSTS
+        "http_status": 301, "http_location": "https://exchange.example/no-such-page/",
+        "hsts": "max-age=31536000; includeSubDomains; preload",
+        "csrf_cookie_secure": True,
+    }

@@ -1,14 +1,20 @@
 """The custody webhook: authentication, validation, the inbox (API.md "Custody webhook")."""
 
+import hmac
 import json
 import time
+from decimal import Decimal
 
 import pytest
 from django.test import Client
 
+from apps.ledger.models import JournalEntry
+from apps.ledger.services import user_accounts
+from apps.wallets.custody import signing
+from apps.wallets.custody.base import CallbackUnauthenticated
 from apps.wallets.custody.simnet import new_address
-from apps.wallets.models import CustodyEvent, EventState
-from apps.wallets.services import deposit_address_get_or_create
+from apps.wallets.models import CustodyEvent, Deposit, EventState
+from apps.wallets.services import custody_event_process, deposit_address_get_or_create
 
 from .factories import deposit_payload, signed
 
@@ -89,6 +95,50 @@ def test_unauthenticated_callbacks_get_401_and_nothing_is_stored(client, address
     assert response.status_code == 401
     assert response.json()["error"]["code"] == "not_authenticated"
     assert not CustodyEvent.objects.exists()
+
+
+def test_the_signature_is_judged_by_hmac_compare_digest_alone(client, address, monkeypatch, settings):
+    """Constant time: whether a signature is right is decided by ``hmac.compare_digest`` (an ``==`` would let the
+    time it takes tell a forger how much of a guess is right). Made to answer "equal", it lets a wrong signature
+    through; made to answer "different", it stops the right one; so no other comparison has a say."""
+    body, headers = signed(deposit_payload(address, "0.5", txid="ct1"))
+    wrong = {**headers, "X-Custody-Signature": "0" * 64}
+    secret = settings.CUSTODY_WEBHOOK_SECRET
+    compared = []
+    real = hmac.compare_digest
+    monkeypatch.setattr(hmac, "compare_digest", lambda a, b: compared.append((a, b)) or real(a, b))
+    signing.verify(secret=secret, headers=headers, body=body, max_skew=300)
+    assert compared == [(headers["X-Custody-Signature"].encode(),) * 2]
+
+    monkeypatch.setattr(hmac, "compare_digest", lambda a, b: True)
+    signing.verify(secret=secret, headers=wrong, body=body, max_skew=300)
+
+    monkeypatch.setattr(hmac, "compare_digest", lambda a, b: False)
+    with pytest.raises(CallbackUnauthenticated):
+        signing.verify(secret=secret, headers=headers, body=body, max_skew=300)
+    assert send(client, body, headers).status_code == 401  # the webhook judges by the same comparison
+    assert not CustodyEvent.objects.exists()
+
+
+def test_a_replayed_callback_is_answered_200_and_credits_once(client, address, btc, user):
+    """The very same signed request sent again within the allowed skew (a replay), after its deposit was
+    credited, and the same output reported under another event id: 200 each time, one credit."""
+    body, headers = signed(deposit_payload(address, "0.5", txid="replayed"))
+    assert send(client, body, headers).status_code == 200
+    custody_event_process(event_pk=CustodyEvent.objects.get().pk)
+
+    for _ in range(2):
+        again = send(client, body, headers)
+        assert (again.status_code, again.json()["status"]) == (200, "duplicate")
+    other = send(client, *signed(deposit_payload(address, "0.5", txid="replayed", event_id="another-event-id")))
+    assert other.status_code == 200
+    for event in CustodyEvent.objects.filter(state=EventState.RECEIVED):
+        custody_event_process(event_pk=event.pk)
+
+    assert CustodyEvent.objects.count() == 2
+    assert Deposit.objects.get(txid="replayed").amount == Decimal("0.5")
+    assert JournalEntry.objects.filter(idempotency_key__startswith="deposit:").count() == 1
+    assert user_accounts(user.id, btc)[0].balance == Decimal("0.5")
 
 
 def test_timestamp_within_the_allowed_skew_is_accepted(client, address, settings):

@@ -3,7 +3,8 @@
 Every interval it delivers the callbacks that are due (deposit confirmations, withdrawal
 outcomes) to ``CUSTODY_CALLBACK_URL``, signed, as the provider would. Undelivered ones
 are retried on later rounds. Celery beat runs the same delivery every few seconds; this
-loop makes confirmations prompt on a developer machine.
+loop makes confirmations prompt on a developer machine. A database error (a restart, a
+dropped connection) costs one round, not the loop: the next round reconnects.
 """
 
 import logging
@@ -11,6 +12,7 @@ import signal
 import time
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, close_old_connections
 
 from apps.wallets.custody import get_adapter
 from apps.wallets.custody.simulator.provider import SimulatedCustody
@@ -35,7 +37,13 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stopping.append(True))
         log.info("custody_simulator.start interval=%s", options["interval"])
         while not stopping:
-            for delivery in custody.callbacks_deliver_due():
+            close_old_connections()  # replaces a connection the database dropped (CONN_HEALTH_CHECKS)
+            try:
+                deliveries = custody.callbacks_deliver_due()
+            except DatabaseError as exc:  # what was claimed stays leased and is delivered on a later round
+                log.warning("custody_simulator.database_error error=%s", str(exc).strip())
+                deliveries = []
+            for delivery in deliveries:
                 log.info("custody_simulator.callback event=%s status=%s delivered=%s", delivery.event_id,
                          delivery.status, delivery.delivered)
             time.sleep(options["interval"])

@@ -1,0 +1,113 @@
+"""The back office's doors: staff status to enter any admin page, and a CSRF token on every admin form.
+
+Both tests crawl the admin as a superuser from its index (one page of each kind, following links)
+so that pages and forms added later are covered too. The second factor for approvers is in
+``test_second_factor.py``.
+"""
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django_otp import DEVICE_ID_SESSION_KEY
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from apps.backoffice.models import Adjustment, AuditLogEntry, ReconciliationRun
+from apps.backoffice.services import adjustment_draft, reconciliation_run
+from apps.ledger.models import AccountKind
+from apps.ledger.services import Leg, system_account, user_account
+from apps.ledger.tests.factories import UserFactory
+from apps.orders.services import market_create
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.models import Withdrawal, WithdrawalStatus
+from apps.wallets.services import withdrawal_request
+from apps.wallets.tests.factories import deposit_through_custody
+from exchange.tests.crawl import CSRF_FIELD, crawl, is_csrf_failure
+
+ADMIN = "/admin/"
+
+
+@pytest.fixture
+def back_office(usdt, btc, user, operator):
+    """Something on every back-office page: a withdrawal awaiting approval, another operator's draft adjustment,
+    a reconciliation run and a market."""
+    type(usdt).objects.filter(pk=usdt.pk).update(
+        withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(10_000))
+    deposit_through_custody(user, usdt, "1000")
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="150", address=new_address())
+    equity = system_account(AccountKind.EQUITY, usdt)
+    adjustment = adjustment_draft(author_id=operator.id, memo="goodwill", legs=[
+        Leg(equity.id, Decimal("1")), Leg(user_account(user.id, usdt).id, Decimal("-1"))])
+    reconciliation_run()
+    market_create(base=btc, quote=usdt, tick_size=Decimal("0.01"), step_size=Decimal("0.0001"),
+                  min_qty=Decimal("0.0001"), max_qty=Decimal("100"), min_notional=Decimal("5"))
+    return {"withdrawal": withdrawal, "adjustment": adjustment}
+
+
+def verified(client: Client, user) -> Client:
+    """Log ``client`` in as ``user`` with a confirmed second factor this session."""
+    client.force_login(user)
+    device = TOTPDevice.objects.create(user=user, name="test", confirmed=True)
+    session = client.session
+    session[DEVICE_ID_SESSION_KEY] = device.persistent_id
+    session.save()
+    return client
+
+
+def crawl_admin(client: Client, back_office: dict):
+    """Every kind of admin page and POST form a superuser reaches from the index."""
+    starts = [ADMIN, f"{ADMIN}second-factor/", f"{ADMIN}password_change/",
+              f"{ADMIN}backoffice/withdrawalapproval/{back_office['withdrawal'].id}/change/",
+              f"{ADMIN}backoffice/adjustment/{back_office['adjustment'].id}/change/"]
+    return crawl(client, starts, inside=ADMIN, skip=(f"{ADMIN}logout/",))
+
+
+def test_every_admin_form_needs_the_csrf_token(back_office):
+    browser = Client(enforce_csrf_checks=True)
+    forms = crawl(browser, [f"{ADMIN}login/"], inside=ADMIN).forms
+    verified(browser, UserFactory(username="root", is_staff=True, is_superuser=True))
+    forms.update(crawl_admin(browser, back_office).forms)
+
+    withdrawal, adjustment = back_office["withdrawal"], back_office["adjustment"]
+    assert {
+        f"{ADMIN}login/", f"{ADMIN}logout/", f"{ADMIN}second-factor/", f"{ADMIN}password_change/",
+        f"{ADMIN}backoffice/withdrawalapproval/<n>/decide/", f"{ADMIN}backoffice/withdrawalapproval/",
+        f"{ADMIN}backoffice/adjustment/<n>/approve/", f"{ADMIN}backoffice/adjustment/<n>/reject/",
+        f"{ADMIN}backoffice/adjustment/add/", f"{ADMIN}backoffice/reconciliationrun/run/",
+        f"{ADMIN}orders/market/",
+    } <= forms.keys(), sorted(forms)
+    runs = ReconciliationRun.objects.count()
+    for kind, form in forms.items():
+        assert form.has_csrf_token, f"the form posting to {kind} on {form.page} has no CSRF token"
+        fields = {name: value for name, value in form.fields.items() if name != CSRF_FIELD}
+        response = browser.post(form.action, fields)
+        assert is_csrf_failure(response), f"{kind} accepted a POST without its CSRF token ({response.status_code})"
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.AWAITING_APPROVAL
+    assert Adjustment.objects.get(pk=adjustment.pk).status == adjustment.status
+    assert ReconciliationRun.objects.count() == runs
+
+
+def test_the_admin_is_closed_to_anyone_without_staff_status(back_office):
+    """Every admin page and form sends a user without staff status to the admin log-in, even one holding every
+    permission (a superuser flag included), and changes nothing."""
+    found = crawl_admin(verified(Client(), UserFactory(username="root", is_staff=True, is_superuser=True)),
+                        back_office)
+    assert len(found.pages) > 20 and len(found.forms) > 8
+    insider = UserFactory(username="insider", is_staff=False, is_superuser=True)
+    insider.user_permissions.add(*Permission.objects.all())
+    withdrawal, adjustment = back_office["withdrawal"], back_office["adjustment"]
+    runs, audits = ReconciliationRun.objects.count(), AuditLogEntry.objects.count()
+
+    for who, browser in [("anonymous", Client()), ("insider", verified(Client(), insider))]:
+        for url in found.pages:
+            response = browser.get(url)
+            assert response.status_code == 302 and response.url.startswith(f"{ADMIN}login/"), (who, url)
+        for kind, form in found.forms.items():
+            response = browser.post(form.action, {k: v for k, v in form.fields.items() if k != CSRF_FIELD})
+            login = response.status_code == 302 and response.url.startswith(f"{ADMIN}login/")
+            assert login or (kind == f"{ADMIN}logout/" and response.url == ADMIN), (who, kind, response.status_code)
+
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.AWAITING_APPROVAL
+    assert Adjustment.objects.get(pk=adjustment.pk).status == adjustment.status
+    assert (ReconciliationRun.objects.count(), AuditLogEntry.objects.count()) == (runs, audits)
