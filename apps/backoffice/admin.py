@@ -4,8 +4,10 @@ from decimal import Decimal
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.forms import formset_factory
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, path, reverse
 from django.utils.html import format_html
@@ -14,13 +16,22 @@ from django.views.decorators.http import require_POST
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError
-from apps.ledger.models import Account
-from apps.ledger.services import Leg
-
+from apps.ledger.models import Account, AccountKind, Asset
 from apps.ledger.selectors import balances_for_user, user_postings
-from apps.wallets.selectors import deposits_for_user, withdrawals_awaiting_approval, withdrawals_for_user
+from apps.ledger.services import Leg, system_account, user_account
+from apps.wallets.selectors import (
+    deposits_for_user,
+    withdrawals_awaiting_approval,
+    withdrawals_for_user,
+)
 
-from .models import Adjustment, AdjustmentStatus, AuditLogEntry, ReconciliationRun, WithdrawalApproval
+from .models import (
+    Adjustment,
+    AdjustmentStatus,
+    AuditLogEntry,
+    ReconciliationRun,
+    WithdrawalApproval,
+)
 from .services import (
     adjustment_approve,
     adjustment_draft,
@@ -64,9 +75,16 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         return super().changelist_view(request, extra_context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        run = get_object_or_404(ReconciliationRun, id=object_id)
+        run = get_object_or_404(ReconciliationRun, id=_numeric_id(object_id))
         extra_context = {**(extra_context or {}), "figure_names": _figure_names(run)}
         return super().change_view(request, object_id, form_url, extra_context)
+
+
+def _numeric_id(object_id: str) -> int:
+    """An admin URL's object id as an int; anything else is a 404 (never a 500)."""
+    if not str(object_id).isdigit() or int(object_id) > 2**63 - 1:
+        raise Http404
+    return int(object_id)
 
 
 def _figure_names(run: ReconciliationRun | None) -> list[str]:
@@ -81,24 +99,51 @@ class AdjustmentForm(forms.Form):
     memo = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), help_text="Why: ticket, incident, ...")
 
 
+ADJUSTABLE_KINDS = [(kind.value, kind.label) for kind in AccountKind if kind != AccountKind.USER_HELD]
+
+
 class AdjustmentLegForm(forms.Form):
-    account = forms.ModelChoiceField(
-        queryset=Account.objects.select_related("asset", "owner"), widget=forms.NumberInput, help_text="Account id"
-    )
-    side = forms.ChoiceField(choices=[("debit", "Debit"), ("credit", "Credit")])
-    amount = forms.CharField(max_length=50)
+    """One leg: which account (a kind of the chart, an asset, and a username for user funds), a side, an amount.
+
+    An untouched row is skipped. Held funds cannot be adjusted (they belong to open orders
+    and pending withdrawals). The account is found, or opened, when the draft is saved.
+    """
+
+    kind = forms.ChoiceField(choices=[("", "—"), *ADJUSTABLE_KINDS], required=False, label="account")
+    asset = forms.ModelChoiceField(queryset=Asset.objects.order_by("code"), required=False)
+    username = forms.CharField(max_length=150, required=False, help_text="for user available funds")
+    side = forms.ChoiceField(choices=[("", "—"), ("debit", "Debit"), ("credit", "Credit")], required=False)
+    amount = forms.CharField(max_length=50, required=False)
 
     def clean(self):
         cleaned = super().clean()
-        account, amount = cleaned.get("account"), cleaned.get("amount")
-        if account and amount:
+        if self.errors:
+            return cleaned
+        for name in ("kind", "asset", "side", "amount"):
+            if not cleaned.get(name):
+                self.add_error(name, "This field is required.")
+        kind, username = cleaned.get("kind"), cleaned.get("username", "").strip()
+        if kind == AccountKind.USER_AVAILABLE:
+            cleaned["user"] = get_user_model().objects.filter(username=username).first()
+            if cleaned["user"] is None:
+                self.add_error("username", "No such user." if username else "Name the user.")
+        elif username:
+            self.add_error("username", "Only user available funds belong to a user.")
+        if cleaned.get("asset") and cleaned.get("amount"):
             try:
-                value = parse_amount(amount, decimals=account.asset.decimals)
+                cleaned["value"] = parse_amount(cleaned["amount"], decimals=cleaned["asset"].decimals)
             except DomainError as error:
                 self.add_error("amount", error.message)
-            else:
-                cleaned["leg"] = Leg(account.id, value if cleaned["side"] == "debit" else -value)
         return cleaned
+
+    def leg(self) -> Leg:
+        """The signed leg on the named account (opened if it has none yet); call after validation."""
+        data = self.cleaned_data
+        if data["kind"] == AccountKind.USER_AVAILABLE:
+            account = user_account(data["user"].id, data["asset"])
+        else:
+            account = system_account(data["kind"], data["asset"], shard_key="adjustment")
+        return Leg(account.id, data["value"] if data["side"] == "debit" else -data["value"])
 
 
 AdjustmentLegFormSet = formset_factory(AdjustmentLegForm, extra=4, min_num=2, validate_min=True)
@@ -136,7 +181,7 @@ class AdjustmentAdmin(ReadOnlyAdmin):
                 adjustment = adjustment_draft(
                     author_id=request.user.id,
                     memo=form.cleaned_data["memo"],
-                    legs=[leg_form.cleaned_data["leg"] for leg_form in legs if leg_form.cleaned_data.get("leg")],
+                    legs=[leg_form.leg() for leg_form in legs if leg_form.has_changed()],
                 )
             except DomainError as error:
                 form.add_error(None, error.message)
@@ -148,7 +193,7 @@ class AdjustmentAdmin(ReadOnlyAdmin):
         return render(request, "admin/backoffice/adjustment/draft.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        adjustment = get_object_or_404(Adjustment, id=object_id)
+        adjustment = get_object_or_404(Adjustment, id=_numeric_id(object_id))
         accounts = Account.objects.select_related("asset", "owner").in_bulk([leg["account"] for leg in adjustment.legs])
         legs = []
         for leg in adjustment.legs:
@@ -239,12 +284,16 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
     def decide_view(self, request, withdrawal_id):
         if not request.user.has_perm("wallets.approve_withdrawal"):
             raise DjangoPermissionDenied
-        approve = request.POST.get("decision") == "approve"
-        self._decide(request, withdrawal_id, approve=approve, reason=request.POST.get("reason", ""))
+        decision = request.POST.get("decision")
+        if decision not in ("approve", "reject"):
+            self.message_user(request, "Choose approve or reject.", messages.ERROR)
+        else:
+            self._decide(request, withdrawal_id, approve=decision == "approve", reason=request.POST.get("reason", ""))
         return redirect("admin:backoffice_withdrawalapproval_changelist")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        withdrawal = get_object_or_404(WithdrawalApproval.objects.select_related("user", "asset"), id=object_id)
+        withdrawal = get_object_or_404(WithdrawalApproval.objects.select_related("user", "asset"),
+                                       id=_numeric_id(object_id))
         user_id = withdrawal.user_id
         extra_context = {
             **(extra_context or {}),

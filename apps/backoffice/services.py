@@ -6,10 +6,9 @@ from decimal import Decimal
 from django.db import transaction
 from django.utils import timezone
 
-from apps.ledger.errors import DomainError, InvalidState, NotFound, PermissionDenied, UnbalancedEntry
-from apps.ledger.models import Account, AccountKind
+from apps.ledger.errors import DomainError, InvalidState, NotFound, PermissionDenied
 from apps.ledger.reconciliation import reconcile
-from apps.ledger.services import Leg, adjustment_post, legs_validate
+from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
 from apps.ledger.transactions import retrying_atomic
 
 from apps.wallets.models import Withdrawal
@@ -51,15 +50,14 @@ def _adjustment_state(adjustment: Adjustment) -> dict:
 def adjustment_draft(*, author_id: int, memo: str, legs: Sequence[Leg]) -> Adjustment:
     """Draft a manual adjustment: ``legs`` (signed amounts, debit positive, each in its account's asset).
 
-    The legs must balance per asset, be exact at each asset's precision and include an
-    ``equity`` account (DESIGN.md section 4). Nothing moves until another operator approves.
+    The legs must balance per asset, be exact at each asset's precision, include an
+    ``equity`` account (DESIGN.md section 4) and leave held funds alone. Nothing moves until
+    another operator approves.
     Raises :class:`DomainError` (memo), :class:`UnbalancedEntry`, :class:`InvalidAmount`, :class:`NotFound`.
     """
     if not memo.strip():
         raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
-    legs_validate(legs)
-    if not Account.objects.filter(id__in=[leg.account_id for leg in legs], kind=AccountKind.EQUITY).exists():
-        raise UnbalancedEntry("A manual adjustment needs an equity leg.", fields={"legs": "Add an equity leg."})
+    adjustment_legs_validate(legs)
     adjustment = Adjustment.objects.create(
         memo=memo.strip(),
         legs=[{"account": leg.account_id, "amount": str(leg.amount)} for leg in legs],

@@ -429,24 +429,34 @@ def transfer_create(
     )
 
 
+def adjustment_legs_validate(legs: Sequence[Leg]) -> None:
+    """Check a manual adjustment's legs: balanced and exact (as :func:`legs_validate`), one on ``equity``,
+    none on ``user_held`` (held funds belong to open orders and pending withdrawals: invariant 4).
+
+    Raises :class:`UnbalancedEntry`, :class:`InvalidAmount`, :class:`NotFound`, :class:`DomainError`
+    (field ``legs``).
+    """
+    legs_validate(legs)
+    kinds = set(Account.objects.filter(id__in=[leg.account_id for leg in legs]).values_list("kind", flat=True))
+    if AccountKind.EQUITY not in kinds:
+        raise UnbalancedEntry("A manual adjustment needs an equity leg.", fields={"legs": "Add an equity leg."})
+    if AccountKind.USER_HELD in kinds:
+        message = "Held funds belong to open orders and pending withdrawals: adjust available funds instead."
+        raise DomainError(message, fields={"legs": message})
+
+
 @retrying_atomic
 def adjustment_post(*, adjustment_id: str, legs: Sequence[Leg], memo: str, operator_id: int) -> JournalEntry:
-    """Post a manual adjustment: balanced ``legs``, one of them on an ``equity`` account.
+    """Post a manual adjustment: balanced ``legs``, one of them on an ``equity`` account, none on held funds.
 
     ``memo`` (required) says why; ``operator_id`` is the operator who approved it and is
     recorded as the entry's author. Key ``adjustment:<adjustment_id>``.
-    Raises :class:`UnbalancedEntry` without an equity leg or when legs do not balance,
+    Raises what :func:`adjustment_legs_validate` raises, :class:`DomainError` (memo) and
     :class:`InsufficientFunds` if a user account would go negative.
     """
     if not memo.strip():
         raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
-    equity_ids = set(
-        Account.objects.filter(id__in=[leg.account_id for leg in legs], kind=AccountKind.EQUITY).values_list(
-            "id", flat=True
-        )
-    )
-    if not equity_ids:
-        raise UnbalancedEntry("A manual adjustment needs an equity leg.")
+    adjustment_legs_validate(legs)
     return entry_post(
         idempotency_key=f"adjustment:{adjustment_id}",
         reason=EntryReason.ADJUSTMENT,

@@ -87,3 +87,19 @@ def test_approve_selected_action(client, approver, awaiting, admin_login):
     client.post("/admin/backoffice/withdrawalapproval/",
                 {"action": "approve_selected", "_selected_action": [awaiting.id]})
     assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.APPROVED
+
+
+@pytest.mark.parametrize("decision", ["bogus", ""])
+def test_an_unknown_decision_decides_nothing(client, approver, awaiting, admin_login, decision):
+    admin_login(approver)
+    response = decide(client, awaiting, decision, reason="why not", follow=True)
+    assert "Choose approve or reject." in response.content.decode()
+    assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.parametrize("path", ["/admin/backoffice/withdrawalapproval/abc/change/",
+                                  "/admin/backoffice/withdrawalapproval/abc/decide/"])
+def test_a_malformed_withdrawal_id_is_a_404(client, approver, admin_login, path):
+    admin_login(approver)
+    assert client.get(path).status_code == 404
+    assert client.post(path, {"decision": "approve"}).status_code == 404
