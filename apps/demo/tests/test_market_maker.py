@@ -79,6 +79,7 @@ def test_refusals_are_reported_not_raised(demo):
     assert any("insufficient_funds" in refusal for refusal in report.refused)
 
 
+@pytest.mark.django_db(transaction=True)  # the command manages its own connection, as in production
 def test_the_command_runs_steps_and_stops(demo):
     call_command("run_market_maker", "--steps", "2", "--interval", "0", "--seed", "1", stdout=StringIO())
     assert Order.objects.filter(user__username="marketmaker").exists()

@@ -7,6 +7,7 @@ import time
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError, close_old_connections
 
 from apps.demo.market_maker import MarketMaker
 from apps.orders.models import Market
@@ -47,11 +48,20 @@ class Command(BaseCommand):
         steps = 0
         log.info("market_maker.start markets=%s", ",".join(state.market.symbol for state in bot.states))
         while not stopping and (options["steps"] == 0 or steps < options["steps"]):
-            report = bot.step()
+            close_old_connections()  # replaces a connection the database dropped (CONN_HEALTH_CHECKS)
             steps += 1
-            log.info("market_maker.step n=%d placed=%d cancelled=%d taken=%d refused=%d", steps, report.placed,
-                     report.cancelled, report.taken, len(report.refused))
-            for refusal in report.refused[:3]:
-                log.info("market_maker.refused %s", refusal)
+            try:
+                report = bot.step()
+            except DatabaseError as exc:  # a dropped connection or a restart: try again next step
+                log.warning("market_maker.database_error error=%s", str(exc).strip())
+            else:
+                log.info("market_maker.step n=%d placed=%d cancelled=%d taken=%d refused=%d", steps, report.placed,
+                         report.cancelled, report.taken, len(report.refused))
+                for refusal in report.refused[:3]:
+                    log.info("market_maker.refused %s", refusal)
             time.sleep(options["interval"])
-        log.info("market_maker.stop cancelled=%d", bot.cancel_all())
+        close_old_connections()
+        try:
+            log.info("market_maker.stop cancelled=%d", bot.cancel_all())
+        except DatabaseError as exc:
+            log.warning("market_maker.stop orders_left_open error=%s", str(exc).strip())
