@@ -6,6 +6,7 @@
 import logging
 
 from django.core.exceptions import PermissionDenied
+from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -48,7 +49,12 @@ def _flatten(detail) -> dict[str, str]:
 
 
 def exception_handler(exc, context):
-    """Map domain errors and DRF's exceptions to the API error shape; anything else is logged and a 500."""
+    """Map domain errors and DRF's exceptions to the API error shape.
+
+    A lost database connection is a 503 with ``Retry-After`` (the request wrote nothing and can
+    be retried, with its ``Idempotency-Key``); anything else unexpected is logged with its
+    traceback and answered as a JSON 500 ``internal_error``.
+    """
     if isinstance(exc, DomainError):
         set_rollback()
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
@@ -70,4 +76,11 @@ def exception_handler(exc, context):
             headers["Retry-After"] = str(int(exc.wait))
         code = next((code for cls, code in _CODES.items() if isinstance(exc, cls)), "invalid_request")
         return Response(error_body(code, str(exc.detail)), status=exc.status_code, headers=headers)
-    return None
+    set_rollback()
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("api.database_unavailable error=%s", str(exc).strip())
+        return Response(error_body("unavailable", "The service is briefly unavailable: retry the request."),
+                        status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"})
+    log.exception("api.internal_error view=%s", type(context.get("view")).__name__)
+    return Response(error_body("internal_error", "An unexpected error occurred; it has been logged."),
+                    status=status.HTTP_500_INTERNAL_SERVER_ERROR)

@@ -296,6 +296,12 @@ def _withdrawal_event_apply(event: CustodyEvent) -> None:
         raise EventNotReady(f"Withdrawal #{withdrawal.pk} is not recorded as submitted yet.")
     outcome = WithdrawalStatus.COMPLETED if event.status == "completed" else WithdrawalStatus.FAILED
     if withdrawal.status == outcome:
+        if outcome == WithdrawalStatus.COMPLETED and (
+            event.txid != withdrawal.txid or (event.network_fee or Decimal(0)) != (withdrawal.network_fee or Decimal(0))
+        ):
+            raise EventRejected(
+                f"Custody reports withdrawal #{withdrawal.pk} completed again with another txid or network fee."
+            )
         return  # reported before
     if withdrawal.status != WithdrawalStatus.SUBMITTED:
         raise EventRejected(

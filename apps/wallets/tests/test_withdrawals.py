@@ -327,6 +327,26 @@ def test_completed_withdrawal_posts_the_recipes_with_fee_and_network_fee(usdt, u
     assert reconcile().ok
 
 
+@pytest.mark.parametrize("change", [{"txid": "another-txid"}, {"network_fee": "99999"}])
+def test_a_second_completion_report_that_contradicts_the_first_is_rejected_for_an_operator(usdt, user, change):
+    deposit_through_custody(user, usdt, "100")
+    withdrawal = request(user, "50")
+    withdrawal_submit(withdrawal_id=withdrawal.pk)
+    deliver_custody_callbacks()
+    withdrawal.refresh_from_db()
+    report = {"event_id": f"again-{withdrawal.pk}", "type": "withdrawal", "asset": "USDT", "amount": "50.000000",
+              "txid": withdrawal.txid, "status": "completed", "withdrawal_id": str(withdrawal.pk),
+              "network_fee": f"{withdrawal.network_fee:f}", **change}
+
+    event, _ = custody_event_receive(body=signed(report)[0])
+    event = custody_event_process(event_pk=event.pk)
+
+    assert event.state == EventState.REJECTED
+    assert "completed again" in event.error
+    assert entries(withdrawal) == ["complete", "hold", "network-fee"]
+    assert reconcile().ok
+
+
 def test_custody_timeout_keeps_the_hold_and_the_retry_sends_the_same_withdrawal_once(usdt, user):
     deposit_through_custody(user, usdt, "100")
     SimulatedCustody().fault_add(operation="submit", kind="timeout", address=DESTINATION)
