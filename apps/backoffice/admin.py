@@ -34,6 +34,7 @@ from .models import (
 )
 from .services import (
     adjustment_approve,
+    audit_record,
     adjustment_draft,
     adjustment_reject,
     reconciliation_run,
@@ -64,6 +65,8 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         if not request.user.has_perm("backoffice.run_reconciliation"):
             raise DjangoPermissionDenied
         run = reconciliation_run(triggered_by_id=request.user.id)
+        audit_record(actor_id=request.user.id, action="reconciliation.run", object_type="backoffice.reconciliationrun",
+                     object_id=run.id, before={}, after={"ok": run.ok})
         level = messages.SUCCESS if run.ok else messages.ERROR
         self.message_user(request, f"Reconciliation {'passed' if run.ok else 'FAILED'}.", level)
         return redirect("admin:backoffice_reconciliationrun_change", run.id)

@@ -7,6 +7,7 @@ writes an order.
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
+from apps.backoffice.services import audit_record
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError
@@ -15,6 +16,22 @@ from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
 from .services import fee_schedule_make_default, market_create, market_filters_update, market_halt, market_resume
 
 MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
+
+
+def _market_state(market: Market) -> dict:
+    return {"status": market.status, "min_qty": str(market.min_qty), "max_qty": str(market.max_qty),
+            "min_notional": str(market.min_notional)}
+
+
+def _audit(request, action: str, market: Market, before: dict) -> None:
+    audit_record(actor_id=request.user.id, action=action, object_type="orders.market", object_id=market.pk,
+                 before=before, after=_market_state(market))
+
+
+def _schedule_state(schedule: FeeSchedule) -> dict:
+    return {"name": schedule.name, "maker_rate": f"{schedule.maker_rate.normalize():f}",
+            "taker_rate": f"{schedule.taker_rate.normalize():f}",
+            "users": sorted(schedule.tiers.values_list("user__username", flat=True)) if schedule.pk else []}
 
 
 @admin.register(Market)
@@ -36,6 +53,7 @@ class MarketAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
+        before = _market_state(Market.objects.get(pk=obj.pk)) if change else {}
         try:
             if change:
                 market_filters_update(market_id=obj.id, min_qty=data["min_qty"], max_qty=data["max_qty"],
@@ -49,18 +67,19 @@ class MarketAdmin(admin.ModelAdmin):
                 obj.pk = created.pk
         except DomainError as exc:  # form validation (Market.clean) catches these first
             raise ValidationError(exc.fields or exc.message) from exc
+        _audit(request, "market.update" if change else "market.create", Market.objects.get(pk=obj.pk), before)
 
     @admin.action(description="Halt the selected markets (refuse new orders; cancels still work)",
                   permissions=["change"])
     def halt(self, request, queryset):
         for market in queryset:
-            market_halt(market_id=market.id)
+            _audit(request, "market.halt", market_halt(market_id=market.id), _market_state(market))
         self.message_user(request, f"Halted {queryset.count()} market(s).", messages.SUCCESS)
 
     @admin.action(description="Resume the selected markets", permissions=["change"])
     def resume(self, request, queryset):
         for market in queryset:
-            market_resume(market_id=market.id)
+            _audit(request, "market.resume", market_resume(market_id=market.id), _market_state(market))
         self.message_user(request, f"Resumed {queryset.count()} market(s).", messages.SUCCESS)
 
 
@@ -83,12 +102,27 @@ class FeeScheduleAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return obj is None or not obj.is_default
 
+    def save_model(self, request, obj, form, change):
+        # Runs before the tiers are saved: the database still holds the state before the change.
+        request.fee_schedule_before = _schedule_state(FeeSchedule.objects.get(pk=obj.pk)) if change else {}
+        super().save_model(request, obj, form, change)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        audit_record(actor_id=request.user.id, action="fee_schedule.update" if change else "fee_schedule.create",
+                     object_type="orders.feeschedule", object_id=form.instance.pk,
+                     before=request.fee_schedule_before, after=_schedule_state(form.instance))
+
     @admin.action(description="Make the selected schedule the default", permissions=["change"])
     def make_default(self, request, queryset):
         if queryset.count() != 1:
             self.message_user(request, "Select exactly one schedule to make the default.", messages.ERROR)
             return
+        previous = FeeSchedule.objects.filter(is_default=True).first()
         schedule = fee_schedule_make_default(schedule_id=queryset.get().id)
+        audit_record(actor_id=request.user.id, action="fee_schedule.make_default", object_type="orders.feeschedule",
+                     object_id=schedule.id, before={"default": previous.name if previous else None},
+                     after={"default": schedule.name})
         self.message_user(request, f"{schedule.name} is now the default fee schedule.", messages.SUCCESS)
 
 

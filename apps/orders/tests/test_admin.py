@@ -109,3 +109,25 @@ def test_without_a_default_fee_schedule_fills_are_refused_with_a_503_not_a_500(b
         "market": "BTC-USDT", "side": "buy", "type": "limit", "price": "100", "qty": "1"}, format="json")
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "unavailable"
+
+
+def test_market_and_fee_schedule_changes_are_in_the_audit_log(operator, btc_usdt, default_fees):
+    from apps.backoffice.models import AuditLogEntry
+
+    operator.post(reverse("admin:orders_market_changelist"), {"action": "halt", "_selected_action": [btc_usdt.id]})
+    operator.post(reverse("admin:orders_market_change", args=[btc_usdt.id]), {
+        "min_qty": "0.001", "max_qty": "1000", "min_notional": "5"})
+    vip = FeeSchedule.objects.create(name="VIP", maker_rate=D("0"), taker_rate=D("0.0005"))
+    operator.post(reverse("admin:orders_feeschedule_changelist"), {"action": "make_default", "_selected_action": [vip.id]})
+    operator.post(reverse("admin:orders_feeschedule_change", args=[vip.id]), {
+        "name": "VIP", "maker_rate": "0", "taker_rate": "0.0004",
+        "tiers-TOTAL_FORMS": "0", "tiers-INITIAL_FORMS": "0", "tiers-MIN_NUM_FORMS": "0", "tiers-MAX_NUM_FORMS": "1000",
+    })
+
+    log = list(AuditLogEntry.objects.order_by("id").values_list("action", "before", "after"))
+    assert [action for action, *_ in log] == [
+        "market.halt", "market.update", "fee_schedule.make_default", "fee_schedule.update"]
+    assert log[0][1]["status"] == "active" and log[0][2]["status"] == "halted"
+    assert log[1][1]["min_qty"].startswith("0.0001") and log[1][2]["min_qty"].startswith("0.001")
+    assert log[2][1:] == ({"default": "default"}, {"default": "VIP"})
+    assert (log[3][1]["taker_rate"], log[3][2]["taker_rate"]) == ("0.0005", "0.0004")
