@@ -5,9 +5,12 @@ import hmac
 import secrets
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.utils import timezone
 
 from apps.ledger.errors import DomainError, NotFound
+from apps.wallets.addresses import address_validate
+from apps.wallets.errors import InvalidAddress
 
 from .models import ApiKey, Scope
 
@@ -33,6 +36,7 @@ def api_key_create(
     unknown = set(scopes) - set(Scope.values)
     if not scopes or unknown:
         raise DomainError("Choose at least one of read, trade, withdraw.", fields={"scopes": "Unknown or empty scopes."})
+    withdrawal_addresses = _checked_addresses(withdrawal_addresses)
     prefix = secrets.token_hex(4)
     raw_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     key = ApiKey.objects.create(
@@ -41,9 +45,32 @@ def api_key_create(
         prefix=prefix,
         secret_hash=_digest(raw_key),
         scopes=sorted(set(scopes)),
-        withdrawal_addresses=sorted(set(withdrawal_addresses)),
+        withdrawal_addresses=withdrawal_addresses,
     )
     return key, raw_key
+
+
+MAX_ALLOWED_ADDRESSES = 20
+
+
+def _checked_addresses(addresses: Sequence[str]) -> list[str]:
+    """The allow-list, each address valid on at least one network we can validate (at most 20)."""
+    if len(addresses) > MAX_ALLOWED_ADDRESSES:
+        message = f"At most {MAX_ALLOWED_ADDRESSES} withdrawal addresses."
+        raise DomainError(message, fields={"withdrawal_addresses": message})
+    for address in addresses:
+        if not any(_valid_on(network, address) for network in settings.WALLETS_ADDRESS_VALIDATORS):
+            message = f"{address[:64]!r} is not a valid withdrawal address."
+            raise DomainError(message, fields={"withdrawal_addresses": message})
+    return sorted(set(addresses))
+
+
+def _valid_on(network: str, address: str) -> bool:
+    try:
+        address_validate(network=network, address=address)
+    except InvalidAddress:
+        return False
+    return True
 
 
 def api_key_revoke(*, user_id: int, key_id: int) -> ApiKey:

@@ -119,3 +119,21 @@ def test_a_lost_database_connection_is_a_json_503_with_retry_after(api_as, user)
     assert response.headers["Retry-After"] == "1"
     assert response.json()["error"]["code"] == "unavailable"
     connection.close()
+
+
+@pytest.mark.parametrize("addresses", [
+    ["notanaddress"], ["x" * 10000], ["sim1" + "0" * 40],  # the last is well-formed but fails its checksum
+])
+def test_a_key_allow_list_accepts_only_valid_withdrawal_addresses(db, user, addresses):
+    with pytest.raises(DomainError) as error:
+        api_key_create(user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=addresses)
+    assert "withdrawal_addresses" in error.value.fields
+    assert not ApiKey.objects.exists()
+
+
+def test_a_key_allow_list_of_valid_addresses_is_kept(db, user):
+    from apps.wallets.custody.simnet import new_address
+
+    address = new_address()
+    key, _ = api_key_create(user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=[address, address])
+    assert key.withdrawal_addresses == [address]

@@ -347,6 +347,23 @@ def test_a_second_completion_report_that_contradicts_the_first_is_rejected_for_a
     assert reconcile().ok
 
 
+def test_a_withdrawal_to_another_users_deposit_address_arrives_as_their_deposit(usdt, user):
+    from apps.wallets.services import deposit_address_get_or_create
+
+    deposit_through_custody(user, usdt, "100")
+    friend = UserFactory()
+    address = deposit_address_get_or_create(user_id=friend.id, asset=usdt).address
+    withdrawal = request(user, "40", address=address)
+    withdrawal_submit(withdrawal_id=withdrawal.pk)
+
+    deliver_custody_callbacks()  # the withdrawal completes; the chain shows a deposit to the address
+    deliver_custody_callbacks()  # its confirmations
+
+    assert balances(user, usdt) == (Decimal(60), Decimal(0))
+    assert balances(friend, usdt) == (Decimal(40), Decimal(0))
+    assert reconcile().ok
+
+
 def test_custody_timeout_keeps_the_hold_and_the_retry_sends_the_same_withdrawal_once(usdt, user):
     deposit_through_custody(user, usdt, "100")
     SimulatedCustody().fault_add(operation="submit", kind="timeout", address=DESTINATION)

@@ -310,6 +310,9 @@ class SimulatedCustody(CustodyAdapter):
             withdrawal = SimWithdrawal.objects.select_for_update().get(pk=callback.withdrawal_id)
             if withdrawal.status == "accepted":
                 SimWithdrawal.objects.filter(pk=withdrawal.pk).update(status=payload["status"])
+                if payload["status"] == "completed" and SimAddress.objects.filter(address=withdrawal.address).exists():
+                    # Sent to one of our own addresses: on chain that is a deposit like any other.
+                    self.deposit_receive(address=withdrawal.address, amount=withdrawal.amount, txid=withdrawal.txid)
                 if payload["status"] == "failed":
                     wallet = _wallet_locked(withdrawal.asset_code)
                     SimWallet.objects.filter(pk=wallet.pk).update(
