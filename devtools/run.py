@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from devtools import localservices
+from exchange.settings.environment import DEV_CUSTODY_WEBHOOK_SECRET
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,6 +34,7 @@ def main() -> int:
         print(f"\nExchange:    http://127.0.0.1:{port}/\n"
               f"Back office: http://127.0.0.1:{port}/{admin}\n"
               f"API docs:    http://127.0.0.1:{port}/api/docs/\n"
+              f"Custody webhook secret (development): {env.get('CUSTODY_WEBHOOK_SECRET', DEV_CUSTODY_WEBHOOK_SECRET)}\n"
               "Ctrl-C stops everything.\n", flush=True)
         honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", "Procfile"], cwd=ROOT, env=env)
         # Ctrl-C reaches honcho too: it stops its processes; wait for it to finish doing so.

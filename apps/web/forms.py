@@ -1,19 +1,32 @@
 import uuid
 
 from django import forms
+from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from apps.accounts.models import Scope
 from apps.orders.models import OrderType, Side, TimeInForce
 
 
 class SignUpForm(UserCreationForm):
-    """A trader's sign-up: username, optional e-mail, password twice (Django's password validators)."""
+    """A trader's sign-up: username, optional e-mail, password twice (Django's password validators).
+
+    Usernames are ASCII and unique whatever their case, so no one can pose as "alice" as "Alice" or
+    with a look-alike letter.
+    """
 
     email = forms.EmailField(required=False)
 
     class Meta(UserCreationForm.Meta):
         fields = ("username", "email")
+
+    def clean_username(self) -> str:
+        username = self.cleaned_data["username"]
+        ASCIIUsernameValidator()(username)
+        if get_user_model().objects.filter(username__iexact=username).exists():
+            raise forms.ValidationError("This username is taken.")
+        return username
 
 
 class ApiKeyForm(forms.Form):

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import environ
 
+# The custody webhook's shared secret on developer machines and in tests (production refuses it).
+DEV_CUSTODY_WEBHOOK_SECRET = "dev-only-custody-webhook-secret"
+
 
 def load_local_services_env() -> None:
     folder = Path(os.environ.get("LOCAL_DATA_DIR", Path(__file__).resolve().parents[2] / ".local"))

@@ -2,11 +2,11 @@
 
 import os
 
-from .environment import load_local_services_env
+from .environment import DEV_CUSTODY_WEBHOOK_SECRET, load_local_services_env
 
 load_local_services_env()
 os.environ.setdefault("DJANGO_SECRET_KEY", "dev-only-insecure-secret-key")
-os.environ.setdefault("CUSTODY_WEBHOOK_SECRET", "dev-only-custody-webhook-secret")
+os.environ.setdefault("CUSTODY_WEBHOOK_SECRET", DEV_CUSTODY_WEBHOOK_SECRET)
 
 from .base import *  # noqa: E402,F403
 

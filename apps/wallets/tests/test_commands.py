@@ -88,3 +88,15 @@ def _backends(application_name: str) -> list[int]:
     with connection.cursor() as cursor:
         cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [application_name])
         return [pid for (pid,) in cursor.fetchall()]
+
+
+def test_simulate_deposit_without_a_database_says_so_without_a_traceback(tmp_path):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
+           "DATABASE_URL": f"postgresql://postgres@/exchange?host={tmp_path}"}  # no server listens there
+    result = subprocess.run(
+        [sys.executable, "manage.py", "simulate_deposit", "--user", "alice", "--asset", "BTC", "--amount", "1"],
+        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 1
+    assert "Cannot reach the database" in result.stderr and "is `make run` running?" in result.stderr
+    assert "Traceback" not in result.stderr

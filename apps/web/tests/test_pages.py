@@ -107,3 +107,11 @@ def test_api_docs_render_without_a_cdn(db, client):
     page = client.get("/api/docs/").content.decode()
     assert "cdn" not in page.lower()
     assert client.get("/api/schema/").status_code == 200
+
+
+@pytest.mark.parametrize("username", ["ǫa1", "Alice", "ALICE"])
+def test_sign_up_refuses_look_alike_and_case_variant_usernames(db, client, username):
+    UserFactory(username="alice")
+    response = client.post("/signup/", {"username": username, "password1": PASSWORD, "password2": PASSWORD})
+    assert response.status_code == 200
+    assert "username" in response.context["form"].errors

@@ -11,6 +11,7 @@ import time
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import OperationalError
 from django.utils import timezone
 
 from apps.ledger.amounts import parse_amount
@@ -34,6 +35,12 @@ class Command(BaseCommand):
         parser.add_argument("--vout", type=int, default=0, help="output index (default 0)")
 
     def handle(self, *args, **options):
+        try:
+            self.deposit(**options)
+        except OperationalError as exc:
+            raise CommandError(f"Cannot reach the database ({str(exc).strip()[:120]}): is `make run` running?") from None
+
+    def deposit(self, **options):
         custody = get_adapter()
         if not isinstance(custody, SimulatedCustody):
             raise CommandError("CUSTODY_ADAPTER is not the simulated custody.")
