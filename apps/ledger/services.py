@@ -21,6 +21,7 @@ from django.utils import timezone
 from moneyed import Money
 
 from .amounts import check_amount, fits, format_amount, is_exact
+from .db import PreparedCursor
 from .errors import (
     DomainError,
     IdempotencyConflict,
@@ -138,7 +139,7 @@ def system_account(kind: str, asset: Asset, *, shard_key: str = "") -> Account:
 _SELECT_ACCOUNTS = """
     SELECT a.id, a.kind, a.asset_id, a.owner_id, a.balance, s.code, s.decimals
     FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
-    WHERE a.id = ANY(%s)
+    WHERE a.id = ANY(%s::bigint[])
     ORDER BY a.id
 """
 _LOCK_ACCOUNTS = _SELECT_ACCOUNTS + "FOR NO KEY UPDATE OF a"
@@ -264,7 +265,7 @@ def entry_post(
     _check_leg_shapes(legs)
     payload_hash = _payload_hash(reason, reference_type, reference_id, legs)
 
-    with connection.cursor() as cursor:
+    with PreparedCursor() as cursor:
         cursor.execute(_LOCK_ACCOUNTS, [sorted({leg.account_id for leg in legs})])
         accounts = {row[0]: _LockedAccount(*row) for row in cursor.fetchall()}
         _check_balanced(legs, accounts)

@@ -26,7 +26,7 @@ other deadlock or serialization failure runs the whole placement again
 Round trips (DESIGN.md section 6, speed from fewer round trips): BEGIN, the lock and the
 first book page go in one pipeline; the order row and the account lock in one
 statement; the trades and the resting orders' updates in one statement; this module's
-statements are prepared once per connection (:class:`_PreparedCursor`). A resting
+statements are prepared once per connection (:class:`apps.ledger.db.PreparedCursor`). A resting
 order costs 7 round trips, 4 of them its hold's ``entry_post``.
 """
 
@@ -35,14 +35,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
-import psycopg
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from apps.ledger.amounts import fits, format_amount, parse_amount, quantum
-from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, InvalidState, NotFound
+from apps.ledger.db import PreparedCursor
+from apps.ledger.errors import (
+    DomainError,
+    IdempotencyConflict,
+    InvalidAmount,
+    InvalidState,
+    NotFound,
+)
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import Leg, entry_post, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
@@ -56,7 +62,17 @@ from .errors import (
     NoFeeSchedule,
     PostOnlyWouldTake,
 )
-from .matching import EXACT, WIDE, Fill, Maker, MatchPlan, Stop, Taker, fee_for, plan_match
+from .matching import (
+    EXACT,
+    WIDE,
+    Fill,
+    Maker,
+    MatchPlan,
+    Stop,
+    Taker,
+    fee_for,
+    plan_match,
+)
 from .models import (
     OPEN_STATUSES,
     EndReason,
@@ -75,64 +91,6 @@ from .models import (
 
 # Resting orders read per query while matching; a taker rarely needs more.
 BOOK_PAGE = 32
-
-
-class _PreparedCursor:
-    """The placement's own statements, bound server-side and prepared once per connection.
-
-    Django's cursor interpolates parameters into the SQL text, so PostgreSQL parses and
-    plans every statement again; planning the book query costs ten times executing it.
-    This cursor (a psycopg server-binding cursor on Django's connection, in the same
-    transaction) prepares each statement on first use and sends only parameters after
-    that. Database errors are wrapped into Django's exceptions exactly as Django's own
-    cursor does, so ``retrying_atomic`` still recognises a deadlock by its SQLSTATE.
-    (Prepared statements live on the connection: behind a transaction-mode pooler such
-    as PgBouncer, turn them off with ``ORDERS_PREPARED_STATEMENTS = False``.)
-    """
-
-    def __init__(self):
-        connection.ensure_connection()
-        self.prepare = getattr(settings, "ORDERS_PREPARED_STATEMENTS", True)
-        raw = connection.connection
-        if self.prepare and raw.prepare_threshold is None:
-            # Django leaves psycopg's automatic preparation off (None), which also ignores an explicit
-            # prepare=True. A threshold no statement reaches keeps it off for everything else (Django's
-            # own client-side cursors never prepare) while honouring prepare=True here.
-            raw.prepare_threshold = 2**31 - 1
-        self.cursor = psycopg.Cursor(raw)
-
-    def execute(self, sql: str, params: list) -> None:
-        with connection.wrap_database_errors:
-            self.cursor.execute(sql, params, prepare=self.prepare)
-
-    def pipeline(self, statements: list[tuple[str, list]]) -> list[list[tuple]]:
-        """Run ``statements`` in one round trip (psycopg pipeline mode, with the transaction's BEGIN if
-        it has not been sent yet); return each one's rows. PostgreSQL still runs them one after the
-        other, each with its own snapshot, so a read queued behind a lock sees what the lock's previous
-        holder committed."""
-        raw = connection.connection
-        cursors = [psycopg.Cursor(raw) for _ in statements]
-        try:
-            with connection.wrap_database_errors:
-                with raw.pipeline():
-                    for cursor, (sql, params) in zip(cursors, statements):
-                        cursor.execute(sql, params, prepare=self.prepare)
-                return [cursor.fetchall() for cursor in cursors]
-        finally:
-            for cursor in cursors:
-                cursor.close()
-
-    def fetchone(self) -> tuple | None:
-        return self.cursor.fetchone()
-
-    def fetchall(self) -> list[tuple]:
-        return self.cursor.fetchall()
-
-    def __enter__(self) -> "_PreparedCursor":
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.cursor.close()
 
 
 # Markets and fee tiers ----------------------------------------------------------------------------
@@ -854,7 +812,7 @@ def order_place(
     inputs = {"user_id": user_id, "side": side, "type": type, "price": price, "qty": qty, "quote_qty": quote_qty,
               "time_in_force": time_in_force, "post_only": post_only, "stp": stp,
               "client_order_id": client_order_id}
-    with _PreparedCursor() as cursor, localcontext(WIDE):
+    with PreparedCursor() as cursor, localcontext(WIDE):
         request = first_page = None
         shape = _SHAPES.get(market)
         if shape is not None:
@@ -1061,7 +1019,7 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
     market. Raises :class:`NotFound`, :class:`InvalidState` (409) when the order has
     already ended. Keeps invariants 4 and 8.
     """
-    with _PreparedCursor() as cursor:
+    with PreparedCursor() as cursor:
         # One round trip: BEGIN, the market lock, then the order as the lock's previous holder left it.
         market_rows, order_rows = cursor.pipeline([(_LOCK_MARKET_OF_ORDER, [order_id]), (_ORDER_BY_ID, [order_id])])
         order = Order.from_db(connection.alias, _ORDER_FIELDS, order_rows[0]) if market_rows and order_rows else None

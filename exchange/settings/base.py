@@ -84,6 +84,9 @@ TEMPLATES = [
 DATABASES = {"default": database_from_url(env("DATABASE_URL"))}
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# The hot paths (posting an entry, matching) prepare their statements once per connection;
+# turn this off behind a transaction-mode connection pooler (PgBouncer).
+DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL")

@@ -4,12 +4,10 @@ from dataclasses import replace
 from decimal import Decimal
 
 import pytest
-from django.db import DataError, OperationalError, transaction
 
 from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.models import JournalEntry
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.ledger.transactions import is_retryable
 from apps.orders import services
 from apps.orders.models import Order, OrderStatus, Trade
 from apps.orders.tests.helpers import balance, place
@@ -23,15 +21,6 @@ def traders(btc_usdt, btc, usdt):
     fund(buyer, usdt, "100000")
     fund(seller, btc, "10")
     return buyer, seller
-
-
-def test_database_errors_of_the_prepared_cursor_are_djangos_and_a_deadlock_is_retryable(db):
-    with services._PreparedCursor() as cursor:
-        with pytest.raises(DataError), transaction.atomic():
-            cursor.execute("SELECT 1 / %s", [0])
-        with pytest.raises(OperationalError) as raised, transaction.atomic():
-            cursor.execute("DO $$ BEGIN RAISE EXCEPTION 'simulated' USING ERRCODE = '40P01'; END $$", [])
-    assert is_retryable(raised.value)
 
 
 def test_a_stale_market_shape_is_noticed_and_the_order_judged_on_the_locked_market(traders, btc_usdt, monkeypatch):
@@ -65,7 +54,7 @@ def test_a_stale_shape_naming_another_market_does_not_match_that_markets_book(tr
 
 
 def test_without_prepared_statements_placement_works_the_same(traders, settings, btc, usdt):
-    settings.ORDERS_PREPARED_STATEMENTS = False
+    settings.DATABASE_PREPARED_STATEMENTS = False
     buyer, seller = traders
     place(seller, side="sell", price="50000", qty="0.1")
     order = place(buyer, side="buy", price="50010", qty="0.1")
