@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from exchange.tests.settings_defaults import development_default
+
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ENV = {
     "DJANGO_SETTINGS_MODULE": "exchange.settings.production",
@@ -61,8 +63,7 @@ def test_production_refuses_the_public_placeholder_and_development_secrets(varia
     if source == "env.example":
         value = _example_value(variable)
     else:
-        module = (ROOT / "exchange" / "settings" / f"{source}.py").read_text()
-        value = module.split(f'os.environ.setdefault("{variable}", "', 1)[1].split('"', 1)[0]
+        value = development_default(source, variable)
     result = manage("check", env={**PRODUCTION_ENV, variable: value})
     assert result.returncode != 0
     assert f"{variable} is a published placeholder or development value" in result.stderr
