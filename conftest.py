@@ -52,17 +52,9 @@ def api_as(key_for):
 @pytest.fixture
 def admin_login(client):
     """``admin_login(user)``: log ``client`` in as ``user`` with a confirmed second factor this session."""
-    from django_otp import DEVICE_ID_SESSION_KEY
-    from django_otp.plugins.otp_totp.models import TOTPDevice
+    from apps.backoffice.tests.logins import login_with_second_factor
 
-    def login(user):
-        client.force_login(user)
-        device = TOTPDevice.objects.create(user=user, name="test", confirmed=True)
-        session = client.session
-        session[DEVICE_ID_SESSION_KEY] = device.persistent_id
-        session.save()
-
-    return login
+    return lambda user: login_with_second_factor(client, user)
 
 
 @pytest.fixture

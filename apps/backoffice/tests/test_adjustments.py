@@ -4,8 +4,17 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from apps.backoffice.models import Adjustment, AdjustmentStatus, AuditLogEntry
-from apps.backoffice.services import adjustment_approve, adjustment_draft, adjustment_reject
-from apps.ledger.errors import DomainError, InvalidState, PermissionDenied, UnbalancedEntry
+from apps.backoffice.services import (
+    adjustment_approve,
+    adjustment_draft,
+    adjustment_reject,
+)
+from apps.ledger.errors import (
+    DomainError,
+    InvalidState,
+    PermissionDenied,
+    UnbalancedEntry,
+)
 from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.selectors import balances_for_user
 from apps.ledger.services import Leg, system_account, user_account

@@ -10,11 +10,10 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
-from django_otp import DEVICE_ID_SESSION_KEY
-from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.backoffice.models import Adjustment, AuditLogEntry, ReconciliationRun
 from apps.backoffice.services import adjustment_draft, reconciliation_run
+from apps.backoffice.tests.logins import login_with_second_factor
 from apps.ledger.models import AccountKind
 from apps.ledger.services import Leg, system_account, user_account
 from apps.ledger.tests.factories import UserFactory
@@ -45,16 +44,6 @@ def back_office(usdt, btc, user, operator):
     return {"withdrawal": withdrawal, "adjustment": adjustment}
 
 
-def verified(client: Client, user) -> Client:
-    """Log ``client`` in as ``user`` with a confirmed second factor this session."""
-    client.force_login(user)
-    device = TOTPDevice.objects.create(user=user, name="test", confirmed=True)
-    session = client.session
-    session[DEVICE_ID_SESSION_KEY] = device.persistent_id
-    session.save()
-    return client
-
-
 def crawl_admin(client: Client, back_office: dict):
     """Every kind of admin page and POST form a superuser reaches from the index."""
     starts = [ADMIN, f"{ADMIN}second-factor/", f"{ADMIN}password_change/",
@@ -66,7 +55,7 @@ def crawl_admin(client: Client, back_office: dict):
 def test_every_admin_form_needs_the_csrf_token(back_office):
     browser = Client(enforce_csrf_checks=True)
     forms = crawl(browser, [f"{ADMIN}login/"], inside=ADMIN).forms
-    verified(browser, UserFactory(username="root", is_staff=True, is_superuser=True))
+    login_with_second_factor(browser, UserFactory(username="root", is_staff=True, is_superuser=True))
     forms.update(crawl_admin(browser, back_office).forms)
 
     withdrawal, adjustment = back_office["withdrawal"], back_office["adjustment"]
@@ -91,7 +80,7 @@ def test_every_admin_form_needs_the_csrf_token(back_office):
 def test_the_admin_is_closed_to_anyone_without_staff_status(back_office):
     """Every admin page and form sends a user without staff status to the admin log-in, even one holding every
     permission (a superuser flag included), and changes nothing."""
-    found = crawl_admin(verified(Client(), UserFactory(username="root", is_staff=True, is_superuser=True)),
+    found = crawl_admin(login_with_second_factor(Client(), UserFactory(username="root", is_staff=True, is_superuser=True)),
                         back_office)
     assert len(found.pages) > 20 and len(found.forms) > 8
     insider = UserFactory(username="insider", is_staff=False, is_superuser=True)
@@ -99,7 +88,7 @@ def test_the_admin_is_closed_to_anyone_without_staff_status(back_office):
     withdrawal, adjustment = back_office["withdrawal"], back_office["adjustment"]
     runs, audits = ReconciliationRun.objects.count(), AuditLogEntry.objects.count()
 
-    for who, browser in [("anonymous", Client()), ("insider", verified(Client(), insider))]:
+    for who, browser in [("anonymous", Client()), ("insider", login_with_second_factor(Client(), insider))]:
         for url in found.pages:
             response = browser.get(url)
             assert response.status_code == 302 and response.url.startswith(f"{ADMIN}login/"), (who, url)
