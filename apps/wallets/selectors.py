@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.db.models import QuerySet, Sum
 
 from .models import (
-    WITHDRAWAL_PENDING, WITHDRAWAL_RELEASED, CustodyEvent, Deposit, DepositAddress, EventState, Withdrawal,
+    WITHDRAWAL_PENDING, WITHDRAWAL_RELEASED, Deposit, DepositAddress, Withdrawal,
     WithdrawalStatus,
 )
 
@@ -54,8 +54,3 @@ def withdrawal_holds(*, asset_ids: Iterable[int]) -> dict[tuple[int, int], Decim
         .annotate(total=Sum("hold_remaining"))
     )
     return {(row["user_id"], row["asset_id"]): row["total"] for row in rows}
-
-
-def custody_events_unprocessed() -> QuerySet[CustodyEvent]:
-    """Inbox events not yet processed, oldest first."""
-    return CustodyEvent.objects.filter(state=EventState.RECEIVED).order_by("id")
