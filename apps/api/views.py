@@ -7,13 +7,11 @@ from django.http import JsonResponse
 from rest_framework.views import APIView
 
 from apps.ledger.errors import DomainError, NotFound
+from exchange.converters import MAX_ID
 
 from .exceptions import error_body
 from .permissions import HasScope
 from .schema import ScopedAutoSchema
-
-# Object ids are PostgreSQL bigints.
-MAX_ID = 2**63 - 1
 
 
 class ScopedApiView(APIView):

@@ -1,5 +1,6 @@
 """Back-office screens: reconciliation (history, run now, per-asset figures), maker-checker adjustments, audit log."""
 
+import re
 from decimal import Decimal
 
 from django import forms
@@ -24,6 +25,7 @@ from apps.wallets.selectors import (
     withdrawals_awaiting_approval,
     withdrawals_for_user,
 )
+from exchange.converters import ObjectIdConverter
 
 from .models import (
     Adjustment,
@@ -34,9 +36,9 @@ from .models import (
 )
 from .services import (
     adjustment_approve,
-    audit_record,
     adjustment_draft,
     adjustment_reject,
+    audit_record,
     reconciliation_run,
     withdrawal_decide,
 )
@@ -85,9 +87,13 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
 
 def _numeric_id(object_id: str) -> int:
     """An admin URL's object id as an int; anything else is a 404 (never a 500)."""
-    if not str(object_id).isdigit() or int(object_id) > 2**63 - 1:
+    converter = ObjectIdConverter()
+    if not re.fullmatch(converter.regex, str(object_id)):
         raise Http404
-    return int(object_id)
+    try:
+        return converter.to_python(str(object_id))
+    except ValueError:
+        raise Http404 from None
 
 
 def _figure_names(run: ReconciliationRun | None) -> list[str]:

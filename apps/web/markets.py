@@ -16,12 +16,16 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from apps.api.views import MAX_ID
 from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.selectors import balances_for_user
 from apps.orders.models import Market, Order
 from apps.orders.selectors import (
-    fills_for_user, market_get, market_list, order_book_depth, orders_for_user, recent_trades,
+    fills_for_user,
+    market_get,
+    market_list,
+    order_book_depth,
+    orders_for_user,
+    recent_trades,
 )
 from apps.orders.services import order_cancel, order_place
 
@@ -136,8 +140,6 @@ def order_cancel_view(request, order_id: int):
                                            require_https=request.is_secure()):
         target = reverse("web:markets")
     try:
-        if order_id > MAX_ID:
-            raise NotFound(f"No order {order_id}.")
         order = order_cancel(order_id=order_id, user_id=request.user.id)
     except DomainError as error:
         messages.error(request, error.message)

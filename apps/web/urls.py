@@ -1,7 +1,11 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import path, register_converter
+
+from exchange.converters import ObjectIdConverter
 
 from . import markets, views
+
+register_converter(ObjectIdConverter, "id")
 
 app_name = "web"
 
@@ -12,14 +16,14 @@ urlpatterns = [
     path("wallet/deposit-address/", views.deposit_address, name="deposit-address"),
     path("wallet/withdraw/", views.withdraw, name="withdraw"),
     path("wallet/withdraw/fee/", views.withdraw_fee, name="withdraw-fee"),
-    path("wallet/withdrawals/<int:withdrawal_id>/cancel/", views.withdrawal_cancel_view, name="withdrawal-cancel"),
+    path("wallet/withdrawals/<id:withdrawal_id>/cancel/", views.withdrawal_cancel_view, name="withdrawal-cancel"),
     path("markets/", markets.markets, name="markets"),
     path("markets/<str:symbol>/", markets.market, name="market"),
     path("markets/<str:symbol>/orders/", markets.order_place_view, name="order-place"),
-    path("orders/<int:order_id>/cancel/", markets.order_cancel_view, name="order-cancel"),
+    path("orders/<id:order_id>/cancel/", markets.order_cancel_view, name="order-cancel"),
     path("activity/", views.activity, name="activity"),
     path("api-keys/", views.api_keys, name="api-keys"),
-    path("api-keys/<int:key_id>/revoke/", views.api_key_revoke_view, name="api-key-revoke"),
+    path("api-keys/<id:key_id>/revoke/", views.api_key_revoke_view, name="api-key-revoke"),
 ]
 
 auth_urlpatterns = [

@@ -9,15 +9,22 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
-from apps.api.views import MAX_ID
 from apps.ledger.amounts import parse_amount
-from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
+from apps.ledger.errors import DomainError, IdempotencyConflict
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_user, user_postings
 from apps.wallets.custody.base import CustodyError
 from apps.wallets.models import WithdrawalStatus
-from apps.wallets.selectors import deposit_address_for_user, deposits_for_user, withdrawals_for_user
-from apps.wallets.services import deposit_address_get_or_create, withdrawal_cancel, withdrawal_request
+from apps.wallets.selectors import (
+    deposit_address_for_user,
+    deposits_for_user,
+    withdrawals_for_user,
+)
+from apps.wallets.services import (
+    deposit_address_get_or_create,
+    withdrawal_cancel,
+    withdrawal_request,
+)
 
 from .forms import ApiKeyForm, SignUpForm, WithdrawForm, add_domain_error, with_new_key
 
@@ -129,8 +136,6 @@ def withdraw(request):
 def withdrawal_cancel_view(request, withdrawal_id: int):
     """Cancel one of the user's pending withdrawals; its hold is released."""
     try:
-        if withdrawal_id > MAX_ID:
-            raise NotFound(f"Unknown withdrawal {withdrawal_id}.")
         withdrawal = withdrawal_cancel(withdrawal_id=withdrawal_id, user_id=request.user.id)
     except DomainError as error:
         messages.error(request, error.message)
