@@ -115,3 +115,10 @@ def test_sign_up_refuses_look_alike_and_case_variant_usernames(db, client, usern
     response = client.post("/signup/", {"username": username, "password1": PASSWORD, "password2": PASSWORD})
     assert response.status_code == 200
     assert "username" in response.context["form"].errors
+
+
+@pytest.mark.parametrize("path", ["/orders/99999999999999999999/cancel/", "/orders/9223372036854775808/cancel/",
+                                  "/wallet/withdrawals/9223372036854775808/cancel/", "/api-keys/0/revoke/"])
+def test_ids_beyond_a_bigint_match_no_page(db, client, user, path):
+    client.force_login(user)
+    assert client.post(path).status_code == 404
