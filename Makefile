@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 WITH_SERVICES := $(PY) -m devtools.localservices exec --
 
-.PHONY: run test e2e bench soak stop reset migrate
+.PHONY: run test lint e2e bench soak stop reset migrate
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 e2e: $(VENV)/.installed
 	$(PY) -m devtools.e2e

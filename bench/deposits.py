@@ -66,8 +66,15 @@ class Processes:
 
     def start(self, command: list[str], env: dict, log: Path) -> subprocess.Popen:
         with open(log, "wb") as out:
-            child = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+            child = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.children.append(child)
         return child
 
@@ -166,9 +173,22 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/custody/callbacks/"
     web = processes.start(
-        [sys.executable, "-m", "gunicorn", "exchange.wsgi", "--bind", f"127.0.0.1:{port}", "--workers",
-         str(WEB_WORKERS), "--threads", str(WEB_THREADS), "--log-level", "warning"],
-        env, logs / "gunicorn.log",
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "exchange.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(WEB_WORKERS),
+            "--threads",
+            str(WEB_THREADS),
+            "--log-level",
+            "warning",
+        ],
+        env,
+        logs / "gunicorn.log",
     )
 
     def web_ready():
@@ -186,10 +206,19 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
     def send(n: int, prefix: str) -> tuple[int, float]:
         session = getattr(local, "session", None) or requests.Session()
         local.session = session
-        body = json.dumps({
-            "event_id": f"{prefix}-{n}", "type": "deposit", "asset": "BTC", "address": addresses[n % USERS],
-            "amount": "0.001", "txid": f"{prefix}-{n}", "vout": 0, "confirmations": 1, "status": "confirmed",
-        }).encode()
+        body = json.dumps(
+            {
+                "event_id": f"{prefix}-{n}",
+                "type": "deposit",
+                "asset": "BTC",
+                "address": addresses[n % USERS],
+                "amount": "0.001",
+                "txid": f"{prefix}-{n}",
+                "vout": 0,
+                "confirmations": 1,
+                "status": "confirmed",
+            }
+        ).encode()
         sent = time.time()
         status = session.post(url, data=body, headers=signed_headers(secret=secret, body=body), timeout=30).status_code
         return status, sent
@@ -206,24 +235,55 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
     elapsed = time.perf_counter() - started
     if statuses != [200] * CALLBACKS:
         raise SystemExit(f"bench deposits: webhook answered {sorted(set(statuses))}")
-    emit("webhook_callbacks_per_second", value=round(CALLBACKS / elapsed, 1), callbacks=CALLBACKS,
-         clients=CLIENTS, web=f"gunicorn {WEB_WORKERS} workers x {WEB_THREADS} threads")
+    emit(
+        "webhook_callbacks_per_second",
+        value=round(CALLBACKS / elapsed, 1),
+        callbacks=CALLBACKS,
+        clients=CLIENTS,
+        web=f"gunicorn {WEB_WORKERS} workers x {WEB_THREADS} threads",
+    )
 
     # 2. One worker process drains the queue: deposits credited per second, end to end.
     worker = processes.start(
-        [sys.executable, "-m", "celery", "-A", "exchange", "worker", "--pool", "solo", "--queues",
-         env["CELERY_TASK_DEFAULT_QUEUE"], "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-         "--without-heartbeat", "--hostname", f"bench-{os.getpid()}@%h"],
-        {**env, "LOG_LEVEL": "INFO"}, logs / "worker.log",
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "exchange",
+            "worker",
+            "--pool",
+            "solo",
+            "--queues",
+            env["CELERY_TASK_DEFAULT_QUEUE"],
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--hostname",
+            f"bench-{os.getpid()}@%h",
+        ],
+        {**env, "LOG_LEVEL": "INFO"},
+        logs / "worker.log",
     )
-    wait_for(lambda: worker.poll() is None and " ready." in (logs / "worker.log").read_text(errors="replace"),
-             "the worker", timeout=60, interval=0.05)
+    wait_for(
+        lambda: worker.poll() is None and " ready." in (logs / "worker.log").read_text(errors="replace"),
+        "the worker",
+        timeout=60,
+        interval=0.05,
+    )
     started = time.perf_counter()
-    wait_for(lambda: credited("load") == CALLBACKS and credited("warm") == CLIENTS * 4, "the worker to credit",
-             interval=0.05)
+    wait_for(
+        lambda: credited("load") == CALLBACKS and credited("warm") == CLIENTS * 4, "the worker to credit", interval=0.05
+    )
     elapsed = time.perf_counter() - started
-    emit("deposits_credited_per_second", value=round(CALLBACKS / elapsed, 1), deposits=CALLBACKS,
-         worker="1 process, solo pool")
+    emit(
+        "deposits_credited_per_second",
+        value=round(CALLBACKS / elapsed, 1),
+        deposits=CALLBACKS,
+        worker="1 process, solo pool",
+    )
 
     # 3. Latency at a steady rate below capacity: callback sent -> deposit credited.
     sent_at: dict[str, float] = {}
@@ -242,8 +302,13 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
         for deposit in Deposit.objects.filter(txid__startswith="latency-")
     )
     quantiles = statistics.quantiles(latencies, n=100, method="inclusive")
-    emit("callback_to_credit_latency_ms", p50=round(quantiles[49], 1), p99=round(quantiles[98], 1),
-         samples=LATENCY_SAMPLES, rate_per_second=LATENCY_RATE)
+    emit(
+        "callback_to_credit_latency_ms",
+        p50=round(quantiles[49], 1),
+        p99=round(quantiles[98], 1),
+        samples=LATENCY_SAMPLES,
+        rate_per_second=LATENCY_RATE,
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,12 @@ def recreate_database(name: str, *, create: bool = True) -> None:
 
     config = database_from_url(os.environ["DATABASE_URL"])
     with psycopg.connect(
-        host=config["HOST"], port=config.get("PORT") or None, user=config["USER"], password=config["PASSWORD"] or None,
-        dbname="postgres", autocommit=True,
+        host=config["HOST"],
+        port=config.get("PORT") or None,
+        user=config["USER"],
+        password=config["PASSWORD"] or None,
+        dbname="postgres",
+        autocommit=True,
     ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if create:
@@ -72,14 +76,23 @@ def run_pgbench() -> float:
 
     recreate_database("bench_pgbench")
     config = database_from_url(os.environ["DATABASE_URL"])
-    connection = ["-h", config["HOST"], "-U", config["USER"]] + (["-p", str(config["PORT"])] if config.get("PORT") else [])
+    connection = ["-h", config["HOST"], "-U", config["USER"]] + (
+        ["-p", str(config["PORT"])] if config.get("PORT") else []
+    )
     env = {**os.environ, "PGPASSWORD": config["PASSWORD"] or ""}
     binary = pgbench_binary()
-    subprocess.run([binary, *connection, "-i", "-q", "-s", str(PGBENCH_SCALE), "bench_pgbench"], check=True, env=env,
-                   capture_output=True)
+    subprocess.run(
+        [binary, *connection, "-i", "-q", "-s", str(PGBENCH_SCALE), "bench_pgbench"],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     result = subprocess.run(
         [binary, *connection, "-c", str(PGBENCH_CLIENTS), "-j", "2", "-T", str(int(SECONDS)), "bench_pgbench"],
-        check=True, env=env, capture_output=True, text=True,
+        check=True,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     return float(re.search(r"tps = ([0-9.]+)", result.stdout).group(1))
 
@@ -140,7 +153,11 @@ def worker(case: str, user_ids: list[int], start_at: float, results) -> None:
     while (now := time.perf_counter()) and time.time() < deadline:
         source, destination = rng.sample(user_ids, 2)
         transfer_create(
-            source_user_id=source, destination_user_id=destination, amount=amount, transfer_id=str(uuid.uuid4()), fee=fee
+            source_user_id=source,
+            destination_user_id=destination,
+            amount=amount,
+            transfer_id=str(uuid.uuid4()),
+            fee=fee,
         )
         latencies.append(time.perf_counter() - now)
     results.put(latencies)
@@ -166,8 +183,19 @@ def run_case(case: str, user_ids: list[int]) -> dict:
 
 def main() -> None:
     pgbench_tps = run_pgbench()
-    print(json.dumps({"bench": "ledger", "figure": "pgbench_tpcb", "tps": round(pgbench_tps, 1),
-                      "clients": PGBENCH_CLIENTS, "scale": PGBENCH_SCALE, "seconds": SECONDS}), flush=True)
+    print(
+        json.dumps(
+            {
+                "bench": "ledger",
+                "figure": "pgbench_tpcb",
+                "tps": round(pgbench_tps, 1),
+                "clients": PGBENCH_CLIENTS,
+                "scale": PGBENCH_SCALE,
+                "seconds": SECONDS,
+            }
+        ),
+        flush=True,
+    )
     recreate_database("bench_ledger")
     setup_django("bench_ledger")
     user_ids, _ = prepare_ledger()
@@ -178,9 +206,21 @@ def main() -> None:
     for case, target in targets.items():
         figures = run_case(case, user_ids)
         ratio = figures["transfers_per_s"] / pgbench_tps
-        print(json.dumps({"bench": "ledger", "figure": "transfers", "case": case, **figures, "processes": PROCESSES,
-                          "pgbench_tps": round(pgbench_tps, 1), "ratio": round(ratio, 3), "target_ratio": target}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "bench": "ledger",
+                    "figure": "transfers",
+                    "case": case,
+                    **figures,
+                    "processes": PROCESSES,
+                    "pgbench_tps": round(pgbench_tps, 1),
+                    "ratio": round(ratio, 3),
+                    "target_ratio": target,
+                }
+            ),
+            flush=True,
+        )
     from apps.ledger.reconciliation import reconcile
 
     report = reconcile()

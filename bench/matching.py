@@ -103,8 +103,9 @@ def prepare(case_markets: int, shared_users: bool) -> dict:
     shared = [User.objects.create(username=f"trader{n}") for n in range(USERS_PER_MARKET)] if shared_users else None
     for code, decimals, _ in MARKETS[:case_markets]:
         base = Asset.objects.create(code=code, name=code, decimals=decimals)
-        market = market_create(base=base, quote=usdt, tick_size=TICK, step_size=STEP, min_qty=STEP,
-                               max_qty=D("10000"), min_notional=D("1"))
+        market = market_create(
+            base=base, quote=usdt, tick_size=TICK, step_size=STEP, min_qty=STEP, max_qty=D("10000"), min_notional=D("1")
+        )
         users = shared or [User.objects.create(username=f"{code}-trader{n}") for n in range(USERS_PER_MARKET)]
         plan[market.symbol] = [user.id for user in users]
     for symbol, user_ids in plan.items():
@@ -114,9 +115,12 @@ def prepare(case_markets: int, shared_users: bool) -> dict:
                 user_accounts(user_id, asset)
                 with transaction.atomic():
                     entry_post(  # owner capital, not a deposit: custody (invariant 5) stays untouched
-                        idempotency_key=f"funding:bench:{uuid.uuid4()}", reason=EntryReason.ADJUSTMENT,
-                        legs=[debit(system_account(AccountKind.EQUITY, asset), amount),
-                              credit(user_account(user_id, asset), amount)],
+                        idempotency_key=f"funding:bench:{uuid.uuid4()}",
+                        reason=EntryReason.ADJUSTMENT,
+                        legs=[
+                            debit(system_account(AccountKind.EQUITY, asset), amount),
+                            credit(user_account(user_id, asset), amount),
+                        ],
                     )
     return plan
 
@@ -141,13 +145,20 @@ class Flow:
         if roll < 0.60:
             side = rng.choice(["buy", "sell"])
             offset = TICK * rng.randint(1, 10) * (-1 if side == "buy" else 1)
-            return "resting", lambda: order_place(user_id=user, market=self.symbol, side=side,
-                                                  price=self.mid + offset, qty=self.qty())
+            return "resting", lambda: order_place(
+                user_id=user, market=self.symbol, side=side, price=self.mid + offset, qty=self.qty()
+            )
         if roll < 0.85:
             side = rng.choice(["buy", "sell"])
             offset = TICK * rng.randint(1, 3) * (1 if side == "buy" else -1)
-            return "marketable", lambda: order_place(user_id=user, market=self.symbol, side=side,
-                                                     price=self.mid + offset, qty=self.qty(), time_in_force="IOC")
+            return "marketable", lambda: order_place(
+                user_id=user,
+                market=self.symbol,
+                side=side,
+                price=self.mid + offset,
+                qty=self.qty(),
+                time_in_force="IOC",
+            )
         if roll < 0.95:
             if not self.resting:
                 return self.next()
@@ -155,10 +166,14 @@ class Flow:
             return "cancel", lambda: order_cancel(order_id=order_id, user_id=owner)
         kind = rng.choice(["budget", "buy", "sell"])
         if kind == "budget":
-            return "market", lambda: order_place(user_id=user, market=self.symbol, side="buy", type="market",
-                                                 quote_qty=(self.mid * self.qty()).quantize(D("0.000001")))
-        return "market", lambda: order_place(user_id=user, market=self.symbol, side=kind, type="market",
-                                             qty=self.qty())
+            return "market", lambda: order_place(
+                user_id=user,
+                market=self.symbol,
+                side="buy",
+                type="market",
+                quote_qty=(self.mid * self.qty()).quantize(D("0.000001")),
+            )
+        return "market", lambda: order_place(user_id=user, market=self.symbol, side=kind, type="market", qty=self.qty())
 
     def run(self, count: int) -> list[float]:
         """Run ``count`` requests; return each one's latency in seconds."""
@@ -225,9 +240,21 @@ def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: 
     for n in range(workers):
         symbol = symbols[n % len(symbols)]
         mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
-        processes.append(context.Process(target=worker, args=(
-            symbol, mid, plan[symbol], n, orders // workers, start, results, profile if n == 0 else None,
-        )))
+        processes.append(
+            context.Process(
+                target=worker,
+                args=(
+                    symbol,
+                    mid,
+                    plan[symbol],
+                    n,
+                    orders // workers,
+                    start,
+                    results,
+                    profile if n == 0 else None,
+                ),
+            )
+        )
     for process in processes:
         process.start()
     outcomes = []
@@ -270,9 +297,12 @@ def main() -> int:
     parser.add_argument("--orders", type=int, default=4000, help="timed requests per case (all workers)")
     parser.add_argument("--case", action="append", help="run only the named case(s)")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the first worker of each case into FILE")
-    parser.add_argument("--server-side-binding", action="store_true",
-                        help="what-if: run with DATABASES OPTIONS server_side_binding=True, prepare_threshold=5 "
-                             "(the project's settings use client-side binding)")
+    parser.add_argument(
+        "--server-side-binding",
+        action="store_true",
+        help="what-if: run with DATABASES OPTIONS server_side_binding=True, prepare_threshold=5 "
+        "(the project's settings use client-side binding)",
+    )
     args = parser.parse_args()
     if args.server_side_binding:
         os.environ["BENCH_SERVER_SIDE_BINDING"] = "1"

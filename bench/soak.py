@@ -59,6 +59,7 @@ when anything was lost, a check failed or a process was left running.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -110,8 +111,13 @@ WITHDRAWAL_ASSETS = ("BTC", "USDT")
 REPLAY_KINDS = ("replay", "resigned")
 FORGED_KINDS = ("bad_signature", "stale_timestamp", "tampered_body")
 TRADER_OPERATIONS = {  # weights of the traders' mix
-    "order_limit": 40, "order_market": 10, "order_cancel": 18, "deposit": 6, "withdrawal": 8,
-    "withdrawal_cancel": 3, "read": 8,
+    "order_limit": 40,
+    "order_market": 10,
+    "order_cancel": 18,
+    "deposit": 6,
+    "withdrawal": 8,
+    "withdrawal_cancel": 3,
+    "read": 8,
 }
 
 
@@ -151,8 +157,14 @@ class Process:
         self.name, self.command, self.env, self.log_path = name, command, env, log_path
         with open(log_path, "ab") as log:
             self.popen = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                command,
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self.pid = self.popen.pid
 
@@ -162,10 +174,8 @@ class Process:
 
     def signal_group(self, signum: int) -> None:
         """Send ``signum`` to every process of its group (a no-op once the group is gone)."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signum)
-        except ProcessLookupError:
-            pass
 
     def kill(self) -> None:
         """SIGKILL the whole group and reap the process."""
@@ -177,10 +187,8 @@ class Process:
         whatever is left of the group is killed too."""
         if self.alive():
             self.signal_group(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                pass
         self.kill()
 
     def log_tail(self, chars: int = 3000) -> str:
@@ -237,11 +245,27 @@ class Web:
 
     def start(self) -> None:
         """Start gunicorn on the port (workers x threads as in production, scaled down)."""
-        self.process = self.processes.start("web", [
-            sys.executable, "-m", "gunicorn", "exchange.wsgi", "--bind", f"127.0.0.1:{self.port}",
-            "--workers", str(WEB_WORKERS), "--threads", str(WEB_THREADS), "--graceful-timeout", "5",
-            "--timeout", "60", "--log-level", "warning",
-        ])
+        self.process = self.processes.start(
+            "web",
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "exchange.wsgi",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                str(WEB_WORKERS),
+                "--threads",
+                str(WEB_THREADS),
+                "--graceful-timeout",
+                "5",
+                "--timeout",
+                "60",
+                "--log-level",
+                "warning",
+            ],
+        )
 
     def restart(self, *, kill: bool) -> None:
         """Stop the server (SIGKILL of its group, or SIGTERM: a graceful stop) and start a new one."""
@@ -272,11 +296,30 @@ class WorkerPool:
     def start_one(self) -> Process:
         """Start one worker process with a pool of two."""
         self.serial += 1
-        worker = self.processes.start("worker", [
-            sys.executable, "-m", "celery", "-A", "exchange", "worker", "--hostname",
-            f"soak-{self.run}-w{self.serial}@%h", "--queues", self.queue, "--pool", "prefork", "--concurrency", "2",
-            "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat",
-        ])
+        worker = self.processes.start(
+            "worker",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "exchange",
+                "worker",
+                "--hostname",
+                f"soak-{self.run}-w{self.serial}@%h",
+                "--queues",
+                self.queue,
+                "--pool",
+                "prefork",
+                "--concurrency",
+                "2",
+                "--loglevel",
+                "WARNING",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+            ],
+        )
         self.workers.append(worker)
         return worker
 
@@ -358,8 +401,17 @@ class Http:
         self.base_url, self.stats, self.rng, self.drop_rate = base_url, stats, rng, drop_rate
         self.session = requests.Session()
 
-    def call(self, method: str, path: str, *, json_body=None, data: bytes | dict | None = None,
-             headers: dict | None = None, window: float = RETRY_WINDOW, on_response=None) -> Answer | None:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body=None,
+        data: bytes | dict | None = None,
+        headers: dict | None = None,
+        window: float = RETRY_WINDOW,
+        on_response=None,
+    ) -> Answer | None:
         """Send the request until a definite answer; ``None`` when none came within ``window`` seconds.
 
         Redirects are not followed. ``on_response(response)`` sees every response (cookies).
@@ -376,8 +428,15 @@ class Http:
                 timeout = (HTTP_TIMEOUT, 0.001)  # the request goes out, its answer is lost: the client times out
                 self.stats["answers_dropped"] += 1
             try:
-                response = self.session.request(method, self.base_url + path, json=json_body, data=data,
-                                                headers=headers, timeout=timeout, allow_redirects=False)
+                response = self.session.request(
+                    method,
+                    self.base_url + path,
+                    json=json_body,
+                    data=data,
+                    headers=headers,
+                    timeout=timeout,
+                    allow_redirects=False,
+                )
             except requests.RequestException:
                 self.stats["connection_errors"] += 1
             else:
@@ -388,13 +447,14 @@ class Http:
                         self.stats["retried_operations"] += 1
                     replayed = response.headers.get("Idempotent-Replayed") == "true"
                     self.stats["idempotent_replays"] += replayed
-                    return Answer(response.status_code, _body(response), attempt, replayed,
-                                  response.headers.get("Location", ""))
+                    return Answer(
+                        response.status_code, _body(response), attempt, replayed, response.headers.get("Location", "")
+                    )
                 self.stats["server_errors" if response.status_code >= 500 else "rate_limited"] += 1
             if time.monotonic() > deadline:
                 self.stats["gave_up"] += 1
                 return None
-            time.sleep(min(0.1 * 2 ** attempt, 2.0) * self.rng.uniform(0.5, 1.0))
+            time.sleep(min(0.1 * 2**attempt, 2.0) * self.rng.uniform(0.5, 1.0))
 
 
 def _body(response):
@@ -434,8 +494,10 @@ class Outcomes:
 
     def as_dict(self) -> dict:
         """The counters as plain dictionaries."""
-        return {name: dict(getattr(self, name)) for name in
-                ("attempted", "acknowledged", "refused", "unknown", "refusal_codes")}
+        return {
+            name: dict(getattr(self, name))
+            for name in ("attempted", "acknowledged", "refused", "unknown", "refusal_codes")
+        }
 
 
 # The custody provider's side (client processes) ------------------------------------------------------
@@ -481,8 +543,13 @@ class Client:
 
     def result(self) -> dict:
         """The record the orchestrator reads afterwards."""
-        return {"role": self.role, "index": self.index, "outcomes": self.outcomes.as_dict(),
-                "http": dict(self.stats), "anomalies": self.anomalies}
+        return {
+            "role": self.role,
+            "index": self.index,
+            "outcomes": self.outcomes.as_dict(),
+            "http": dict(self.stats),
+            "anomalies": self.anomalies,
+        }
 
 
 class Trader(Client):
@@ -512,8 +579,12 @@ class Trader(Client):
 
     def log_in(self) -> None:
         """Exchange the password for an API key (``POST /auth/token/``), retrying until answered."""
-        answer = self._until_answered("log_in", "POST", "/api/v1/auth/token/",
-                                      json_body={"username": self.user["username"], "password": self.user["password"]})
+        answer = self._until_answered(
+            "log_in",
+            "POST",
+            "/api/v1/auth/token/",
+            json_body={"username": self.user["username"], "password": self.user["password"]},
+        )
         self.http.session.headers["Authorization"] = f"Token {answer.body['token']}"
 
     def _until_answered(self, kind: str, method: str, path: str, **request) -> Answer:
@@ -559,7 +630,7 @@ class Trader(Client):
         self.log_in()
         self.fund()
         (self.work_dir / f"ready-trader-{self.index}").touch()
-        operations, weights = zip(*TRADER_OPERATIONS.items())
+        operations, weights = zip(*TRADER_OPERATIONS.items(), strict=True)
         while not self.stopping():
             operation = self.rng.choices(operations, weights)[0]
             getattr(self, operation)()
@@ -583,8 +654,10 @@ class Trader(Client):
             order = answer.body
             record.update(id=order["id"], status=order["status"], filled_qty=order["filled_qty"])
             if order["client_order_id"] != client_order_id:
-                self.anomalies.append(f"order {order['id']} acknowledged with client_order_id "
-                                      f"{order['client_order_id']!r}, not {client_order_id!r}")
+                self.anomalies.append(
+                    f"order {order['id']} acknowledged with client_order_id "
+                    f"{order['client_order_id']!r}, not {client_order_id!r}"
+                )
             if order["status"] in ("open", "partially_filled"):
                 self.open_orders.append(order["id"])
         elif outcome == "refused":
@@ -601,7 +674,10 @@ class Trader(Client):
         offset = tick * self.rng.randint(-4, 15) * (-1 if side == "buy" else 1)  # negative offsets cross
         time_in_force = self.rng.choices(["GTC", "IOC", "FOK"], [8, 1, 1])[0]
         body = {
-            "market": market["symbol"], "side": side, "type": "limit", "price": amount_text(mid + offset),
+            "market": market["symbol"],
+            "side": side,
+            "type": "limit",
+            "price": amount_text(mid + offset),
             "qty": amount_text(step * self.rng.randint(market["min_steps"], market["max_steps"])),
             "time_in_force": time_in_force,
             "post_only": time_in_force == "GTC" and self.rng.random() < 0.1,
@@ -613,8 +689,12 @@ class Trader(Client):
         market = self._market()
         step = D(market["step"])
         kind = self.rng.choice(["budget", "buy", "sell"])
-        body = {"market": market["symbol"], "type": "market", "time_in_force": "IOC",
-                "side": "sell" if kind == "sell" else "buy"}
+        body = {
+            "market": market["symbol"],
+            "type": "market",
+            "time_in_force": "IOC",
+            "side": "sell" if kind == "sell" else "buy",
+        }
         if kind == "budget":
             body["quote_qty"] = amount_text(D(self.rng.randint(20, 2000)))
         else:
@@ -628,8 +708,13 @@ class Trader(Client):
         order_id = self.open_orders.pop(self.rng.randrange(len(self.open_orders)))
         answer = self.http.call("DELETE", f"/api/v1/orders/{order_id}/")
         outcome = self._cancel_outcome("order_cancel", answer, f"order {order_id}")
-        self.order_cancels.append({"id": order_id, "outcome": outcome,
-                                   "status": answer.body.get("status") if outcome == "acknowledged" else None})
+        self.order_cancels.append(
+            {
+                "id": order_id,
+                "outcome": outcome,
+                "status": answer.body.get("status") if outcome == "acknowledged" else None,
+            }
+        )
 
     def _cancel_outcome(self, kind: str, answer: Answer | None, what: str) -> str:
         """Count a cancel: a 409 after a retry is unknown (an earlier attempt may have cancelled it before its
@@ -643,8 +728,15 @@ class Trader(Client):
 
     def read(self) -> None:
         """Read-only calls a trader's screen makes: balances, open orders, deposits, fills."""
-        path = self.rng.choice(["/api/v1/balances/", "/api/v1/orders/?status=open", "/api/v1/deposits/",
-                                "/api/v1/trades/", "/api/v1/withdrawals/"])
+        path = self.rng.choice(
+            [
+                "/api/v1/balances/",
+                "/api/v1/orders/?status=open",
+                "/api/v1/deposits/",
+                "/api/v1/trades/",
+                "/api/v1/withdrawals/",
+            ]
+        )
         self.outcomes.record("read", self.http.call("GET", path))
 
     # Withdrawals --------------------------------------------------------------------------------
@@ -709,22 +801,32 @@ class Trader(Client):
             return existing or custody.deposit_receive(address=address, amount=amount, txid=txid, delay=0)
 
         received = provider_call(receive)
-        self.deposits.append({"txid": txid, "vout": 0, "asset": asset, "amount": amount_text(amount),
-                              "address": address})
-        callbacks = provider_call(lambda: list(
-            SimCallback.objects.filter(deposit=received).order_by("id").values_list("pk", "event_id", "payload")
-        ))
+        self.deposits.append(
+            {"txid": txid, "vout": 0, "asset": asset, "amount": amount_text(amount), "address": address}
+        )
+        callbacks = provider_call(
+            lambda: list(
+                SimCallback.objects.filter(deposit=received).order_by("id").values_list("pk", "event_id", "payload")
+            )
+        )
         order = self.rng.choices(["confirmed_first", "shuffled", "in_order"], [4, 4, 2])[0]
         if order == "confirmed_first":
             callbacks.reverse()
         elif order == "shuffled":
             self.rng.shuffle(callbacks)
         for pk, event_id, payload in callbacks:
-            record = {"event_id": event_id, "txid": txid, "status": payload["status"],
-                      "confirmations": payload["confirmations"], "kind": "delivery", "answers": []}
+            record = {
+                "event_id": event_id,
+                "txid": txid,
+                "status": payload["status"],
+                "confirmations": payload["confirmations"],
+                "kind": "delivery",
+                "answers": [],
+            }
             self.callbacks.append(record)
-            provider_call(lambda pk=pk, record=record: custody.callbacks_deliver_due(
-                callback_ids=[pk], send=self._sender(record)))
+            provider_call(
+                lambda pk=pk, record=record: custody.callbacks_deliver_due(callback_ids=[pk], send=self._sender(record))
+            )
             self.stats[f"deposit_callbacks_{order}"] += 1
         if extras and self.rng.random() < 0.5:
             self._replay(self.rng.choice(REPLAY_KINDS))
@@ -760,8 +862,14 @@ class Trader(Client):
         if kind == "resigned":
             headers = signed_headers(secret=self.config["webhook_secret"], body=body)
         payload = json.loads(body)
-        record = {"event_id": payload["event_id"], "txid": payload["txid"], "status": payload["status"],
-                  "confirmations": payload.get("confirmations"), "kind": kind, "answers": []}
+        record = {
+            "event_id": payload["event_id"],
+            "txid": payload["txid"],
+            "status": payload["status"],
+            "confirmations": payload.get("confirmations"),
+            "kind": kind,
+            "answers": [],
+        }
         answer = self._post_callback(f"callback_{kind}", body, headers)
         record["answers"].append(answer.status if answer else None)
         self.callbacks.append(record)
@@ -776,8 +884,17 @@ class Trader(Client):
         address = self.deposit_address(asset)
         secret = self.config["webhook_secret"]
         txid = self.next_id().replace("soak-", "forged-")
-        payload = {"event_id": uuid.uuid4().hex, "type": "deposit", "asset": asset, "address": address,
-                   "amount": "1000", "txid": txid, "vout": 0, "confirmations": 5, "status": "confirmed"}
+        payload = {
+            "event_id": uuid.uuid4().hex,
+            "type": "deposit",
+            "asset": asset,
+            "address": address,
+            "amount": "1000",
+            "txid": txid,
+            "vout": 0,
+            "confirmations": 5,
+            "status": "confirmed",
+        }
         body = json.dumps(payload, separators=(",", ":")).encode()
         if kind == "bad_signature":
             headers = signed_headers(secret=secrets.token_hex(32), body=body)
@@ -792,17 +909,29 @@ class Trader(Client):
             body = json.dumps(tampered, separators=(",", ":")).encode()
             payload = tampered
         answer = self._post_callback("forged_callback", body, headers)
-        self.forged.append({"kind": kind, "event_id": payload["event_id"], "txid": payload["txid"],
-                            "amount": payload["amount"], "answer": answer.status if answer else None})
+        self.forged.append(
+            {
+                "kind": kind,
+                "event_id": payload["event_id"],
+                "txid": payload["txid"],
+                "amount": payload["amount"],
+                "answer": answer.status if answer else None,
+            }
+        )
         if answer is not None and answer.status != 401:
             self.anomalies.append(f"forged callback ({kind}) answered {answer.status}")
 
     def result(self) -> dict:
         """The trader's record: what it asked for and what it was told, operation by operation."""
         return {
-            **super().result(), "user": self.user["username"], "orders": self.orders,
-            "order_cancels": self.order_cancels, "withdrawals": self.withdrawals,
-            "withdrawal_cancels": self.withdrawal_cancels, "deposits": self.deposits, "callbacks": self.callbacks,
+            **super().result(),
+            "user": self.user["username"],
+            "orders": self.orders,
+            "order_cancels": self.order_cancels,
+            "withdrawals": self.withdrawals,
+            "withdrawal_cancels": self.withdrawal_cancels,
+            "deposits": self.deposits,
+            "callbacks": self.callbacks,
             "forged": self.forged,
         }
 
@@ -842,8 +971,10 @@ class Approver(Client):
         """One admin request with the approver's cookies, following redirects by hand; ``None`` if unanswered."""
         attempts = 0  # of the first request: a POST retried may have been applied by an earlier attempt
         for _ in range(10):
-            headers = {"Cookie": "; ".join(f"{name}={value}" for name, value in self.cookies.items()),
-                       "Referer": self.config["base_url"] + path}
+            headers = {
+                "Cookie": "; ".join(f"{name}={value}" for name, value in self.cookies.items()),
+                "Referer": self.config["base_url"] + path,
+            }
             data = None if form is None else {**form, "csrfmiddlewaretoken": self.cookies.get("csrftoken", "")}
             answer = self.http.call(method, path, data=data, headers=headers, on_response=self._keep_cookies)
             if answer is None:
@@ -878,10 +1009,14 @@ class Approver(Client):
                 self.stats["admin_sign_ins"] += 1
                 return
             if 'name="password"' in page.body:
-                self._post_form(self.admin + "login/", {
-                    "username": self.user["username"], "password": self.user["password"],
-                    "next": self.admin + self.QUEUE,
-                })
+                self._post_form(
+                    self.admin + "login/",
+                    {
+                        "username": self.user["username"],
+                        "password": self.user["password"],
+                        "next": self.admin + self.QUEUE,
+                    },
+                )
                 continue
             if 'name="token"' not in page.body:
                 raise RuntimeError(f"unexpected admin page: {page.status} {page.body[:300]}")
@@ -990,17 +1125,38 @@ def prepare(*, traders: int, seed: str) -> dict:
     assets = {}
     for code, decimals, fee, minimum, auto, daily in ASSETS:
         assets[code] = Asset.objects.create(
-            code=code, name=code, decimals=decimals, network="simnet", confirmations_required=SIMULATOR_CONFIRMATIONS,
-            withdrawal_fee=fee, min_withdrawal=minimum, withdrawal_auto_approve_limit=auto,
+            code=code,
+            name=code,
+            decimals=decimals,
+            network="simnet",
+            confirmations_required=SIMULATOR_CONFIRMATIONS,
+            withdrawal_fee=fee,
+            min_withdrawal=minimum,
+            withdrawal_auto_approve_limit=auto,
             withdrawal_daily_limit=daily,
         )
     markets = []
     for base, quote, mid, tick, step, min_qty, max_qty, min_notional in MARKETS:
-        market = market_create(base=assets[base], quote=assets[quote], tick_size=tick, step_size=step,
-                               min_qty=min_qty, max_qty=max_qty, min_notional=min_notional)
+        market = market_create(
+            base=assets[base],
+            quote=assets[quote],
+            tick_size=tick,
+            step_size=step,
+            min_qty=min_qty,
+            max_qty=max_qty,
+            min_notional=min_notional,
+        )
         min_steps = max(int(min_qty / step), int(min_notional / (mid * step)) + 1)
-        markets.append({"symbol": market.symbol, "mid": str(mid), "tick": str(tick), "step": str(step),
-                        "min_steps": min_steps, "max_steps": min_steps * 60})
+        markets.append(
+            {
+                "symbol": market.symbol,
+                "mid": str(mid),
+                "tick": str(tick),
+                "step": str(step),
+                "min_steps": min_steps,
+                "max_steps": min_steps * 60,
+            }
+        )
     User = get_user_model()
     trader_list = []
     for n in range(traders):
@@ -1015,8 +1171,14 @@ def prepare(*, traders: int, seed: str) -> dict:
         "traders": trader_list,
         "approver": {"username": approver.username, "password": approver_password},
         "markets": markets,
-        "assets": {code: {"decimals": asset.decimals, "min_withdrawal": str(asset.min_withdrawal),
-                          "auto_approve": str(asset.withdrawal_auto_approve_limit)} for code, asset in assets.items()},
+        "assets": {
+            code: {
+                "decimals": asset.decimals,
+                "min_withdrawal": str(asset.min_withdrawal),
+                "auto_approve": str(asset.withdrawal_auto_approve_limit),
+            }
+            for code, asset in assets.items()
+        },
     }
 
 
@@ -1026,8 +1188,9 @@ def forget_queue(redis_url: str, queue: str) -> None:
 
     client = redis.Redis.from_url(redis_url)
     try:
-        client.delete(queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}",
-                      *client.keys(f"{queue}\x06\x16*"))
+        client.delete(
+            queue, f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}", *client.keys(f"{queue}\x06\x16*")
+        )
         for tag, raw in client.hgetall("unacked").items():
             try:
                 if json.loads(raw)[-1] == queue:  # [message, exchange, routing key]
@@ -1150,9 +1313,17 @@ class Soak:
         lost = figures.get("lost", [])
         failed_checks = [check["name"] for check in figures.get("checks", []) if not check["ok"]]
         ok = not lost and not failed_checks and not left and not self.problems and bool(figures)
-        emit("result", ok=ok, lost=len(lost), lost_details=lost[:50], failed_checks=failed_checks,
-             problems=self.problems[:20], left_running=left, seconds=round(time.monotonic() - started, 1),
-             logs=str(self.work_dir) if not ok or self.args.keep_logs else None)
+        emit(
+            "result",
+            ok=ok,
+            lost=len(lost),
+            lost_details=lost[:50],
+            failed_checks=failed_checks,
+            problems=self.problems[:20],
+            left_running=left,
+            seconds=round(time.monotonic() - started, 1),
+            logs=str(self.work_dir) if not ok or self.args.keep_logs else None,
+        )
         if ok and not self.args.keep_logs:
             shutil.rmtree(self.work_dir, ignore_errors=True)
         return 0 if ok else 1
@@ -1165,8 +1336,13 @@ class Soak:
 
         django.setup()
         config = prepare(traders=self.args.traders, seed=str(self.args.seed))
-        config.update(base_url=base_url, admin_url="admin/", run=self.run_id, work_dir=str(self.work_dir),
-                      webhook_secret=self.webhook_secret)
+        config.update(
+            base_url=base_url,
+            admin_url="admin/",
+            run=self.run_id,
+            work_dir=str(self.work_dir),
+            webhook_secret=self.webhook_secret,
+        )
         config_path = self.work_dir / "config.json"
         config_path.write_text(json.dumps(config))
         from django.db import connections
@@ -1177,18 +1353,32 @@ class Soak:
         web.start()
         workers = WorkerPool(self.processes, self.queue, self.args.workers, self.run_id)
         workers.replenish()
-        beat = self.processes.start("beat", [sys.executable, "-m", "celery", "-A", "exchange", "beat",
-                                             "--schedule", str(self.work_dir / "beat-schedule"), "--loglevel",
-                                             "WARNING"])
-        custody = self.processes.start("custody", [sys.executable, "manage.py", "run_custody_simulator",
-                                                   "--interval", "0.5"])
+        beat = self.processes.start(
+            "beat",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "exchange",
+                "beat",
+                "--schedule",
+                str(self.work_dir / "beat-schedule"),
+                "--loglevel",
+                "WARNING",
+            ],
+        )
+        custody = self.processes.start(
+            "custody", [sys.executable, "manage.py", "run_custody_simulator", "--interval", "0.5"]
+        )
         wait_for(web.healthy, "the web server, database, Redis and a worker (/healthz)", START_TIMEOUT)
 
         me = [sys.executable, str(Path(__file__).resolve())]
         records: dict[Process, Path] = {}
         for role, index in [*(("trader", n) for n in range(self.args.traders)), ("approver", 0)]:
-            process = self.processes.start(f"{role}-{index}", [*me, "--client", role, "--index", str(index),
-                                                               "--config", str(config_path)])
+            process = self.processes.start(
+                f"{role}-{index}", [*me, "--client", role, "--index", str(index), "--config", str(config_path)]
+            )
             records[process] = self.work_dir / f"{role}-{index}.json"
         clients = list(records)
         traders, approver = clients[:-1], clients[-1]
@@ -1220,8 +1410,9 @@ class Soak:
         results = []
         for process, path in records.items():
             if not path.is_file():
-                self.problems.append(f"{process.name} left no record (exit {process.popen.returncode}): "
-                                     f"{process.log_tail(1500)}")
+                self.problems.append(
+                    f"{process.name} left no record (exit {process.popen.returncode}): {process.log_tail(1500)}"
+                )
                 continue
             result = json.loads(path.read_text())
             if result.get("failure"):
@@ -1229,11 +1420,22 @@ class Soak:
             results.append(result)
 
         operations = self.operations(results)
-        emit("operations", seconds_driven=round(driven, 1), traders=self.args.traders,
-             workers=self.args.workers, web=f"gunicorn {WEB_WORKERS} workers x {WEB_THREADS} threads", **operations)
-        emit("faults", injected=dict(self.faults), total=sum(self.faults.values()),
-             db_backends_terminated=self.backends_terminated,
-             answers_dropped_by_clients=operations["http"].get("answers_dropped", 0), errors=self.fault_errors[:10])
+        emit(
+            "operations",
+            seconds_driven=round(driven, 1),
+            traders=self.args.traders,
+            workers=self.args.workers,
+            web=f"gunicorn {WEB_WORKERS} workers x {WEB_THREADS} threads",
+            **operations,
+        )
+        emit(
+            "faults",
+            injected=dict(self.faults),
+            total=sum(self.faults.values()),
+            db_backends_terminated=self.backends_terminated,
+            answers_dropped_by_clients=operations["http"].get("answers_dropped", 0),
+            errors=self.fault_errors[:10],
+        )
         checks, lost = Checks(results, config).run()
         if not drained:
             checks.insert(0, {"name": "drained", "ok": False, "checked": 1, "problems": [self.drain_state]})
@@ -1311,14 +1513,20 @@ class Soak:
                 state = {
                     "events_unprocessed": CustodyEvent.objects.filter(state=EventState.RECEIVED).count(),
                     "callbacks_undelivered": SimCallback.objects.filter(delivered_at__isnull=True).count(),
-                    "withdrawals_in_flight": dict(Counter(
-                        Withdrawal.objects.filter(status__in=WITHDRAWAL_PENDING).values_list("status", flat=True))),
+                    "withdrawals_in_flight": dict(
+                        Counter(
+                            Withdrawal.objects.filter(status__in=WITHDRAWAL_PENDING).values_list("status", flat=True)
+                        )
+                    ),
                 }
             except DatabaseError as exc:
                 state = {"error": str(exc)}
             self.drain_state = f"not drained: {state}"
-            settled = settled + 1 if state == {"events_unprocessed": 0, "callbacks_undelivered": 0,
-                                               "withdrawals_in_flight": {}} else 0
+            settled = (
+                settled + 1
+                if state == {"events_unprocessed": 0, "callbacks_undelivered": 0, "withdrawals_in_flight": {}}
+                else 0
+            )
             if settled >= 2:
                 return True
             time.sleep(1)
@@ -1355,14 +1563,30 @@ class Checks:
         connections.close_all()
         close_old_connections()
         checks = []
-        for name in ("reconcile", "client_anomalies", "inbox", "callbacks", "deposits", "forged_callbacks",
-                     "orders", "order_holds", "withdrawals"):
+        for name in (
+            "reconcile",
+            "client_anomalies",
+            "inbox",
+            "callbacks",
+            "deposits",
+            "forged_callbacks",
+            "orders",
+            "order_holds",
+            "withdrawals",
+        ):
             problems: list[str] = []
             lost: list[str] = []
             checked = getattr(self, f"check_{name}")(problems, lost)
             self.lost.extend(lost)
-            checks.append({"name": name, "ok": not problems and not lost, "checked": checked,
-                           "lost": len(lost), "problems": (lost + problems)[:20]})
+            checks.append(
+                {
+                    "name": name,
+                    "ok": not problems and not lost,
+                    "checked": checked,
+                    "lost": len(lost),
+                    "problems": (lost + problems)[:20],
+                }
+            )
         return checks, self.lost
 
     def user_ids(self) -> dict[str, int]:
@@ -1404,8 +1628,12 @@ class Checks:
         from apps.wallets.custody.simulator.models import SimCallback
         from apps.wallets.models import CustodyEvent, EventState
 
-        answered = {callback["event_id"] for record in self.traders for callback in record["callbacks"]
-                    if 200 in callback["answers"]}
+        answered = {
+            callback["event_id"]
+            for record in self.traders
+            for callback in record["callbacks"]
+            if 200 in callback["answers"]
+        }
         answered |= set(SimCallback.objects.filter(delivered_at__isnull=False).values_list("event_id", flat=True))
         stored = dict(CustodyEvent.objects.filter(event_id__in=answered).values_list("event_id", "state"))
         for event_id in sorted(answered):
@@ -1424,27 +1652,36 @@ class Checks:
 
         owners = dict(DepositAddress.objects.values_list("address", "user_id"))
         confirmed = {(d.network, d.txid, d.vout): d for d in SimDeposit.objects.filter(status="confirmed")}
-        credited = {(d.network, d.txid, d.vout): d for d in
-                    Deposit.objects.filter(status=DepositStatus.CREDITED).select_related("address")}
-        sent_by_clients = {(deposit["txid"], deposit["vout"]) for record in self.traders
-                           for deposit in record["deposits"]}
+        credited = {
+            (d.network, d.txid, d.vout): d
+            for d in Deposit.objects.filter(status=DepositStatus.CREDITED).select_related("address")
+        }
+        sent_by_clients = {
+            (deposit["txid"], deposit["vout"]) for record in self.traders for deposit in record["deposits"]
+        }
         for key, sim in confirmed.items():
             deposit = credited.get(key)
             if deposit is None:
                 lost.append(f"deposit {key[1]}:{key[2]} confirmed by custody but not credited")
                 continue
             if deposit.amount != sim.amount or deposit.user_id != owners.get(sim.address):
-                lost.append(f"deposit {key[1]}: credited {deposit.amount} to user {deposit.user_id}, custody says "
-                            f"{sim.amount} to {owners.get(sim.address)}")
+                lost.append(
+                    f"deposit {key[1]}: credited {deposit.amount} to user {deposit.user_id}, custody says "
+                    f"{sim.amount} to {owners.get(sim.address)}"
+                )
             entries = list(JournalEntry.objects.filter(idempotency_key=f"deposit:{key[0]}:{key[1]}:{key[2]}"))
             if len(entries) != 1:
                 lost.append(f"deposit {key[1]}: {len(entries)} credit entries")
                 continue
-            credit = Posting.objects.filter(entry=entries[0], account__kind=AccountKind.USER_AVAILABLE).values_list(
-                "account__owner_id", "amount").first()
+            credit = (
+                Posting.objects.filter(entry=entries[0], account__kind=AccountKind.USER_AVAILABLE)
+                .values_list("account__owner_id", "amount")
+                .first()
+            )
             if credit is None or credit[0] != deposit.user_id or -credit[1] != sim.amount:
-                lost.append(f"deposit {key[1]}: the credit posting is {credit}, expected {sim.amount} to "
-                            f"user {deposit.user_id}")
+                lost.append(
+                    f"deposit {key[1]}: the credit posting is {credit}, expected {sim.amount} to user {deposit.user_id}"
+                )
         for key in credited.keys() - confirmed.keys():
             lost.append(f"deposit {key[1]}:{key[2]} credited but custody never confirmed it")
         for txid, vout in sent_by_clients:
@@ -1484,8 +1721,9 @@ class Checks:
         checked = 0
         for record in self.traders:
             user_id = users[record["user"]]
-            mine = {order.client_order_id: order for order in
-                    Order.objects.filter(user_id=user_id).select_related("market")}
+            mine = {
+                order.client_order_id: order for order in Order.objects.filter(user_id=user_id).select_related("market")
+            }
             asked = {order["client_order_id"]: order for order in record["orders"]}
             for client_order_id in mine.keys() - asked.keys():
                 lost.append(f"order {mine[client_order_id].id} ({client_order_id!r}) that no request accounts for")
@@ -1519,8 +1757,9 @@ class Checks:
         for side in ("taker_order", "maker_order"):
             for order_id, qty in Trade.objects.values(side).annotate(q=Sum("qty")).values_list(side, "q"):
                 fills[order_id] += qty
-        entries = Counter(JournalEntry.objects.filter(idempotency_key__startswith="order:").values_list(
-            "idempotency_key", flat=True))
+        entries = Counter(
+            JournalEntry.objects.filter(idempotency_key__startswith="order:").values_list("idempotency_key", flat=True)
+        )
         for order in Order.objects.filter(user_id__in=users.values()):
             if fills[order.id] != order.filled_qty:
                 problems.append(f"order {order.id}: trades fill {fills[order.id]}, the order says {order.filled_qty}")
@@ -1569,11 +1808,14 @@ class Checks:
                 if request is None:
                     lost.append(f"withdrawal {found[0].id} that no request accounts for")
                 elif len(found) > 1:
-                    lost.append(f"withdrawal request {request['key']} applied {len(found)} times: "
-                                f"{[w.id for w in found]}")
+                    lost.append(
+                        f"withdrawal request {request['key']} applied {len(found)} times: {[w.id for w in found]}"
+                    )
                 elif request["outcome"] == "refused":
-                    lost.append(f"withdrawal request {request['key']} was refused ({request.get('code')}) "
-                                f"but applied as {found[0].id}")
+                    lost.append(
+                        f"withdrawal request {request['key']} was refused ({request.get('code')}) "
+                        f"but applied as {found[0].id}"
+                    )
             cancelled = {c["id"] for c in record["withdrawal_cancels"] if c["outcome"] == "acknowledged"}
             for address, request in requests.items():
                 if request["outcome"] != "acknowledged":
@@ -1601,8 +1843,11 @@ class Checks:
     @staticmethod
     def _withdrawal_books(withdrawal, problems, lost, SimWithdrawal, JournalEntry, released) -> None:
         """A withdrawal is final, and custody's books and the ledger's entries agree with its state."""
-        keys = Counter(JournalEntry.objects.filter(
-            idempotency_key__startswith=f"withdrawal:{withdrawal.id}:").values_list("idempotency_key", flat=True))
+        keys = Counter(
+            JournalEntry.objects.filter(idempotency_key__startswith=f"withdrawal:{withdrawal.id}:").values_list(
+                "idempotency_key", flat=True
+            )
+        )
         sent = SimWithdrawal.objects.filter(client_reference=str(withdrawal.id)).first()
         name = f"withdrawal {withdrawal.id} ({withdrawal.status})"
         if keys[f"withdrawal:{withdrawal.id}:hold"] != 1:
@@ -1629,8 +1874,7 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--duration", type=float, default=300, help="seconds of load with faults (default 300)")
     parser.add_argument("--traders", type=int, default=3, help="trader client processes (default 3)")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (default 2)")
-    parser.add_argument("--fault-interval", type=float, default=4.0,
-                        help="mean seconds between two faults (default 4)")
+    parser.add_argument("--fault-interval", type=float, default=4.0, help="mean seconds between two faults (default 4)")
     parser.add_argument("--drain-timeout", type=float, default=240, help="seconds allowed to drain (default 240)")
     parser.add_argument("--seed", default=None, help="random seed (default: random)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the processes' logs (kept anyway on failure)")

@@ -9,6 +9,7 @@ completed through the simulated custody and the worker, runs ``manage.py reconci
 is left. Prints one JSON line of figures; exits 1 on the first failure. Bounded to 5 minutes.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -62,8 +63,9 @@ class Exchange:
         for name in ("DATABASE_URL", "REDIS_URL"):  # always the embedded services of this data folder
             self.env.pop(name, None)
         self.log = open(log_path, "wb")
-        self.process = subprocess.Popen(["make", "run"], cwd=ROOT, env=self.env, stdout=self.log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            ["make", "run"], cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.session = os.getsid(self.process.pid)
 
     def url(self, path: str) -> str:
@@ -91,13 +93,14 @@ class Exchange:
         """Ctrl-C (SIGINT to the session), wait for ``make run`` to end; return what is left running."""
         if self.process.poll() is None:
             os.killpg(self.session, signal.SIGINT)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                pass
         time.sleep(1)
-        leftovers = [f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in self.session_processes() + self.data_dir_processes()
-                     if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        leftovers = [
+            f"{p.pid} {' '.join(p.cmdline())[:120]}"
+            for p in self.session_processes() + self.data_dir_processes()
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        ]
         for process in self.session_processes() + self.data_dir_processes():
             process.kill()
         self.log.close()
@@ -114,18 +117,28 @@ def scenario(exchange: Exchange, figures: dict) -> None:
     wait_for("/healthz 200", lambda: requests.get(f"{exchange.base}/healthz", timeout=5).status_code == 200, 240)
     figures["seconds_to_healthy"] = round(time.monotonic() - started, 1)
 
-    token = requests.post(exchange.url("auth/token/"), json={"username": "alice", "password": PASSWORD},
-                          timeout=10).json()["token"]
+    token = requests.post(
+        exchange.url("auth/token/"), json={"username": "alice", "password": PASSWORD}, timeout=10
+    ).json()["token"]
     client = requests.Session()
     client.headers["Authorization"] = f"Token {token}"
 
-    funded = wait_for("alice's funding deposits", lambda: (b := balances(client, exchange)).get("USDT", 0) >= 100000
-                      and b.get("BTC", 0) >= 2 and b, 120)
-    wait_for("the bot's asks on BTC-USDT",
-             lambda: client.get(exchange.url("markets/BTC-USDT/depth/"), timeout=10).json()["asks"], 60)
+    funded = wait_for(
+        "alice's funding deposits",
+        lambda: (b := balances(client, exchange)).get("USDT", 0) >= 100000 and b.get("BTC", 0) >= 2 and b,
+        120,
+    )
+    wait_for(
+        "the bot's asks on BTC-USDT",
+        lambda: client.get(exchange.url("markets/BTC-USDT/depth/"), timeout=10).json()["asks"],
+        60,
+    )
 
-    order = client.post(exchange.url("orders/"), timeout=10, json={
-        "market": "BTC-USDT", "side": "buy", "type": "market", "quote_qty": "1000"})
+    order = client.post(
+        exchange.url("orders/"),
+        timeout=10,
+        json={"market": "BTC-USDT", "side": "buy", "type": "market", "quote_qty": "1000"},
+    )
     if order.status_code != 201:
         raise Failure(f"marketable order refused: {order.status_code} {order.text}")
     fills = wait_for("alice's fill", lambda: client.get(exchange.url("trades/?market=BTC-USDT"), timeout=10).json(), 30)
@@ -137,8 +150,9 @@ def scenario(exchange: Exchange, figures: dict) -> None:
     sys.path.insert(0, str(ROOT))
     from apps.wallets.custody.simnet import new_address
 
-    withdrawal = client.post(exchange.url("withdrawals/"), timeout=10, json={
-        "asset": "USDT", "amount": "100", "address": new_address()})
+    withdrawal = client.post(
+        exchange.url("withdrawals/"), timeout=10, json={"asset": "USDT", "amount": "100", "address": new_address()}
+    )
     if withdrawal.status_code != 201:
         raise Failure(f"withdrawal refused: {withdrawal.status_code} {withdrawal.text}")
     withdrawal_id = withdrawal.json()["id"]
@@ -151,8 +165,14 @@ def scenario(exchange: Exchange, figures: dict) -> None:
     figures["withdrawal_txid"] = bool(done["txid"])
 
     services_env = dict(line.split("=", 1) for line in (exchange.data_dir / "services.env").read_text().split())
-    reconcile = subprocess.run([sys.executable, "manage.py", "reconcile", "--json"], cwd=ROOT, capture_output=True,
-                               text=True, env={**exchange.env, **services_env}, timeout=120)
+    reconcile = subprocess.run(
+        [sys.executable, "manage.py", "reconcile", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**exchange.env, **services_env},
+        timeout=120,
+    )
     figures["reconcile_exit"] = reconcile.returncode
     if reconcile.returncode != 0:
         raise Failure(f"reconcile failed:\n{reconcile.stdout[-3000:]}{reconcile.stderr[-2000:]}")

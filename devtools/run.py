@@ -31,11 +31,14 @@ def main() -> int:
         subprocess.run([*manage, "migrate", "--no-input", "--verbosity", "0"], cwd=ROOT, env=env, check=True)
         subprocess.run([*manage, "seed_demo"], cwd=ROOT, env=env, check=True)
         admin = os.environ.get("DJANGO_ADMIN_URL", "admin/")
-        print(f"\nExchange:    http://127.0.0.1:{port}/\n"
-              f"Back office: http://127.0.0.1:{port}/{admin}\n"
-              f"API docs:    http://127.0.0.1:{port}/api/docs/\n"
-              f"Custody webhook secret (development): {env.get('CUSTODY_WEBHOOK_SECRET', DEV_CUSTODY_WEBHOOK_SECRET)}\n"
-              "Ctrl-C stops everything.\n", flush=True)
+        print(
+            f"\nExchange:    http://127.0.0.1:{port}/\n"
+            f"Back office: http://127.0.0.1:{port}/{admin}\n"
+            f"API docs:    http://127.0.0.1:{port}/api/docs/\n"
+            f"Custody webhook secret (development): {env.get('CUSTODY_WEBHOOK_SECRET', DEV_CUSTODY_WEBHOOK_SECRET)}\n"
+            "Ctrl-C stops everything.\n",
+            flush=True,
+        )
         honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", "Procfile"], cwd=ROOT, env=env)
         # Ctrl-C reaches honcho too: it stops its processes; wait for it to finish doing so.
         stopped = []

@@ -25,8 +25,11 @@ def _redis() -> str:
 def _worker() -> str:
     """A worker answers and consumes this deployment's task queue."""
     queues = celery_app.control.inspect(timeout=WORKER_PING_TIMEOUT).active_queues() or {}
-    serving = [name for name, consumed in queues.items()
-               if any(queue["name"] == settings.CELERY_TASK_DEFAULT_QUEUE for queue in consumed)]
+    serving = [
+        name
+        for name, consumed in queues.items()
+        if any(queue["name"] == settings.CELERY_TASK_DEFAULT_QUEUE for queue in consumed)
+    ]
     return "ok" if serving else "no worker"
 
 

@@ -35,7 +35,9 @@ def api_key_create(
         raise DomainError("A name of 1 to 100 characters is required.", fields={"name": "1 to 100 characters."})
     unknown = set(scopes) - set(Scope.values)
     if not scopes or unknown:
-        raise DomainError("Choose at least one of read, trade, withdraw.", fields={"scopes": "Unknown or empty scopes."})
+        raise DomainError(
+            "Choose at least one of read, trade, withdraw.", fields={"scopes": "Unknown or empty scopes."}
+        )
     withdrawal_addresses = _checked_addresses(withdrawal_addresses)
     prefix = secrets.token_hex(4)
     raw_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
@@ -96,4 +98,3 @@ def api_key_authenticate(raw_key: str) -> ApiKey | None:
     if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
         ApiKey.objects.filter(id=key.id).update(last_used_at=now)  # at most once a minute per key
     return key
-

@@ -79,8 +79,13 @@ def exception_handler(exc, context):
     set_rollback()
     if isinstance(exc, (OperationalError, InterfaceError)):
         log.warning("api.database_unavailable error=%s", str(exc).strip())
-        return Response(error_body("unavailable", "The service is briefly unavailable: retry the request."),
-                        status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"})
+        return Response(
+            error_body("unavailable", "The service is briefly unavailable: retry the request."),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": "1"},
+        )
     log.exception("api.internal_error view=%s", type(context.get("view")).__name__)
-    return Response(error_body("internal_error", "An unexpected error occurred; it has been logged."),
-                    status=status.HTTP_500_INTERNAL_SERVER_ERROR)
+    return Response(
+        error_body("internal_error", "An unexpected error occurred; it has been logged."),
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )

@@ -6,13 +6,15 @@ from rest_framework import serializers
 PLAIN_DECIMAL_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
 
 
-@extend_schema_field({
-    "oneOf": [
-        {"type": "string", "pattern": PLAIN_DECIMAL_PATTERN, "example": "0.5"},
-        {"type": "number", "minimum": 0, "exclusiveMinimum": True},
-    ],
-    "description": "A plain decimal string (\"0.5\") or a JSON number, within the asset's precision.",
-})
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": PLAIN_DECIMAL_PATTERN, "example": "0.5"},
+            {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+        ],
+        "description": 'A plain decimal string ("0.5") or a JSON number, within the asset\'s precision.',
+    }
+)
 class AmountInput(serializers.Field):
     """An amount or price as given: a string or JSON number (parsed as ``Decimal``, never float).
 

@@ -21,3 +21,6 @@ class IdempotencyRecord(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}: {self.key}"

@@ -55,10 +55,13 @@ def add_error_responses(result, generator, request, public):
         for operation in path.values():
             responses = operation.setdefault("responses", {})
             for status, description in ERROR_STATUSES.items():
-                responses.setdefault(status, {
-                    "description": description,
-                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-                })
+                responses.setdefault(
+                    status,
+                    {
+                        "description": description,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+                    },
+                )
     return result
 
 

@@ -11,7 +11,12 @@ from apps.accounts.apis import TokenApi
 from apps.api.views import api_not_found
 from apps.ledger.apis import AssetListApi, BalanceListApi, PostingListApi
 from apps.orders.apis import (
-    FillListApi, MarketDepthApi, MarketListApi, MarketTradeListApi, OrderDetailApi, OrderListApi,
+    FillListApi,
+    MarketDepthApi,
+    MarketListApi,
+    MarketTradeListApi,
+    OrderDetailApi,
+    OrderListApi,
 )
 from apps.wallets.apis import DepositAddressApi, DepositListApi, WithdrawalDetailApi, WithdrawalListApi
 

@@ -1,7 +1,6 @@
 """Base class and helpers shared by the API views of every app."""
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.http import JsonResponse
 from rest_framework.views import APIView
@@ -66,7 +65,7 @@ def api_time(value: datetime | None) -> str | None:
     """ISO 8601 UTC with a ``Z`` (``2026-11-30T01:02:03.456789Z``)."""
     if value is None:
         return None
-    return value.astimezone(dt_timezone.utc).isoformat().replace("+00:00", "Z")
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def api_not_found(request, *args, **kwargs) -> JsonResponse:

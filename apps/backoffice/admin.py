@@ -67,16 +67,26 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         if not request.user.has_perm("backoffice.run_reconciliation"):
             raise DjangoPermissionDenied
         run = reconciliation_run(triggered_by_id=request.user.id)
-        audit_record(actor_id=request.user.id, action="reconciliation.run", object_type="backoffice.reconciliationrun",
-                     object_id=run.id, before={}, after={"ok": run.ok})
+        audit_record(
+            actor_id=request.user.id,
+            action="reconciliation.run",
+            object_type="backoffice.reconciliationrun",
+            object_id=run.id,
+            before={},
+            after={"ok": run.ok},
+        )
         level = messages.SUCCESS if run.ok else messages.ERROR
         self.message_user(request, f"Reconciliation {'passed' if run.ok else 'FAILED'}.", level)
         return redirect("admin:backoffice_reconciliationrun_change", run.id)
 
     def changelist_view(self, request, extra_context=None):
         latest = ReconciliationRun.objects.first()
-        extra_context = {**(extra_context or {}), "latest": latest, "figure_names": _figure_names(latest),
-                         "can_run": request.user.has_perm("backoffice.run_reconciliation")}
+        extra_context = {
+            **(extra_context or {}),
+            "latest": latest,
+            "figure_names": _figure_names(latest),
+            "can_run": request.user.has_perm("backoffice.run_reconciliation"),
+        }
         return super().changelist_view(request, extra_context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -174,10 +184,14 @@ class AdjustmentAdmin(ReadOnlyAdmin):
     def get_urls(self):
         wrap = self.admin_site.admin_view
         return [
-            path("<int:adjustment_id>/approve/", wrap(require_POST(self.approve_view)),
-                 name="backoffice_adjustment_approve"),
-            path("<int:adjustment_id>/reject/", wrap(require_POST(self.reject_view)),
-                 name="backoffice_adjustment_reject"),
+            path(
+                "<int:adjustment_id>/approve/",
+                wrap(require_POST(self.approve_view)),
+                name="backoffice_adjustment_approve",
+            ),
+            path(
+                "<int:adjustment_id>/reject/", wrap(require_POST(self.reject_view)), name="backoffice_adjustment_reject"
+            ),
         ] + super().get_urls()
 
     def add_view(self, request, form_url="", extra_context=None):
@@ -197,8 +211,13 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             else:
                 self.message_user(request, f"Adjustment #{adjustment.id} drafted; another operator must approve it.")
                 return redirect("admin:backoffice_adjustment_change", adjustment.id)
-        context = {**self.admin_site.each_context(request), "title": "Draft a manual adjustment", "form": form,
-                   "legs": legs, "opts": self.model._meta}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Draft a manual adjustment",
+            "form": form,
+            "legs": legs,
+            "opts": self.model._meta,
+        }
         return render(request, "admin/backoffice/adjustment/draft.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -207,8 +226,13 @@ class AdjustmentAdmin(ReadOnlyAdmin):
         legs = []
         for leg in adjustment.legs:
             amount = Decimal(leg["amount"])
-            legs.append({"account": accounts.get(leg["account"]), "debit": amount if amount > 0 else None,
-                         "credit": -amount if amount < 0 else None})
+            legs.append(
+                {
+                    "account": accounts.get(leg["account"]),
+                    "debit": amount if amount > 0 else None,
+                    "credit": -amount if amount < 0 else None,
+                }
+            )
         can_decide = (
             adjustment.status == AdjustmentStatus.DRAFT
             and request.user.has_perm("backoffice.approve_adjustment")
@@ -229,13 +253,17 @@ class AdjustmentAdmin(ReadOnlyAdmin):
         return redirect("admin:backoffice_adjustment_change", adjustment_id)
 
     def approve_view(self, request, adjustment_id):
-        return self._decide(request, adjustment_id,
-                            lambda: adjustment_approve(adjustment_id=adjustment_id, approver_id=request.user.id))
+        return self._decide(
+            request, adjustment_id, lambda: adjustment_approve(adjustment_id=adjustment_id, approver_id=request.user.id)
+        )
 
     def reject_view(self, request, adjustment_id):
         note = request.POST.get("note", "")
-        return self._decide(request, adjustment_id,
-                            lambda: adjustment_reject(adjustment_id=adjustment_id, approver_id=request.user.id, note=note))
+        return self._decide(
+            request,
+            adjustment_id,
+            lambda: adjustment_reject(adjustment_id=adjustment_id, approver_id=request.user.id, note=note),
+        )
 
 
 @admin.register(AuditLogEntry)
@@ -279,7 +307,9 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         decide = self.admin_site.admin_view(require_POST(self.decide_view))
-        return [path("<int:withdrawal_id>/decide/", decide, name="backoffice_withdrawalapproval_decide")] + super().get_urls()
+        return [
+            path("<int:withdrawal_id>/decide/", decide, name="backoffice_withdrawalapproval_decide")
+        ] + super().get_urls()
 
     def _decide(self, request, withdrawal_id: int, *, approve: bool, reason: str = "") -> bool:
         try:
@@ -301,8 +331,9 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
         return redirect("admin:backoffice_withdrawalapproval_changelist")
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        withdrawal = get_object_or_404(WithdrawalApproval.objects.select_related("user", "asset"),
-                                       id=_numeric_id(object_id))
+        withdrawal = get_object_or_404(
+            WithdrawalApproval.objects.select_related("user", "asset"), id=_numeric_id(object_id)
+        )
         user_id = withdrawal.user_id
         extra_context = {
             **(extra_context or {}),

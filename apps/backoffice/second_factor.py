@@ -46,8 +46,11 @@ class SecondFactorMiddleware:
 
 
 class TokenForm(forms.Form):
-    token = forms.CharField(max_length=8, label="One-time password", widget=forms.TextInput(
-        attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "autofocus": True}))
+    token = forms.CharField(
+        max_length=8,
+        label="One-time password",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "inputmode": "numeric", "autofocus": True}),
+    )
 
 
 @staff_member_required
@@ -57,7 +60,8 @@ def second_factor(request):
     enrolling = device is None
     if enrolling:
         device = TOTPDevice.objects.filter(user=request.user, confirmed=False).first() or TOTPDevice.objects.create(
-            user=request.user, name="authenticator", confirmed=False)
+            user=request.user, name="authenticator", confirmed=False
+        )
     form = TokenForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         if device.verify_token(form.cleaned_data["token"].strip()):
@@ -70,6 +74,10 @@ def second_factor(request):
                 target = reverse("admin:index")
             return redirect(target)
         form.add_error("token", "That code is not valid. Check your authenticator's clock and try again.")
-    context = {"form": form, "enrolling": enrolling, "config_url": device.config_url if enrolling else None,
-               "secret": device.key if enrolling else None}
+    context = {
+        "form": form,
+        "enrolling": enrolling,
+        "config_url": device.config_url if enrolling else None,
+        "secret": device.key if enrolling else None,
+    }
     return render(request, "admin/backoffice/second_factor.html", context)

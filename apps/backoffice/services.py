@@ -10,7 +10,6 @@ from apps.ledger.errors import DomainError, InvalidState, NotFound, PermissionDe
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
 from apps.ledger.transactions import retrying_atomic
-
 from apps.wallets.models import Withdrawal
 from apps.wallets.services import withdrawal_approve, withdrawal_reject
 
@@ -63,8 +62,14 @@ def adjustment_draft(*, author_id: int, memo: str, legs: Sequence[Leg]) -> Adjus
         legs=[{"account": leg.account_id, "amount": str(leg.amount)} for leg in legs],
         created_by_id=author_id,
     )
-    audit_record(actor_id=author_id, action="adjustment.draft", object_type="backoffice.adjustment", object_id=adjustment.id,
-                 before={}, after=_adjustment_state(adjustment))
+    audit_record(
+        actor_id=author_id,
+        action="adjustment.draft",
+        object_type="backoffice.adjustment",
+        object_id=adjustment.id,
+        before={},
+        after=_adjustment_state(adjustment),
+    )
     return adjustment
 
 
@@ -99,8 +104,14 @@ def adjustment_approve(*, adjustment_id: int, approver_id: int) -> Adjustment:
     adjustment.decided_at = timezone.now()
     adjustment.entry_id = entry.id
     adjustment.save(update_fields=["status", "decided_by", "decided_at", "entry"])
-    audit_record(actor_id=approver_id, action="adjustment.approve", object_type="backoffice.adjustment", object_id=adjustment.id,
-                 before=before, after=_adjustment_state(adjustment))
+    audit_record(
+        actor_id=approver_id,
+        action="adjustment.approve",
+        object_type="backoffice.adjustment",
+        object_id=adjustment.id,
+        before=before,
+        after=_adjustment_state(adjustment),
+    )
     return adjustment
 
 
@@ -116,14 +127,24 @@ def adjustment_reject(*, adjustment_id: int, approver_id: int, note: str) -> Adj
     adjustment.decided_at = timezone.now()
     adjustment.decision_note = note.strip()
     adjustment.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
-    audit_record(actor_id=approver_id, action="adjustment.reject", object_type="backoffice.adjustment", object_id=adjustment.id,
-                 before=before, after=_adjustment_state(adjustment))
+    audit_record(
+        actor_id=approver_id,
+        action="adjustment.reject",
+        object_type="backoffice.adjustment",
+        object_id=adjustment.id,
+        before=before,
+        after=_adjustment_state(adjustment),
+    )
     return adjustment
 
 
 def _withdrawal_state(withdrawal: Withdrawal) -> dict:
-    return {"status": withdrawal.status, "hold_remaining": str(withdrawal.hold_remaining),
-            "decided_by": withdrawal.decided_by_id, "reason": withdrawal.reason}
+    return {
+        "status": withdrawal.status,
+        "hold_remaining": str(withdrawal.hold_remaining),
+        "decided_by": withdrawal.decided_by_id,
+        "reason": withdrawal.reason,
+    }
 
 
 @retrying_atomic
@@ -141,8 +162,11 @@ def withdrawal_decide(*, withdrawal_id: int, operator_id: int, approve: bool, re
     else:
         withdrawal = withdrawal_reject(withdrawal_id=withdrawal_id, operator_id=operator_id, reason=reason)
     audit_record(
-        actor_id=operator_id, action="withdrawal.approve" if approve else "withdrawal.reject",
-        object_type="wallets.withdrawal", object_id=withdrawal_id,
-        before=_withdrawal_state(before), after=_withdrawal_state(withdrawal),
+        actor_id=operator_id,
+        action="withdrawal.approve" if approve else "withdrawal.reject",
+        object_type="wallets.withdrawal",
+        object_id=withdrawal_id,
+        before=_withdrawal_state(before),
+        after=_withdrawal_state(withdrawal),
     )
     return withdrawal

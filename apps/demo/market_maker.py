@@ -57,8 +57,16 @@ class MarketMaker:
     and retried on the next step.
     """
 
-    def __init__(self, *, maker_id: int, taker_id: int, markets: list[Market], levels: int = 5,
-                 take_chance: float = 0.3, rng: random.Random | None = None):
+    def __init__(
+        self,
+        *,
+        maker_id: int,
+        taker_id: int,
+        markets: list[Market],
+        levels: int = 5,
+        take_chance: float = 0.3,
+        rng: random.Random | None = None,
+    ):
         self.maker_id = maker_id
         self.taker_id = taker_id
         self.levels = levels
@@ -129,8 +137,16 @@ class MarketMaker:
         for side, prices in wanted.items():
             for price in sorted(prices):
                 try:
-                    order_place(user_id=self.maker_id, market=market.symbol, side=side, type="limit",
-                                price=price, qty=self._size(market, price), time_in_force="GTC", post_only=True)
+                    order_place(
+                        user_id=self.maker_id,
+                        market=market.symbol,
+                        side=side,
+                        type="limit",
+                        price=price,
+                        qty=self._size(market, price),
+                        time_in_force="GTC",
+                        post_only=True,
+                    )
                     report.placed += 1
                 except DomainError as error:
                     report.refused.append(f"{market.symbol} {side} {price}: {error.code}")
@@ -143,8 +159,9 @@ class MarketMaker:
                 budget = _round(market.min_notional * self.rng.randint(20, 100), market.quote.quantum, ROUND_FLOOR)
                 order_place(user_id=self.taker_id, market=market.symbol, side="buy", type="market", quote_qty=budget)
             else:
-                qty = max(_round(self._size(market, state.reference) / 4, market.step_size, ROUND_FLOOR),
-                          market.min_qty)
+                qty = max(
+                    _round(self._size(market, state.reference) / 4, market.step_size, ROUND_FLOOR), market.min_qty
+                )
                 order_place(user_id=self.taker_id, market=market.symbol, side="sell", type="market", qty=qty)
             report.taken += 1
         except DomainError as error:

@@ -52,23 +52,41 @@ TRADER_FUNDS = (("BTC", D("2")), ("ETH", D("30")), ("USDT", D("100000")))
 USERS = [
     DemoUser("alice", "alice-demo-2026", "trader", funding=TRADER_FUNDS),
     DemoUser("bob", "bob-demo-2026", "trader", funding=TRADER_FUNDS),
-    DemoUser("marketmaker", "marketmaker-demo-2026", "market-making bot (maker)",
-             funding=(("BTC", D("50")), ("ETH", D("1000")), ("USDT", D("3000000")))),
-    DemoUser("taker", "taker-demo-2026", "market-making bot (taker)",
-             funding=(("BTC", D("10")), ("ETH", D("200")), ("USDT", D("600000")))),
+    DemoUser(
+        "marketmaker",
+        "marketmaker-demo-2026",
+        "market-making bot (maker)",
+        funding=(("BTC", D("50")), ("ETH", D("1000")), ("USDT", D("3000000"))),
+    ),
+    DemoUser(
+        "taker",
+        "taker-demo-2026",
+        "market-making bot (taker)",
+        funding=(("BTC", D("10")), ("ETH", D("200")), ("USDT", D("600000"))),
+    ),
     DemoUser("operator", "operator-demo-2026", "operator (back office)", groups=("operators",)),
-    DemoUser("approver", "approver-demo-2026", "approver (back office, one-time password)",
-             groups=("operators", "approvers")),
+    DemoUser(
+        "approver", "approver-demo-2026", "approver (back office, one-time password)", groups=("operators", "approvers")
+    ),
 ]
 
 
 def seed_assets() -> dict[str, Asset]:
     assets = {}
     for code, name, decimals, fee, minimum, auto_approve, daily in ASSETS:
-        assets[code], _ = Asset.objects.get_or_create(code=code, defaults=dict(
-            name=name, decimals=decimals, network="simnet", confirmations_required=2, withdrawal_fee=fee,
-            min_withdrawal=minimum, withdrawal_auto_approve_limit=auto_approve, withdrawal_daily_limit=daily,
-        ))
+        assets[code], _ = Asset.objects.get_or_create(
+            code=code,
+            defaults={
+                "name": name,
+                "decimals": decimals,
+                "network": "simnet",
+                "confirmations_required": 2,
+                "withdrawal_fee": fee,
+                "min_withdrawal": minimum,
+                "withdrawal_auto_approve_limit": auto_approve,
+                "withdrawal_daily_limit": daily,
+            },
+        )
     return assets
 
 
@@ -76,8 +94,13 @@ def seed_markets(assets: dict[str, Asset]) -> list[Market]:
     markets = []
     for base, quote, tick, step, min_qty, max_qty, min_notional in MARKETS:
         market = Market.objects.filter(symbol=f"{base}-{quote}").first() or market_create(
-            base=assets[base], quote=assets[quote], tick_size=tick, step_size=step, min_qty=min_qty,
-            max_qty=max_qty, min_notional=min_notional,
+            base=assets[base],
+            quote=assets[quote],
+            tick_size=tick,
+            step_size=step,
+            min_qty=min_qty,
+            max_qty=max_qty,
+            min_notional=min_notional,
         )
         markets.append(market)
     return markets

@@ -27,8 +27,17 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Asset)
 class AssetAdmin(admin.ModelAdmin):
-    list_display = ("code", "name", "decimals", "network", "withdrawal_fee", "min_withdrawal",
-                    "withdrawal_auto_approve_limit", "withdrawal_daily_limit", "confirmations_required")
+    list_display = (
+        "code",
+        "name",
+        "decimals",
+        "network",
+        "withdrawal_fee",
+        "min_withdrawal",
+        "withdrawal_auto_approve_limit",
+        "withdrawal_daily_limit",
+        "confirmations_required",
+    )
     search_fields = ("code", "name")
 
     def get_readonly_fields(self, request, obj=None):

@@ -32,6 +32,8 @@ def configure_decimal_context() -> None:
     decimal.DefaultContext.prec = DECIMAL_PRECISION
     decimal.DefaultContext.traps[decimal.InvalidOperation] = True
     decimal.setcontext(decimal.Context(prec=DECIMAL_PRECISION, traps=decimal.DefaultContext.traps.copy()))
+
+
 _PLAIN_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
@@ -46,10 +48,10 @@ def parse_amount(raw: object, *, decimals: int, field: str = "amount", allow_zer
     ``allow_zero``), more decimals than allowed, or more than 20 integer digits.
     """
     if isinstance(raw, bool) or not isinstance(raw, (str, int, Decimal)):
-        raise InvalidAmount("Must be a decimal number written as a string, such as \"0.5\".", field=field)
+        raise InvalidAmount('Must be a decimal number written as a string, such as "0.5".', field=field)
     if isinstance(raw, str):
         if not _PLAIN_DECIMAL.fullmatch(raw):
-            raise InvalidAmount("Must be a plain decimal number, such as \"0.5\".", field=field)
+            raise InvalidAmount('Must be a plain decimal number, such as "0.5".', field=field)
         raw = Decimal(raw)
     return check_amount(Decimal(raw), decimals=decimals, field=field, allow_zero=allow_zero)
 

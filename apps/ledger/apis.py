@@ -45,16 +45,18 @@ class AssetListApi(ScopedApiView):
 
     @extend_schema(responses=AssetOut(many=True), auth=[])
     def get(self, request):
-        return Response([
-            {
-                "code": asset.code,
-                "name": asset.name,
-                "decimals": asset.decimals,
-                "withdrawal_fee": format_amount(asset.withdrawal_fee, asset.decimals),
-                "min_withdrawal": format_amount(asset.min_withdrawal, asset.decimals),
-            }
-            for asset in Asset.objects.order_by("code")
-        ])
+        return Response(
+            [
+                {
+                    "code": asset.code,
+                    "name": asset.name,
+                    "decimals": asset.decimals,
+                    "withdrawal_fee": format_amount(asset.withdrawal_fee, asset.decimals),
+                    "min_withdrawal": format_amount(asset.min_withdrawal, asset.decimals),
+                }
+                for asset in Asset.objects.order_by("code")
+            ]
+        )
 
 
 class BalanceListApi(ScopedApiView):
@@ -62,15 +64,17 @@ class BalanceListApi(ScopedApiView):
 
     @extend_schema(responses=BalanceOut(many=True))
     def get(self, request):
-        return Response([
-            {
-                "asset": balance.asset,
-                "available": format_amount(balance.available, balance.decimals),
-                "held": format_amount(balance.held, balance.decimals),
-                "total": format_amount(balance.total, balance.decimals),
-            }
-            for balance in balances_for_user(request.user.id)
-        ])
+        return Response(
+            [
+                {
+                    "asset": balance.asset,
+                    "available": format_amount(balance.available, balance.decimals),
+                    "held": format_amount(balance.held, balance.decimals),
+                    "total": format_amount(balance.total, balance.decimals),
+                }
+                for balance in balances_for_user(request.user.id)
+            ]
+        )
 
 
 class PostingListApi(ScopedApiView):
@@ -82,17 +86,19 @@ class PostingListApi(ScopedApiView):
     )
     def get(self, request):
         postings = user_postings(request.user.id, asset_code=text_param(request, "asset"))[: limit_param(request)]
-        return Response([
-            {
-                "entry_id": posting.entry_id,
-                "time": api_time(posting.entry.created_at),
-                "asset": posting.asset.code,
-                "account": "available" if posting.account.kind == AccountKind.USER_AVAILABLE else "held",
-                # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
-                "amount": format_amount(-posting.amount, posting.asset.decimals),
-                "balance_after": format_amount(posting.balance_after, posting.asset.decimals),
-                "reason": posting.entry.reason,
-                "reference": f"{posting.entry.reference_type}:{posting.entry.reference_id}".strip(":"),
-            }
-            for posting in postings
-        ])
+        return Response(
+            [
+                {
+                    "entry_id": posting.entry_id,
+                    "time": api_time(posting.entry.created_at),
+                    "asset": posting.asset.code,
+                    "account": "available" if posting.account.kind == AccountKind.USER_AVAILABLE else "held",
+                    # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
+                    "amount": format_amount(-posting.amount, posting.asset.decimals),
+                    "balance_after": format_amount(posting.balance_after, posting.asset.decimals),
+                    "reason": posting.entry.reason,
+                    "reference": f"{posting.entry.reference_type}:{posting.entry.reference_id}".strip(":"),
+                }
+                for posting in postings
+            ]
+        )

@@ -127,13 +127,15 @@ def held_matches_open_holds(scope: Scope) -> list[dict]:
         balance = row["balance"] if row else Decimal(0)
         if balance != expected.get((owner, asset_id), Decimal(0)):
             code, places = decimals[asset_id]
-            problems.append({
-                "account": row["account"] if row else None,
-                "owner": owner,
-                "asset": code,
-                "held": format_amount(balance, places),
-                "open_holds": format_amount(expected.get((owner, asset_id), Decimal(0)), places),
-            })
+            problems.append(
+                {
+                    "account": row["account"] if row else None,
+                    "owner": owner,
+                    "asset": code,
+                    "held": format_amount(balance, places),
+                    "open_holds": format_amount(expected.get((owner, asset_id), Decimal(0)), places),
+                }
+            )
     return problems
 
 

@@ -44,7 +44,7 @@ class PreparedCursor:
         try:
             with connection.wrap_database_errors:
                 with raw.pipeline():
-                    for cursor, (sql, params) in zip(cursors, statements):
+                    for cursor, (sql, params) in zip(cursors, statements, strict=True):
                         cursor.execute(sql, params, prepare=self.prepare)
                 return [cursor.fetchall() for cursor in cursors]
         finally:

@@ -71,14 +71,22 @@ class Asset(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(decimals__lte=AMOUNT_DECIMAL_PLACES), name="asset_decimals_max_18"),
             models.CheckConstraint(
-                condition=Q(withdrawal_fee__gte=0, min_withdrawal__gte=0, withdrawal_auto_approve_limit__gte=0,
-                            withdrawal_daily_limit__gte=0),
+                condition=Q(
+                    withdrawal_fee__gte=0,
+                    min_withdrawal__gte=0,
+                    withdrawal_auto_approve_limit__gte=0,
+                    withdrawal_daily_limit__gte=0,
+                ),
                 name="asset_amounts_not_negative",
             ),
             *(
                 models.CheckConstraint(condition=_multiple_of_precision(field), name=f"asset_{field}_precision")
-                for field in ("withdrawal_fee", "min_withdrawal", "withdrawal_auto_approve_limit",
-                              "withdrawal_daily_limit")
+                for field in (
+                    "withdrawal_fee",
+                    "min_withdrawal",
+                    "withdrawal_auto_approve_limit",
+                    "withdrawal_daily_limit",
+                )
             ),
         ]
 

@@ -88,7 +88,7 @@ def query_rows(sql: str, params: list) -> list[dict]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         columns = [column.name for column in cursor.description]
-        return [dict(zip(columns, row)) for row in cursor.fetchall()]
+        return [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
 def format_amounts(rows: list[dict], *columns: str) -> list[dict]:

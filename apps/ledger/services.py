@@ -284,7 +284,9 @@ def entry_post(
             if replayed is not None:
                 return replayed
             if too_large:
-                raise InvalidAmount(f"The {too_large[0].asset_code} {too_large[0].kind} balance would reach 10^20 or more.")
+                raise InvalidAmount(
+                    f"The {too_large[0].asset_code} {too_large[0].kind} balance would reach 10^20 or more."
+                )
             account = short[0]
             needed = account.balance - balances[account.id]
             raise InsufficientFunds(
@@ -298,13 +300,21 @@ def entry_post(
         cursor.execute(
             _WRITE_ENTRY,
             [
-                idempotency_key, reason, reference_type, reference_id, json.dumps(metadata or {}, default=str),
-                payload_hash, created_at, created_by_id,
+                idempotency_key,
+                reason,
+                reference_type,
+                reference_id,
+                json.dumps(metadata or {}, default=str),
+                payload_hash,
+                created_at,
+                created_by_id,
                 [leg.account_id for leg in legs],
                 [accounts[leg.account_id].asset_id for leg in legs],
                 [leg.amount for leg in legs],
                 balances_after,
-                list(touched), [balances[account_id] for account_id in touched], list(touched.values()),
+                list(touched),
+                [balances[account_id] for account_id in touched],
+                list(touched.values()),
             ],
         )
         inserted = cursor.fetchone()

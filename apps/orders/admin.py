@@ -19,27 +19,50 @@ MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
 
 
 def _market_state(market: Market) -> dict:
-    return {"status": market.status, "min_qty": str(market.min_qty), "max_qty": str(market.max_qty),
-            "min_notional": str(market.min_notional)}
+    return {
+        "status": market.status,
+        "min_qty": str(market.min_qty),
+        "max_qty": str(market.max_qty),
+        "min_notional": str(market.min_notional),
+    }
 
 
 def _audit(request, action: str, market: Market, before: dict) -> None:
-    audit_record(actor_id=request.user.id, action=action, object_type="orders.market", object_id=market.pk,
-                 before=before, after=_market_state(market))
+    audit_record(
+        actor_id=request.user.id,
+        action=action,
+        object_type="orders.market",
+        object_id=market.pk,
+        before=before,
+        after=_market_state(market),
+    )
 
 
 def _schedule_state(schedule: FeeSchedule) -> dict:
-    return {"name": schedule.name, "maker_rate": f"{schedule.maker_rate.normalize():f}",
-            "taker_rate": f"{schedule.taker_rate.normalize():f}",
-            "users": sorted(schedule.tiers.values_list("user__username", flat=True)) if schedule.pk else []}
+    return {
+        "name": schedule.name,
+        "maker_rate": f"{schedule.maker_rate.normalize():f}",
+        "taker_rate": f"{schedule.taker_rate.normalize():f}",
+        "users": sorted(schedule.tiers.values_list("user__username", flat=True)) if schedule.pk else [],
+    }
 
 
 @admin.register(Market)
 class MarketAdmin(admin.ModelAdmin):
     """Markets: created through :func:`market_create`; tick, step and assets fixed afterwards."""
 
-    list_display = ("symbol", "base", "quote", "tick_size", "step_size", "min_qty", "max_qty", "min_notional",
-                    "status", "sequence")
+    list_display = (
+        "symbol",
+        "base",
+        "quote",
+        "tick_size",
+        "step_size",
+        "min_qty",
+        "max_qty",
+        "min_notional",
+        "status",
+        "sequence",
+    )
     list_filter = ("status",)
     search_fields = ("symbol",)
     fields = (*MARKET_SHAPE, "min_qty", "max_qty", "min_notional", "status", "sequence")
@@ -56,12 +79,21 @@ class MarketAdmin(admin.ModelAdmin):
         before = _market_state(Market.objects.get(pk=obj.pk)) if change else {}
         try:
             if change:
-                market_filters_update(market_id=obj.id, min_qty=data["min_qty"], max_qty=data["max_qty"],
-                                      min_notional=data["min_notional"])
+                market_filters_update(
+                    market_id=obj.id,
+                    min_qty=data["min_qty"],
+                    max_qty=data["max_qty"],
+                    min_notional=data["min_notional"],
+                )
             else:
                 created = market_create(
-                    symbol=data["symbol"], base=data["base"], quote=data["quote"], tick_size=data["tick_size"],
-                    step_size=data["step_size"], min_qty=data["min_qty"], max_qty=data["max_qty"],
+                    symbol=data["symbol"],
+                    base=data["base"],
+                    quote=data["quote"],
+                    tick_size=data["tick_size"],
+                    step_size=data["step_size"],
+                    min_qty=data["min_qty"],
+                    max_qty=data["max_qty"],
                     min_notional=data["min_notional"],
                 )
                 obj.pk = created.pk
@@ -69,8 +101,9 @@ class MarketAdmin(admin.ModelAdmin):
             raise ValidationError(exc.fields or exc.message) from exc
         _audit(request, "market.update" if change else "market.create", Market.objects.get(pk=obj.pk), before)
 
-    @admin.action(description="Halt the selected markets (refuse new orders; cancels still work)",
-                  permissions=["change"])
+    @admin.action(
+        description="Halt the selected markets (refuse new orders; cancels still work)", permissions=["change"]
+    )
     def halt(self, request, queryset):
         for market in queryset:
             _audit(request, "market.halt", market_halt(market_id=market.id), _market_state(market))
@@ -109,9 +142,14 @@ class FeeScheduleAdmin(admin.ModelAdmin):
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
-        audit_record(actor_id=request.user.id, action="fee_schedule.update" if change else "fee_schedule.create",
-                     object_type="orders.feeschedule", object_id=form.instance.pk,
-                     before=request.fee_schedule_before, after=_schedule_state(form.instance))
+        audit_record(
+            actor_id=request.user.id,
+            action="fee_schedule.update" if change else "fee_schedule.create",
+            object_type="orders.feeschedule",
+            object_id=form.instance.pk,
+            before=request.fee_schedule_before,
+            after=_schedule_state(form.instance),
+        )
 
     @admin.action(description="Make the selected schedule the default", permissions=["change"])
     def make_default(self, request, queryset):
@@ -120,16 +158,35 @@ class FeeScheduleAdmin(admin.ModelAdmin):
             return
         previous = FeeSchedule.objects.filter(is_default=True).first()
         schedule = fee_schedule_make_default(schedule_id=queryset.get().id)
-        audit_record(actor_id=request.user.id, action="fee_schedule.make_default", object_type="orders.feeschedule",
-                     object_id=schedule.id, before={"default": previous.name if previous else None},
-                     after={"default": schedule.name})
+        audit_record(
+            actor_id=request.user.id,
+            action="fee_schedule.make_default",
+            object_type="orders.feeschedule",
+            object_id=schedule.id,
+            before={"default": previous.name if previous else None},
+            after={"default": schedule.name},
+        )
         self.message_user(request, f"{schedule.name} is now the default fee schedule.", messages.SUCCESS)
 
 
 @admin.register(Order)
 class OrderAdmin(ReadOnlyAdmin):
-    list_display = ("id", "created_at", "market", "user", "side", "type", "price_display", "qty", "quote_qty",
-                    "filled_qty", "time_in_force", "status", "reject_reason", "held_remaining_display")
+    list_display = (
+        "id",
+        "created_at",
+        "market",
+        "user",
+        "side",
+        "type",
+        "price_display",
+        "qty",
+        "quote_qty",
+        "filled_qty",
+        "time_in_force",
+        "status",
+        "reject_reason",
+        "held_remaining_display",
+    )
     list_filter = ("market", "status", "side", "type", "time_in_force")
     search_fields = ("=id", "user__username", "client_order_id")
     list_select_related = ("market__quote", "user", "held_asset")
@@ -146,8 +203,22 @@ class OrderAdmin(ReadOnlyAdmin):
 
 @admin.register(Trade)
 class TradeAdmin(ReadOnlyAdmin):
-    list_display = ("id", "created_at", "market", "taker_side", "price", "qty", "quote_qty", "taker_order",
-                    "maker_order", "taker_fee", "maker_fee", "taker_fee_rate", "maker_fee_rate", "entry")
+    list_display = (
+        "id",
+        "created_at",
+        "market",
+        "taker_side",
+        "price",
+        "qty",
+        "quote_qty",
+        "taker_order",
+        "maker_order",
+        "taker_fee",
+        "maker_fee",
+        "taker_fee_rate",
+        "maker_fee_rate",
+        "entry",
+    )
     list_filter = ("market", "taker_side")
     search_fields = ("=id", "=taker_order__id", "=maker_order__id", "taker_user__username", "maker_user__username")
     list_select_related = ("market", "taker_order", "maker_order", "entry")

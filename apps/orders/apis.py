@@ -20,9 +20,25 @@ from apps.api.views import ScopedApiView, api_time, limit_param, path_id, path_n
 from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError, NotFound
 
-from .models import EndReason, Market, MarketStatus, Order, OrderStatus, OrderType, SelfTradePrevention, Side, TimeInForce
+from .models import (
+    EndReason,
+    Market,
+    MarketStatus,
+    Order,
+    OrderStatus,
+    OrderType,
+    SelfTradePrevention,
+    Side,
+    TimeInForce,
+)
 from .selectors import (
-    fills_for_user, market_get, market_list, order_book_depth, order_for_user, orders_for_user, recent_trades,
+    fills_for_user,
+    market_get,
+    market_list,
+    order_book_depth,
+    order_for_user,
+    orders_for_user,
+    recent_trades,
 )
 from .services import order_cancel, order_place
 
@@ -73,16 +89,23 @@ class OrderIn(serializers.Serializer):
     qty = AmountInput(required=False, allow_null=True, help_text="Base quantity, on the step.")
     quote_qty = AmountInput(required=False, allow_null=True, help_text="Market buys: a budget in the quote asset.")
     time_in_force = serializers.ChoiceField(
-        choices=TimeInForce.choices, required=False, allow_null=True,
+        choices=TimeInForce.choices,
+        required=False,
+        allow_null=True,
         help_text="GTC (limit orders' default), IOC (market orders' default) or FOK.",
     )
     post_only = serializers.BooleanField(required=False, default=False)
     stp = serializers.ChoiceField(
-        choices=SelfTradePrevention.choices, required=False, allow_null=True,
+        choices=SelfTradePrevention.choices,
+        required=False,
+        allow_null=True,
         help_text="Self-trade prevention; expire_taker by default.",
     )
     client_order_id = Text(
-        max_length=64, required=False, allow_blank=True, default="",
+        max_length=64,
+        required=False,
+        allow_blank=True,
+        default="",
         help_text="Unique per user: the same order again returns the original, another order with it is a 409.",
     )
 
@@ -105,7 +128,8 @@ class OrderOut(serializers.Serializer):
     stp = serializers.ChoiceField(choices=SelfTradePrevention.choices)
     status = serializers.ChoiceField(choices=OrderStatus.choices)
     reject_reason = serializers.ChoiceField(
-        choices=[choice for choice in EndReason.choices if choice[0]], allow_null=True,
+        choices=[choice for choice in EndReason.choices if choice[0]],
+        allow_null=True,
         help_text="Why the order ended other than by filling.",
     )
     created_at = serializers.DateTimeField()
@@ -205,15 +229,15 @@ class MarketDepthApi(ScopedApiView):
     @extend_schema(parameters=[_SYMBOL, _LIMIT], responses=DepthOut, auth=[])
     def get(self, request, symbol: str):
         market = market_get(symbol=path_name(symbol, what="market"))
-        depth = order_book_depth(
-            market=market.symbol, limit=limit_param(request, default=DEFAULT_MARKET_DATA_LIMIT)
-        )
+        depth = order_book_depth(market=market.symbol, limit=limit_param(request, default=DEFAULT_MARKET_DATA_LIMIT))
         base, quote = market.base.decimals, market.quote.decimals
-        return Response({
-            "bids": [[format_amount(price, quote), format_amount(qty, base)] for price, qty in depth.bids],
-            "asks": [[format_amount(price, quote), format_amount(qty, base)] for price, qty in depth.asks],
-            "sequence": depth.sequence,
-        })
+        return Response(
+            {
+                "bids": [[format_amount(price, quote), format_amount(qty, base)] for price, qty in depth.bids],
+                "asks": [[format_amount(price, quote), format_amount(qty, base)] for price, qty in depth.asks],
+                "sequence": depth.sequence,
+            }
+        )
 
 
 class MarketTradeListApi(ScopedApiView):
@@ -226,16 +250,18 @@ class MarketTradeListApi(ScopedApiView):
         market = market_get(symbol=path_name(symbol, what="market"))
         trades = recent_trades(market=market.symbol, limit=limit_param(request, default=DEFAULT_MARKET_DATA_LIMIT))
         base, quote = market.base.decimals, market.quote.decimals
-        return Response([
-            {
-                "id": trade.id,
-                "price": format_amount(trade.price, quote),
-                "qty": format_amount(trade.qty, base),
-                "side": trade.taker_side,
-                "time": api_time(trade.created_at),
-            }
-            for trade in trades
-        ])
+        return Response(
+            [
+                {
+                    "id": trade.id,
+                    "price": format_amount(trade.price, quote),
+                    "qty": format_amount(trade.qty, base),
+                    "side": trade.taker_side,
+                    "time": api_time(trade.created_at),
+                }
+                for trade in trades
+            ]
+        )
 
 
 # The user's orders and fills -------------------------------------------------------------------------
@@ -250,9 +276,16 @@ def _place(request) -> Response:
     def perform() -> Response:
         try:
             order = order_place(
-                user_id=request.user.id, market=data["market"], side=data["side"], type=data["type"],
-                price=data.get("price"), qty=data.get("qty"), quote_qty=data.get("quote_qty"),
-                time_in_force=data.get("time_in_force"), post_only=data["post_only"], stp=data.get("stp"),
+                user_id=request.user.id,
+                market=data["market"],
+                side=data["side"],
+                type=data["type"],
+                price=data.get("price"),
+                qty=data.get("qty"),
+                quote_qty=data.get("quote_qty"),
+                time_in_force=data.get("time_in_force"),
+                post_only=data["post_only"],
+                stp=data.get("stp"),
                 client_order_id=data["client_order_id"],
             )
         except NotFound as error:
@@ -271,8 +304,13 @@ class OrderListApi(ScopedApiView):
     @extend_schema(
         parameters=[
             OpenApiParameter("market", str, required=False, description="Only this market (symbol)."),
-            OpenApiParameter("status", str, required=False, enum=["open", "closed"],
-                             description="open: resting in the book; closed: ended."),
+            OpenApiParameter(
+                "status",
+                str,
+                required=False,
+                enum=["open", "closed"],
+                description="open: resting in the book; closed: ended.",
+            ),
             OpenApiParameter("limit", int, required=False, description="1 to 1000; 100 by default."),
         ],
         responses=OrderOut(many=True),
@@ -280,7 +318,9 @@ class OrderListApi(ScopedApiView):
     def get(self, request):
         """The user's orders, newest first, optionally of one market and open or closed."""
         orders = orders_for_user(
-            user_id=request.user.id, market=text_param(request, "market"), status=text_param(request, "status"),
+            user_id=request.user.id,
+            market=text_param(request, "market"),
+            status=text_param(request, "status"),
         )[: limit_param(request)]
         markets = _markets_by_id()
         return Response([order_out(order, markets[order.market_id]) for order in orders])
@@ -330,24 +370,27 @@ class FillListApi(ScopedApiView):
         responses=FillOut(many=True),
     )
     def get(self, request):
-        fills = fills_for_user(user_id=request.user.id, market=text_param(request, "market"),
-                               limit=limit_param(request))
+        fills = fills_for_user(
+            user_id=request.user.id, market=text_param(request, "market"), limit=limit_param(request)
+        )
         markets = {market.symbol: market for market in market_list()}
         rows = []
         for fill in fills:
             market = markets[fill.market]
             base, quote = market.base.decimals, market.quote.decimals
-            rows.append({
-                "id": fill.id,
-                "order_id": fill.order_id,
-                "market": fill.market,
-                "side": fill.side,
-                "price": format_amount(fill.price, quote),
-                "qty": format_amount(fill.qty, base),
-                "quote_qty": format_amount(fill.quote_qty, quote),
-                "fee": format_amount(fill.fee, base if fill.side == Side.BUY else quote),
-                "fee_asset": fill.fee_asset,
-                "liquidity": fill.liquidity,
-                "time": api_time(fill.time),
-            })
+            rows.append(
+                {
+                    "id": fill.id,
+                    "order_id": fill.order_id,
+                    "market": fill.market,
+                    "side": fill.side,
+                    "price": format_amount(fill.price, quote),
+                    "qty": format_amount(fill.qty, base),
+                    "quote_qty": format_amount(fill.quote_qty, quote),
+                    "fee": format_amount(fill.fee, base if fill.side == Side.BUY else quote),
+                    "fee_asset": fill.fee_asset,
+                    "liquidity": fill.liquidity,
+                    "time": api_time(fill.time),
+                }
+            )
         return Response(rows)

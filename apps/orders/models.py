@@ -40,9 +40,7 @@ def decimals_of(value: Decimal) -> int:
     return max(0, -exponent) if isinstance(exponent, int) else 0
 
 
-def market_precision_problems(
-    *, base: Asset, quote: Asset, tick_size: Decimal, step_size: Decimal
-) -> dict[str, str]:
+def market_precision_problems(*, base: Asset, quote: Asset, tick_size: Decimal, step_size: Decimal) -> dict[str, str]:
     """Why a tick and step are not allowed for ``base``/``quote`` ({field: message}, empty when valid).
 
     The rule of DESIGN.md section 2: ``decimals(tick) + decimals(step) <= quote.decimals``
@@ -107,9 +105,7 @@ class Market(models.Model):
             ),
         ]
         triggers = [
-            pgtrigger.ReadOnly(
-                name="shape_fixed", fields=["symbol", "base", "quote", "tick_size", "step_size"]
-            ),
+            pgtrigger.ReadOnly(name="shape_fixed", fields=["symbol", "base", "quote", "tick_size", "step_size"]),
             pgtrigger.Trigger(  # tick, step and assets never change: checked when created (and min_notional)
                 name="precision_rule",
                 when=pgtrigger.Before,
@@ -138,9 +134,11 @@ class Market(models.Model):
             if self.base_id == self.quote_id:
                 errors["quote"] = "Must differ from the base asset."
             elif self.tick_size and self.step_size:
-                errors.update(market_precision_problems(
-                    base=self.base, quote=self.quote, tick_size=self.tick_size, step_size=self.step_size
-                ))
+                errors.update(
+                    market_precision_problems(
+                        base=self.base, quote=self.quote, tick_size=self.tick_size, step_size=self.step_size
+                    )
+                )
             if self.min_notional is not None and not is_exact(self.min_notional, self.quote.decimals):
                 errors["min_notional"] = f"At most {self.quote.decimals} decimal places."
         for name in ("tick_size", "step_size", "min_qty"):
@@ -262,8 +260,7 @@ class Order(models.Model):
     # Foreign keys without their own index where a composite index below starts with them (or, for
     # held_asset, nothing looks orders up by it): every order INSERT and fill UPDATE maintains each index.
     market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="orders", db_index=False)
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders",
-                             db_index=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders", db_index=False)
     client_order_id = models.CharField(max_length=64, blank=True)
     side = models.CharField(max_length=4, choices=Side.choices)
     type = models.CharField(max_length=8, choices=OrderType.choices)
@@ -308,11 +305,23 @@ class Order(models.Model):
             models.CheckConstraint(
                 # NULL makes a comparison unknown, which a CHECK lets pass: say isnull=False explicitly.
                 condition=(
-                    Q(type="limit", price__isnull=False, price__gt=0, qty__isnull=False, qty__gt=0,
-                      quote_qty__isnull=True)
+                    Q(
+                        type="limit",
+                        price__isnull=False,
+                        price__gt=0,
+                        qty__isnull=False,
+                        qty__gt=0,
+                        quote_qty__isnull=True,
+                    )
                     | Q(type="market", price__isnull=True, qty__isnull=False, qty__gt=0, quote_qty__isnull=True)
-                    | Q(type="market", side="buy", price__isnull=True, qty__isnull=True, quote_qty__isnull=False,
-                        quote_qty__gt=0)
+                    | Q(
+                        type="market",
+                        side="buy",
+                        price__isnull=True,
+                        qty__isnull=True,
+                        quote_qty__isnull=False,
+                        quote_qty__gt=0,
+                    )
                 ),
                 name="order_shape_matches_type",
             ),
@@ -326,7 +335,10 @@ class Order(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(
-                    filled_qty__gte=0, filled_quote_qty__gte=0, fee_total__gte=0, held_remaining__gte=0,
+                    filled_qty__gte=0,
+                    filled_quote_qty__gte=0,
+                    fee_total__gte=0,
+                    held_remaining__gte=0,
                     held_amount__gte=F("held_remaining"),
                 ),
                 name="order_amounts_not_negative",
@@ -346,9 +358,7 @@ class Order(models.Model):
                 condition=~Q(status__in=OPEN_STATUSES) | Q(type="limit", time_in_force="GTC", held_remaining__gt=0),
                 name="order_only_gtc_limit_rests",
             ),
-            models.CheckConstraint(
-                condition=~Q(status="open") | Q(filled_qty=0), name="order_open_has_no_fill"
-            ),
+            models.CheckConstraint(condition=~Q(status="open") | Q(filled_qty=0), name="order_open_has_no_fill"),
             models.CheckConstraint(
                 condition=~Q(status="partially_filled")
                 | Q(qty__isnull=False, filled_qty__gt=0, filled_qty__lt=F("qty")),
@@ -391,10 +401,8 @@ class Trade(models.Model):
     taker_order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="taker_trades", db_index=False)
     maker_order = models.ForeignKey(Order, on_delete=models.PROTECT, related_name="maker_trades", db_index=False)
     seq = models.PositiveIntegerField()
-    taker_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
-                                   db_index=False)
-    maker_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+",
-                                   db_index=False)
+    taker_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False)
+    maker_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False)
     taker_side = models.CharField(max_length=4, choices=Side.choices)
     price = AmountField()
     qty = AmountField()

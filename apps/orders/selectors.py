@@ -161,20 +161,22 @@ def fills_for_user(*, user_id: int, market: str | None = None, limit: int = 100)
     for trade in trades.order_by("-created_at", "-taker_order_id", "-seq")[:limit]:
         taker = trade.taker_user_id == user_id
         side = trade.taker_side if taker else (Side.SELL if trade.taker_side == Side.BUY else Side.BUY)
-        fills.append(UserFill(
-            id=trade.id,
-            order_id=trade.taker_order_id if taker else trade.maker_order_id,
-            market=trade.market.symbol,
-            side=side,
-            price=trade.price,
-            qty=trade.qty,
-            quote_qty=trade.quote_qty,
-            fee=trade.taker_fee if taker else trade.maker_fee,
-            fee_asset=trade.market.base.code if side == Side.BUY else trade.market.quote.code,
-            fee_rate=trade.taker_fee_rate if taker else trade.maker_fee_rate,
-            liquidity="taker" if taker else "maker",
-            time=trade.created_at,
-        ))
+        fills.append(
+            UserFill(
+                id=trade.id,
+                order_id=trade.taker_order_id if taker else trade.maker_order_id,
+                market=trade.market.symbol,
+                side=side,
+                price=trade.price,
+                qty=trade.qty,
+                quote_qty=trade.quote_qty,
+                fee=trade.taker_fee if taker else trade.maker_fee,
+                fee_asset=trade.market.base.code if side == Side.BUY else trade.market.quote.code,
+                fee_rate=trade.taker_fee_rate if taker else trade.maker_fee_rate,
+                liquidity="taker" if taker else "maker",
+                time=trade.created_at,
+            )
+        )
     return fills
 
 
@@ -183,8 +185,10 @@ def fee_rates_for_user(*, user_id: int) -> tuple[Decimal, Decimal]:
 
     Raises :class:`NoFeeSchedule` when neither exists.
     """
-    schedule = (FeeSchedule.objects.filter(tiers__user_id=user_id).first()
-                or FeeSchedule.objects.filter(is_default=True).first())
+    schedule = (
+        FeeSchedule.objects.filter(tiers__user_id=user_id).first()
+        or FeeSchedule.objects.filter(is_default=True).first()
+    )
     if schedule is None:
         raise NoFeeSchedule("Trading is paused: no default fee schedule is set.")
     return schedule.maker_rate, schedule.taker_rate

@@ -120,14 +120,18 @@ def market_create(
         raise DomainError("Base and quote must differ.", fields={"quote": "Must differ from the base asset."})
     values = {}
     for name, value, decimals in (
-        ("tick_size", tick_size, 18), ("step_size", step_size, base.decimals), ("min_qty", min_qty, base.decimals),
+        ("tick_size", tick_size, 18),
+        ("step_size", step_size, base.decimals),
+        ("min_qty", min_qty, base.decimals),
         ("max_qty", max_qty, base.decimals),
     ):
         values[name] = _parse(value, decimals=decimals, field=name, error=DomainError)
-    values["min_notional"] = _parse(min_notional, decimals=quote.decimals, field="min_notional", error=DomainError,
-                                    allow_zero=True)
-    problems = market_precision_problems(base=base, quote=quote, tick_size=values["tick_size"],
-                                         step_size=values["step_size"])
+    values["min_notional"] = _parse(
+        min_notional, decimals=quote.decimals, field="min_notional", error=DomainError, allow_zero=True
+    )
+    problems = market_precision_problems(
+        base=base, quote=quote, tick_size=values["tick_size"], step_size=values["step_size"]
+    )
     for name in ("min_qty", "max_qty"):
         if values[name] % values["step_size"]:
             problems[name] = "Must be a multiple of the step size."
@@ -169,23 +173,25 @@ def market_resume(*, market_id: int) -> Market:
 
 
 @retrying_atomic
-def market_filters_update(
-    *, market_id: int, min_qty: Decimal, max_qty: Decimal, min_notional: Decimal
-) -> Market:
+def market_filters_update(*, market_id: int, min_qty: Decimal, max_qty: Decimal, min_notional: Decimal) -> Market:
     """Change a market's quantity limits and minimum notional (tick and step are fixed).
 
     Applies to orders placed afterwards; resting orders are not touched.
     Raises :class:`DomainError` naming the field, :class:`NotFound`.
     """
-    market = Market.objects.select_for_update(of=("self",), no_key=True).select_related("base", "quote").filter(
-        id=market_id
-    ).first()
+    market = (
+        Market.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("base", "quote")
+        .filter(id=market_id)
+        .first()
+    )
     if market is None:
         raise NotFound("No such market.", fields={"market": "No such market."})
     market.min_qty = _parse(min_qty, decimals=market.base.decimals, field="min_qty", error=DomainError)
     market.max_qty = _parse(max_qty, decimals=market.base.decimals, field="max_qty", error=DomainError)
-    market.min_notional = _parse(min_notional, decimals=market.quote.decimals, field="min_notional",
-                                 error=DomainError, allow_zero=True)
+    market.min_notional = _parse(
+        min_notional, decimals=market.quote.decimals, field="min_notional", error=DomainError, allow_zero=True
+    )
     try:
         market.full_clean()
     except ValidationError as exc:
@@ -300,8 +306,18 @@ class _LockedMarket:
 
     @property
     def shape(self) -> _MarketShape:
-        return _MarketShape(self.id, self.symbol, self.base_id, self.quote_id, self.tick_size, self.step_size,
-                            self.base_code, self.base_decimals, self.quote_code, self.quote_decimals)
+        return _MarketShape(
+            self.id,
+            self.symbol,
+            self.base_id,
+            self.quote_id,
+            self.tick_size,
+            self.step_size,
+            self.base_code,
+            self.base_decimals,
+            self.quote_code,
+            self.quote_decimals,
+        )
 
 
 _MARKET_COLUMNS = """m.id, m.symbol, m.base_id, m.quote_id, m.tick_size, m.step_size, m.min_qty, m.max_qty,
@@ -378,7 +394,9 @@ def _book_page_sql(side: str, *, limited: bool, after: bool) -> str:
 
 _BOOK_PAGE_SQL = {
     (side, limited, after): _book_page_sql(side, limited=limited, after=after)
-    for side in (Side.SELL, Side.BUY) for limited in (False, True) for after in (False, True)
+    for side in (Side.SELL, Side.BUY)
+    for limited in (False, True)
+    for after in (False, True)
 }
 
 
@@ -389,8 +407,17 @@ class _Book:
     ``None``); ``taker_rate`` is the taker's fee rate, read with the first page.
     """
 
-    def __init__(self, cursor, *, market_id: int, side: str, limit_price: Decimal | None, taker_id: int,
-                 page: int = BOOK_PAGE, first_page: list[tuple] | None = None):
+    def __init__(
+        self,
+        cursor,
+        *,
+        market_id: int,
+        side: str,
+        limit_price: Decimal | None,
+        taker_id: int,
+        page: int = BOOK_PAGE,
+        first_page: list[tuple] | None = None,
+    ):
         self.cursor, self.market_id, self.side, self.limit_price = cursor, market_id, side, limit_price
         self.taker_id, self.page, self.first_page = taker_id, page, first_page
         self.taker_rate: Decimal | None = None
@@ -448,8 +475,16 @@ class _Accounts:
     Missing user accounts are created through the ledger's services (their first use).
     """
 
-    def __init__(self, cursor, *, user_ids: set[int], assets: list[Asset], fee_shards: set[int],
-                 with_statement: str = "", with_params: list | None = None):
+    def __init__(
+        self,
+        cursor,
+        *,
+        user_ids: set[int],
+        assets: list[Asset],
+        fee_shards: set[int],
+        with_statement: str = "",
+        with_params: list | None = None,
+    ):
         self.assets = {asset.id: asset for asset in assets}
         self.users: dict[tuple[int, int, str], int] = {}
         self.fee_shards: dict[tuple[int, int], int] = {}
@@ -502,8 +537,18 @@ class _Request:
 
 
 def _request_parse(
-    market: _MarketShape | _LockedMarket, *, user_id: int, side, type, price, qty, quote_qty, time_in_force,
-    post_only, stp, client_order_id,
+    market: _MarketShape | _LockedMarket,
+    *,
+    user_id: int,
+    side,
+    type,
+    price,
+    qty,
+    quote_qty,
+    time_in_force,
+    post_only,
+    stp,
+    client_order_id,
 ) -> _Request:
     """Parse the inputs and check them against the market's tick, step and precisions.
 
@@ -516,7 +561,9 @@ def _request_parse(
     type = _choice(type, OrderType, "type")
     stp = _choice(stp, SelfTradePrevention, "stp", default=SelfTradePrevention.EXPIRE_TAKER)
     time_in_force = _choice(
-        time_in_force, TimeInForce, "time_in_force",
+        time_in_force,
+        TimeInForce,
+        "time_in_force",
         default=TimeInForce.GTC if type == OrderType.LIMIT else TimeInForce.IOC,
     )
     if not isinstance(post_only, bool):
@@ -568,12 +615,17 @@ def _check_limits(market: _LockedMarket, request: _Request) -> None:
         raise InvalidQuantity(f"Must be at most {market.max_qty.normalize():f}.", field="qty")
 
 
-def _book_for(cursor, market: _MarketShape | _LockedMarket, request: _Request,
-              first_page: list[tuple] | None = None) -> "_Book":
+def _book_for(
+    cursor, market: _MarketShape | _LockedMarket, request: _Request, first_page: list[tuple] | None = None
+) -> "_Book":
     """The side of ``market``'s book that ``request`` may match (one row is enough for post-only)."""
     return _Book(
-        cursor, market_id=market.id, side=Side.SELL if request.side == Side.BUY else Side.BUY,
-        limit_price=request.price, taker_id=request.user_id, page=1 if request.post_only else BOOK_PAGE,
+        cursor,
+        market_id=market.id,
+        side=Side.SELL if request.side == Side.BUY else Side.BUY,
+        limit_price=request.price,
+        taker_id=request.user_id,
+        page=1 if request.post_only else BOOK_PAGE,
         first_page=first_page,
     )
 
@@ -606,9 +658,14 @@ def _find_replay(request: _Request, market: _LockedMarket) -> Order | None:
     if order is None:
         return None
     same = (
-        order.market_id == market.id and order.side == request.side and order.type == request.type
-        and order.price == request.price and order.qty == request.qty and order.quote_qty == request.quote_qty
-        and order.time_in_force == request.time_in_force and order.post_only == request.post_only
+        order.market_id == market.id
+        and order.side == request.side
+        and order.type == request.type
+        and order.price == request.price
+        and order.qty == request.qty
+        and order.quote_qty == request.quote_qty
+        and order.time_in_force == request.time_in_force
+        and order.post_only == request.post_only
         and order.stp == request.stp
     )
     if not same:
@@ -709,7 +766,12 @@ def _settlements(market: _LockedMarket, taker_side: str, taker_rate: Decimal, pl
 
 
 def _post_fill(
-    *, market: _LockedMarket, taker_order_id: int, taker_user_id: int, taker_side: str, settlement: _Settlement,
+    *,
+    market: _LockedMarket,
+    taker_order_id: int,
+    taker_user_id: int,
+    taker_side: str,
+    settlement: _Settlement,
     accounts: _Accounts,
 ) -> None:
     """One journal entry for one fill (DESIGN.md section 4), key ``trade:<taker order id>-<seq>``.
@@ -809,9 +871,18 @@ def order_place(
     the same order again returns the original). Keeps invariants 3, 4 and 8: an ended
     order holds nothing, an open one holds exactly its ``held_remaining``.
     """
-    inputs = {"user_id": user_id, "side": side, "type": type, "price": price, "qty": qty, "quote_qty": quote_qty,
-              "time_in_force": time_in_force, "post_only": post_only, "stp": stp,
-              "client_order_id": client_order_id}
+    inputs = {
+        "user_id": user_id,
+        "side": side,
+        "type": type,
+        "price": price,
+        "qty": qty,
+        "quote_qty": quote_qty,
+        "time_in_force": time_in_force,
+        "post_only": post_only,
+        "stp": stp,
+        "client_order_id": client_order_id,
+    }
     with PreparedCursor() as cursor, localcontext(WIDE):
         request = first_page = None
         shape = _SHAPES.get(market)
@@ -859,8 +930,14 @@ def order_place(
 
 
 def _execute(
-    cursor, market: _LockedMarket, order_id: int, request: _Request, plan: MatchPlan, taker_rate: Decimal | None,
-    status: str, reject_reason: str,
+    cursor,
+    market: _LockedMarket,
+    order_id: int,
+    request: _Request,
+    plan: MatchPlan,
+    taker_rate: Decimal | None,
+    status: str,
+    reject_reason: str,
 ) -> Order:
     """Write the planned placement: order row, hold, one entry per fill, releases, trades, resting orders."""
     buy = request.side == Side.BUY
@@ -891,41 +968,67 @@ def _execute(
     base_q, quote_q = quantum(market.base_decimals), quantum(market.quote_decimals)
     held_q = quote_q if buy else base_q
     order = Order(
-        id=order_id, market_id=market.id, user_id=request.user_id, client_order_id=request.client_order_id,
-        side=request.side, type=request.type, price=request.price, qty=request.qty, quote_qty=request.quote_qty,
-        time_in_force=request.time_in_force, post_only=request.post_only, stp=request.stp, status=status,
-        reject_reason=reject_reason, filled_qty=filled_qty.quantize(base_q),
+        id=order_id,
+        market_id=market.id,
+        user_id=request.user_id,
+        client_order_id=request.client_order_id,
+        side=request.side,
+        type=request.type,
+        price=request.price,
+        qty=request.qty,
+        quote_qty=request.quote_qty,
+        time_in_force=request.time_in_force,
+        post_only=request.post_only,
+        stp=request.stp,
+        status=status,
+        reject_reason=reject_reason,
+        filled_qty=filled_qty.quantize(base_q),
         filled_quote_qty=filled_quote_qty.quantize(quote_q),
         fee_total=taker_fee_total.quantize(base_q if buy else quote_q),
-        held_asset_id=held_asset_id, held_amount=held_amount.quantize(held_q),
-        held_remaining=(Decimal(0) if ended else held_left).quantize(held_q), created_at=now, updated_at=now,
+        held_asset_id=held_asset_id,
+        held_amount=held_amount.quantize(held_q),
+        held_remaining=(Decimal(0) if ended else held_left).quantize(held_q),
+        created_at=now,
+        updated_at=now,
     )
     for settlement in settlements:
         settlement.trade_id = f"{order.id}-{settlement.seq}"
     users = {order.user_id} | {fill.maker.user_id for fill in plan.fills} | {m.user_id for m in plan.expired_makers}
     accounts = _insert_order_and_lock_accounts(
-        cursor, order, user_ids=users, assets=_assets(market),
+        cursor,
+        order,
+        user_ids=users,
+        assets=_assets(market),
         fee_shards={fee_revenue_shard(f"trade:{s.trade_id}") for s in settlements},
     )
     if held_amount:
-        _post_hold(order_id=order.id, user_id=order.user_id, asset_id=held_asset_id, amount=held_amount,
-                   accounts=accounts)
+        _post_hold(
+            order_id=order.id, user_id=order.user_id, asset_id=held_asset_id, amount=held_amount, accounts=accounts
+        )
     for settlement in settlements:
-        _post_fill(market=market, taker_order_id=order.id, taker_user_id=order.user_id, taker_side=order.side,
-                   settlement=settlement, accounts=accounts)
+        _post_fill(
+            market=market,
+            taker_order_id=order.id,
+            taker_user_id=order.user_id,
+            taker_side=order.side,
+            settlement=settlement,
+            accounts=accounts,
+        )
     if ended and held_left:
-        _post_release(order_id=order.id, user_id=order.user_id, asset_id=held_asset_id, amount=held_left,
-                      accounts=accounts)
+        _post_release(
+            order_id=order.id, user_id=order.user_id, asset_id=held_asset_id, amount=held_left, accounts=accounts
+        )
     if settlements or plan.expired_makers:
-        _record_trades_and_update_makers(cursor, market, order, taker_rate, settlements, plan.expired_makers,
-                                         accounts)
+        _record_trades_and_update_makers(cursor, market, order, taker_rate, settlements, plan.expired_makers, accounts)
     return order
 
 
 def _assets(market: _LockedMarket) -> list[Asset]:
     """The market's base and quote as (unsaved, partial) Asset instances: id, code and decimals."""
-    return [Asset(id=market.base_id, code=market.base_code, decimals=market.base_decimals),
-            Asset(id=market.quote_id, code=market.quote_code, decimals=market.quote_decimals)]
+    return [
+        Asset(id=market.base_id, code=market.base_code, decimals=market.base_decimals),
+        Asset(id=market.quote_id, code=market.quote_code, decimals=market.quote_decimals),
+    ]
 
 
 def _insert_order_and_lock_accounts(
@@ -938,12 +1041,34 @@ def _insert_order_and_lock_accounts(
     """
     try:
         return _Accounts(
-            cursor, user_ids=user_ids, assets=assets, fee_shards=fee_shards, with_statement=_INSERT_ORDER,
+            cursor,
+            user_ids=user_ids,
+            assets=assets,
+            fee_shards=fee_shards,
+            with_statement=_INSERT_ORDER,
             with_params=[
-                order.id, order.market_id, order.user_id, order.client_order_id, str(order.side), str(order.type),
-                order.price, order.qty, order.quote_qty, str(order.time_in_force), order.post_only, str(order.stp),
-                str(order.status), str(order.reject_reason), order.filled_qty, order.filled_quote_qty, order.fee_total,
-                order.held_asset_id, order.held_amount, order.held_remaining, order.created_at, order.updated_at,
+                order.id,
+                order.market_id,
+                order.user_id,
+                order.client_order_id,
+                str(order.side),
+                str(order.type),
+                order.price,
+                order.qty,
+                order.quote_qty,
+                str(order.time_in_force),
+                order.post_only,
+                str(order.stp),
+                str(order.status),
+                str(order.reject_reason),
+                order.filled_qty,
+                order.filled_quote_qty,
+                order.fee_total,
+                order.held_asset_id,
+                order.held_amount,
+                order.held_remaining,
+                order.created_at,
+                order.updated_at,
             ],
         )
     except IntegrityError as exc:
@@ -957,8 +1082,13 @@ def _insert_order_and_lock_accounts(
 
 
 def _record_trades_and_update_makers(
-    cursor, market: _LockedMarket, order: Order, taker_rate: Decimal, settlements: list[_Settlement],
-    expired: list[Maker], accounts: _Accounts,
+    cursor,
+    market: _LockedMarket,
+    order: Order,
+    taker_rate: Decimal,
+    settlements: list[_Settlement],
+    expired: list[Maker],
+    accounts: _Accounts,
 ) -> None:
     """Insert the placement's trades and apply fills and self-trade expiries to the resting orders.
 
@@ -977,35 +1107,57 @@ def _record_trades_and_update_makers(
             maker.held_remaining -= s.fill.quote_qty if makers_buy else s.fill.qty
             if maker.held_remaining < 0:
                 raise AssertionError(f"order {maker.id}: a fill consumes more than its hold")
-            rows.append((maker, OrderStatus.FILLED if maker.remaining == 0 else OrderStatus.PARTIALLY_FILLED,
-                         EndReason.NONE))
+            rows.append(
+                (maker, OrderStatus.FILLED if maker.remaining == 0 else OrderStatus.PARTIALLY_FILLED, EndReason.NONE)
+            )
     rows += [(maker, OrderStatus.EXPIRED, EndReason.SELF_TRADE_PREVENTION) for maker in expired]
     for maker, status, _ in rows:
         if status not in OPEN_STATUSES and maker.held_remaining:
-            _post_release(order_id=maker.id, user_id=maker.user_id, asset_id=held_asset_id,
-                          amount=maker.held_remaining, accounts=accounts)
+            _post_release(
+                order_id=maker.id,
+                user_id=maker.user_id,
+                asset_id=held_asset_id,
+                amount=maker.held_remaining,
+                accounts=accounts,
+            )
             maker.held_remaining = Decimal(0)
     makers_params = [
-        order.updated_at, [m.id for m, _, _ in rows], [m.filled_qty for m, _, _ in rows],
-        [m.filled_quote_qty for m, _, _ in rows], [m.fee_total for m, _, _ in rows],
-        [m.held_remaining for m, _, _ in rows], [str(status) for _, status, _ in rows],
+        order.updated_at,
+        [m.id for m, _, _ in rows],
+        [m.filled_qty for m, _, _ in rows],
+        [m.filled_quote_qty for m, _, _ in rows],
+        [m.fee_total for m, _, _ in rows],
+        [m.held_remaining for m, _, _ in rows],
+        [str(status) for _, status, _ in rows],
         [str(reason) for _, _, reason in rows],
     ]
     if not settlements:
         cursor.execute(_UPDATE_MAKERS, makers_params)
         return
     trades_params = [
-        market.id, order.id, order.user_id, str(order.side), taker_rate, order.created_at,
-        [s.trade_id for s in settlements], [s.fill.maker.id for s in settlements], [s.seq for s in settlements],
-        [s.fill.maker.user_id for s in settlements], [s.fill.price for s in settlements],
-        [s.fill.qty for s in settlements], [s.fill.quote_qty for s in settlements],
-        [s.taker_fee for s in settlements], [s.maker_fee for s in settlements],
-        [s.fill.maker.fee_rate for s in settlements], [s.entry_id for s in settlements],
+        market.id,
+        order.id,
+        order.user_id,
+        str(order.side),
+        taker_rate,
+        order.created_at,
+        [s.trade_id for s in settlements],
+        [s.fill.maker.id for s in settlements],
+        [s.seq for s in settlements],
+        [s.fill.maker.user_id for s in settlements],
+        [s.fill.price for s in settlements],
+        [s.fill.qty for s in settlements],
+        [s.fill.quote_qty for s in settlements],
+        [s.taker_fee for s in settlements],
+        [s.maker_fee for s in settlements],
+        [s.fill.maker.fee_rate for s in settlements],
+        [s.entry_id for s in settlements],
     ]
     cursor.execute(f"WITH trades AS ({_INSERT_TRADES}) {_UPDATE_MAKERS}", trades_params + makers_params)
 
 
 # Cancel -------------------------------------------------------------------------------------------
+
 
 @retrying_atomic
 def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
@@ -1035,10 +1187,14 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
         order.held_remaining = Decimal(0)
         order.updated_at = timezone.now()
         accounts = _Accounts(
-            cursor, user_ids={order.user_id}, assets=[a for a in _assets(market) if a.id == order.held_asset_id],
-            fee_shards=set(), with_statement=_CANCEL_ORDER,
+            cursor,
+            user_ids={order.user_id},
+            assets=[a for a in _assets(market) if a.id == order.held_asset_id],
+            fee_shards=set(),
+            with_statement=_CANCEL_ORDER,
             with_params=[str(order.reject_reason), order.updated_at, order.id],
         )
-        _post_release(order_id=order.id, user_id=order.user_id, asset_id=order.held_asset_id, amount=release,
-                      accounts=accounts)
+        _post_release(
+            order_id=order.id, user_id=order.user_id, asset_id=order.held_asset_id, amount=release, accounts=accounts
+        )
     return order

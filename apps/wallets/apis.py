@@ -112,19 +112,21 @@ class DepositListApi(ScopedApiView):
         responses=DepositOut(many=True),
     )
     def get(self, request):
-        return Response([
-            {
-                "id": deposit.id,
-                "asset": deposit.asset.code,
-                "amount": format_amount(deposit.amount, deposit.asset.decimals),
-                "txid": deposit.txid,
-                "vout": deposit.vout,
-                "status": deposit.status,
-                "confirmations": deposit.confirmations,
-                "time": api_time(deposit.created_at),
-            }
-            for deposit in deposits_for_user(user_id=request.user.id)[: limit_param(request)]
-        ])
+        return Response(
+            [
+                {
+                    "id": deposit.id,
+                    "asset": deposit.asset.code,
+                    "amount": format_amount(deposit.amount, deposit.asset.decimals),
+                    "txid": deposit.txid,
+                    "vout": deposit.vout,
+                    "status": deposit.status,
+                    "confirmations": deposit.confirmations,
+                    "time": api_time(deposit.created_at),
+                }
+                for deposit in deposits_for_user(user_id=request.user.id)[: limit_param(request)]
+            ]
+        )
 
 
 def _check_allow_list(request, address: str) -> None:
@@ -165,7 +167,10 @@ class WithdrawalListApi(ScopedApiView):
 
         def perform() -> Response:
             withdrawal = withdrawal_request(
-                user_id=request.user.id, asset_code=data["asset"], amount=data["amount"], address=data["address"],
+                user_id=request.user.id,
+                asset_code=data["asset"],
+                amount=data["amount"],
+                address=data["address"],
             )
             return Response(withdrawal_out(withdrawal), status=201)
 

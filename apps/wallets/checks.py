@@ -61,18 +61,26 @@ def custody_matches_provider(scope: Scope) -> list[dict]:
         ours = ledger.get(asset.id, Decimal(0))
         theirs = reported.get(asset.code, Decimal(0))
         if ours != theirs:
-            problems.append({
-                "asset": asset.code,
-                "ledger_custody": _format(ours, asset.decimals),
-                "custody_reported": _format(theirs, asset.decimals),
-                "difference": _format(ours - theirs, asset.decimals),
-            })
+            problems.append(
+                {
+                    "asset": asset.code,
+                    "ledger_custody": _format(ours, asset.decimals),
+                    "custody_reported": _format(theirs, asset.decimals),
+                    "difference": _format(ours - theirs, asset.decimals),
+                }
+            )
     if not scope.filtered:
         listed = {asset.code for asset in scope.assets}
         for code, amount in sorted(reported.items()):
             if code not in listed and amount:
-                problems.append({"asset": code, "ledger_custody": None, "custody_reported": f"{amount:f}",
-                                 "problem": "held by custody, unknown to the ledger"})
+                problems.append(
+                    {
+                        "asset": code,
+                        "ledger_custody": None,
+                        "custody_reported": f"{amount:f}",
+                        "problem": "held by custody, unknown to the ledger",
+                    }
+                )
     return problems
 
 

@@ -108,10 +108,15 @@ class WithdrawalStatus(models.TextChoices):
 
 
 WITHDRAWAL_FINAL = (
-    WithdrawalStatus.COMPLETED, WithdrawalStatus.REJECTED, WithdrawalStatus.CANCELLED, WithdrawalStatus.FAILED
+    WithdrawalStatus.COMPLETED,
+    WithdrawalStatus.REJECTED,
+    WithdrawalStatus.CANCELLED,
+    WithdrawalStatus.FAILED,
 )
 WITHDRAWAL_PENDING = (
-    WithdrawalStatus.REQUESTED, WithdrawalStatus.AWAITING_APPROVAL, WithdrawalStatus.APPROVED,
+    WithdrawalStatus.REQUESTED,
+    WithdrawalStatus.AWAITING_APPROVAL,
+    WithdrawalStatus.APPROVED,
     WithdrawalStatus.SUBMITTED,
 )
 # Statuses a withdrawal reaches only once it went to custody.
@@ -139,7 +144,11 @@ class Withdrawal(models.Model):
     status = models.CharField(max_length=20, choices=WithdrawalStatus.choices, default=WithdrawalStatus.REQUESTED)
     request_key = models.CharField(max_length=64, blank=True)
     decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
         help_text="The operator who approved or rejected it.",
     )
     decided_at = models.DateTimeField(null=True, blank=True)

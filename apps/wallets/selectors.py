@@ -7,7 +7,11 @@ from decimal import Decimal
 from django.db.models import QuerySet, Sum
 
 from .models import (
-    WITHDRAWAL_PENDING, WITHDRAWAL_RELEASED, Deposit, DepositAddress, Withdrawal,
+    WITHDRAWAL_PENDING,
+    WITHDRAWAL_RELEASED,
+    Deposit,
+    DepositAddress,
+    Withdrawal,
     WithdrawalStatus,
 )
 

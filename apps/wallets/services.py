@@ -37,7 +37,14 @@ from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
 from .errors import EventNotReady, EventRejected, InvalidAddress, WithdrawalLimit
 from .models import (
-    CustodyEvent, Deposit, DepositAddress, DepositStatus, EventState, EventType, Withdrawal, WithdrawalStatus,
+    CustodyEvent,
+    Deposit,
+    DepositAddress,
+    DepositStatus,
+    EventState,
+    EventType,
+    Withdrawal,
+    WithdrawalStatus,
 )
 
 log = logging.getLogger(__name__)
@@ -145,8 +152,12 @@ def _event_fields(body: bytes) -> dict:
         "status": status,
         "asset": asset,
         "amount": _amount(data, "amount", errors, asset, required=True),
-        "txid": _txid(_text(data, "txid", errors, required=kind == "deposit" or status == "completed",
-                            max_length=MAX_TXID_LENGTH), errors),
+        "txid": _txid(
+            _text(
+                data, "txid", errors, required=kind == "deposit" or status == "completed", max_length=MAX_TXID_LENGTH
+            ),
+            errors,
+        ),
         "confirmations": _count(data, "confirmations", errors),
         "address": _text(data, "address", errors, required=kind == "deposit", max_length=128),
     }
@@ -254,8 +265,17 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
     if address is None:
         raise EventRejected(f"{event.address} is not one of our deposit addresses on {asset.network}.")
     Deposit.objects.bulk_create(
-        [Deposit(user_id=address.user_id, asset=asset, address=address, network=asset.network, txid=event.txid,
-                 vout=event.vout, amount=event.amount)],
+        [
+            Deposit(
+                user_id=address.user_id,
+                asset=asset,
+                address=address,
+                network=asset.network,
+                txid=event.txid,
+                vout=event.vout,
+                amount=event.amount,
+            )
+        ],
         ignore_conflicts=True,
     )
     deposit = Deposit.objects.select_for_update(of=("self",)).get(
@@ -416,9 +436,13 @@ def _ended(**fields) -> dict:
 def _release(withdrawal: Withdrawal) -> None:
     """Return the whole hold: Dr user held, Cr user available (``amount + fee``), key ``withdrawal:<id>:release``."""
     funds_release(
-        user_id=withdrawal.user_id, asset=withdrawal.asset, amount=withdrawal.total,
-        idempotency_key=withdrawal.key("release"), reason=EntryReason.WITHDRAWAL_RELEASE,
-        reference_type="withdrawal", reference_id=str(withdrawal.pk),
+        user_id=withdrawal.user_id,
+        asset=withdrawal.asset,
+        amount=withdrawal.total,
+        idempotency_key=withdrawal.key("release"),
+        reason=EntryReason.WITHDRAWAL_RELEASE,
+        reference_type="withdrawal",
+        reference_id=str(withdrawal.pk),
     )
 
 
@@ -475,20 +499,33 @@ def withdrawal_request(
     try:
         with transaction.atomic():
             withdrawal = Withdrawal.objects.create(
-                user_id=user_id, asset=asset, network=asset.network, address=address, amount=value,
-                fee=asset.withdrawal_fee, hold_remaining=value + asset.withdrawal_fee, request_key=request_key,
+                user_id=user_id,
+                asset=asset,
+                network=asset.network,
+                address=address,
+                amount=value,
+                fee=asset.withdrawal_fee,
+                hold_remaining=value + asset.withdrawal_fee,
+                request_key=request_key,
             )
     except IntegrityError:
         if request_key and Withdrawal.objects.filter(user_id=user_id, request_key=request_key).exists():
             raise IdempotencyConflict(f"Idempotency key {request_key!r} was used for another withdrawal.") from None
         raise
     funds_hold(
-        user_id=user_id, asset=asset, amount=withdrawal.total, idempotency_key=withdrawal.key("hold"),
-        reason=EntryReason.WITHDRAWAL_HOLD, reference_type="withdrawal", reference_id=str(withdrawal.pk),
+        user_id=user_id,
+        asset=asset,
+        amount=withdrawal.total,
+        idempotency_key=withdrawal.key("hold"),
+        reason=EntryReason.WITHDRAWAL_HOLD,
+        reference_type="withdrawal",
+        reference_id=str(withdrawal.pk),
     )
     if value <= asset.withdrawal_auto_approve_limit:
         withdrawal = _transition(
-            withdrawal.pk, from_states=(WithdrawalStatus.REQUESTED,), to=WithdrawalStatus.APPROVED,
+            withdrawal.pk,
+            from_states=(WithdrawalStatus.REQUESTED,),
+            to=WithdrawalStatus.APPROVED,
             decided_at=timezone.now(),
         )
         _queue_submission(withdrawal.pk)
@@ -517,8 +554,11 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     """
     _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
     withdrawal = _transition(
-        withdrawal_id, from_states=(WithdrawalStatus.AWAITING_APPROVAL,), to=WithdrawalStatus.APPROVED,
-        decided_by_id=operator_id, decided_at=timezone.now(),
+        withdrawal_id,
+        from_states=(WithdrawalStatus.AWAITING_APPROVAL,),
+        to=WithdrawalStatus.APPROVED,
+        decided_by_id=operator_id,
+        decided_at=timezone.now(),
     )
     _queue_submission(withdrawal.pk)
     return withdrawal
@@ -535,7 +575,9 @@ def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> W
         raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
     _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
     withdrawal = _transition(
-        withdrawal_id, from_states=(WithdrawalStatus.AWAITING_APPROVAL,), to=WithdrawalStatus.REJECTED,
+        withdrawal_id,
+        from_states=(WithdrawalStatus.AWAITING_APPROVAL,),
+        to=WithdrawalStatus.REJECTED,
         **_ended(decided_by_id=operator_id, decided_at=timezone.now(), reason=reason.strip()),
     )
     _release(withdrawal)
@@ -550,8 +592,11 @@ def withdrawal_cancel(*, withdrawal_id: int, user_id: int) -> Withdrawal:
     someone else's withdrawal. Keeps invariants 4 and 8.
     """
     withdrawal = _transition(
-        withdrawal_id, from_states=(WithdrawalStatus.REQUESTED, WithdrawalStatus.AWAITING_APPROVAL),
-        to=WithdrawalStatus.CANCELLED, user_id=user_id, **_ended(),
+        withdrawal_id,
+        from_states=(WithdrawalStatus.REQUESTED, WithdrawalStatus.AWAITING_APPROVAL),
+        to=WithdrawalStatus.CANCELLED,
+        user_id=user_id,
+        **_ended(),
     )
     _release(withdrawal)
     return withdrawal
@@ -573,8 +618,11 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
         return withdrawal
     try:
         receipt = get_adapter().submit_withdrawal(
-            withdrawal_id=str(withdrawal.pk), network=withdrawal.network, asset_code=withdrawal.asset.code,
-            amount=withdrawal.amount, address=withdrawal.address,
+            withdrawal_id=str(withdrawal.pk),
+            network=withdrawal.network,
+            asset_code=withdrawal.asset.code,
+            amount=withdrawal.amount,
+            address=withdrawal.address,
         )
     except CustodyUnavailable as exc:
         Withdrawal.objects.filter(pk=withdrawal.pk, status=WithdrawalStatus.APPROVED).update(
@@ -590,8 +638,12 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
 def _withdrawal_submitted(*, withdrawal_id: int, reference: str) -> Withdrawal:
     now = timezone.now()
     Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
-        status=WithdrawalStatus.SUBMITTED, submitted_at=now, custody_reference=reference[:128], last_error="",
-        submit_attempts=F("submit_attempts") + 1, updated_at=now,
+        status=WithdrawalStatus.SUBMITTED,
+        submitted_at=now,
+        custody_reference=reference[:128],
+        last_error="",
+        submit_attempts=F("submit_attempts") + 1,
+        updated_at=now,
     )
     return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
 
@@ -600,8 +652,11 @@ def _withdrawal_submitted(*, withdrawal_id: int, reference: str) -> Withdrawal:
 def _withdrawal_refused_by_custody(*, withdrawal_id: int, reason: str) -> Withdrawal:
     now = timezone.now()
     changed = Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
-        status=WithdrawalStatus.SUBMITTED, submitted_at=now, submit_attempts=F("submit_attempts") + 1,
-        last_error=reason[:1000], updated_at=now,
+        status=WithdrawalStatus.SUBMITTED,
+        submitted_at=now,
+        submit_attempts=F("submit_attempts") + 1,
+        last_error=reason[:1000],
+        updated_at=now,
     )
     if not changed:
         return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
@@ -624,7 +679,9 @@ def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal =
     if decimals is not None:
         network_fee = check_amount(network_fee, decimals=decimals, field="network_fee", allow_zero=True)
     withdrawal = _transition(
-        withdrawal_id, from_states=(WithdrawalStatus.SUBMITTED,), to=WithdrawalStatus.COMPLETED,
+        withdrawal_id,
+        from_states=(WithdrawalStatus.SUBMITTED,),
+        to=WithdrawalStatus.COMPLETED,
         **_ended(txid=txid, network_fee=network_fee),
     )
     asset = withdrawal.asset
@@ -635,14 +692,17 @@ def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal =
     if withdrawal.fee:
         legs.append(credit(system_account(AccountKind.FEE_REVENUE, asset, shard_key=key), withdrawal.fee))
     reference = {"reference_type": "withdrawal", "reference_id": str(withdrawal.pk)}
-    entry_post(idempotency_key=key, reason=EntryReason.WITHDRAWAL_COMPLETE, legs=legs, metadata={"txid": txid},
-               **reference)
+    entry_post(
+        idempotency_key=key, reason=EntryReason.WITHDRAWAL_COMPLETE, legs=legs, metadata={"txid": txid}, **reference
+    )
     if network_fee:
         entry_post(
             idempotency_key=withdrawal.key("network-fee"),
             reason=EntryReason.NETWORK_FEE,
-            legs=[debit(system_account(AccountKind.NETWORK_FEE_EXPENSE, asset), network_fee),
-                  credit(custody, network_fee)],
+            legs=[
+                debit(system_account(AccountKind.NETWORK_FEE_EXPENSE, asset), network_fee),
+                credit(custody, network_fee),
+            ],
             metadata={"txid": txid},
             **reference,
         )
@@ -656,7 +716,9 @@ def withdrawal_fail(*, withdrawal_id: int, reason: str) -> Withdrawal:
     Raises :class:`InvalidState` unless it is submitted, :class:`NotFound`. Keeps invariants 4 and 8.
     """
     withdrawal = _transition(
-        withdrawal_id, from_states=(WithdrawalStatus.SUBMITTED,), to=WithdrawalStatus.FAILED,
+        withdrawal_id,
+        from_states=(WithdrawalStatus.SUBMITTED,),
+        to=WithdrawalStatus.FAILED,
         **_ended(reason=reason[:1000]),
     )
     _release(withdrawal)

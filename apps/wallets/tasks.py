@@ -26,8 +26,12 @@ RELIABLE = {"acks_late": True, "reject_on_worker_lost": True}
 
 
 @shared_task(
-    **RELIABLE, autoretry_for=(*DATABASE_ERRORS, EventNotReady), retry_backoff=True, retry_backoff_max=300,
-    retry_jitter=True, max_retries=12,
+    **RELIABLE,
+    autoretry_for=(*DATABASE_ERRORS, EventNotReady),
+    retry_backoff=True,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=12,
 )
 def custody_event_process(event_pk: int) -> str:
     """Apply one custody inbox event (:func:`apps.wallets.services.custody_event_process`); return its state."""
@@ -39,8 +43,12 @@ def custody_event_process(event_pk: int) -> str:
 
 
 @shared_task(
-    **RELIABLE, autoretry_for=(*DATABASE_ERRORS, CustodyUnavailable), retry_backoff=True, retry_backoff_max=600,
-    retry_jitter=True, max_retries=10,
+    **RELIABLE,
+    autoretry_for=(*DATABASE_ERRORS, CustodyUnavailable),
+    retry_backoff=True,
+    retry_backoff_max=600,
+    retry_jitter=True,
+    max_retries=10,
 )
 def withdrawal_submit(withdrawal_pk: int) -> str:
     """Submit one approved withdrawal to custody (:func:`apps.wallets.services.withdrawal_submit`); a custody

@@ -75,9 +75,14 @@ class OrderForm(forms.Form):
         """The cleaned form as :func:`apps.orders.services.order_place` arguments (blank fields left out)."""
         data = self.cleaned_data
         return {
-            "side": data["side"], "type": data["type"], "price": data["price"] or None, "qty": data["qty"] or None,
-            "quote_qty": data["quote_qty"] or None, "time_in_force": data["time_in_force"] or None,
-            "post_only": data["post_only"], "client_order_id": data["client_order_id"],
+            "side": data["side"],
+            "type": data["type"],
+            "price": data["price"] or None,
+            "qty": data["qty"] or None,
+            "quote_qty": data["quote_qty"] or None,
+            "time_in_force": data["time_in_force"] or None,
+            "post_only": data["post_only"],
+            "client_order_id": data["client_order_id"],
         }
 
 
@@ -85,7 +90,9 @@ class WithdrawForm(forms.Form):
     """The withdraw form of the wallet page; ``request_key`` makes a double submit one withdrawal."""
 
     asset = forms.ChoiceField()
-    amount = forms.CharField(max_length=40, widget=forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off"}))
+    amount = forms.CharField(
+        max_length=40, widget=forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off"})
+    )
     address = forms.CharField(max_length=128, strip=False, widget=forms.TextInput(attrs={"autocomplete": "off"}))
     request_key = forms.CharField(widget=forms.HiddenInput, max_length=64, initial=_new_request_key)
 

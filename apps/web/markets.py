@@ -52,10 +52,14 @@ def markets(request):
     for market in market_list():
         depth = order_book_depth(market=market.symbol, limit=1)
         last = recent_trades(market=market.symbol, limit=1)
-        rows.append(MarketSummary(
-            market=market, last_price=last[0].price if last else None,
-            best_bid=depth.bids[0][0] if depth.bids else None, best_ask=depth.asks[0][0] if depth.asks else None,
-        ))
+        rows.append(
+            MarketSummary(
+                market=market,
+                last_price=last[0].price if last else None,
+                best_bid=depth.bids[0][0] if depth.bids else None,
+                best_ask=depth.asks[0][0] if depth.asks else None,
+            )
+        )
     return render(request, "web/markets.html", {"rows": rows})
 
 
@@ -120,9 +124,14 @@ def order_place_view(request, symbol: str):
         try:
             order = order_place(user_id=request.user.id, market=found.symbol, **form.order_arguments())
         except IdempotencyConflict:
-            form = with_new_key(form, "client_order_id", "An order was already placed from this form with other "
-                                "values (see your orders). Nothing was placed now; send the form again to place "
-                                "this one too.", market=found)
+            form = with_new_key(
+                form,
+                "client_order_id",
+                "An order was already placed from this form with other "
+                "values (see your orders). Nothing was placed now; send the form again to place "
+                "this one too.",
+                market=found,
+            )
         except DomainError as error:
             add_domain_error(form, error)
         else:
@@ -136,8 +145,9 @@ def order_place_view(request, symbol: str):
 def order_cancel_view(request, order_id: int):
     """Cancel one of the user's open orders, then back to its market page."""
     target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                           require_https=request.is_secure()):
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         target = reverse("web:markets")
     try:
         order = order_cancel(order_id=order_id, user_id=request.user.id)

@@ -1,5 +1,7 @@
 """The traders' web UI: thin views over the services and selectors of the other apps."""
 
+import contextlib
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -62,17 +64,22 @@ def _render_wallet(request, form: WithdrawForm | None = None, status: int = 200)
     assets = _assets()
     form = form or WithdrawForm(assets=assets)
     selected = next((a for a in assets if a.code == form["asset"].value()), assets[0] if assets else None)
-    return render(request, "web/wallet.html", {
-        "balances": balances_for_user(request.user.id),
-        "deposit_rows": [
-            (asset, deposit_address_for_user(user_id=request.user.id, asset_id=asset.id)) for asset in assets
-        ],
-        "form": form,
-        "fee": _fee_context(selected, form["amount"].value()),
-        "deposits": deposits_for_user(user_id=request.user.id)[:HISTORY_ROWS],
-        "withdrawals": withdrawals_for_user(user_id=request.user.id)[:HISTORY_ROWS],
-        "cancellable": CANCELLABLE_WITHDRAWALS,
-    }, status=status)
+    return render(
+        request,
+        "web/wallet.html",
+        {
+            "balances": balances_for_user(request.user.id),
+            "deposit_rows": [
+                (asset, deposit_address_for_user(user_id=request.user.id, asset_id=asset.id)) for asset in assets
+            ],
+            "form": form,
+            "fee": _fee_context(selected, form["amount"].value()),
+            "deposits": deposits_for_user(user_id=request.user.id)[:HISTORY_ROWS],
+            "withdrawals": withdrawals_for_user(user_id=request.user.id)[:HISTORY_ROWS],
+            "cancellable": CANCELLABLE_WITHDRAWALS,
+        },
+        status=status,
+    )
 
 
 @login_required
@@ -89,10 +96,8 @@ def _fee_context(asset: Asset | None, raw_amount: str | None) -> dict:
     if asset is None:
         return {}
     context = {"asset": asset}
-    try:
+    with contextlib.suppress(DomainError):
         context["total"] = parse_amount(raw_amount, decimals=asset.decimals) + asset.withdrawal_fee
-    except DomainError:
-        pass
     return context
 
 
@@ -115,18 +120,29 @@ def withdraw(request):
         data = form.cleaned_data
         try:
             withdrawal = withdrawal_request(
-                user_id=request.user.id, asset_code=data["asset"], amount=data["amount"], address=data["address"],
+                user_id=request.user.id,
+                asset_code=data["asset"],
+                amount=data["amount"],
+                address=data["address"],
                 request_key=data["request_key"],
             )
         except IdempotencyConflict:
-            form = with_new_key(form, "request_key", "A withdrawal was already requested from this form with other "
-                                "values (see your withdrawals). Nothing was requested now; send the form again to "
-                                "request this one too.", assets=_assets())
+            form = with_new_key(
+                form,
+                "request_key",
+                "A withdrawal was already requested from this form with other "
+                "values (see your withdrawals). Nothing was requested now; send the form again to "
+                "request this one too.",
+                assets=_assets(),
+            )
         except DomainError as error:
             add_domain_error(form, error)
         else:
-            messages.success(request, f"Withdrawal #{withdrawal.id} of {withdrawal.amount.normalize():f} "
-                                      f"{withdrawal.asset.code}: {withdrawal.get_status_display().lower()}.")
+            messages.success(
+                request,
+                f"Withdrawal #{withdrawal.id} of {withdrawal.amount.normalize():f} "
+                f"{withdrawal.asset.code}: {withdrawal.get_status_display().lower()}.",
+            )
             return redirect("web:wallet")
     return _render_wallet(request, form=form, status=400)
 

@@ -26,7 +26,12 @@ def manage(*args: str, env: dict) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_"))}
     clean["LOCAL_DATA_DIR"] = "/nonexistent"  # production never reads the embedded services' file
     return subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=120
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -37,8 +42,15 @@ def test_check_deploy_is_clean_with_production_settings():
 
 
 @pytest.mark.parametrize(
-    "missing", ["DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS", "DJANGO_ADMIN_URL", "DATABASE_URL", "REDIS_URL",
-                "CUSTODY_WEBHOOK_SECRET"],
+    "missing",
+    [
+        "DJANGO_SECRET_KEY",
+        "DJANGO_ALLOWED_HOSTS",
+        "DJANGO_ADMIN_URL",
+        "DATABASE_URL",
+        "REDIS_URL",
+        "CUSTODY_WEBHOOK_SECRET",
+    ],
 )
 def test_production_refuses_to_start_without_a_secret(missing):
     env = {k: v for k, v in PRODUCTION_ENV.items() if k != missing}
@@ -60,10 +72,7 @@ def _example_value(variable: str) -> str:
 def test_production_refuses_the_public_placeholder_and_development_secrets(variable, source):
     """A deployment copied from .env.example, or run with the development defaults, would sign sessions or
     accept custody callbacks with a secret anyone can read in this repository: production refuses to start."""
-    if source == "env.example":
-        value = _example_value(variable)
-    else:
-        value = development_default(source, variable)
+    value = _example_value(variable) if source == "env.example" else development_default(source, variable)
     result = manage("check", env={**PRODUCTION_ENV, variable: value})
     assert result.returncode != 0
     assert f"{variable} is a published placeholder or development value" in result.stderr
@@ -98,12 +107,19 @@ def test_production_cookies_are_secure_and_https_is_enforced_with_hsts():
 
     assert figures.pop("SECURE_HSTS_SECONDS") >= 365 * 24 * 3600
     assert figures == {
-        "DEBUG": False, "SESSION_COOKIE_SECURE": True, "SESSION_COOKIE_HTTPONLY": True, "CSRF_COOKIE_SECURE": True,
-        "SECURE_SSL_REDIRECT": True, "SECURE_HSTS_INCLUDE_SUBDOMAINS": True, "SECURE_HSTS_PRELOAD": True,
-        "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"], "SECURE_CONTENT_TYPE_NOSNIFF": True,
+        "DEBUG": False,
+        "SESSION_COOKIE_SECURE": True,
+        "SESSION_COOKIE_HTTPONLY": True,
+        "CSRF_COOKIE_SECURE": True,
+        "SECURE_SSL_REDIRECT": True,
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
+        "SECURE_HSTS_PRELOAD": True,
+        "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+        "SECURE_CONTENT_TYPE_NOSNIFF": True,
         "X_FRAME_OPTIONS": "DENY",
         # plain HTTP is redirected to HTTPS; over HTTPS (behind the proxy) every answer carries HSTS
-        "http_status": 301, "http_location": "https://exchange.example/no-such-page/",
+        "http_status": 301,
+        "http_location": "https://exchange.example/no-such-page/",
         "hsts": "max-age=31536000; includeSubDomains; preload",
         "csrf_cookie_secure": True,
     }

@@ -68,8 +68,15 @@ def trader(usdt, btc):
     api_key_create(user_id=trader.id, name="laptop", scopes=["read"])
     type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_daily_limit=Decimal(10_000))
     fund(trader, usdt, "1000")
-    market_create(base=btc, quote=usdt, tick_size=Decimal("0.01"), step_size=Decimal("0.0001"),
-                  min_qty=Decimal("0.0001"), max_qty=Decimal("100"), min_notional=Decimal("5"))
+    market_create(
+        base=btc,
+        quote=usdt,
+        tick_size=Decimal("0.01"),
+        step_size=Decimal("0.0001"),
+        min_qty=Decimal("0.0001"),
+        max_qty=Decimal("100"),
+        min_notional=Decimal("5"),
+    )
     order_place(user_id=trader.id, market="BTC-USDT", side="buy", price=Decimal("100"), qty=Decimal("1"))
     withdrawal_request(user_id=trader.id, asset_code="USDT", amount="50", address=new_address())
     return trader
@@ -80,13 +87,26 @@ def test_every_form_of_the_trader_ui_needs_the_csrf_token(trader):
     browser = Client(enforce_csrf_checks=True)
     forms = crawl(browser, ["/accounts/login/", "/signup/"], inside="/", skip=("/admin/", "/api/")).forms
     browser.force_login(trader)
-    forms.update(crawl(browser, ["/", "/wallet/", "/markets/", "/activity/", "/api-keys/"], inside="/",
-                       skip=("/admin/", "/api/", "/accounts/logout/")).forms)
+    forms.update(
+        crawl(
+            browser,
+            ["/", "/wallet/", "/markets/", "/activity/", "/api-keys/"],
+            inside="/",
+            skip=("/admin/", "/api/", "/accounts/logout/"),
+        ).forms
+    )
 
     assert {
-        "/accounts/login/", "/signup/", "/accounts/logout/", "/api-keys/", "/api-keys/<n>/revoke/",
-        "/wallet/deposit-address/", "/wallet/withdraw/", "/wallet/withdrawals/<n>/cancel/",
-        "/markets/BTC-USDT/orders/", "/orders/<n>/cancel/",
+        "/accounts/login/",
+        "/signup/",
+        "/accounts/logout/",
+        "/api-keys/",
+        "/api-keys/<n>/revoke/",
+        "/wallet/deposit-address/",
+        "/wallet/withdraw/",
+        "/wallet/withdrawals/<n>/cancel/",
+        "/markets/BTC-USDT/orders/",
+        "/orders/<n>/cancel/",
     } <= forms.keys(), sorted(forms)
     for kind, form in forms.items():
         assert form.has_csrf_token, f"the form posting to {kind} on {form.page} has no CSRF token"
@@ -109,12 +129,17 @@ def test_the_api_refuses_a_browser_session_post_without_the_csrf_token(trader):
     refused = browser.post("/api/v1/orders/", order, content_type="application/json")
     assert refused.status_code == 403 and "CSRF" in refused.json()["error"]["message"]
     browser.get("/wallet/")  # sets the CSRF cookie, as the page would
-    placed = browser.post("/api/v1/orders/", order, content_type="application/json",
-                          headers={"X-CSRFToken": browser.cookies["csrftoken"].value})
+    placed = browser.post(
+        "/api/v1/orders/",
+        order,
+        content_type="application/json",
+        headers={"X-CSRFToken": browser.cookies["csrftoken"].value},
+    )
     assert placed.status_code == 201, placed.content
     key = api_key_create(user_id=trader.id, name="bot", scopes=["read", "trade"])[1]
-    with_key = Client(enforce_csrf_checks=True).post("/api/v1/orders/", order, content_type="application/json",
-                                                     headers={"Authorization": f"Token {key}"})
+    with_key = Client(enforce_csrf_checks=True).post(
+        "/api/v1/orders/", order, content_type="application/json", headers={"Authorization": f"Token {key}"}
+    )
     assert with_key.status_code == 201, with_key.content
 
 
@@ -181,11 +206,16 @@ def test_the_secret_scan_finds_planted_credentials(tmp_path):
 
     findings = secrets_in(tmp_path, sorted(tmp_path.rglob("*")))
 
-    assert sorted(findings) == sorted([
-        "deploy/server.pem: a file that holds secrets", ".env: a file that holds secrets",
-        "notes.txt: private key", "config.py: AWS access key", "config.py: GitHub token",
-        ".env.production: CUSTODY_WEBHOOK_SECRET has a value (use a change-me placeholder)",
-    ])
+    assert sorted(findings) == sorted(
+        [
+            "deploy/server.pem: a file that holds secrets",
+            ".env: a file that holds secrets",
+            "notes.txt: private key",
+            "config.py: AWS access key",
+            "config.py: GitHub token",
+            ".env.production: CUSTODY_WEBHOOK_SECRET has a value (use a change-me placeholder)",
+        ]
+    )
 
 
 def test_no_credentials_are_committed():

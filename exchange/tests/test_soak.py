@@ -25,9 +25,23 @@ def soak() -> dict:
     # DATABASE_URL and REDIS_URL: the test run's server (without them the soak starts the embedded services).
     env = {key: value for key, value in os.environ.items() if key != "DJANGO_SETTINGS_MODULE"}
     soak = subprocess.Popen(
-        [sys.executable, "bench/soak.py", "--duration", "20", "--traders", "2", "--fault-interval", "3",
-         "--drain-timeout", "180"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "bench/soak.py",
+            "--duration",
+            "20",
+            "--traders",
+            "2",
+            "--fault-interval",
+            "3",
+            "--drain-timeout",
+            "180",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         stdout, stderr = soak.communicate(timeout=SOAK_TIMEOUT)
@@ -53,7 +67,14 @@ def test_the_short_soak_loses_nothing_and_reconciles(soak):
     failed = [check for check in soak["checks"] if not check["ok"]]
     assert failed == [], failed
     assert {check["name"] for check in soak["checks"]} >= {
-        "reconcile", "inbox", "callbacks", "deposits", "forged_callbacks", "orders", "order_holds", "withdrawals",
+        "reconcile",
+        "inbox",
+        "callbacks",
+        "deposits",
+        "forged_callbacks",
+        "orders",
+        "order_holds",
+        "withdrawals",
     }
     assert result["left_running"] == []
     assert soak["returncode"] == 0, soak["stderr"]
@@ -61,16 +82,22 @@ def test_the_short_soak_loses_nothing_and_reconciles(soak):
 
 def test_the_short_soak_injected_every_kind_of_fault(soak):
     injected = soak["faults"]["injected"]
-    for kind in ("worker_killed", "worker_process_killed", "db_connections_terminated", "web_killed",
-                 "web_restarted"):
+    for kind in ("worker_killed", "worker_process_killed", "db_connections_terminated", "web_killed", "web_restarted"):
         assert injected.get(kind, 0) >= 1, injected
     assert soak["faults"]["errors"] == []
 
 
 def test_the_short_soak_drove_the_whole_mix(soak):
     acknowledged = soak["operations"]["acknowledged"]
-    for kind in ("order_limit", "order_market", "order_cancel", "withdrawal", "decision", "callback",
-                 "callback_replay"):
+    for kind in (
+        "order_limit",
+        "order_market",
+        "order_cancel",
+        "withdrawal",
+        "decision",
+        "callback",
+        "callback_replay",
+    ):
         assert acknowledged.get(kind, 0) >= 1, (kind, acknowledged)
     assert soak["operations"]["refused"].get("forged_callback", 0) >= 1
     checked = {check["name"]: check["checked"] for check in soak["checks"]}

@@ -8,7 +8,9 @@ PASSWORD = "correct horse battery staple"
 @override_settings(AXES_FAILURE_LIMIT=3)
 def test_repeated_failed_log_ins_lock_the_account_for_that_address(db, client):
     UserFactory(username="erin")
-    statuses = [client.post("/accounts/login/", {"username": "erin", "password": "wrong"}).status_code for _ in range(3)]
+    statuses = [
+        client.post("/accounts/login/", {"username": "erin", "password": "wrong"}).status_code for _ in range(3)
+    ]
 
     locked = client.post("/accounts/login/", {"username": "erin", "password": PASSWORD})
 

@@ -10,8 +10,9 @@ from apps.ledger.tests.factories import UserFactory
 def test_token_for_valid_credentials_has_every_scope_and_works(db, api):
     UserFactory(username="alice")
 
-    response = api.post("/api/v1/auth/token/", {"username": "alice", "password": "correct horse battery staple"},
-                        format="json")
+    response = api.post(
+        "/api/v1/auth/token/", {"username": "alice", "password": "correct horse battery staple"}, format="json"
+    )
 
     assert response.status_code == 200
     token = response.json()["token"]
@@ -87,12 +88,16 @@ def test_unknown_or_empty_scopes_are_refused(db, user, scopes):
 
 
 def test_login_attempts_are_rate_limited_per_ip(db, api, settings):
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
-        **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "login": "3/min"}}
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "login": "3/min"},
+    }
     address = "203.0.113.7"
     cache.delete_many([f"throttle_login_{address}", f"throttle_ip_{address}"])
     statuses = [
-        api.post("/api/v1/auth/token/", {"username": "x", "password": "y"}, format="json", REMOTE_ADDR=address).status_code
+        api.post(
+            "/api/v1/auth/token/", {"username": "x", "password": "y"}, format="json", REMOTE_ADDR=address
+        ).status_code
         for _ in range(4)
     ]
     assert statuses == [401, 401, 401, 429]
@@ -121,9 +126,14 @@ def test_a_lost_database_connection_is_a_json_503_with_retry_after(api_as, user)
     connection.close()
 
 
-@pytest.mark.parametrize("addresses", [
-    ["notanaddress"], ["x" * 10000], ["sim1" + "0" * 40],  # the last is well-formed but fails its checksum
-])
+@pytest.mark.parametrize(
+    "addresses",
+    [
+        ["notanaddress"],
+        ["x" * 10000],
+        ["sim1" + "0" * 40],  # the last is well-formed but fails its checksum
+    ],
+)
 def test_a_key_allow_list_accepts_only_valid_withdrawal_addresses(db, user, addresses):
     with pytest.raises(DomainError) as error:
         api_key_create(user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=addresses)

@@ -40,7 +40,9 @@ def test_same_key_and_body_returns_the_original_response_and_moves_money_once(al
 def test_same_key_with_a_different_body_is_409(alice_and_bob, api_as):
     alice, bob = alice_and_bob
     client = api_as(alice, "trade")
-    client.post("/test/transfer/", {"to": bob.id, "amount": "10", "id": "t1"}, format="json", HTTP_IDEMPOTENCY_KEY="k-2")
+    client.post(
+        "/test/transfer/", {"to": bob.id, "amount": "10", "id": "t1"}, format="json", HTTP_IDEMPOTENCY_KEY="k-2"
+    )
 
     response = client.post(
         "/test/transfer/", {"to": bob.id, "amount": "11", "id": "t2"}, format="json", HTTP_IDEMPOTENCY_KEY="k-2"
@@ -71,10 +73,12 @@ def test_keys_are_per_user(alice_and_bob, api_as, usdt):
     fund(bob, usdt, "100")
     alice_client, bob_client = api_as(alice, "trade"), api_as(bob, "trade")
 
-    alice_client.post("/test/transfer/", {"to": bob.id, "amount": "1", "id": "a"}, format="json",
-                      HTTP_IDEMPOTENCY_KEY="same")
-    response = bob_client.post("/test/transfer/", {"to": alice.id, "amount": "1", "id": "b"}, format="json",
-                               HTTP_IDEMPOTENCY_KEY="same")
+    alice_client.post(
+        "/test/transfer/", {"to": bob.id, "amount": "1", "id": "a"}, format="json", HTTP_IDEMPOTENCY_KEY="same"
+    )
+    response = bob_client.post(
+        "/test/transfer/", {"to": alice.id, "amount": "1", "id": "b"}, format="json", HTTP_IDEMPOTENCY_KEY="same"
+    )
 
     assert response.status_code == 201
     assert available(alice) == available(bob) == Decimal("100")

@@ -39,18 +39,35 @@ from apps.wallets.tests.factories import deposit_through_custody
 def exchange(db, key_for) -> dict:
     """A funded trader (a key of every scope) on a market with a book, and what the fuzzer may aim at."""
     usdt = AssetFactory(
-        code="USDT", name="Tether", decimals=6, withdrawal_fee=Decimal("0.5"), min_withdrawal=Decimal(1),
-        withdrawal_auto_approve_limit=Decimal(1000), withdrawal_daily_limit=Decimal(100000),
+        code="USDT",
+        name="Tether",
+        decimals=6,
+        withdrawal_fee=Decimal("0.5"),
+        min_withdrawal=Decimal(1),
+        withdrawal_auto_approve_limit=Decimal(1000),
+        withdrawal_daily_limit=Decimal(100000),
     )
     btc = AssetFactory(
-        code="BTC", name="Bitcoin", decimals=8, withdrawal_fee=Decimal("0.0001"), min_withdrawal=Decimal("0.001"),
-        withdrawal_auto_approve_limit=Decimal(1), withdrawal_daily_limit=Decimal(10),
+        code="BTC",
+        name="Bitcoin",
+        decimals=8,
+        withdrawal_fee=Decimal("0.0001"),
+        min_withdrawal=Decimal("0.001"),
+        withdrawal_auto_approve_limit=Decimal(1),
+        withdrawal_daily_limit=Decimal(10),
     )
     FeeSchedule.objects.update_or_create(
         is_default=True, defaults={"name": "default", "maker_rate": Decimal("0.001"), "taker_rate": Decimal("0.001")}
     )
-    market_create(base=btc, quote=usdt, tick_size=Decimal("0.01"), step_size=Decimal("0.0001"),
-                  min_qty=Decimal("0.0001"), max_qty=Decimal(1000), min_notional=Decimal(1))
+    market_create(
+        base=btc,
+        quote=usdt,
+        tick_size=Decimal("0.01"),
+        step_size=Decimal("0.0001"),
+        min_qty=Decimal("0.0001"),
+        max_qty=Decimal(1000),
+        min_notional=Decimal(1),
+    )
     trader, maker = UserFactory(), UserFactory()
     fund(trader, usdt, "100000")
     fund(trader, btc, "10")
@@ -70,8 +87,17 @@ def exchange(db, key_for) -> dict:
         "ids": {"/api/v1/orders/{id}/": open_order.id, "/api/v1/withdrawals/{id}/": pending.id},
         "query": {"market": "BTC-USDT", "asset": "USDT", "status": "open"},
         # Bodies: a limit order that rests between the best bid and ask, a withdrawal to a valid address.
-        "body": {"market": "BTC-USDT", "type": "limit", "price": "55000.00", "qty": "0.0100", "quote_qty": None,
-                 "time_in_force": None, "asset": "USDT", "amount": "1.5", "address": address},
+        "body": {
+            "market": "BTC-USDT",
+            "type": "limit",
+            "price": "55000.00",
+            "qty": "0.0100",
+            "quote_qty": None,
+            "time_in_force": None,
+            "asset": "USDT",
+            "amount": "1.5",
+            "address": address,
+        },
     }
 
 

@@ -45,7 +45,13 @@ ENDPOINTS = [
 SCOPED = [endpoint for endpoint in ENDPOINTS if endpoint[2]]
 BODIES = {
     ("post", "/api/v1/auth/token/"): {"username": "trader", "password": "correct horse battery staple"},
-    ("post", "/api/v1/orders/"): {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "50000", "qty": "0.01"},
+    ("post", "/api/v1/orders/"): {
+        "market": "BTC-USDT",
+        "side": "buy",
+        "type": "limit",
+        "price": "50000",
+        "qty": "0.01",
+    },
     ("post", "/api/v1/withdrawals/"): {"asset": "USDT", "amount": "10", "address": ADDRESS},
 }
 
@@ -53,14 +59,25 @@ BODIES = {
 @pytest.fixture
 def world(db):
     """A trader with an open order and a withdrawal awaiting approval on a BTC-USDT market."""
-    usdt = AssetFactory(code="USDT", decimals=6, min_withdrawal=Decimal(1), withdrawal_auto_approve_limit=Decimal(50),
-                        withdrawal_daily_limit=Decimal(10000))
+    usdt = AssetFactory(
+        code="USDT",
+        decimals=6,
+        min_withdrawal=Decimal(1),
+        withdrawal_auto_approve_limit=Decimal(50),
+        withdrawal_daily_limit=Decimal(10000),
+    )
     btc = AssetFactory(code="BTC", decimals=8)
     FeeSchedule.objects.update_or_create(
         is_default=True, defaults={"name": "default", "maker_rate": Decimal("0.001"), "taker_rate": Decimal("0.001")}
     )
-    market_create(base=btc, quote=usdt, tick_size=Decimal("0.01"), step_size=Decimal("0.0001"),
-                  min_qty=Decimal("0.0001"), max_qty=Decimal(1000))
+    market_create(
+        base=btc,
+        quote=usdt,
+        tick_size=Decimal("0.01"),
+        step_size=Decimal("0.0001"),
+        min_qty=Decimal("0.0001"),
+        max_qty=Decimal(1000),
+    )
     trader = UserFactory(username="trader")
     fund(trader, usdt, "10000")
     order = order_place(user_id=trader.id, market="BTC-USDT", side="buy", price="40000", qty="0.01")
@@ -71,7 +88,8 @@ def world(db):
 
 def call(client: APIClient, method: str, path: str, world: dict):
     concrete = (
-        path.replace("{symbol}", "BTC-USDT").replace("{asset}", "USDT")
+        path.replace("{symbol}", "BTC-USDT")
+        .replace("{asset}", "USDT")
         .replace("orders/{id}", f"orders/{world['order'].id}")
         .replace("withdrawals/{id}", f"withdrawals/{world['withdrawal'].id}")
     )
@@ -80,8 +98,10 @@ def call(client: APIClient, method: str, path: str, world: dict):
 
 def nothing_changed(world: dict) -> bool:
     return (
-        Order.objects.count() == 1 and Order.objects.get().status == OrderStatus.OPEN
-        and Withdrawal.objects.count() == 1 and Withdrawal.objects.get().status == WithdrawalStatus.AWAITING_APPROVAL
+        Order.objects.count() == 1
+        and Order.objects.get().status == OrderStatus.OPEN
+        and Withdrawal.objects.count() == 1
+        and Withdrawal.objects.get().status == WithdrawalStatus.AWAITING_APPROVAL
     )
 
 
@@ -127,15 +147,23 @@ def test_a_read_key_cannot_trade_and_a_trade_key_cannot_withdraw(world, api_as):
     withdrawal_body = BODIES[("post", "/api/v1/withdrawals/")]
 
     assert api_as(world["trader"], "read").post("/api/v1/orders/", order_body, format="json").status_code == 403
-    assert api_as(world["trader"], "trade").post(
-        "/api/v1/withdrawals/", withdrawal_body, format="json").status_code == 403
+    assert (
+        api_as(world["trader"], "trade").post("/api/v1/withdrawals/", withdrawal_body, format="json").status_code == 403
+    )
     assert nothing_changed(world)
 
 
-@pytest.mark.parametrize("path", [
-    "/api/v1/nothing/", "/api/v1/orders/a%2Fb/", "/api/v1/markets/a%2Fb/depth/", "/api/v1/markets/%00/trades/",
-    "/api/v1/deposit-address/%00/", "/api/v1/withdrawals/-3/",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/nothing/",
+        "/api/v1/orders/a%2Fb/",
+        "/api/v1/markets/a%2Fb/depth/",
+        "/api/v1/markets/%00/trades/",
+        "/api/v1/deposit-address/%00/",
+        "/api/v1/withdrawals/-3/",
+    ],
+)
 def test_paths_that_cannot_exist_are_404_in_the_error_shape(world, api_as, path):
     response = api_as(world["trader"], *Scope.values).get(path)
     assert response.status_code in (404, 405)
@@ -149,8 +177,9 @@ def test_a_path_without_its_last_slash_is_a_404_that_says_so(world, api_as):
     assert response.json()["error"]["message"] == "No such API path: paths end with a slash."
 
 
-@pytest.mark.parametrize("query", ["ledger/entries/?asset=%00", "orders/?market=%00", "trades/?market=%00",
-                                   "orders/?status=%00"])
+@pytest.mark.parametrize(
+    "query", ["ledger/entries/?asset=%00", "orders/?market=%00", "trades/?market=%00", "orders/?status=%00"]
+)
 def test_query_parameters_no_name_can_have_are_400(world, api_as, query):
     response = api_as(world["trader"], "read").get(f"/api/v1/{query}")
     assert response.status_code == 400
@@ -163,8 +192,11 @@ def test_query_parameters_no_name_can_have_are_400(world, api_as, query):
 @pytest.fixture
 def low_rates(settings):
     def set_rates(**rates):
-        settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
-            **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], **rates}}
+        settings.REST_FRAMEWORK = {
+            **settings.REST_FRAMEWORK,
+            "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], **rates},
+        }
+
     return set_rates
 
 

@@ -18,4 +18,3 @@ def approver(db):
     user = UserFactory(username="arno", is_staff=True)
     user.groups.add(Group.objects.get(name="operators"), Group.objects.get(name="approvers"))
     return user
-

@@ -43,7 +43,9 @@ def test_a_draft_moves_nothing_until_another_operator_approves(operator, approve
     entry = JournalEntry.objects.get(id=adjustment.entry_id)
     assert (entry.idempotency_key, entry.created_by_id) == (f"adjustment:{adjustment.id}", approver.id)
     assert list(AuditLogEntry.objects.filter(object_id=str(adjustment.id)).values_list("action", "actor")) == [
-        ("adjustment.approve", approver.id), ("adjustment.draft", operator.id)]
+        ("adjustment.approve", approver.id),
+        ("adjustment.draft", operator.id),
+    ]
 
 
 def test_the_author_cannot_approve_their_own_adjustment(operator, approver, user, goodwill_legs):
@@ -108,15 +110,22 @@ def test_audit_log_is_append_only(operator, goodwill_legs):
 
 
 def test_maker_checker_through_the_admin(client, operator, approver, user, usdt, admin_login):
-    equity = system_account(AccountKind.EQUITY, usdt)
-    available = user_account(user.id, usdt)
     client.force_login(operator)
     form = {
         "memo": "goodwill, ticket 9",
-        "legs-TOTAL_FORMS": "6", "legs-INITIAL_FORMS": "0", "legs-MIN_NUM_FORMS": "2", "legs-MAX_NUM_FORMS": "1000",
-        "legs-0-kind": "equity", "legs-0-asset": usdt.id, "legs-0-side": "debit", "legs-0-amount": "10",
-        "legs-1-kind": "user_available", "legs-1-asset": usdt.id, "legs-1-username": user.username,
-        "legs-1-side": "credit", "legs-1-amount": "10",
+        "legs-TOTAL_FORMS": "6",
+        "legs-INITIAL_FORMS": "0",
+        "legs-MIN_NUM_FORMS": "2",
+        "legs-MAX_NUM_FORMS": "1000",
+        "legs-0-kind": "equity",
+        "legs-0-asset": usdt.id,
+        "legs-0-side": "debit",
+        "legs-0-amount": "10",
+        "legs-1-kind": "user_available",
+        "legs-1-asset": usdt.id,
+        "legs-1-username": user.username,
+        "legs-1-side": "credit",
+        "legs-1-amount": "10",
         # four untouched rows, as a browser sends them
         **{f"legs-{n}-{field}": "" for n in range(2, 6) for field in ("kind", "asset", "username", "side", "amount")},
     }
@@ -125,7 +134,9 @@ def test_maker_checker_through_the_admin(client, operator, approver, user, usdt,
     assert response.status_code == 302
 
     # The operator (not an approver, and the author) sees no approve button and cannot approve.
-    assert "Approve and post" not in client.get(f"/admin/backoffice/adjustment/{adjustment.id}/change/").content.decode()
+    assert (
+        "Approve and post" not in client.get(f"/admin/backoffice/adjustment/{adjustment.id}/change/").content.decode()
+    )
     assert client.post(f"/admin/backoffice/adjustment/{adjustment.id}/approve/").status_code == 403
 
     admin_login(approver)
@@ -135,14 +146,22 @@ def test_maker_checker_through_the_admin(client, operator, approver, user, usdt,
 
 
 def test_an_over_precise_leg_is_shown_next_to_the_field(client, operator, user, usdt):
-    equity = system_account(AccountKind.EQUITY, usdt)
     client.force_login(operator)
     form = {
-        "memo": "x", "legs-TOTAL_FORMS": "2", "legs-INITIAL_FORMS": "0", "legs-MIN_NUM_FORMS": "2",
+        "memo": "x",
+        "legs-TOTAL_FORMS": "2",
+        "legs-INITIAL_FORMS": "0",
+        "legs-MIN_NUM_FORMS": "2",
         "legs-MAX_NUM_FORMS": "1000",
-        "legs-0-kind": "equity", "legs-0-asset": usdt.id, "legs-0-side": "debit", "legs-0-amount": "0.0000001",
-        "legs-1-kind": "user_available", "legs-1-asset": usdt.id, "legs-1-username": user.username,
-        "legs-1-side": "credit", "legs-1-amount": "0.0000001",
+        "legs-0-kind": "equity",
+        "legs-0-asset": usdt.id,
+        "legs-0-side": "debit",
+        "legs-0-amount": "0.0000001",
+        "legs-1-kind": "user_available",
+        "legs-1-asset": usdt.id,
+        "legs-1-username": user.username,
+        "legs-1-side": "credit",
+        "legs-1-amount": "0.0000001",
     }
     response = client.post("/admin/backoffice/adjustment/add/", form)
     assert response.status_code == 200
@@ -155,33 +174,58 @@ def test_a_fresh_exchange_can_draft_against_equity_without_any_equity_account_ye
 
     assert not Account.objects.filter(kind=AccountKind.EQUITY).exists()
     client.force_login(operator)
-    client.post("/admin/backoffice/adjustment/add/", {
-        "memo": "opening capital", "legs-TOTAL_FORMS": "2", "legs-INITIAL_FORMS": "0", "legs-MIN_NUM_FORMS": "2",
-        "legs-MAX_NUM_FORMS": "1000",
-        "legs-0-kind": "equity", "legs-0-asset": usdt.id, "legs-0-side": "debit", "legs-0-amount": "5",
-        "legs-1-kind": "user_available", "legs-1-asset": usdt.id, "legs-1-username": user.username,
-        "legs-1-side": "credit", "legs-1-amount": "5",
-    })
+    client.post(
+        "/admin/backoffice/adjustment/add/",
+        {
+            "memo": "opening capital",
+            "legs-TOTAL_FORMS": "2",
+            "legs-INITIAL_FORMS": "0",
+            "legs-MIN_NUM_FORMS": "2",
+            "legs-MAX_NUM_FORMS": "1000",
+            "legs-0-kind": "equity",
+            "legs-0-asset": usdt.id,
+            "legs-0-side": "debit",
+            "legs-0-amount": "5",
+            "legs-1-kind": "user_available",
+            "legs-1-asset": usdt.id,
+            "legs-1-username": user.username,
+            "legs-1-side": "credit",
+            "legs-1-amount": "5",
+        },
+    )
     assert Adjustment.objects.get().legs[0]["amount"] == "5.000000"
 
 
-@pytest.mark.parametrize("row, field", [
-    ({"kind": "user_available", "username": "nobody"}, "username"),
-    ({"kind": "user_available", "username": ""}, "username"),
-    ({"kind": "equity", "username": "someone"}, "username"),
-    ({"side": "sideways"}, "side"),
-    ({"kind": "user_held"}, "kind"),
-    ({"amount": "-5"}, "amount"),
-])
+@pytest.mark.parametrize(
+    "row, field",
+    [
+        ({"kind": "user_available", "username": "nobody"}, "username"),
+        ({"kind": "user_available", "username": ""}, "username"),
+        ({"kind": "equity", "username": "someone"}, "username"),
+        ({"side": "sideways"}, "side"),
+        ({"kind": "user_held"}, "kind"),
+        ({"amount": "-5"}, "amount"),
+    ],
+)
 def test_bad_legs_are_named_next_to_the_field_not_a_500(client, operator, user, usdt, row, field):
     client.force_login(operator)
     leg = {"kind": "equity", "asset": usdt.id, "username": "", "side": "debit", "amount": "5", **row}
-    response = client.post("/admin/backoffice/adjustment/add/", {
-        "memo": "x", "legs-TOTAL_FORMS": "2", "legs-INITIAL_FORMS": "0", "legs-MIN_NUM_FORMS": "2",
-        "legs-MAX_NUM_FORMS": "1000", **{f"legs-0-{name}": value for name, value in leg.items()},
-        "legs-1-kind": "user_available", "legs-1-asset": usdt.id, "legs-1-username": user.username,
-        "legs-1-side": "credit", "legs-1-amount": "5",
-    })
+    response = client.post(
+        "/admin/backoffice/adjustment/add/",
+        {
+            "memo": "x",
+            "legs-TOTAL_FORMS": "2",
+            "legs-INITIAL_FORMS": "0",
+            "legs-MIN_NUM_FORMS": "2",
+            "legs-MAX_NUM_FORMS": "1000",
+            **{f"legs-0-{name}": value for name, value in leg.items()},
+            "legs-1-kind": "user_available",
+            "legs-1-asset": usdt.id,
+            "legs-1-username": user.username,
+            "legs-1-side": "credit",
+            "legs-1-amount": "5",
+        },
+    )
     assert response.status_code == 200
     assert field in response.context["legs"].forms[0].errors
     assert not Adjustment.objects.exists()
@@ -191,10 +235,14 @@ def test_held_funds_cannot_be_adjusted(operator, usdt, user):
     held = user_account(user.id, usdt, AccountKind.USER_HELD)
     equity = system_account(AccountKind.EQUITY, usdt)
     with pytest.raises(DomainError, match="Held funds"):
-        adjustment_draft(author_id=operator.id, memo="x", legs=[Leg(held.id, Decimal("1")), Leg(equity.id, Decimal("-1"))])
+        adjustment_draft(
+            author_id=operator.id, memo="x", legs=[Leg(held.id, Decimal("1")), Leg(equity.id, Decimal("-1"))]
+        )
 
 
-@pytest.mark.parametrize("path", ["/admin/backoffice/adjustment/abc/change/", "/admin/backoffice/adjustment/9999999999999999999999/change/"])
+@pytest.mark.parametrize(
+    "path", ["/admin/backoffice/adjustment/abc/change/", "/admin/backoffice/adjustment/9999999999999999999999/change/"]
+)
 def test_a_malformed_id_in_the_admin_is_a_404(client, operator, path):
     client.force_login(operator)
     assert client.get(path).status_code == 404

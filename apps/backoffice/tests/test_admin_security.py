@@ -32,23 +32,38 @@ def back_office(usdt, btc, user, operator):
     """Something on every back-office page: a withdrawal awaiting approval, another operator's draft adjustment,
     a reconciliation run and a market."""
     type(usdt).objects.filter(pk=usdt.pk).update(
-        withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(10_000))
+        withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(10_000)
+    )
     deposit_through_custody(user, usdt, "1000")
     withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="150", address=new_address())
     equity = system_account(AccountKind.EQUITY, usdt)
-    adjustment = adjustment_draft(author_id=operator.id, memo="goodwill", legs=[
-        Leg(equity.id, Decimal("1")), Leg(user_account(user.id, usdt).id, Decimal("-1"))])
+    adjustment = adjustment_draft(
+        author_id=operator.id,
+        memo="goodwill",
+        legs=[Leg(equity.id, Decimal("1")), Leg(user_account(user.id, usdt).id, Decimal("-1"))],
+    )
     reconciliation_run()
-    market_create(base=btc, quote=usdt, tick_size=Decimal("0.01"), step_size=Decimal("0.0001"),
-                  min_qty=Decimal("0.0001"), max_qty=Decimal("100"), min_notional=Decimal("5"))
+    market_create(
+        base=btc,
+        quote=usdt,
+        tick_size=Decimal("0.01"),
+        step_size=Decimal("0.0001"),
+        min_qty=Decimal("0.0001"),
+        max_qty=Decimal("100"),
+        min_notional=Decimal("5"),
+    )
     return {"withdrawal": withdrawal, "adjustment": adjustment}
 
 
 def crawl_admin(client: Client, back_office: dict):
     """Every kind of admin page and POST form a superuser reaches from the index."""
-    starts = [ADMIN, f"{ADMIN}second-factor/", f"{ADMIN}password_change/",
-              f"{ADMIN}backoffice/withdrawalapproval/{back_office['withdrawal'].id}/change/",
-              f"{ADMIN}backoffice/adjustment/{back_office['adjustment'].id}/change/"]
+    starts = [
+        ADMIN,
+        f"{ADMIN}second-factor/",
+        f"{ADMIN}password_change/",
+        f"{ADMIN}backoffice/withdrawalapproval/{back_office['withdrawal'].id}/change/",
+        f"{ADMIN}backoffice/adjustment/{back_office['adjustment'].id}/change/",
+    ]
     return crawl(client, starts, inside=ADMIN, skip=(f"{ADMIN}logout/",))
 
 
@@ -60,10 +75,16 @@ def test_every_admin_form_needs_the_csrf_token(back_office):
 
     withdrawal, adjustment = back_office["withdrawal"], back_office["adjustment"]
     assert {
-        f"{ADMIN}login/", f"{ADMIN}logout/", f"{ADMIN}second-factor/", f"{ADMIN}password_change/",
-        f"{ADMIN}backoffice/withdrawalapproval/<n>/decide/", f"{ADMIN}backoffice/withdrawalapproval/",
-        f"{ADMIN}backoffice/adjustment/<n>/approve/", f"{ADMIN}backoffice/adjustment/<n>/reject/",
-        f"{ADMIN}backoffice/adjustment/add/", f"{ADMIN}backoffice/reconciliationrun/run/",
+        f"{ADMIN}login/",
+        f"{ADMIN}logout/",
+        f"{ADMIN}second-factor/",
+        f"{ADMIN}password_change/",
+        f"{ADMIN}backoffice/withdrawalapproval/<n>/decide/",
+        f"{ADMIN}backoffice/withdrawalapproval/",
+        f"{ADMIN}backoffice/adjustment/<n>/approve/",
+        f"{ADMIN}backoffice/adjustment/<n>/reject/",
+        f"{ADMIN}backoffice/adjustment/add/",
+        f"{ADMIN}backoffice/reconciliationrun/run/",
         f"{ADMIN}orders/market/",
     } <= forms.keys(), sorted(forms)
     runs = ReconciliationRun.objects.count()
@@ -80,8 +101,9 @@ def test_every_admin_form_needs_the_csrf_token(back_office):
 def test_the_admin_is_closed_to_anyone_without_staff_status(back_office):
     """Every admin page and form sends a user without staff status to the admin log-in, even one holding every
     permission (a superuser flag included), and changes nothing."""
-    found = crawl_admin(login_with_second_factor(Client(), UserFactory(username="root", is_staff=True, is_superuser=True)),
-                        back_office)
+    found = crawl_admin(
+        login_with_second_factor(Client(), UserFactory(username="root", is_staff=True, is_superuser=True)), back_office
+    )
     assert len(found.pages) > 20 and len(found.forms) > 8
     insider = UserFactory(username="insider", is_staff=False, is_superuser=True)
     insider.user_permissions.add(*Permission.objects.all())

@@ -18,8 +18,11 @@ def some_of_everything(db, usdt, btc, user, operator):
     fund(user, btc, "1")
     funds_hold(user_id=user.id, asset=usdt, amount=Decimal("5"), idempotency_key="smoke:hold")
     equity = system_account(AccountKind.EQUITY, usdt)
-    adjustment_draft(author_id=operator.id, memo="smoke", legs=[
-        Leg(equity.id, Decimal("1")), Leg(user_account(user.id, usdt).id, Decimal("-1"))])
+    adjustment_draft(
+        author_id=operator.id,
+        memo="smoke",
+        legs=[Leg(equity.id, Decimal("1")), Leg(user_account(user.id, usdt).id, Decimal("-1"))],
+    )
     reconciliation_run()
 
 
@@ -30,12 +33,15 @@ def admin_pages():
 
 @pytest.mark.parametrize("who", ["superuser", "operator", "approver"])
 def test_every_admin_page_renders(client, some_of_everything, operator, approver, who, admin_login):
-    viewer = {"operator": operator, "approver": approver,
-              "superuser": UserFactory(username="root", is_staff=True, is_superuser=True)}[who]
+    viewer = {
+        "operator": operator,
+        "approver": approver,
+        "superuser": UserFactory(username="root", is_staff=True, is_superuser=True),
+    }[who]
     admin_login(viewer)
     assert client.get(reverse("admin:index")).status_code == 200
     checked = 0
-    for model, model_admin, changelist in admin_pages():
+    for model, _model_admin, changelist in admin_pages():
         request_user_can_view = viewer.has_perm(f"{model._meta.app_label}.view_{model._meta.model_name}")
         response = client.get(changelist)
         if not request_user_can_view:
@@ -57,10 +63,20 @@ def test_no_money_model_can_be_deleted_from_the_admin(rf, db):
     request = rf.get("/")
     request.user = superuser
     money_models = {
-        "ledger.asset", "ledger.account", "ledger.journalentry", "ledger.posting",
-        "orders.market", "orders.order", "orders.trade",
-        "wallets.deposit", "wallets.withdrawal", "wallets.custodyevent", "wallets.depositaddress",
-        "backoffice.adjustment", "backoffice.reconciliationrun", "backoffice.auditlogentry",
+        "ledger.asset",
+        "ledger.account",
+        "ledger.journalentry",
+        "ledger.posting",
+        "orders.market",
+        "orders.order",
+        "orders.trade",
+        "wallets.deposit",
+        "wallets.withdrawal",
+        "wallets.custodyevent",
+        "wallets.depositaddress",
+        "backoffice.adjustment",
+        "backoffice.reconciliationrun",
+        "backoffice.auditlogentry",
         "backoffice.withdrawalapproval",
     }
     registered = {model._meta.label_lower: model_admin for model, model_admin in admin.site._registry.items()}

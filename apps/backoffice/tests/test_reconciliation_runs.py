@@ -82,8 +82,11 @@ def test_planted_custody_difference_is_found_per_asset(db, client, operator, usd
 
     run = ReconciliationRun.objects.get()
     failed = {check["name"]: check["details"] for check in run.failed_checks}
-    assert failed == {"custody_matches_provider": [
-        {"asset": "USDT", "ledger_custody": "50.000000", "custody_reported": "49.000000", "difference": "1.000000"}]}
+    assert failed == {
+        "custody_matches_provider": [
+            {"asset": "USDT", "ledger_custody": "50.000000", "custody_reported": "49.000000", "difference": "1.000000"}
+        ]
+    }
     assert "custody_matches_provider" in page and "49.000000" in page
 
 
@@ -101,7 +104,8 @@ def test_planted_hold_that_no_open_order_explains_is_found(db, usdt, user):
     held = user_account(user.id, usdt, AccountKind.USER_HELD)
     assert [check["name"] for check in run.failed_checks] == ["held_matches_open_holds"]
     assert run.failed_checks[0]["details"] == [
-        {"account": held.id, "owner": user.id, "asset": "USDT", "held": "4.000000", "open_holds": "0.000000"}]
+        {"account": held.id, "owner": user.id, "asset": "USDT", "held": "4.000000", "open_holds": "0.000000"}
+    ]
 
 
 def test_reconcile_checks_all_eight_invariants(db):

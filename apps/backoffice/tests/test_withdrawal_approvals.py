@@ -16,7 +16,8 @@ from apps.wallets.tests.factories import deposit_through_custody
 def awaiting(usdt, user):
     """150 USDT to withdraw, above the auto-approval limit of 100, from a user who deposited 1,000."""
     type(usdt).objects.filter(pk=usdt.pk).update(
-        withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(10_000))
+        withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(10_000)
+    )
     deposit_through_custody(user, usdt, "1000")
     withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="150", address=new_address())
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
@@ -24,8 +25,11 @@ def awaiting(usdt, user):
 
 
 def decide(client, withdrawal, decision, reason="", **kwargs):
-    return client.post(f"/admin/backoffice/withdrawalapproval/{withdrawal.id}/decide/",
-                       {"decision": decision, "reason": reason}, **kwargs)
+    return client.post(
+        f"/admin/backoffice/withdrawalapproval/{withdrawal.id}/decide/",
+        {"decision": decision, "reason": reason},
+        **kwargs,
+    )
 
 
 def test_the_queue_shows_the_withdrawal_with_the_users_balances(client, approver, awaiting, admin_login):
@@ -79,13 +83,15 @@ def test_a_rejected_withdrawal_releases_once_and_cannot_be_approved(
     assert withdrawal.status == WithdrawalStatus.REJECTED
     assert (available.balance, held.balance) == (Decimal("1000"), Decimal("0"))
     assert list(AuditLogEntry.objects.filter(object_id=str(awaiting.id)).values_list("action", flat=True)) == [
-        "withdrawal.reject"]
+        "withdrawal.reject"
+    ]
 
 
 def test_approve_selected_action(client, approver, awaiting, admin_login):
     admin_login(approver)
-    client.post("/admin/backoffice/withdrawalapproval/",
-                {"action": "approve_selected", "_selected_action": [awaiting.id]})
+    client.post(
+        "/admin/backoffice/withdrawalapproval/", {"action": "approve_selected", "_selected_action": [awaiting.id]}
+    )
     assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.APPROVED
 
 
@@ -97,8 +103,9 @@ def test_an_unknown_decision_decides_nothing(client, approver, awaiting, admin_l
     assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.AWAITING_APPROVAL
 
 
-@pytest.mark.parametrize("path", ["/admin/backoffice/withdrawalapproval/abc/change/",
-                                  "/admin/backoffice/withdrawalapproval/abc/decide/"])
+@pytest.mark.parametrize(
+    "path", ["/admin/backoffice/withdrawalapproval/abc/change/", "/admin/backoffice/withdrawalapproval/abc/decide/"]
+)
 def test_a_malformed_withdrawal_id_is_a_404(client, approver, admin_login, path):
     admin_login(approver)
     assert client.get(path, follow=True).status_code == 404  # the admin may first redirect to .../change/

@@ -46,7 +46,8 @@ def test_the_taker_trades_against_the_ladder_and_every_invariant_holds(demo):
 
     assert Trade.objects.exists()
     assert set(Trade.objects.values_list("maker_order__user__username", "taker_order__user__username")) == {
-        ("marketmaker", "taker")}
+        ("marketmaker", "taker")
+    }
     assert reconcile().ok
 
 
@@ -70,8 +71,8 @@ def test_halted_markets_are_left_alone_and_shutdown_cancels_every_order(demo):
 
 def test_refusals_are_reported_not_raised(demo):
     maker, _ = demo
-    from apps.ledger.services import funds_hold
     from apps.ledger.models import Asset
+    from apps.ledger.services import funds_hold
 
     usdt = Asset.objects.get(code="USDT")
     funds_hold(user_id=maker.id, asset=usdt, amount=Decimal("3000000"), idempotency_key="test:starve")

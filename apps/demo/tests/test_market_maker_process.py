@@ -24,22 +24,32 @@ def test_the_market_maker_survives_its_database_connection_being_terminated(tmp_
     deliver_custody_callbacks()
     maker = get_user_model().objects.get(username="marketmaker")
     name = f"market-maker-test-{os.getpid()}"
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "exchange.settings.test", "PGAPPNAME": name,
-           "DATABASE_URL": database_url(connection.settings_dict)}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
+        "PGAPPNAME": name,
+        "DATABASE_URL": database_url(connection.settings_dict),
+    }
     log_path = tmp_path / "market-maker.log"
     with open(log_path, "wb") as log:
-        bot = subprocess.Popen([sys.executable, "manage.py", "run_market_maker", "--interval", "0.2", "--seed", "3"],
-                               cwd=settings.BASE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+        bot = subprocess.Popen(
+            [sys.executable, "manage.py", "run_market_maker", "--interval", "0.2", "--seed", "3"],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_for(lambda: bot.poll() is not None or Order.objects.filter(user=maker).exists(), message="first quotes")
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                           [name])
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [name])
         placed_before = Order.objects.filter(user=maker).count()
 
-        wait_for(lambda: bot.poll() is not None or Order.objects.filter(user=maker).count() > placed_before + 5,
-                 message="quotes after the connection was terminated")
+        wait_for(
+            lambda: bot.poll() is not None or Order.objects.filter(user=maker).count() > placed_before + 5,
+            message="quotes after the connection was terminated",
+        )
         assert bot.poll() is None, log_path.read_text()
     finally:
         if bot.poll() is None:

@@ -49,5 +49,8 @@ def test_demo_funding_goes_through_custody_and_reconciles(db, settings):
     from apps.ledger.selectors import balances_for_user
 
     assert {b.asset: b.available for b in balances_for_user(alice.id)} == {
-        "BTC": Decimal("2"), "ETH": Decimal("30"), "USDT": Decimal("100000")}
+        "BTC": Decimal("2"),
+        "ETH": Decimal("30"),
+        "USDT": Decimal("100000"),
+    }
     assert reconcile().ok

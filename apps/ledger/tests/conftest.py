@@ -15,4 +15,3 @@ def declared_holds(monkeypatch) -> dict[tuple[int, int], Decimal]:
     holds: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
     monkeypatch.setattr(reconciliation, "_hold_sources", [lambda scope: dict(holds)])
     return holds
-

@@ -8,8 +8,14 @@ from apps.ledger.errors import InvalidAmount
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [("0.5", Decimal("0.500000")), ("100", Decimal("100")), (7, Decimal("7")), (Decimal("0.000001"), Decimal("0.000001")),
-     ("00012.340", Decimal("12.34")), (Decimal("1.500000000"), Decimal("1.5"))],
+    [
+        ("0.5", Decimal("0.500000")),
+        ("100", Decimal("100")),
+        (7, Decimal("7")),
+        (Decimal("0.000001"), Decimal("0.000001")),
+        ("00012.340", Decimal("12.34")),
+        (Decimal("1.500000000"), Decimal("1.5")),
+    ],
 )
 def test_valid_amounts_are_parsed_exactly(raw, expected):
     parsed = parse_amount(raw, decimals=6)

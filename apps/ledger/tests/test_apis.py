@@ -6,13 +6,21 @@ from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 
 
 def test_assets_are_public_with_amounts_as_plain_decimal_strings(db, api):
-    AssetFactory(code="BTC", name="Bitcoin", decimals=8, withdrawal_fee=Decimal("0.0005"), min_withdrawal=Decimal("0.001"))
+    AssetFactory(
+        code="BTC", name="Bitcoin", decimals=8, withdrawal_fee=Decimal("0.0005"), min_withdrawal=Decimal("0.001")
+    )
 
     response = api.get("/api/v1/assets/")
 
     assert response.status_code == 200
     assert response.json() == [
-        {"code": "BTC", "name": "Bitcoin", "decimals": 8, "withdrawal_fee": "0.00050000", "min_withdrawal": "0.00100000"}
+        {
+            "code": "BTC",
+            "name": "Bitcoin",
+            "decimals": 8,
+            "withdrawal_fee": "0.00050000",
+            "min_withdrawal": "0.00100000",
+        }
     ]
 
 
@@ -33,8 +41,13 @@ def test_ledger_entries_show_only_the_users_own_postings(db, usdt, api_as):
     fund(alice, usdt, "100")
     fund(bob, usdt, "7")
     funds_hold(
-        user_id=alice.id, asset=usdt, amount=Decimal("30"), idempotency_key="order:9:hold",
-        reason=EntryReason.ORDER_HOLD, reference_type="order", reference_id="9",
+        user_id=alice.id,
+        asset=usdt,
+        amount=Decimal("30"),
+        idempotency_key="order:9:hold",
+        reason=EntryReason.ORDER_HOLD,
+        reference_type="order",
+        reference_id="9",
     )
 
     rows = api_as(alice, "read").get("/api/v1/ledger/entries/").json()

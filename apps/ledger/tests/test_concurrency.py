@@ -32,7 +32,10 @@ def test_s3_two_concurrent_debits_of_60_from_100(usdt, user):
     results = run_concurrently(
         [
             lambda n=n: funds_hold(
-                user_id=user.id, asset=usdt, amount=Decimal("60"), idempotency_key=f"withdrawal:{n}:hold",
+                user_id=user.id,
+                asset=usdt,
+                amount=Decimal("60"),
+                idempotency_key=f"withdrawal:{n}:hold",
                 reason=EntryReason.WITHDRAWAL_HOLD,
             )
             for n in range(2)
@@ -77,12 +80,14 @@ def test_s8_crossing_transfers_all_succeed_and_balances_end_where_they_began(usd
 
     def transfer(source, destination, n):
         return transfer_create(
-            source_user_id=source.id, destination_user_id=destination.id, amount=money(Decimal(1), "USDT"),
+            source_user_id=source.id,
+            destination_user_id=destination.id,
+            amount=money(Decimal(1), "USDT"),
             transfer_id=f"{source.id}-{destination.id}-{n}",
         )
 
     calls = [lambda n=n: transfer(a, b, n) for n in range(200)] + [lambda n=n: transfer(b, a, n) for n in range(200)]
-    calls = [call for pair in zip(calls[:200], calls[200:]) for call in pair]  # interleave the directions
+    calls = [call for pair in zip(calls[:200], calls[200:], strict=True) for call in pair]  # interleave the directions
     results = run_concurrently(calls, workers=8)
 
     assert all(isinstance(r, JournalEntry) for r in results), [r for r in results if not isinstance(r, JournalEntry)]
@@ -125,4 +130,3 @@ def test_deadlock_is_retried_inside_and_never_reported_as_insufficient_funds(usd
 
     assert results == ["done", "done"]
     assert len(attempts) == 3  # one of the two ran twice
-

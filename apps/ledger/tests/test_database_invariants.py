@@ -61,11 +61,10 @@ def test_posting_finer_than_the_asset_precision_is_refused_at_commit(transaction
     custody = system_account(AccountKind.CUSTODY, usdt)
     available = user_account(user.id, usdt)
 
-    with pytest.raises(IntegrityError, match="precision"):
-        with transaction.atomic(), connection.cursor() as cursor:
-            entry_id = _raw_entry(cursor, "raw:dust")
-            _raw_posting(cursor, entry_id, custody, "0.0000001")
-            _raw_posting(cursor, entry_id, available, "-0.0000001")
+    with pytest.raises(IntegrityError, match="precision"), transaction.atomic(), connection.cursor() as cursor:
+        entry_id = _raw_entry(cursor, "raw:dust")
+        _raw_posting(cursor, entry_id, custody, "0.0000001")
+        _raw_posting(cursor, entry_id, available, "-0.0000001")
 
 
 def test_posting_whose_asset_differs_from_its_account_is_refused(db, usdt, btc, user):
@@ -116,8 +115,7 @@ def test_posting_amount_cannot_be_zero(db, usdt, user):
 
 
 def test_asset_precision_cannot_change_once_created(db, usdt):
-    with pytest.raises(DatabaseError, match="precision_fixed|Cannot update"):
-        with transaction.atomic():
-            Asset.objects.filter(id=usdt.id).update(decimals=2)
+    with pytest.raises(DatabaseError, match="precision_fixed|Cannot update"), transaction.atomic():
+        Asset.objects.filter(id=usdt.id).update(decimals=2)
     usdt.refresh_from_db()
     assert usdt.decimals == 6

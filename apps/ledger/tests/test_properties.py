@@ -44,7 +44,9 @@ def test_random_ledger_operations_keep_every_invariant(db, usdt, declared_holds,
             try:
                 if kind == "transfer" and a != b:
                     transfer_create(
-                        source_user_id=user.id, destination_user_id=users[b].id, amount=money(amount, "USDT"),
+                        source_user_id=user.id,
+                        destination_user_id=users[b].id,
+                        amount=money(amount, "USDT"),
                         transfer_id=f"p{step}",
                     )
                     expected["available"] -= amount

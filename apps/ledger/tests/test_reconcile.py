@@ -32,7 +32,11 @@ def test_clean_ledger_passes_with_figures_per_asset(db, usdt, btc, user, declare
     assert code == 0
     assert report["ok"] is True
     assert {check["name"] for check in report["checks"]} >= {
-        "entries_balanced", "balances_match_postings", "held_matches_open_holds", "user_balances_not_negative", "journal_append_only",
+        "entries_balanced",
+        "balances_match_postings",
+        "held_matches_open_holds",
+        "user_balances_not_negative",
+        "journal_append_only",
         "idempotency_keys_unique",
     }
     assert report["assets"]["USDT"]["equity"] == "-100.000000"
@@ -54,10 +58,15 @@ def test_held_funds_that_no_open_hold_explains_are_found(db, usdt, user, declare
 
     check = next(c for c in report.checks if c.name == "held_matches_open_holds")
     assert not report.ok
-    assert check.details == [{
-        "account": user_account(user.id, usdt, AccountKind.USER_HELD).id, "owner": user.id, "asset": "USDT",
-        "held": "25.000000", "open_holds": "20.000000",
-    }]
+    assert check.details == [
+        {
+            "account": user_account(user.id, usdt, AccountKind.USER_HELD).id,
+            "owner": user.id,
+            "asset": "USDT",
+            "held": "25.000000",
+            "open_holds": "20.000000",
+        }
+    ]
 
 
 def test_stored_balance_changed_with_raw_sql_is_found_and_named(db, usdt, user):
@@ -74,9 +83,15 @@ def test_stored_balance_changed_with_raw_sql_is_found_and_named(db, usdt, user):
     assert list(failed) == ["balances_match_postings"]
     assert failed["balances_match_postings"]["details"] == [
         {
-            "account": account.id, "kind": "user_available", "owner": user.id, "asset": "USDT",
-            "stored_balance": "101.000000", "postings_balance": "100.000000", "last_balance_after": "100.000000",
-            "version": 1, "postings": 1,
+            "account": account.id,
+            "kind": "user_available",
+            "owner": user.id,
+            "asset": "USDT",
+            "stored_balance": "101.000000",
+            "postings_balance": "100.000000",
+            "last_balance_after": "100.000000",
+            "version": 1,
+            "postings": 1,
         }
     ]
 

@@ -22,7 +22,10 @@ def test_balances_for_user_lists_every_asset_with_available_held_and_total(db, u
 
     assert list(balances) == ["BTC", "USDT"]
     assert (balances["USDT"].available, balances["USDT"].held, balances["USDT"].total) == (
-        Decimal("70"), Decimal("30"), Decimal("100"))
+        Decimal("70"),
+        Decimal("30"),
+        Decimal("100"),
+    )
     assert (balances["BTC"].available, balances["BTC"].held, balances["BTC"].total) == (0, 0, 0)
     assert balances["BTC"].decimals == 8
 
@@ -30,8 +33,13 @@ def test_balances_for_user_lists_every_asset_with_available_held_and_total(db, u
 def test_account_statement_shows_each_posting_with_balance_after_reason_and_reference(db, usdt, user):
     fund(user, usdt, "100")
     funds_hold(
-        user_id=user.id, asset=usdt, amount=Decimal("30"), idempotency_key="order:5:hold",
-        reason=EntryReason.ORDER_HOLD, reference_type="order", reference_id="5",
+        user_id=user.id,
+        asset=usdt,
+        amount=Decimal("30"),
+        idempotency_key="order:5:hold",
+        reason=EntryReason.ORDER_HOLD,
+        reference_type="order",
+        reference_id="5",
     )
 
     statement = list(account_statement(user_account(user.id, usdt).id))

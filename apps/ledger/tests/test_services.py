@@ -61,7 +61,10 @@ def test_entry_post_outside_a_transaction_is_refused(transactional_db, usdt, use
         entry_post(
             idempotency_key="k",
             reason=EntryReason.DEPOSIT,
-            legs=[debit(system_account(AccountKind.CUSTODY, usdt), Decimal(1)), credit(user_account(user.id, usdt), Decimal(1))],
+            legs=[
+                debit(system_account(AccountKind.CUSTODY, usdt), Decimal(1)),
+                credit(user_account(user.id, usdt), Decimal(1)),
+            ],
         )
 
 
@@ -70,7 +73,9 @@ def test_unbalanced_legs_are_refused_before_anything_is_written(db, usdt, user):
     available = user_account(user.id, usdt)
     with pytest.raises(UnbalancedEntry), transaction.atomic():
         entry_post(
-            idempotency_key="k", reason=EntryReason.DEPOSIT, legs=[debit(custody, Decimal(2)), credit(available, Decimal(1))]
+            idempotency_key="k",
+            reason=EntryReason.DEPOSIT,
+            legs=[debit(custody, Decimal(2)), credit(available, Decimal(1))],
         )
     with pytest.raises(UnbalancedEntry), transaction.atomic():
         entry_post(idempotency_key="k", reason=EntryReason.DEPOSIT, legs=[debit(custody, Decimal(2))])
@@ -82,7 +87,9 @@ def test_legs_finer_than_the_asset_precision_are_refused(db, usdt, user):
     available = user_account(user.id, usdt)
     dust = Decimal("0.0000001")
     with pytest.raises(InvalidAmount), transaction.atomic():
-        entry_post(idempotency_key="k", reason=EntryReason.DEPOSIT, legs=[debit(custody, dust), credit(available, dust)])
+        entry_post(
+            idempotency_key="k", reason=EntryReason.DEPOSIT, legs=[debit(custody, dust), credit(available, dust)]
+        )
     assert not JournalEntry.objects.exists()
 
 
@@ -152,7 +159,10 @@ def test_transfer_with_a_fee_credits_fee_revenue(db, usdt):
     alice, bob = UserFactory(), UserFactory()
     fund(alice, usdt, "10")
     transfer_create(
-        source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal("2"), "USDT"), transfer_id="t-2",
+        source_user_id=alice.id,
+        destination_user_id=bob.id,
+        amount=money(Decimal("2"), "USDT"),
+        transfer_id="t-2",
         fee=Decimal("0.01"),
     )
     fee_revenue = Account.objects.get(kind=AccountKind.FEE_REVENUE, asset=usdt)
@@ -163,14 +173,18 @@ def test_transfer_with_a_fee_credits_fee_revenue(db, usdt):
 
 def test_transfer_to_oneself_is_refused(db, usdt, user):
     with pytest.raises(DomainError) as error:
-        transfer_create(source_user_id=user.id, destination_user_id=user.id, amount=money(Decimal(1), "USDT"), transfer_id="t")
+        transfer_create(
+            source_user_id=user.id, destination_user_id=user.id, amount=money(Decimal(1), "USDT"), transfer_id="t"
+        )
     assert "destination" in error.value.fields
 
 
 def test_transfer_of_an_unknown_asset_is_refused(db, user):
     other = UserFactory()
     with pytest.raises(InvalidAmount) as error:
-        transfer_create(source_user_id=user.id, destination_user_id=other.id, amount=money(Decimal(1), "DOGE"), transfer_id="t")
+        transfer_create(
+            source_user_id=user.id, destination_user_id=other.id, amount=money(Decimal(1), "DOGE"), transfer_id="t"
+        )
     assert error.value.fields == {"asset": "Unknown asset DOGE."}
 
 
@@ -181,11 +195,17 @@ def test_adjustment_needs_an_equity_leg_and_a_memo(db, usdt, user):
     custody = system_account(AccountKind.CUSTODY, usdt)
     with pytest.raises(UnbalancedEntry, match="equity"):
         adjustment_post(
-            adjustment_id="a1", legs=[debit(custody, Decimal(1)), credit(available, Decimal(1))], memo="x", operator_id=operator.id
+            adjustment_id="a1",
+            legs=[debit(custody, Decimal(1)), credit(available, Decimal(1))],
+            memo="x",
+            operator_id=operator.id,
         )
     with pytest.raises(DomainError) as error:
         adjustment_post(
-            adjustment_id="a1", legs=[debit(equity, Decimal(1)), credit(available, Decimal(1))], memo="  ", operator_id=operator.id
+            adjustment_id="a1",
+            legs=[debit(equity, Decimal(1)), credit(available, Decimal(1))],
+            memo="  ",
+            operator_id=operator.id,
         )
     assert "memo" in error.value.fields
 
@@ -229,7 +249,10 @@ def test_s6_no_float_drift(db, btc, user):
                 legs=[debit(custody, Decimal(amount)), credit(available, Decimal(amount))],
             )
     funds_hold(
-        user_id=user.id, asset=btc, amount=Decimal("0.3"), idempotency_key="withdrawal:1:hold",
+        user_id=user.id,
+        asset=btc,
+        amount=Decimal("0.3"),
+        idempotency_key="withdrawal:1:hold",
         reason=EntryReason.WITHDRAWAL_HOLD,
     )
     with transaction.atomic():
@@ -256,6 +279,9 @@ def test_a_balance_that_would_reach_10_20_is_refused_before_anything_is_written(
     fund(user, usdt, "99999999999999999999")
     custody = system_account(AccountKind.CUSTODY, usdt)
     with pytest.raises(InvalidAmount, match="10\\^20"), transaction.atomic():
-        entry_post(idempotency_key="deposit:simnet:big:0", reason=EntryReason.DEPOSIT,
-                   legs=[debit(custody, Decimal(1)), credit(user_account(user.id, usdt), Decimal(1))])
+        entry_post(
+            idempotency_key="deposit:simnet:big:0",
+            reason=EntryReason.DEPOSIT,
+            legs=[debit(custody, Decimal(1)), credit(user_account(user.id, usdt), Decimal(1))],
+        )
     assert not JournalEntry.objects.filter(idempotency_key="deposit:simnet:big:0").exists()

@@ -21,6 +21,11 @@ def default_fees(db) -> FeeSchedule:
 def btc_usdt(btc, usdt, default_fees):
     """SCENARIOS.md's market: tick 0.01 USDT, step 0.0001 BTC, min notional 1 USDT."""
     return market_create(
-        base=btc, quote=usdt, tick_size=Decimal("0.01"), step_size=Decimal("0.0001"), min_qty=Decimal("0.0001"),
-        max_qty=Decimal("1000"), min_notional=Decimal("1"),
+        base=btc,
+        quote=usdt,
+        tick_size=Decimal("0.01"),
+        step_size=Decimal("0.0001"),
+        min_qty=Decimal("0.0001"),
+        max_qty=Decimal("1000"),
+        min_notional=Decimal("1"),
     )

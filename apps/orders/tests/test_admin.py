@@ -50,8 +50,17 @@ def test_halt_and_resume_actions(operator, btc_usdt):
 
 
 def market_form(btc, usdt, **overrides):
-    return {"symbol": "BTC-USDT", "base": btc.id, "quote": usdt.id, "tick_size": "0.01", "step_size": "0.0001",
-            "min_qty": "0.0001", "max_qty": "100", "min_notional": "1", **overrides}
+    return {
+        "symbol": "BTC-USDT",
+        "base": btc.id,
+        "quote": usdt.id,
+        "tick_size": "0.01",
+        "step_size": "0.0001",
+        "min_qty": "0.0001",
+        "max_qty": "100",
+        "min_notional": "1",
+        **overrides,
+    }
 
 
 def test_adding_a_market_applies_the_precision_rule(operator, btc, usdt, default_fees):
@@ -72,7 +81,10 @@ def test_changing_a_market_changes_only_its_filters(operator, btc_usdt):
     assert response.status_code == 302
     btc_usdt.refresh_from_db()
     assert (btc_usdt.min_qty, btc_usdt.max_qty, btc_usdt.min_notional, btc_usdt.tick_size) == (
-        D("0.001"), D("50"), D("10"), D("0.01")
+        D("0.001"),
+        D("50"),
+        D("10"),
+        D("0.01"),
     )
 
 
@@ -85,16 +97,27 @@ def test_the_default_fee_schedule_cannot_be_deleted(operator, default_fees):
 def test_make_default_moves_the_default_without_a_gap(operator, default_fees):
     vip = FeeSchedule.objects.create(name="VIP", maker_rate=D("0"), taker_rate=D("0.0005"))
 
-    operator.post(reverse("admin:orders_feeschedule_changelist"), {"action": "make_default", "_selected_action": [vip.id]})
+    operator.post(
+        reverse("admin:orders_feeschedule_changelist"), {"action": "make_default", "_selected_action": [vip.id]}
+    )
 
     assert list(FeeSchedule.objects.filter(is_default=True).values_list("name", flat=True)) == ["VIP"]
 
 
 def test_the_default_flag_is_not_editable_in_the_form(operator, default_fees):
-    operator.post(reverse("admin:orders_feeschedule_change", args=[default_fees.id]), {
-        "name": default_fees.name, "maker_rate": "0.001", "taker_rate": "0.001", "is_default": "",
-        "tiers-TOTAL_FORMS": "0", "tiers-INITIAL_FORMS": "0", "tiers-MIN_NUM_FORMS": "0", "tiers-MAX_NUM_FORMS": "1000",
-    })
+    operator.post(
+        reverse("admin:orders_feeschedule_change", args=[default_fees.id]),
+        {
+            "name": default_fees.name,
+            "maker_rate": "0.001",
+            "taker_rate": "0.001",
+            "is_default": "",
+            "tiers-TOTAL_FORMS": "0",
+            "tiers-INITIAL_FORMS": "0",
+            "tiers-MIN_NUM_FORMS": "0",
+            "tiers-MAX_NUM_FORMS": "1000",
+        },
+    )
     assert FeeSchedule.objects.get(id=default_fees.id).is_default
 
 
@@ -105,8 +128,11 @@ def test_without_a_default_fee_schedule_fills_are_refused_with_a_503_not_a_500(b
     place(seller, side="sell", price="100", qty="1")
     FeeSchedule.objects.update(is_default=False)
 
-    response = api_as(buyer, "trade").post("/api/v1/orders/", {
-        "market": "BTC-USDT", "side": "buy", "type": "limit", "price": "100", "qty": "1"}, format="json")
+    response = api_as(buyer, "trade").post(
+        "/api/v1/orders/",
+        {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "100", "qty": "1"},
+        format="json",
+    )
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "unavailable"
 
@@ -115,18 +141,34 @@ def test_market_and_fee_schedule_changes_are_in_the_audit_log(operator, btc_usdt
     from apps.backoffice.models import AuditLogEntry
 
     operator.post(reverse("admin:orders_market_changelist"), {"action": "halt", "_selected_action": [btc_usdt.id]})
-    operator.post(reverse("admin:orders_market_change", args=[btc_usdt.id]), {
-        "min_qty": "0.001", "max_qty": "1000", "min_notional": "5"})
+    operator.post(
+        reverse("admin:orders_market_change", args=[btc_usdt.id]),
+        {"min_qty": "0.001", "max_qty": "1000", "min_notional": "5"},
+    )
     vip = FeeSchedule.objects.create(name="VIP", maker_rate=D("0"), taker_rate=D("0.0005"))
-    operator.post(reverse("admin:orders_feeschedule_changelist"), {"action": "make_default", "_selected_action": [vip.id]})
-    operator.post(reverse("admin:orders_feeschedule_change", args=[vip.id]), {
-        "name": "VIP", "maker_rate": "0", "taker_rate": "0.0004",
-        "tiers-TOTAL_FORMS": "0", "tiers-INITIAL_FORMS": "0", "tiers-MIN_NUM_FORMS": "0", "tiers-MAX_NUM_FORMS": "1000",
-    })
+    operator.post(
+        reverse("admin:orders_feeschedule_changelist"), {"action": "make_default", "_selected_action": [vip.id]}
+    )
+    operator.post(
+        reverse("admin:orders_feeschedule_change", args=[vip.id]),
+        {
+            "name": "VIP",
+            "maker_rate": "0",
+            "taker_rate": "0.0004",
+            "tiers-TOTAL_FORMS": "0",
+            "tiers-INITIAL_FORMS": "0",
+            "tiers-MIN_NUM_FORMS": "0",
+            "tiers-MAX_NUM_FORMS": "1000",
+        },
+    )
 
     log = list(AuditLogEntry.objects.order_by("id").values_list("action", "before", "after"))
     assert [action for action, *_ in log] == [
-        "market.halt", "market.update", "fee_schedule.make_default", "fee_schedule.update"]
+        "market.halt",
+        "market.update",
+        "fee_schedule.make_default",
+        "fee_schedule.update",
+    ]
     assert log[0][1]["status"] == "active" and log[0][2]["status"] == "halted"
     assert log[1][1]["min_qty"].startswith("0.0001") and log[1][2]["min_qty"].startswith("0.001")
     assert log[2][1:] == ({"default": "default"}, {"default": "VIP"})

@@ -45,10 +45,19 @@ def test_markets_are_public_with_filters_at_the_assets_precision(btc_usdt, api):
     response = api.get("/api/v1/markets/")
 
     assert response.status_code == 200
-    assert response.json() == [{
-        "symbol": "BTC-USDT", "base": "BTC", "quote": "USDT", "tick_size": "0.010000", "step_size": "0.00010000",
-        "min_qty": "0.00010000", "max_qty": "1000.00000000", "min_notional": "1.000000", "status": "active",
-    }]
+    assert response.json() == [
+        {
+            "symbol": "BTC-USDT",
+            "base": "BTC",
+            "quote": "USDT",
+            "tick_size": "0.010000",
+            "step_size": "0.00010000",
+            "min_qty": "0.00010000",
+            "max_qty": "1000.00000000",
+            "min_notional": "1.000000",
+            "status": "active",
+        }
+    ]
 
 
 def test_depth_aggregates_price_levels_best_first(maker, trader, api):
@@ -108,14 +117,41 @@ def test_s1_partial_fill_with_price_improvement_then_cancel(maker, trader, api_a
 
     assert placed.status_code == 201
     order = placed.json()
-    assert {key: order[key] for key in (
-        "market", "side", "type", "price", "qty", "quote_qty", "filled_qty", "filled_quote_qty", "fee_total",
-        "held_remaining", "time_in_force", "post_only", "status", "reject_reason", "client_order_id",
-    )} == {
-        "market": "BTC-USDT", "side": "buy", "type": "limit", "price": "60000.000000", "qty": "0.50000000",
-        "quote_qty": None, "filled_qty": "0.20000000", "filled_quote_qty": "11980.000000", "fee_total": "0.00020000",
-        "held_remaining": "18020.000000", "time_in_force": "GTC", "post_only": False, "status": "partially_filled",
-        "reject_reason": None, "client_order_id": None,
+    assert {
+        key: order[key]
+        for key in (
+            "market",
+            "side",
+            "type",
+            "price",
+            "qty",
+            "quote_qty",
+            "filled_qty",
+            "filled_quote_qty",
+            "fee_total",
+            "held_remaining",
+            "time_in_force",
+            "post_only",
+            "status",
+            "reject_reason",
+            "client_order_id",
+        )
+    } == {
+        "market": "BTC-USDT",
+        "side": "buy",
+        "type": "limit",
+        "price": "60000.000000",
+        "qty": "0.50000000",
+        "quote_qty": None,
+        "filled_qty": "0.20000000",
+        "filled_quote_qty": "11980.000000",
+        "fee_total": "0.00020000",
+        "held_remaining": "18020.000000",
+        "time_in_force": "GTC",
+        "post_only": False,
+        "status": "partially_filled",
+        "reject_reason": None,
+        "client_order_id": None,
     }
     assert order["created_at"].endswith("Z") and order["updated_at"].endswith("Z")
     assert balance(trader, usdt) == (Decimal("10000"), Decimal("18020"))
@@ -139,10 +175,25 @@ def test_a_market_buy_by_quote_budget(maker, trader, api_as):
 
     assert response.status_code == 201
     assert response.json() | {"id": 0, "created_at": "", "updated_at": ""} == {
-        "id": 0, "client_order_id": None, "market": "BTC-USDT", "side": "buy", "type": "market", "price": None,
-        "qty": None, "quote_qty": "600.000000", "filled_qty": "0.01000000", "filled_quote_qty": "600.000000",
-        "fee_total": "0.00001000", "held_remaining": "0.000000", "time_in_force": "IOC", "post_only": False,
-        "stp": "expire_taker", "status": "filled", "reject_reason": None, "created_at": "", "updated_at": "",
+        "id": 0,
+        "client_order_id": None,
+        "market": "BTC-USDT",
+        "side": "buy",
+        "type": "market",
+        "price": None,
+        "qty": None,
+        "quote_qty": "600.000000",
+        "filled_qty": "0.01000000",
+        "filled_quote_qty": "600.000000",
+        "fee_total": "0.00001000",
+        "held_remaining": "0.000000",
+        "time_in_force": "IOC",
+        "post_only": False,
+        "stp": "expire_taker",
+        "status": "filled",
+        "reject_reason": None,
+        "created_at": "",
+        "updated_at": "",
     }
 
 
@@ -155,13 +206,21 @@ def test_amounts_may_be_json_numbers(trader, api_as):
     assert (response.json()["price"], response.json()["qty"]) == ("59000.500000", "0.25000000")
 
 
-@pytest.mark.parametrize(("body", "status", "code", "field"), [
-    (limit_buy(qty="1"), 400, "insufficient_funds", None),
-    (limit_buy(price="60000.005"), 400, "invalid_price", "price"),
-    (limit_buy(qty="0.00005"), 400, "invalid_quantity", "qty"),
-    (limit_buy(qty="0.0001", price="100"), 400, "min_notional", "qty"),
-    (limit_buy(type="market", price=None, qty="0.1", time_in_force="FOK"), 400, "fok_not_fillable", "time_in_force"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "code", "field"),
+    [
+        (limit_buy(qty="1"), 400, "insufficient_funds", None),
+        (limit_buy(price="60000.005"), 400, "invalid_price", "price"),
+        (limit_buy(qty="0.00005"), 400, "invalid_quantity", "qty"),
+        (limit_buy(qty="0.0001", price="100"), 400, "min_notional", "qty"),
+        (
+            limit_buy(type="market", price=None, qty="0.1", time_in_force="FOK"),
+            400,
+            "fok_not_fillable",
+            "time_in_force",
+        ),
+    ],
+)
 def test_refused_orders_answer_the_reason_and_leave_nothing(trader, api_as, usdt, body, status, code, field):
     response = api_as(trader, "trade").post(ORDERS, body, format="json")
 
@@ -218,16 +277,21 @@ def post_raw(client, url: str, body: dict, field: str, raw_json: str):
 
 def nothing_was_written(trader, usdt, btc) -> bool:
     return (
-        not Order.objects.exists() and not IdempotencyRecord.objects.exists()
-        and balance(trader, usdt) == (Decimal("40000"), Decimal("0")) and balance(trader, btc) == (0, 0)
+        not Order.objects.exists()
+        and not IdempotencyRecord.objects.exists()
+        and balance(trader, usdt) == (Decimal("40000"), Decimal("0"))
+        and balance(trader, btc) == (0, 0)
         and JournalEntry.objects.count() == 1  # the funding
     )
 
 
-@pytest.mark.parametrize(("field", "code", "too_many_decimals"), [
-    ("price", "invalid_price", '"60000.0000001"'),
-    ("qty", "invalid_quantity", '"0.100000001"'),
-])
+@pytest.mark.parametrize(
+    ("field", "code", "too_many_decimals"),
+    [
+        ("price", "invalid_price", '"60000.0000001"'),
+        ("qty", "invalid_quantity", '"0.100000001"'),
+    ],
+)
 @pytest.mark.parametrize("raw", [*BAD_AMOUNTS, pytest.param(None, id="too many decimals")])
 def test_bad_amounts_are_400_naming_the_field(trader, api_as, usdt, btc, field, code, too_many_decimals, raw):
     response = post_raw(api_as(trader, "trade"), ORDERS, limit_buy(), field, raw or too_many_decimals)
@@ -250,23 +314,26 @@ def test_bad_quote_budgets_are_400_naming_the_field(trader, api_as, usdt, btc, r
     assert nothing_was_written(trader, usdt, btc)
 
 
-@pytest.mark.parametrize(("field", "raw"), [
-    ("market", '"ETH-USDT"'),
-    ("market", '""'),
-    ("market", "7"),
-    ("market", "null"),
-    ("market", '"BTC-USDT\\u0000"'),
-    ("side", '"hold"'),
-    ("side", "1"),
-    ("type", '"stop"'),
-    ("type", '""'),
-    ("time_in_force", '"GTD"'),
-    ("stp", '"none"'),
-    ("post_only", '"maybe"'),
-    ("client_order_id", "12"),
-    ("client_order_id", '"' + "x" * 65 + '"'),
-    ("client_order_id", '"\\ud800"'),
-])
+@pytest.mark.parametrize(
+    ("field", "raw"),
+    [
+        ("market", '"ETH-USDT"'),
+        ("market", '""'),
+        ("market", "7"),
+        ("market", "null"),
+        ("market", '"BTC-USDT\\u0000"'),
+        ("side", '"hold"'),
+        ("side", "1"),
+        ("type", '"stop"'),
+        ("type", '""'),
+        ("time_in_force", '"GTD"'),
+        ("stp", '"none"'),
+        ("post_only", '"maybe"'),
+        ("client_order_id", "12"),
+        ("client_order_id", '"' + "x" * 65 + '"'),
+        ("client_order_id", '"\\ud800"'),
+    ],
+)
 def test_bad_fields_are_400_naming_the_field(trader, api_as, usdt, btc, field, raw):
     response = post_raw(api_as(trader, "trade"), ORDERS, limit_buy(), field, raw)
 
@@ -377,8 +444,9 @@ def _concurrently(clients, post) -> list:
 def test_concurrent_duplicates_place_one_order(trader, api_as, usdt, duplicate):
     clients = [api_as(trader, "trade") for _ in range(6)]
     if duplicate == "Idempotency-Key":
-        responses = _concurrently(clients, lambda c: c.post(ORDERS, limit_buy(), format="json",
-                                                            HTTP_IDEMPOTENCY_KEY="race"))
+        responses = _concurrently(
+            clients, lambda c: c.post(ORDERS, limit_buy(), format="json", HTTP_IDEMPOTENCY_KEY="race")
+        )
     else:
         responses = _concurrently(clients, lambda c: c.post(ORDERS, limit_buy(client_order_id="race"), format="json"))
 
@@ -414,7 +482,10 @@ def test_an_order_by_id(trader, api_as):
     response = api_as(trader, "read").get(f"{ORDERS}{order.id}/")
     assert response.status_code == 200
     assert (response.json()["id"], response.json()["status"], response.json()["held_remaining"]) == (
-        order.id, "open", "5000.000000")
+        order.id,
+        "open",
+        "5000.000000",
+    )
 
 
 def test_cancelling_an_ended_order_is_409(maker, trader, api_as):
@@ -453,11 +524,20 @@ def test_my_fills_as_maker_and_taker(maker, trader, api_as):
     trader_fills = api_as(trader, "read").get("/api/v1/trades/").json()
     maker_fills = api_as(maker, "read").get("/api/v1/trades/?market=BTC-USDT").json()
 
-    assert [{k: v for k, v in fill.items() if k != "time"} for fill in trader_fills] == [{
-        "id": f"{taker.id}-1", "order_id": taker.id, "market": "BTC-USDT", "side": "buy", "price": "59900.000000",
-        "qty": "0.20000000", "quote_qty": "11980.000000", "fee": "0.00020000", "fee_asset": "BTC",
-        "liquidity": "taker",
-    }]
+    assert [{k: v for k, v in fill.items() if k != "time"} for fill in trader_fills] == [
+        {
+            "id": f"{taker.id}-1",
+            "order_id": taker.id,
+            "market": "BTC-USDT",
+            "side": "buy",
+            "price": "59900.000000",
+            "qty": "0.20000000",
+            "quote_qty": "11980.000000",
+            "fee": "0.00020000",
+            "fee_asset": "BTC",
+            "liquidity": "taker",
+        }
+    ]
     assert [(f["order_id"], f["side"], f["fee"], f["fee_asset"], f["liquidity"]) for f in maker_fills] == [
         (resting.id, "sell", "11.980000", "USDT", "maker")
     ]
@@ -471,15 +551,25 @@ def test_an_order_whose_value_is_beyond_any_amount_is_a_400_not_a_500(db, api_as
     from apps.orders.models import FeeSchedule, Order
     from apps.orders.services import market_create
 
-    FeeSchedule.objects.update_or_create(is_default=True, defaults={"name": "default", "maker_rate": Dec("0.001"),
-                                                                    "taker_rate": Dec("0.001")})
-    market_create(base=btc, quote=usdt, tick_size=Dec("0.01"), step_size=Dec("0.0001"), min_qty=Dec("0.0001"),
-                  max_qty=Dec("1000"), min_notional=Dec("1"))
+    FeeSchedule.objects.update_or_create(
+        is_default=True, defaults={"name": "default", "maker_rate": Dec("0.001"), "taker_rate": Dec("0.001")}
+    )
+    market_create(
+        base=btc,
+        quote=usdt,
+        tick_size=Dec("0.01"),
+        step_size=Dec("0.0001"),
+        min_qty=Dec("0.0001"),
+        max_qty=Dec("1000"),
+        min_notional=Dec("1"),
+    )
     trader = UserFactory()
     fund(trader, usdt, "1000")
-    response = api_as(trader, "trade").post("/api/v1/orders/", {
-        "market": "BTC-USDT", "side": "buy", "type": "limit", "price": "99999999999999999999", "qty": "100"},
-        format="json")
+    response = api_as(trader, "trade").post(
+        "/api/v1/orders/",
+        {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "99999999999999999999", "qty": "100"},
+        format="json",
+    )
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {"qty": response.json()["error"]["message"]}
     assert not Order.objects.exists()

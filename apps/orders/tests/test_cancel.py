@@ -26,7 +26,9 @@ def test_cancel_releases_the_remaining_hold(resting, user, usdt):
     cancelled = order_cancel(order_id=resting.id, user_id=user.id)
 
     assert (cancelled.status, cancelled.reject_reason, cancelled.held_remaining) == (
-        OrderStatus.CANCELLED, EndReason.CANCELLED, D("0")
+        OrderStatus.CANCELLED,
+        EndReason.CANCELLED,
+        D("0"),
     )
     release = JournalEntry.objects.get(idempotency_key=f"order:{resting.id}:release")
     assert max(p.amount for p in release.postings.all()) == D("5000")

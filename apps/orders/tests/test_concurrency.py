@@ -25,8 +25,9 @@ def totals(*assets) -> dict[str, Decimal]:
     """Per asset: every user balance (available and held) plus fee revenue."""
     result = {}
     for asset in assets:
-        accounts = Account.objects.filter(asset=asset, kind__in=[AccountKind.USER_AVAILABLE, AccountKind.USER_HELD,
-                                                                 AccountKind.FEE_REVENUE])
+        accounts = Account.objects.filter(
+            asset=asset, kind__in=[AccountKind.USER_AVAILABLE, AccountKind.USER_HELD, AccountKind.FEE_REVENUE]
+        )
         result[asset.code] = sum((a.balance for a in accounts), D(0))
     return result
 
@@ -46,10 +47,18 @@ def test_a_cancel_racing_a_fill_either_fills_then_releases_the_rest_or_releases_
         bid = place(buyer, side="buy", price="50000", qty="0.2")
         sell_qty = "0.1" if round_ % 2 else "0.2"
         jitter = random.Random(round_)  # a head start of up to a millisecond, either way
-        cancel_result, sell = run_concurrently([
-            lambda: (time.sleep(jitter.uniform(0, 0.001)), order_cancel(order_id=bid.id, user_id=buyer.id))[1],
-            lambda: (time.sleep(jitter.uniform(0, 0.001)), place(seller, side="sell", price="50000", qty=sell_qty))[1],
-        ])
+        cancel_result, sell = run_concurrently(
+            [
+                lambda jitter=jitter, bid=bid: (
+                    time.sleep(jitter.uniform(0, 0.001)),
+                    order_cancel(order_id=bid.id, user_id=buyer.id),
+                )[1],
+                lambda jitter=jitter, sell_qty=sell_qty: (
+                    time.sleep(jitter.uniform(0, 0.001)),
+                    place(seller, side="sell", price="50000", qty=sell_qty),
+                )[1],
+            ]
+        )
 
         assert not isinstance(sell, Exception), sell
         bid = refreshed(bid)
@@ -114,8 +123,15 @@ def test_two_markets_sharing_users_in_opposite_roles_never_deadlock(btc_usdt, bt
     credits its seller's. Locking entry by entry, crossing pairs deadlocked (about 20 times in this test,
     a second each); a placement locks all its accounts at once, in id order, so none does."""
     eth = AssetFactory(code="ETH", decimals=18)
-    market_create(base=eth, quote=usdt, tick_size=D("0.01"), step_size=D("0.0001"), min_qty=D("0.0001"),
-                  max_qty=D("1000"), min_notional=D("1"))
+    market_create(
+        base=eth,
+        quote=usdt,
+        tick_size=D("0.01"),
+        step_size=D("0.0001"),
+        min_qty=D("0.0001"),
+        max_qty=D("1000"),
+        min_notional=D("1"),
+    )
     alice, bob = UserFactory(), UserFactory()
     for user in (alice, bob):
         fund(user, usdt, "1000000")
@@ -126,16 +142,20 @@ def test_two_markets_sharing_users_in_opposite_roles_never_deadlock(btc_usdt, bt
     before = totals(btc, eth, usdt)
 
     def trader(market: str, price: str, seller, buyer):
-        for n in range(15):  # each buy finds a resting sell: its own thread's, if no other is left
+        for _ in range(15):  # each buy finds a resting sell: its own thread's, if no other is left
             place(seller, market=market, side="sell", price=price, qty="0.01")
             place(buyer, market=market, side="buy", price=price, qty="0.01")
         return "done"
 
     caplog.set_level("INFO", logger="apps.ledger.transactions")
-    results = run_concurrently([
-        (lambda: trader("BTC-USDT", "50000", alice, bob)) if n % 2 else (lambda: trader("ETH-USDT", "3000", bob, alice))
-        for n in range(6)
-    ])
+    results = run_concurrently(
+        [
+            (lambda: trader("BTC-USDT", "50000", alice, bob))
+            if n % 2
+            else (lambda: trader("ETH-USDT", "3000", bob, alice))
+            for n in range(6)
+        ]
+    )
 
     assert results == ["done"] * 6, results
     assert Trade.objects.count() == 90

@@ -22,24 +22,39 @@ def orders(btc_usdt, btc, usdt):
     return resting
 
 
-@pytest.mark.parametrize(("changes", "constraint"), [
-    ({"status": "cancelled"}, "order_ended_holds_nothing"),
-    ({"status": "filled", "held_remaining": D(0)}, "order_filled_means_filled"),
-    ({"filled_qty": D("0.3")}, "order_filled_within_qty"),
-    ({"status": "open"}, "order_open_has_no_fill"),
-    ({"held_remaining": D("-1")}, "order_amounts_not_negative"),
-    ({"held_remaining": D("20000")}, "order_amounts_not_negative"),  # more than was held
-    ({"type": "market", "price": None, "time_in_force": "IOC"}, "order_only_gtc_limit_rests"),
-    ({"time_in_force": "IOC"}, "order_only_gtc_limit_rests"),
-    ({"price": None}, "order_shape_matches_type"),
-    ({"quote_qty": D("100000")}, "order_shape_matches_type"),
-    ({"qty": None, "status": "expired", "held_remaining": D(0)}, "order_shape_matches_type"),
-    ({"side": "sell", "type": "market", "price": None, "qty": None, "quote_qty": D("100000"),
-      "time_in_force": "IOC", "status": "expired", "held_remaining": D(0)}, "order_shape_matches_type"),  # sell budget
-
-    ({"post_only": True, "time_in_force": "IOC", "status": "expired", "held_remaining": D(0)},
-     "order_post_only_is_gtc_limit"),
-])
+@pytest.mark.parametrize(
+    ("changes", "constraint"),
+    [
+        ({"status": "cancelled"}, "order_ended_holds_nothing"),
+        ({"status": "filled", "held_remaining": D(0)}, "order_filled_means_filled"),
+        ({"filled_qty": D("0.3")}, "order_filled_within_qty"),
+        ({"status": "open"}, "order_open_has_no_fill"),
+        ({"held_remaining": D("-1")}, "order_amounts_not_negative"),
+        ({"held_remaining": D("20000")}, "order_amounts_not_negative"),  # more than was held
+        ({"type": "market", "price": None, "time_in_force": "IOC"}, "order_only_gtc_limit_rests"),
+        ({"time_in_force": "IOC"}, "order_only_gtc_limit_rests"),
+        ({"price": None}, "order_shape_matches_type"),
+        ({"quote_qty": D("100000")}, "order_shape_matches_type"),
+        ({"qty": None, "status": "expired", "held_remaining": D(0)}, "order_shape_matches_type"),
+        (
+            {
+                "side": "sell",
+                "type": "market",
+                "price": None,
+                "qty": None,
+                "quote_qty": D("100000"),
+                "time_in_force": "IOC",
+                "status": "expired",
+                "held_remaining": D(0),
+            },
+            "order_shape_matches_type",
+        ),  # sell budget
+        (
+            {"post_only": True, "time_in_force": "IOC", "status": "expired", "held_remaining": D(0)},
+            "order_post_only_is_gtc_limit",
+        ),
+    ],
+)
 def test_order_rules(orders, changes, constraint):
     with pytest.raises(IntegrityError, match=constraint), transaction.atomic():
         Order.objects.filter(id=orders.id).update(**changes)

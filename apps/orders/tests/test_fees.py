@@ -21,18 +21,21 @@ def fee_revenue(asset) -> Decimal:
     return sum(a.balance for a in Account.objects.filter(kind=AccountKind.FEE_REVENUE, asset=asset))
 
 
-@pytest.mark.parametrize(("amount", "rate", "decimals", "fee"), [
-    (D("5"), D("0.001"), 6, D("0.005")),
-    (D("5"), D("0.001"), 2, D("0.01")),  # 0.005 rounds up, never down to 0.00
-    (D("0.000001"), D("0.001"), 6, D("0.000001")),
-    (D("11980"), D("0.001"), 6, D("11.98")),
-    (D("0.0001"), D("0.001"), 8, D("0.0000001")),
-    (D("0.00012345"), D("0.001"), 8, D("0.00000013")),
-    (D("1"), D("0"), 8, D("0")),
-    # 123455999999999999.99999999999999999999876544: 38 digits in, no precision lost, rounded up.
-    (D("99999999999999999999.999999999999999999"), D("0.00123456"), 18, D("123456000000000000")),
-    (D("12345678901234567890.123456789012345678"), D("0.001"), 18, D("12345678901234567.890123456789012346")),
-])
+@pytest.mark.parametrize(
+    ("amount", "rate", "decimals", "fee"),
+    [
+        (D("5"), D("0.001"), 6, D("0.005")),
+        (D("5"), D("0.001"), 2, D("0.01")),  # 0.005 rounds up, never down to 0.00
+        (D("0.000001"), D("0.001"), 6, D("0.000001")),
+        (D("11980"), D("0.001"), 6, D("11.98")),
+        (D("0.0001"), D("0.001"), 8, D("0.0000001")),
+        (D("0.00012345"), D("0.001"), 8, D("0.00000013")),
+        (D("1"), D("0"), 8, D("0")),
+        # 123455999999999999.99999999999999999999876544: 38 digits in, no precision lost, rounded up.
+        (D("99999999999999999999.999999999999999999"), D("0.00123456"), 18, D("123456000000000000")),
+        (D("12345678901234567890.123456789012345678"), D("0.001"), 18, D("12345678901234567.890123456789012346")),
+    ],
+)
 def test_fee_is_rounded_up_to_the_asset_precision(amount, rate, decimals, fee):
     assert fee_for(amount, rate, decimals) == fee
 
@@ -64,8 +67,15 @@ def test_hundred_fills_of_5_usdt_at_0_1_percent_never_round_a_fee_to_zero(btc_us
 
 def test_hundred_fills_of_5_in_a_two_decimal_quote_round_each_fee_up_to_one_cent(db, btc, default_fees):
     cents = AssetFactory(code="CENT", decimals=2)
-    market_create(base=btc, quote=cents, tick_size=D("1"), step_size=D("0.01"), min_qty=D("0.01"),
-                  max_qty=D("100"), min_notional=D("1"))
+    market_create(
+        base=btc,
+        quote=cents,
+        tick_size=D("1"),
+        step_size=D("0.01"),
+        min_qty=D("0.01"),
+        max_qty=D("100"),
+        min_notional=D("1"),
+    )
 
     makers, order = sweep_hundred_fills("BTC-CENT", "500", "0.01", btc, cents)
 
@@ -80,8 +90,15 @@ def test_hundred_fills_of_5_in_a_two_decimal_quote_round_each_fee_up_to_one_cent
 def test_a_fee_that_takes_a_whole_one_unit_fill_leaves_out_the_zero_leg(db, default_fees):
     lot = AssetFactory(code="LOT", decimals=2)
     cents = AssetFactory(code="CENT", decimals=2)
-    market_create(base=lot, quote=cents, tick_size=D("1"), step_size=D("0.01"), min_qty=D("0.01"),
-                  max_qty=D("100"), min_notional=D("0"))
+    market_create(
+        base=lot,
+        quote=cents,
+        tick_size=D("1"),
+        step_size=D("0.01"),
+        min_qty=D("0.01"),
+        max_qty=D("100"),
+        min_notional=D("0"),
+    )
     seller, buyer = UserFactory(), UserFactory()
     fund(seller, lot, "1")
     fund(buyer, cents, "100")

@@ -36,13 +36,22 @@ def test_a_stale_market_shape_is_noticed_and_the_order_judged_on_the_locked_mark
     assert services._SHAPES["BTC-USDT"] == shape
 
 
-def test_a_stale_shape_naming_another_market_does_not_match_that_markets_book(traders, btc_usdt, btc, usdt,
-                                                                               monkeypatch):
+def test_a_stale_shape_naming_another_market_does_not_match_that_markets_book(
+    traders, btc_usdt, btc, usdt, monkeypatch
+):
     from apps.orders.services import market_create
 
     buyer, seller = traders
-    other = market_create(base=btc, quote=usdt, tick_size=D("0.01"), step_size=D("0.0001"), min_qty=D("0.0001"),
-                          max_qty=D("1000"), min_notional=D("1"), symbol="BTC-USDX")
+    other = market_create(
+        base=btc,
+        quote=usdt,
+        tick_size=D("0.01"),
+        step_size=D("0.0001"),
+        min_qty=D("0.0001"),
+        max_qty=D("1000"),
+        min_notional=D("1"),
+        symbol="BTC-USDX",
+    )
     place(seller, market="BTC-USDX", side="sell", price="50000", qty="0.1")  # only on the other market
     place(buyer, side="buy", price="1", qty="1")
     monkeypatch.setitem(services._SHAPES, "BTC-USDT", replace(services._SHAPES["BTC-USDT"], id=other.id))
@@ -82,5 +91,4 @@ def test_order_ids_follow_the_order_in_which_placements_hold_the_market_lock(tra
     ids = [place(seller, side="sell", price="50000", qty="0.01").id for _ in range(5)]
     assert ids == sorted(ids)
     taker = place(buyer, side="buy", price="50000", qty="0.05")
-    assert list(Trade.objects.filter(taker_order=taker).order_by("seq").values_list("maker_order_id", flat=True)) \
-        == ids
+    assert list(Trade.objects.filter(taker_order=taker).order_by("seq").values_list("maker_order_id", flat=True)) == ids

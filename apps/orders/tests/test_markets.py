@@ -18,22 +18,33 @@ def test_decimals_of():
     assert [decimals_of(D(v)) for v in ("0.01", "0.010", "1", "10", "1E+1", "0.00000001")] == [2, 2, 0, 0, 0, 8]
 
 
-@pytest.mark.parametrize(("tick", "step", "problem"), [
-    ("0.01", "0.0001", None),  # 2 + 4 = 6: USDT's precision
-    ("0.001", "0.0001", "tick_size"),  # 3 + 4 = 7 > 6
-    ("0.01", "0.00001", "tick_size"),  # 2 + 5 = 7 > 6
-    ("1", "0.000001", None),
-    ("0.000001", "1", None),
-    ("1", "0.000000001", "step_size"),  # 9 > BTC's 8 (and > USDT's 6)
-])
+@pytest.mark.parametrize(
+    ("tick", "step", "problem"),
+    [
+        ("0.01", "0.0001", None),  # 2 + 4 = 6: USDT's precision
+        ("0.001", "0.0001", "tick_size"),  # 3 + 4 = 7 > 6
+        ("0.01", "0.00001", "tick_size"),  # 2 + 5 = 7 > 6
+        ("1", "0.000001", None),
+        ("0.000001", "1", None),
+        ("1", "0.000000001", "step_size"),  # 9 > BTC's 8 (and > USDT's 6)
+    ],
+)
 def test_precision_rule(btc, usdt, tick, step, problem):
     problems = market_precision_problems(base=btc, quote=usdt, tick_size=D(tick), step_size=D(step))
     assert (next(iter(problems)) if problems else None) == problem
 
 
 def market_kwargs(btc, usdt, **overrides):
-    return {"base": btc, "quote": usdt, "tick_size": D("0.01"), "step_size": D("0.0001"), "min_qty": D("0.0001"),
-            "max_qty": D("100"), "min_notional": D("1"), **overrides}
+    return {
+        "base": btc,
+        "quote": usdt,
+        "tick_size": D("0.01"),
+        "step_size": D("0.0001"),
+        "min_qty": D("0.0001"),
+        "max_qty": D("100"),
+        "min_notional": D("1"),
+        **overrides,
+    }
 
 
 def test_the_service_refuses_a_market_that_could_produce_an_inexact_fill(btc, usdt):
@@ -43,13 +54,16 @@ def test_the_service_refuses_a_market_that_could_produce_an_inexact_fill(btc, us
     assert not Market.objects.exists()
 
 
-@pytest.mark.parametrize(("overrides", "field"), [
-    ({"min_qty": D("0.00015")}, "min_qty"),
-    ({"max_qty": D("0.00005"), "min_qty": D("0.0001")}, "max_qty"),
-    ({"min_notional": D("0.0000001")}, "min_notional"),
-    ({"tick_size": D("0")}, "tick_size"),
-    ({"step_size": D("-0.01")}, "step_size"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"min_qty": D("0.00015")}, "min_qty"),
+        ({"max_qty": D("0.00005"), "min_qty": D("0.0001")}, "max_qty"),
+        ({"min_notional": D("0.0000001")}, "min_notional"),
+        ({"tick_size": D("0")}, "tick_size"),
+        ({"step_size": D("-0.01")}, "step_size"),
+    ],
+)
 def test_the_service_refuses_bad_filters(btc, usdt, overrides, field):
     with pytest.raises(DomainError) as raised:
         market_create(**market_kwargs(btc, usdt, **overrides))
@@ -82,8 +96,12 @@ def test_the_database_refuses_qty_limits_off_the_step(btc, usdt):
 def test_tick_step_and_assets_never_change_once_created(btc, usdt):
     market = market_create(**market_kwargs(btc, usdt))
     eth = AssetFactory(code="ETH", decimals=18)
-    for column, value in (("tick_size", D("0.1")), ("step_size", D("0.001")), ("base_id", eth.id),
-                          ("symbol", "ETH-USDT")):
+    for column, value in (
+        ("tick_size", D("0.1")),
+        ("step_size", D("0.001")),
+        ("base_id", eth.id),
+        ("symbol", "ETH-USDT"),
+    ):
         with pytest.raises(ProgrammingError, match="Cannot update"), transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute(f"UPDATE orders_market SET {column} = %s WHERE id = %s", [value, market.id])

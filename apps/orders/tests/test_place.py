@@ -74,8 +74,11 @@ REJECTIONS = [
     ({"side": "buy", "price": "60000", "qty": "0.1", "time_in_force": "GTD"}, DomainError, "time_in_force"),
     ({"side": "buy", "type": "market", "qty": "0.1", "time_in_force": "GTC"}, DomainError, "time_in_force"),
     ({"side": "buy", "price": "60000", "qty": "0.1", "stp": "none"}, DomainError, "stp"),
-    ({"side": "buy", "price": "60000", "qty": "0.1", "post_only": True, "time_in_force": "IOC"}, DomainError,
-     "time_in_force"),
+    (
+        {"side": "buy", "price": "60000", "qty": "0.1", "post_only": True, "time_in_force": "IOC"},
+        DomainError,
+        "time_in_force",
+    ),
     ({"side": "buy", "type": "market", "quote_qty": "100", "post_only": True}, DomainError, "post_only"),
     ({"side": "buy", "price": "60000", "qty": "0.1", "post_only": "yes"}, DomainError, "post_only"),
     ({"side": "buy", "price": "60000", "qty": "0.1", "client_order_id": "x" * 65}, DomainError, "client_order_id"),
@@ -83,11 +86,9 @@ REJECTIONS = [
 
 
 @pytest.mark.parametrize(("kwargs", "error", "field"), REJECTIONS)
-def test_a_rejected_order_names_the_field_and_writes_nothing(btc_usdt, btc, usdt, trader, maker, kwargs, error,
-                                                             field):
+def test_a_rejected_order_names_the_field_and_writes_nothing(btc_usdt, btc, usdt, trader, maker, kwargs, error, field):
     place(maker, side="sell", price="61000", qty="1")
-    before = (entry_keys(), book_state(), balance(trader, usdt), balance(trader, btc),
-              Market.objects.get().sequence)
+    before = (entry_keys(), book_state(), balance(trader, usdt), balance(trader, btc), Market.objects.get().sequence)
 
     with pytest.raises(error) as raised:
         place(trader, **kwargs)
@@ -100,9 +101,15 @@ def test_a_rejected_order_names_the_field_and_writes_nothing(btc_usdt, btc, usdt
 
 
 def test_error_codes_are_the_api_codes():
-    assert [cls.code for cls in (InvalidPrice, InvalidQuantity, MinNotional, MarketHalted, PostOnlyWouldTake,
-                                 FokNotFillable)] == [
-        "invalid_price", "invalid_quantity", "min_notional", "market_halted", "post_only_would_take",
+    assert [
+        cls.code
+        for cls in (InvalidPrice, InvalidQuantity, MinNotional, MarketHalted, PostOnlyWouldTake, FokNotFillable)
+    ] == [
+        "invalid_price",
+        "invalid_quantity",
+        "min_notional",
+        "market_halted",
+        "post_only_would_take",
         "fok_not_fillable",
     ]
 
@@ -210,8 +217,7 @@ def test_market_buy_by_budget_returns_the_dust_one_step_cannot_buy(btc_usdt, tra
     order = place(trader, side="buy", type="market", quote_qty="100")
 
     # 100 // (30000.01 * 0.0001) = 33 steps: 0.0033 BTC for 99.000033 USDT; 0.999967 comes back.
-    assert (order.status, order.filled_qty, order.filled_quote_qty) == (OrderStatus.FILLED, D("0.0033"),
-                                                                        D("99.000033"))
+    assert (order.status, order.filled_qty, order.filled_quote_qty) == (OrderStatus.FILLED, D("0.0033"), D("99.000033"))
     assert balance(trader, usdt) == (D("100000") - D("99.000033"), D("0"))
     assert refreshed(order).held_remaining == 0
     assert reconcile().ok
@@ -279,8 +285,9 @@ def test_ioc_remainder_is_released(btc_usdt, trader, maker, usdt):
     assert not Order.objects.filter(status__in=["open", "partially_filled"], user=trader).exists()
 
 
-def test_fok_that_cannot_fill_fully_is_rejected_with_nothing_held_and_the_book_unchanged(btc_usdt, trader, maker,
-                                                                                         usdt, btc):
+def test_fok_that_cannot_fill_fully_is_rejected_with_nothing_held_and_the_book_unchanged(
+    btc_usdt, trader, maker, usdt, btc
+):
     place(maker, side="sell", price="50000", qty="0.1")
     place(maker, side="sell", price="50010", qty="0.1")
     before = (book_state(), entry_keys(), balance(trader, usdt), balance(maker, btc))

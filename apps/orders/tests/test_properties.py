@@ -44,8 +44,16 @@ users = st.integers(0, USERS - 1)
 sides = st.sampled_from(["buy", "sell"])
 # Price offsets in ticks, positive = aggressive (shrinks towards a crossing order).
 offsets = st.sampled_from([1, 0, 2, -1, 3, -2])
-limit_orders = st.tuples(st.just("limit"), users, sides, offsets, st.integers(1, 60),
-                         st.sampled_from(["GTC", "GTC", "GTC", "IOC", "FOK"]), st.booleans(), stp_modes)
+limit_orders = st.tuples(
+    st.just("limit"),
+    users,
+    sides,
+    offsets,
+    st.integers(1, 60),
+    st.sampled_from(["GTC", "GTC", "GTC", "IOC", "FOK"]),
+    st.booleans(),
+    stp_modes,
+)
 operations = st.lists(
     st.one_of(
         limit_orders,
@@ -67,8 +75,10 @@ def user_and_fee_totals() -> dict[int, Decimal]:
 
 
 def snapshot():
-    return (JournalEntry.objects.count(), list(Order.objects.order_by("id").values_list("id", "status",
-                                                                                        "held_remaining")))
+    return (
+        JournalEntry.objects.count(),
+        list(Order.objects.order_by("id").values_list("id", "status", "held_remaining")),
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -80,7 +90,12 @@ def test_random_order_flow_keeps_every_invariant(db, default_fees, market_precis
         quote = AssetFactory(code="QUOTE", decimals=quote_decimals)
         reference = tick * 100  # prices move around 100 ticks
         market = market_create(
-            base=base, quote=quote, tick_size=tick, step_size=step, min_qty=step, max_qty=step * 1000,
+            base=base,
+            quote=quote,
+            tick_size=tick,
+            step_size=step,
+            min_qty=step,
+            max_qty=step * 1000,
             min_notional=(reference * step * min_notional_steps).quantize(quote.quantum),
         )
         traders = [UserFactory() for _ in range(USERS)]
@@ -89,10 +104,20 @@ def test_random_order_flow_keeps_every_invariant(db, default_fees, market_precis
             fund(trader, quote, reference * step * (20 + 150 * n))
         funded = user_and_fee_totals()
         for level in (1, 2, 3):  # a book to trade against: bids below the reference, asks above
-            order_place(user_id=traders[1].id, market=market.symbol, side=Side.BUY, price=reference - tick * level,
-                        qty=step * 5 * level)
-            order_place(user_id=traders[2].id, market=market.symbol, side=Side.SELL, price=reference + tick * level,
-                        qty=step * 5 * level)
+            order_place(
+                user_id=traders[1].id,
+                market=market.symbol,
+                side=Side.BUY,
+                price=reference - tick * level,
+                qty=step * 5 * level,
+            )
+            order_place(
+                user_id=traders[2].id,
+                market=market.symbol,
+                side=Side.SELL,
+                price=reference + tick * level,
+                qty=step * 5 * level,
+            )
 
         for step_number, operation in enumerate(operations):
             kind, args = operation[0], operation[1:]
@@ -104,21 +129,41 @@ def test_random_order_flow_keeps_every_invariant(db, default_fees, market_precis
                     user, side, ticks, steps, tif, post_only, stp = args
                     # A positive offset makes an order aggressive (a bid above, an ask below the reference).
                     price = reference + tick * (ticks if side == Side.BUY else -ticks)
-                    order_place(user_id=traders[user].id, market=market.symbol, side=side,
-                                price=price, qty=step * steps, time_in_force=tif,
-                                post_only=post_only and tif == "GTC" and ticks % 2 == 0, stp=stp)
+                    order_place(
+                        user_id=traders[user].id,
+                        market=market.symbol,
+                        side=side,
+                        price=price,
+                        qty=step * steps,
+                        time_in_force=tif,
+                        post_only=post_only and tif == "GTC" and ticks % 2 == 0,
+                        stp=stp,
+                    )
                 elif kind == "market_qty":
                     user, side, steps, stp = args
-                    order_place(user_id=traders[user].id, market=market.symbol, side=side, type="market",
-                                qty=step * steps, stp=stp)
+                    order_place(
+                        user_id=traders[user].id,
+                        market=market.symbol,
+                        side=side,
+                        type="market",
+                        qty=step * steps,
+                        stp=stp,
+                    )
                 elif kind == "market_quote":
                     user, steps, dust, stp = args
                     budget = reference * step * steps + quote.quantum * dust
-                    order_place(user_id=traders[user].id, market=market.symbol, side=Side.BUY, type="market",
-                                quote_qty=budget, stp=stp)
+                    order_place(
+                        user_id=traders[user].id,
+                        market=market.symbol,
+                        side=Side.BUY,
+                        type="market",
+                        quote_qty=budget,
+                        stp=stp,
+                    )
                 else:
-                    open_ids = list(Order.objects.filter(status__in=OPEN_STATUSES).order_by("id")
-                                    .values_list("id", flat=True))
+                    open_ids = list(
+                        Order.objects.filter(status__in=OPEN_STATUSES).order_by("id").values_list("id", flat=True)
+                    )
                     if open_ids:
                         order_cancel(order_id=open_ids[args[0] % len(open_ids)])
             except DomainError as refusal:

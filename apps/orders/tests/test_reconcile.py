@@ -37,7 +37,10 @@ def test_orders_register_invariants_4_and_8(traded):
     report = reconcile()
     assert report.ok, report.as_dict()
     assert {c.name for c in report.checks} >= {
-        "held_matches_open_holds", "ended_orders_hold_nothing", "order_holds_add_up", "trades_settled_by_their_entry",
+        "held_matches_open_holds",
+        "ended_orders_hold_nothing",
+        "order_holds_add_up",
+        "trades_settled_by_their_entry",
     }
     out = StringIO()
     call_command("reconcile", "--json", "--asset", "USDT", stdout=out)
@@ -55,7 +58,10 @@ def test_an_open_order_whose_hold_was_changed_behind_the_ledger_is_found(traded)
     assert problems["held_matches_open_holds"][0]["owner"] == traded["buyer"].id
     (row,) = problems["order_holds_add_up"]
     assert (row["order_id"], row["held_amount"], row["consumed_by_fills"], row["held_remaining"]) == (
-        bid.id, "15030.000000", "5000.000000", "10029.000000"
+        bid.id,
+        "15030.000000",
+        "5000.000000",
+        "10029.000000",
     )
 
 

@@ -39,7 +39,10 @@ def test_s1_partial_fill_with_price_improvement_then_cancel(btc_usdt, btc, usdt)
     assert balance(trader, usdt) == (D("10000"), D("18020"))
     bid = refreshed(bid)
     assert (bid.filled_qty, bid.remaining_qty, bid.status, bid.held_remaining) == (
-        D("0.2"), D("0.3"), OrderStatus.PARTIALLY_FILLED, D("18020")
+        D("0.2"),
+        D("0.3"),
+        OrderStatus.PARTIALLY_FILLED,
+        D("18020"),
     )
     assert balance(maker, usdt) == (D("11968.02"), D("0"))
     assert refreshed(ask).status == OrderStatus.FILLED
@@ -89,10 +92,20 @@ def test_s4_funds_held_by_an_order_cannot_be_withdrawn(btc_usdt, usdt, pending_w
     assert balance(user, usdt) == (D("20"), D("80"))
 
     with pytest.raises(InsufficientFunds):
-        funds_hold(user_id=user.id, asset=usdt, amount=D("30"), idempotency_key="withdrawal:1:hold",
-                   reason=EntryReason.WITHDRAWAL_HOLD)
-    funds_hold(user_id=user.id, asset=usdt, amount=D("20"), idempotency_key="withdrawal:2:hold",
-               reason=EntryReason.WITHDRAWAL_HOLD)
+        funds_hold(
+            user_id=user.id,
+            asset=usdt,
+            amount=D("30"),
+            idempotency_key="withdrawal:1:hold",
+            reason=EntryReason.WITHDRAWAL_HOLD,
+        )
+    funds_hold(
+        user_id=user.id,
+        asset=usdt,
+        amount=D("20"),
+        idempotency_key="withdrawal:2:hold",
+        reason=EntryReason.WITHDRAWAL_HOLD,
+    )
     pending_withdrawals[(user.id, usdt.id)] = D("20")
 
     assert balance(user, usdt) == (D("0"), D("100"))

@@ -95,10 +95,18 @@ def test_fills_for_user_from_each_side(users):
     (taker_fill,) = fills_for_user(user_id=bob.id, market="BTC-USDT")
 
     assert (maker_fill.order_id, maker_fill.side, maker_fill.liquidity, maker_fill.fee, maker_fill.fee_asset) == (
-        ask.id, "sell", "maker", D("5"), "USDT"
+        ask.id,
+        "sell",
+        "maker",
+        D("5"),
+        "USDT",
     )
     assert (taker_fill.order_id, taker_fill.side, taker_fill.liquidity, taker_fill.fee, taker_fill.fee_asset) == (
-        bid.id, "buy", "taker", D("0.0001"), "BTC"
+        bid.id,
+        "buy",
+        "taker",
+        D("0.0001"),
+        "BTC",
     )
     assert maker_fill.id == taker_fill.id == f"{bid.id}-1"
     assert (taker_fill.price, taker_fill.qty, taker_fill.quote_qty) == (D("50000"), D("0.1"), D("5000"))

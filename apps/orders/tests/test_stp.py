@@ -37,8 +37,11 @@ def test_expire_taker_is_the_default_and_leaves_the_resting_order(book, btc, usd
 
     order = place(self_, side="buy", price="50010", qty="0.2")
 
-    assert (order.stp, order.status, order.reject_reason) == ("expire_taker", OrderStatus.EXPIRED,
-                                                              EndReason.SELF_TRADE_PREVENTION)
+    assert (order.stp, order.status, order.reject_reason) == (
+        "expire_taker",
+        OrderStatus.EXPIRED,
+        EndReason.SELF_TRADE_PREVENTION,
+    )
     assert (order.filled_qty, order.held_remaining) == (D("0"), D("0"))
     assert not Trade.objects.exists()
     assert fee_revenue() == {}
@@ -72,7 +75,9 @@ def test_expire_maker_expires_the_own_resting_order_and_fills_the_next(book, btc
 
     own_ask = refreshed(own_ask)
     assert (own_ask.status, own_ask.reject_reason, own_ask.held_remaining) == (
-        OrderStatus.EXPIRED, EndReason.SELF_TRADE_PREVENTION, D("0")
+        OrderStatus.EXPIRED,
+        EndReason.SELF_TRADE_PREVENTION,
+        D("0"),
     )
     assert (order.status, order.filled_qty, order.filled_quote_qty) == (OrderStatus.FILLED, D("0.1"), D("5001"))
     trade = Trade.objects.get()

@@ -8,6 +8,7 @@ server and the test see each other's commits. A test's workers are stopped when 
 the database is emptied, even when it fails; each worker also dies with the pytest process.
 """
 
+import contextlib
 import ctypes
 import json
 import os
@@ -40,8 +41,14 @@ PR_SET_PDEATHSIG = 1
 def usdt(db):
     """USDT (6 decimals) on simnet: fee 0, minimum 1, auto-approved up to 1,000, daily limit 100,000."""
     return AssetFactory(
-        code="USDT", name="Tether", decimals=6, network="simnet", confirmations_required=1,
-        withdrawal_fee=Decimal(0), min_withdrawal=Decimal(1), withdrawal_auto_approve_limit=Decimal(1000),
+        code="USDT",
+        name="Tether",
+        decimals=6,
+        network="simnet",
+        confirmations_required=1,
+        withdrawal_fee=Decimal(0),
+        min_withdrawal=Decimal(1),
+        withdrawal_auto_approve_limit=Decimal(1000),
         withdrawal_daily_limit=Decimal(100000),
     )
 
@@ -50,8 +57,14 @@ def usdt(db):
 def btc(db):
     """BTC (8 decimals) on simnet: fee 0, minimum 0.0001, auto-approved up to 1, daily limit 10."""
     return AssetFactory(
-        code="BTC", name="Bitcoin", decimals=8, network="simnet", confirmations_required=1,
-        withdrawal_fee=Decimal(0), min_withdrawal=Decimal("0.0001"), withdrawal_auto_approve_limit=Decimal(1),
+        code="BTC",
+        name="Bitcoin",
+        decimals=8,
+        network="simnet",
+        confirmations_required=1,
+        withdrawal_fee=Decimal(0),
+        min_withdrawal=Decimal("0.0001"),
+        withdrawal_auto_approve_limit=Decimal(1),
         withdrawal_daily_limit=Decimal(10),
     )
 
@@ -111,15 +124,36 @@ class Worker:
         self.name = name
         self.log_path = log_path
         command = [
-            sys.executable, "-m", "celery", "-A", "exchange", "worker",
-            "--hostname", f"{name}@%h", "--queues", env["CELERY_TASK_DEFAULT_QUEUE"],
-            "--pool", pool, "--concurrency", str(concurrency), "--loglevel", "INFO",
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "exchange",
+            "worker",
+            "--hostname",
+            f"{name}@%h",
+            "--queues",
+            env["CELERY_TASK_DEFAULT_QUEUE"],
+            "--pool",
+            pool,
+            "--concurrency",
+            str(concurrency),
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
         ]
         with open(log_path, "wb") as log:
             self.process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent,
+                command,
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         self.wait_ready()
 
@@ -144,10 +178,8 @@ class Worker:
             time.sleep(0.05)
 
     def _signal_group(self, signum: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signum)
-        except ProcessLookupError:
-            pass
 
     def kill(self) -> None:
         """SIGKILL the worker's process group and reap it."""
@@ -177,7 +209,10 @@ class Workers:
         """Start a worker process (threads pool, 4 threads by default) and wait until it is ready."""
         name = f"w{len(self.started) + 1}"
         worker = Worker(
-            name=name, env={**self.env, **(env or {})}, log_path=self.log_dir / f"{name}.log", pool=pool,
+            name=name,
+            env={**self.env, **(env or {})},
+            log_path=self.log_dir / f"{name}.log",
+            pool=pool,
             concurrency=concurrency,
         )
         self.started.append(worker)

@@ -23,8 +23,9 @@ def webhook_sender(client: Client | None = None):
     return send
 
 
-def deposit_through_custody(user, asset: Asset, amount: Decimal | str, *, txid: str | None = None,
-                            vout: int = 0) -> Deposit:
+def deposit_through_custody(
+    user, asset: Asset, amount: Decimal | str, *, txid: str | None = None, vout: int = 0
+) -> Deposit:
     """Coins arrive for ``user`` at the simulated custody; its signed callbacks go through the webhook (in this
     process) and are processed here, without a worker. Returns the deposit, credited."""
     address = deposit_address_get_or_create(user_id=user.id, asset=asset)
@@ -47,12 +48,26 @@ def deliver_custody_callbacks() -> list:
     return deliveries
 
 
-def deposit_payload(address: str, amount: str, *, asset: str = "BTC", txid: str = "tx-1", vout: int = 0,
-                    confirmations: int | None = 1, status: str = "confirmed", event_id: str | None = None) -> dict:
+def deposit_payload(
+    address: str,
+    amount: str,
+    *,
+    asset: str = "BTC",
+    txid: str = "tx-1",
+    vout: int = 0,
+    confirmations: int | None = 1,
+    status: str = "confirmed",
+    event_id: str | None = None,
+) -> dict:
     """A deposit callback body as API.md describes it."""
     payload = {
         "event_id": event_id or f"evt-{txid}-{vout}-{confirmations}-{status}",
-        "type": "deposit", "asset": asset, "address": address, "amount": amount, "txid": txid, "vout": vout,
+        "type": "deposit",
+        "asset": asset,
+        "address": address,
+        "amount": amount,
+        "txid": txid,
+        "vout": vout,
         "status": status,
     }
     if confirmations is not None:

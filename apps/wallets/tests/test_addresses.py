@@ -23,7 +23,7 @@ def test_any_single_character_typo_breaks_a_simnet_address(position):
     address = simnet.new_address()
     replacement = "0" if address[position] != "0" else "1"
 
-    assert not simnet.is_valid(address[:position] + replacement + address[position + 1:])
+    assert not simnet.is_valid(address[:position] + replacement + address[position + 1 :])
 
 
 def test_address_validate_uses_the_networks_validator(settings):

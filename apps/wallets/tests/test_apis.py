@@ -72,10 +72,24 @@ def test_deposits_list_only_the_users_own(usdt, btc, api_as):
     rows = api_as(alice, "read").get("/api/v1/deposits/").json()
 
     assert [{k: v for k, v in row.items() if k != "time"} for row in rows] == [
-        {"id": second.id, "asset": "USDT", "amount": "250.500000", "txid": second.txid, "vout": 0,
-         "status": "credited", "confirmations": second.confirmations},
-        {"id": first.id, "asset": "BTC", "amount": "0.10000000", "txid": first.txid, "vout": 0,
-         "status": "credited", "confirmations": first.confirmations},
+        {
+            "id": second.id,
+            "asset": "USDT",
+            "amount": "250.500000",
+            "txid": second.txid,
+            "vout": 0,
+            "status": "credited",
+            "confirmations": second.confirmations,
+        },
+        {
+            "id": first.id,
+            "asset": "BTC",
+            "amount": "0.10000000",
+            "txid": first.txid,
+            "vout": 0,
+            "status": "credited",
+            "confirmations": first.confirmations,
+        },
     ]
     assert rows[0]["time"].endswith("Z")
     assert len(api_as(alice, "read").get("/api/v1/deposits/?limit=1").json()) == 1
@@ -93,8 +107,12 @@ def test_request_list_and_cancel_a_withdrawal(holder, usdt, api_as):
     assert created.status_code == 201
     body = created.json()
     assert {k: v for k, v in body.items() if k not in ("id", "created_at", "updated_at")} == {
-        "asset": "USDT", "amount": "100.000000", "fee": "1.000000", "address": DESTINATION,
-        "status": "awaiting_approval", "txid": None,
+        "asset": "USDT",
+        "amount": "100.000000",
+        "fee": "1.000000",
+        "address": DESTINATION,
+        "status": "awaiting_approval",
+        "txid": None,
     }
     assert balances(holder, usdt) == (Decimal("399"), Decimal("101"))
     assert [row["id"] for row in client.get(WITHDRAWALS).json()] == [body["id"]]
@@ -133,12 +151,15 @@ def test_another_users_withdrawal_is_404_and_not_listed(holder, usdt, api_as):
     assert Withdrawal.objects.get(id=withdrawal.id).status == WithdrawalStatus.AWAITING_APPROVAL
 
 
-@pytest.mark.parametrize(("body", "code", "field"), [
-    (withdraw(amount="1000"), "insufficient_funds", None),
-    (withdraw(amount="0.5"), "withdrawal_limit", "amount"),
-    (withdraw(address="sim1" + "0" * 40), "invalid_address", "address"),
-    (withdraw(address="bc1qxy2kgdygjrsqtzq2n0yrf2493p83kkfjhx0wlh"), "invalid_address", "address"),
-])
+@pytest.mark.parametrize(
+    ("body", "code", "field"),
+    [
+        (withdraw(amount="1000"), "insufficient_funds", None),
+        (withdraw(amount="0.5"), "withdrawal_limit", "amount"),
+        (withdraw(address="sim1" + "0" * 40), "invalid_address", "address"),
+        (withdraw(address="bc1qxy2kgdygjrsqtzq2n0yrf2493p83kkfjhx0wlh"), "invalid_address", "address"),
+    ],
+)
 def test_refused_withdrawals_answer_the_reason_and_hold_nothing(holder, usdt, api_as, body, code, field):
     response = api_as(holder, "withdraw").post(WITHDRAWALS, body, format="json")
 
@@ -172,17 +193,20 @@ def post_raw(client, body: dict, field: str, raw_json: str):
     return client.post(WITHDRAWALS, text, content_type="application/json")
 
 
-@pytest.mark.parametrize(("field", "raw", "code"), [
-    *[pytest.param("amount", raw.values[0], "invalid_request", id=f"amount-{raw.id}") for raw in BAD_AMOUNTS],
-    pytest.param("asset", '"DOGE"', "invalid_request", id="unknown asset"),
-    pytest.param("asset", '""', "invalid_request", id="empty asset"),
-    pytest.param("asset", "5", "invalid_request", id="asset number"),
-    pytest.param("asset", '"USDT\\u0000"', "invalid_request", id="asset NUL"),
-    pytest.param("address", '""', "invalid_request", id="empty address"),
-    pytest.param("address", "12", "invalid_request", id="address number"),
-    pytest.param("address", '"sim1\\u0000"', "invalid_request", id="address NUL"),
-    pytest.param("address", f'" {DESTINATION}"', "invalid_address", id="address with a blank"),
-])
+@pytest.mark.parametrize(
+    ("field", "raw", "code"),
+    [
+        *[pytest.param("amount", raw.values[0], "invalid_request", id=f"amount-{raw.id}") for raw in BAD_AMOUNTS],
+        pytest.param("asset", '"DOGE"', "invalid_request", id="unknown asset"),
+        pytest.param("asset", '""', "invalid_request", id="empty asset"),
+        pytest.param("asset", "5", "invalid_request", id="asset number"),
+        pytest.param("asset", '"USDT\\u0000"', "invalid_request", id="asset NUL"),
+        pytest.param("address", '""', "invalid_request", id="empty address"),
+        pytest.param("address", "12", "invalid_request", id="address number"),
+        pytest.param("address", '"sim1\\u0000"', "invalid_request", id="address NUL"),
+        pytest.param("address", f'" {DESTINATION}"', "invalid_address", id="address with a blank"),
+    ],
+)
 def test_bad_input_is_400_naming_the_field_and_nothing_is_written(holder, usdt, api_as, field, raw, code):
     response = post_raw(api_as(holder, "withdraw"), withdraw(), field, raw)
 
@@ -196,7 +220,8 @@ def test_bad_input_is_400_naming_the_field_and_nothing_is_written(holder, usdt, 
 
 def test_amount_may_be_a_json_number(holder, api_as):
     response = api_as(holder, "withdraw").post(
-        WITHDRAWALS, f'{{"asset": "USDT", "amount": 12.25, "address": "{DESTINATION}"}}',
+        WITHDRAWALS,
+        f'{{"asset": "USDT", "amount": 12.25, "address": "{DESTINATION}"}}',
         content_type="application/json",
     )
     assert response.status_code == 201
@@ -276,8 +301,9 @@ def test_keys_without_an_allow_list_and_the_browser_session_withdraw_anywhere(ho
 
 def test_a_huge_amount_of_an_18_decimal_asset_is_judged_not_a_server_error(user, api_as):
     """Quantized to 18 decimals it has more than the 28 digits of Decimal's default context."""
-    AssetFactory(code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"),
-                 withdrawal_daily_limit=Decimal(1000))
+    AssetFactory(
+        code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"), withdrawal_daily_limit=Decimal(1000)
+    )
 
     response = api_as(user, "withdraw").post(
         WITHDRAWALS, withdraw(asset="ETH", amount="12345678901.000000000000000001"), format="json"

@@ -53,22 +53,27 @@ def test_the_custody_loop_survives_its_database_connection_being_terminated(live
     address = deposit_address_get_or_create(user_id=user.id, asset=usdt).address
     name = f"custody-loop-test-{os.getpid()}"
     env = {
-        **os.environ, "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
-        "DATABASE_URL": database_url(connection.settings_dict), "PGAPPNAME": name,  # libpq's application_name
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "PGAPPNAME": name,  # libpq's application_name
         "CUSTODY_WEBHOOK_SECRET": settings.CUSTODY_WEBHOOK_SECRET,
         "CUSTODY_CALLBACK_URL": f"{live_server.url}/custody/callbacks/",
     }
     log_path = tmp_path / "custody-loop.log"
     with open(log_path, "wb") as log:
         loop = subprocess.Popen(
-            [sys.executable, "manage.py", "run_custody_simulator", "--interval", "0.1"], cwd=settings.BASE_DIR,
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "manage.py", "run_custody_simulator", "--interval", "0.1"],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     try:
         wait_for(lambda: loop.poll() is not None or _backends(name), message="the loop's database connection")
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                           [name])
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [name])
 
         received = SimulatedCustody().deposit_receive(address=address, amount=Decimal("5"), delay=0)
 
@@ -91,11 +96,18 @@ def _backends(application_name: str) -> list[int]:
 
 
 def test_simulate_deposit_without_a_database_says_so_without_a_traceback(tmp_path):
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
-           "DATABASE_URL": f"postgresql://postgres@/exchange?host={tmp_path}"}  # no server listens there
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
+        "DATABASE_URL": f"postgresql://postgres@/exchange?host={tmp_path}",
+    }  # no server listens there
     result = subprocess.run(
         [sys.executable, "manage.py", "simulate_deposit", "--user", "alice", "--asset", "BTC", "--amount", "1"],
-        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 1
     assert "Cannot reach the database" in result.stderr and "is `make run` running?" in result.stderr

@@ -13,7 +13,10 @@ from apps.ledger.tests.factories import UserFactory
 from apps.wallets import tasks
 from apps.wallets.models import CustodyEvent, Deposit, DepositStatus, EventState
 from apps.wallets.services import (
-    custody_event_process, custody_event_receive, deposit_address_get_or_create, deposit_credit,
+    custody_event_process,
+    custody_event_receive,
+    deposit_address_get_or_create,
+    deposit_credit,
 )
 
 from .factories import deposit_payload, deposit_through_custody, signed
@@ -40,8 +43,9 @@ def test_deposit_is_pending_until_the_assets_confirmations_then_credited_once(bt
     states = []
     for count, status in reports:
         event = receive_and_process(
-            deposit_payload(address, "1.5", txid="c1", confirmations=count, status=status,
-                            event_id=f"c1-{count}-{status}")
+            deposit_payload(
+                address, "1.5", txid="c1", confirmations=count, status=status, event_id=f"c1-{count}-{status}"
+            )
         )
         deposit = Deposit.objects.get()
         states.append((event.state, deposit.status, deposit.confirmations, available(user, btc)))

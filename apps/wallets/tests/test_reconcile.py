@@ -9,8 +9,8 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.ledger.reconciliation import reconcile, registered_invariants
 from apps.ledger.models import AccountKind, EntryReason
+from apps.ledger.reconciliation import reconcile, registered_invariants
 from apps.ledger.services import credit, debit, entry_post, system_account, user_account
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.custody.simulator.models import SimWallet
@@ -73,9 +73,14 @@ def test_custody_reporting_other_holdings_fails_invariant_5_naming_the_asset(bus
     report = reconcile()
 
     assert failed_checks(report) == {
-        "custody_matches_provider": [{
-            "asset": "USDT", "ledger_custody": "949.500000", "custody_reported": "949.400000", "difference": "0.100000",
-        }]
+        "custody_matches_provider": [
+            {
+                "asset": "USDT",
+                "ledger_custody": "949.500000",
+                "custody_reported": "949.400000",
+                "difference": "0.100000",
+            }
+        ]
     }
 
 
@@ -84,14 +89,17 @@ def test_ledger_custody_credited_without_custody_fails_invariant_5(usdt, user):
         entry_post(
             idempotency_key="deposit:simnet:phantom:0",
             reason=EntryReason.DEPOSIT,
-            legs=[debit(system_account(AccountKind.CUSTODY, usdt), Decimal("10")),
-                  credit(user_account(user.id, usdt), Decimal("10"))],
+            legs=[
+                debit(system_account(AccountKind.CUSTODY, usdt), Decimal("10")),
+                credit(user_account(user.id, usdt), Decimal("10")),
+            ],
         )
 
     details = failed_checks(reconcile())["custody_matches_provider"]
 
-    assert details == [{"asset": "USDT", "ledger_custody": "10.000000", "custody_reported": "0.000000",
-                        "difference": "10.000000"}]
+    assert details == [
+        {"asset": "USDT", "ledger_custody": "10.000000", "custody_reported": "0.000000", "difference": "10.000000"}
+    ]
 
 
 def test_asset_filter_limits_invariant_5(busy_exchange):
@@ -112,7 +120,8 @@ def test_a_credited_entry_without_its_credited_deposit_fails_invariant_8(busy_ex
     details = failed_checks(reconcile())["deposits_credited_once"]
 
     assert [row["problem"] for row in details] == [
-        "entry posted but deposit not credited", "deposit entry without a credited deposit",
+        "entry posted but deposit not credited",
+        "deposit entry without a credited deposit",
     ]
     assert details[0]["deposit"] == deposit.pk
 
@@ -126,11 +135,17 @@ def test_an_ended_withdrawal_without_its_release_fails_invariants_4_and_8(busy_e
     failed = failed_checks(reconcile())
 
     assert set(failed) == {"held_matches_open_holds", "withdrawals_ended_once"}
-    assert failed["withdrawals_ended_once"] == [{
-        "withdrawal": awaiting.pk, "asset": "USDT", "status": "cancelled", "hold_entry": failed[
-            "withdrawals_ended_once"][0]["hold_entry"], "complete_entry": None, "release_entry": None,
-        "problem": "ended without its release",
-    }]
+    assert failed["withdrawals_ended_once"] == [
+        {
+            "withdrawal": awaiting.pk,
+            "asset": "USDT",
+            "status": "cancelled",
+            "hold_entry": failed["withdrawals_ended_once"][0]["hold_entry"],
+            "complete_entry": None,
+            "release_entry": None,
+            "problem": "ended without its release",
+        }
+    ]
     assert failed["held_matches_open_holds"][0]["held"] == "322.000000"
     assert failed["held_matches_open_holds"][0]["open_holds"] == "21.000000"
 

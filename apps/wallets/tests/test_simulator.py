@@ -89,25 +89,31 @@ def test_an_undelivered_callback_is_retried_later_with_backoff(custody):
 
 def test_submission_is_idempotent_on_the_withdrawal_id(custody, funded):
     destination = new_address()
-    first = custody.submit_withdrawal(withdrawal_id="7", network="simnet", asset_code="BTC", amount=Decimal(1),
-                                      address=destination)
-    second = custody.submit_withdrawal(withdrawal_id="7", network="simnet", asset_code="BTC", amount=Decimal(1),
-                                       address=destination)
+    first = custody.submit_withdrawal(
+        withdrawal_id="7", network="simnet", asset_code="BTC", amount=Decimal(1), address=destination
+    )
+    second = custody.submit_withdrawal(
+        withdrawal_id="7", network="simnet", asset_code="BTC", amount=Decimal(1), address=destination
+    )
 
     assert first == second
     assert SimWithdrawal.objects.get().requests == 2
     assert custody.holdings() == {"BTC": Decimal("8.99999")}  # 10 - 1 - network fee 0.00001
     status = custody.withdrawal_status(withdrawal_id="7")
     assert (status.status, status.amount, status.network_fee, status.requests) == (
-        "accepted", Decimal(1), Decimal("0.00001"), 2,
+        "accepted",
+        Decimal(1),
+        Decimal("0.00001"),
+        2,
     )
     assert custody.withdrawal_status(withdrawal_id="8") is None
 
 
 def test_submission_above_the_holdings_is_refused(custody, funded):
     with pytest.raises(CustodyRejected):
-        custody.submit_withdrawal(withdrawal_id="9", network="simnet", asset_code="BTC", amount=Decimal(10),
-                                  address=new_address())
+        custody.submit_withdrawal(
+            withdrawal_id="9", network="simnet", asset_code="BTC", amount=Decimal(10), address=new_address()
+        )
 
     assert not SimWithdrawal.objects.exists()
     assert custody.holdings() == {"BTC": Decimal(10)}
@@ -116,8 +122,9 @@ def test_submission_above_the_holdings_is_refused(custody, funded):
 def test_submission_to_a_malformed_address_or_another_network_is_refused(custody, funded):
     for network, address in [("simnet", "sim1nope"), ("bitcoin", new_address())]:
         with pytest.raises(CustodyRejected):
-            custody.submit_withdrawal(withdrawal_id="10", network=network, asset_code="BTC", amount=Decimal(1),
-                                      address=address)
+            custody.submit_withdrawal(
+                withdrawal_id="10", network=network, asset_code="BTC", amount=Decimal(1), address=address
+            )
 
 
 def test_scripted_timeout_accepts_the_withdrawal_but_gives_no_answer_once(custody, funded):
@@ -125,20 +132,23 @@ def test_scripted_timeout_accepts_the_withdrawal_but_gives_no_answer_once(custod
     custody.fault_add(operation="submit", kind="timeout", address=destination)
 
     with pytest.raises(CustodyUnavailable):
-        custody.submit_withdrawal(withdrawal_id="11", network="simnet", asset_code="BTC", amount=Decimal(1),
-                                  address=destination)
+        custody.submit_withdrawal(
+            withdrawal_id="11", network="simnet", asset_code="BTC", amount=Decimal(1), address=destination
+        )
     assert SimWithdrawal.objects.get().client_reference == "11"
 
-    receipt = custody.submit_withdrawal(withdrawal_id="11", network="simnet", asset_code="BTC", amount=Decimal(1),
-                                        address=destination)
+    receipt = custody.submit_withdrawal(
+        withdrawal_id="11", network="simnet", asset_code="BTC", amount=Decimal(1), address=destination
+    )
     assert receipt.status == "accepted"
     assert SimWithdrawal.objects.get().requests == 2
 
 
 def test_failure_rate_one_fails_every_withdrawal_and_returns_the_coins(custody, funded, settings):
     settings.CUSTODY_SIMULATOR_FAILURE_RATE = 1.0
-    custody.submit_withdrawal(withdrawal_id="12", network="simnet", asset_code="BTC", amount=Decimal(1),
-                              address=new_address())
+    custody.submit_withdrawal(
+        withdrawal_id="12", network="simnet", asset_code="BTC", amount=Decimal(1), address=new_address()
+    )
 
     custody.callbacks_deliver_due(send=lambda body, headers: 200)
 
@@ -148,8 +158,9 @@ def test_failure_rate_one_fails_every_withdrawal_and_returns_the_coins(custody, 
 
 def test_withdrawal_outcome_callback_reaches_the_webhook(custody, funded, btc):
     """A callback for a withdrawal the exchange does not know is refused by the webhook: it is retried later."""
-    custody.submit_withdrawal(withdrawal_id="999999", network="simnet", asset_code="BTC", amount=Decimal(1),
-                              address=new_address())
+    custody.submit_withdrawal(
+        withdrawal_id="999999", network="simnet", asset_code="BTC", amount=Decimal(1), address=new_address()
+    )
 
     deliveries = custody.callbacks_deliver_due(send=webhook_sender())
 

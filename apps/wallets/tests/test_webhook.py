@@ -41,7 +41,12 @@ def test_signed_callback_is_stored_and_its_processing_queued_on_commit(
     assert response.json() == {"event_id": "evt-a1-0-1-confirmed", "status": "stored"}
     event = CustodyEvent.objects.get()
     assert (event.type, event.status, event.asset.code, str(event.amount), event.txid, event.vout) == (
-        "deposit", "confirmed", "BTC", "0.500000000000000000", "a1", 0,
+        "deposit",
+        "confirmed",
+        "BTC",
+        "0.500000000000000000",
+        "a1",
+        0,
     )
     assert event.state == EventState.RECEIVED
     assert len(queued) == 1  # the processing task, sent once the event is committed
@@ -150,7 +155,6 @@ def test_timestamp_within_the_allowed_skew_is_accepted(client, address, settings
     assert response.status_code == 200
 
 
-
 @pytest.mark.parametrize(
     "change, field",
     [
@@ -195,7 +199,8 @@ def test_malformed_deposit_callbacks_get_400_naming_the_field_and_nothing_is_sto
 
 
 @pytest.mark.parametrize(
-    "body", [b"not json", b"[1, 2]", b'"text"', b"\xff\xfe", b"{}", b'{"event_id": "x"}', b"[" * 60000],
+    "body",
+    [b"not json", b"[1, 2]", b'"text"', b"\xff\xfe", b"{}", b'{"event_id": "x"}', b"[" * 60000],
     ids=["text", "array", "string", "not-utf8", "empty-object", "missing-fields", "deeply-nested"],
 )
 def test_bodies_that_are_not_a_callback_get_400(client, btc, body):
@@ -216,8 +221,13 @@ def _signed_raw(body: bytes) -> tuple[bytes, dict]:
 
 def test_withdrawal_callback_for_an_unknown_withdrawal_gets_400(client, btc):
     payload = {
-        "event_id": "w-1", "type": "withdrawal", "asset": "BTC", "amount": "0.1", "txid": "t",
-        "status": "completed", "withdrawal_id": 999999,
+        "event_id": "w-1",
+        "type": "withdrawal",
+        "asset": "BTC",
+        "amount": "0.1",
+        "txid": "t",
+        "status": "completed",
+        "withdrawal_id": 999999,
     }
 
     response = send(client, *signed(payload))

@@ -8,7 +8,14 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from apps.ledger.errors import DomainError, IdempotencyConflict, InsufficientFunds, InvalidState, NotFound
+from apps.ledger.errors import (
+    DomainError,
+    IdempotencyConflict,
+    InsufficientFunds,
+    InvalidState,
+    NotFound,
+    PermissionDenied,
+)
 from apps.ledger.models import AccountKind, EntryReason, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import funds_hold, system_account, user_accounts
@@ -17,12 +24,19 @@ from apps.wallets.custody.base import CustodyUnavailable
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.custody.simulator.models import SimWithdrawal
 from apps.wallets.custody.simulator.provider import SimulatedCustody
-from apps.ledger.errors import PermissionDenied
 from apps.wallets.errors import EventNotReady, InvalidAddress, WithdrawalLimit
 from apps.wallets.models import CustodyEvent, EventState, Withdrawal, WithdrawalStatus
 from apps.wallets.services import (
-    custody_event_process, custody_event_receive, withdrawal_approve, withdrawal_cancel, withdrawal_complete,
-    withdrawal_fail, withdrawal_reject, withdrawal_request, withdrawal_submit, withdrawals_requeue_submission,
+    custody_event_process,
+    custody_event_receive,
+    withdrawal_approve,
+    withdrawal_cancel,
+    withdrawal_complete,
+    withdrawal_fail,
+    withdrawal_reject,
+    withdrawal_request,
+    withdrawal_submit,
+    withdrawals_requeue_submission,
 )
 
 from .conftest import make_operator
@@ -66,7 +80,9 @@ def test_request_holds_amount_plus_fee_and_small_amounts_are_approved_at_once(us
 
     assert withdrawal.status == WithdrawalStatus.APPROVED
     assert (withdrawal.amount, withdrawal.fee, withdrawal.hold_remaining) == (
-        Decimal(20), Decimal("1.5"), Decimal("21.5"),
+        Decimal(20),
+        Decimal("1.5"),
+        Decimal("21.5"),
     )
     assert balances(user, usdt) == (Decimal("78.5"), Decimal("21.5"))
     hold = JournalEntry.objects.get(idempotency_key=f"withdrawal:{withdrawal.pk}:hold")
@@ -82,7 +98,8 @@ def test_amounts_above_the_auto_approval_limit_await_an_operator(usdt, user):
 
 
 @pytest.mark.parametrize(
-    "amount", ["0", "-5", "0.0000001", "1e2", "NaN", "Infinity", " 5", "5,0", 5.0, None, True],
+    "amount",
+    ["0", "-5", "0.0000001", "1e2", "NaN", "Infinity", " 5", "5,0", 5.0, None, True],
     ids=str,
 )
 def test_bad_amounts_are_refused_naming_the_field_and_nothing_is_written(usdt, user, amount):
@@ -98,10 +115,28 @@ def test_bad_amounts_are_refused_naming_the_field_and_nothing_is_written(usdt, u
 
 @pytest.mark.parametrize(
     "address",
-    ["", "sim1", DESTINATION.upper(), DESTINATION[:-1] + ("0" if DESTINATION[-1] != "0" else "1"), DESTINATION + "0",
-     " " + DESTINATION, "1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa", None, 42],
-    ids=["empty", "prefix-only", "upper-case", "bad-checksum", "too-long", "leading-space", "bitcoin", "none",
-         "number"],
+    [
+        "",
+        "sim1",
+        DESTINATION.upper(),
+        DESTINATION[:-1] + ("0" if DESTINATION[-1] != "0" else "1"),
+        DESTINATION + "0",
+        " " + DESTINATION,
+        "1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa",
+        None,
+        42,
+    ],
+    ids=[
+        "empty",
+        "prefix-only",
+        "upper-case",
+        "bad-checksum",
+        "too-long",
+        "leading-space",
+        "bitcoin",
+        "none",
+        "number",
+    ],
 )
 def test_invalid_addresses_are_refused_and_nothing_is_written(usdt, user, address):
     fund(user, usdt, "100")
@@ -208,8 +243,15 @@ def test_s3_two_withdrawals_of_60_at_once_from_100(usdt, user):
 def test_s4_funds_held_by_an_order_cannot_be_withdrawn(usdt, user):
     """SCENARIOS.md S4: 100 USDT with 80 held by an open buy order: 30 is refused, 20 is accepted."""
     fund(user, usdt, "100")
-    funds_hold(user_id=user.id, asset=usdt, amount=Decimal(80), idempotency_key="order:1:hold",
-               reason=EntryReason.ORDER_HOLD, reference_type="order", reference_id="1")
+    funds_hold(
+        user_id=user.id,
+        asset=usdt,
+        amount=Decimal(80),
+        idempotency_key="order:1:hold",
+        reason=EntryReason.ORDER_HOLD,
+        reference_type="order",
+        reference_id="1",
+    )
 
     with pytest.raises(InsufficientFunds):
         request(user, "30")
@@ -313,7 +355,9 @@ def test_completed_withdrawal_posts_the_recipes_with_fee_and_network_fee(usdt, u
 
     withdrawal.refresh_from_db()
     assert (withdrawal.status, withdrawal.hold_remaining, withdrawal.network_fee) == (
-        WithdrawalStatus.COMPLETED, 0, Decimal("0.5"),
+        WithdrawalStatus.COMPLETED,
+        0,
+        Decimal("0.5"),
     )
     assert withdrawal.txid == SimWithdrawal.objects.get().txid
     assert balances(user, usdt) == (Decimal(48), Decimal(0))
@@ -334,9 +378,17 @@ def test_a_second_completion_report_that_contradicts_the_first_is_rejected_for_a
     withdrawal_submit(withdrawal_id=withdrawal.pk)
     deliver_custody_callbacks()
     withdrawal.refresh_from_db()
-    report = {"event_id": f"again-{withdrawal.pk}", "type": "withdrawal", "asset": "USDT", "amount": "50.000000",
-              "txid": withdrawal.txid, "status": "completed", "withdrawal_id": str(withdrawal.pk),
-              "network_fee": f"{withdrawal.network_fee:f}", **change}
+    report = {
+        "event_id": f"again-{withdrawal.pk}",
+        "type": "withdrawal",
+        "asset": "USDT",
+        "amount": "50.000000",
+        "txid": withdrawal.txid,
+        "status": "completed",
+        "withdrawal_id": str(withdrawal.pk),
+        "network_fee": f"{withdrawal.network_fee:f}",
+        **change,
+    }
 
     event, _ = custody_event_receive(body=signed(report)[0])
     event = custody_event_process(event_pk=event.pk)
@@ -446,8 +498,14 @@ def test_an_outcome_reported_before_the_submission_is_recorded_waits(usdt, user)
     deposit_through_custody(user, usdt, "100")
     withdrawal = request(user, "30")
     payload = {
-        "event_id": "early", "type": "withdrawal", "withdrawal_id": withdrawal.pk, "asset": "USDT", "amount": "30",
-        "txid": "t-early", "status": "completed", "network_fee": "0",
+        "event_id": "early",
+        "type": "withdrawal",
+        "withdrawal_id": withdrawal.pk,
+        "asset": "USDT",
+        "amount": "30",
+        "txid": "t-early",
+        "status": "completed",
+        "network_fee": "0",
     }
     event, _ = custody_event_receive(body=signed(payload)[0])
 
@@ -465,8 +523,13 @@ def test_an_outcome_contradicting_the_withdrawal_is_rejected(usdt, user):
     withdrawal = request(user, "30")
     withdrawal_submit(withdrawal_id=withdrawal.pk)
     payload = {
-        "event_id": "wrong", "type": "withdrawal", "withdrawal_id": str(withdrawal.pk), "asset": "USDT",
-        "amount": "31", "txid": "t-wrong", "status": "completed",
+        "event_id": "wrong",
+        "type": "withdrawal",
+        "withdrawal_id": str(withdrawal.pk),
+        "asset": "USDT",
+        "amount": "31",
+        "txid": "t-wrong",
+        "status": "completed",
     }
     event, _ = custody_event_receive(body=signed(payload)[0])
 

@@ -21,7 +21,10 @@ from apps.wallets.custody.simulator.models import SimCallback, SimWallet, SimWit
 from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.models import CustodyEvent, Deposit, DepositStatus, EventState, Withdrawal, WithdrawalStatus
 from apps.wallets.services import (
-    custody_events_requeue, deposit_address_get_or_create, withdrawal_approve, withdrawal_request,
+    custody_events_requeue,
+    deposit_address_get_or_create,
+    withdrawal_approve,
+    withdrawal_request,
 )
 
 from .conftest import make_operator, wait_for
@@ -142,8 +145,10 @@ def test_s6_deposits_of_0_1_and_0_2_then_a_withdrawal_of_0_3_leave_exactly_zero(
 
     withdrawal = withdrawal_request(user_id=user.id, asset_code="BTC", amount="0.3", address=new_address())
 
-    wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED,
-             message="the withdrawal to complete")
+    wait_for(
+        lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED,
+        message="the withdrawal to complete",
+    )
     balance = available(user, btc)
     assert balance == 0 and balance.is_zero()
     assert format_amount(balance, btc.decimals) == "0.00000000"
@@ -167,8 +172,10 @@ def test_two_operators_approving_at_once_give_one_submission_and_one_debit(worke
     )
 
     assert sorted(type(result).__name__ for result in results) == ["InvalidState", "Withdrawal"]
-    wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED,
-             message="the withdrawal to complete")
+    wait_for(
+        lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED,
+        message="the withdrawal to complete",
+    )
     at_custody = SimWithdrawal.objects.get()
     assert (at_custody.client_reference, at_custody.requests) == (str(withdrawal.pk), 1)
     assert JournalEntry.objects.filter(idempotency_key=f"withdrawal:{withdrawal.pk}:complete").count() == 1
@@ -186,8 +193,10 @@ def test_custody_timeout_then_success_on_retry_sends_once_and_keeps_the_hold(wor
     withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="30", address=destination)
 
     assert withdrawal.status == WithdrawalStatus.APPROVED  # auto-approved, submitted by the worker
-    wait_for(lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED,
-             message="the withdrawal to complete")
+    wait_for(
+        lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED,
+        message="the withdrawal to complete",
+    )
     withdrawal.refresh_from_db()
     at_custody = SimWithdrawal.objects.get()
     assert (at_custody.client_reference, at_custody.requests) == (str(withdrawal.pk), 2)
@@ -195,7 +204,8 @@ def test_custody_timeout_then_success_on_retry_sends_once_and_keeps_the_hold(wor
     _available, held_account = user_accounts(user.id, usdt)
     history = [(p.entry.idempotency_key, p.amount) for p in held_account.postings.select_related("entry")]
     assert history == [  # the hold was never released, only spent
-        (f"withdrawal:{withdrawal.pk}:hold", Decimal(-30)), (f"withdrawal:{withdrawal.pk}:complete", Decimal(30)),
+        (f"withdrawal:{withdrawal.pk}:hold", Decimal(-30)),
+        (f"withdrawal:{withdrawal.pk}:complete", Decimal(30)),
     ]
     assert available(user, usdt) == Decimal(70)
     wait_for(all_events_processed, message="the inbox to drain")
@@ -223,8 +233,10 @@ def test_worker_killed_while_crediting_a_deposit_loses_nothing_and_credits_once(
     assert post(callback_url, deposit_payload(address, "0.7", txid="K")) == 200
     event = CustodyEvent.objects.get()
     # The worker holds the event and the user's account (the credit is posted, not committed).
-    wait_for(lambda: _locked("wallets_custodyevent", event.pk) and _locked("ledger_account", available_account.pk),
-             message="the worker to be in the middle of the credit")
+    wait_for(
+        lambda: _locked("wallets_custodyevent", event.pk) and _locked("ledger_account", available_account.pk),
+        message="the worker to be in the middle of the credit",
+    )
     victim.kill()
 
     assert victim.process.returncode == -signal.SIGKILL

@@ -12,6 +12,11 @@ from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (fi
 def usdt(db):
     """USDT (6 decimals): fee 1, minimum 1, approved automatically up to 100, daily limit 100,000."""
     return AssetFactory(
-        code="USDT", name="Tether", decimals=6, withdrawal_fee=Decimal(1), min_withdrawal=Decimal(1),
-        withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(100000),
+        code="USDT",
+        name="Tether",
+        decimals=6,
+        withdrawal_fee=Decimal(1),
+        min_withdrawal=Decimal(1),
+        withdrawal_auto_approve_limit=Decimal(100),
+        withdrawal_daily_limit=Decimal(100000),
     )

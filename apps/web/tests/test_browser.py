@@ -26,8 +26,13 @@ from apps.wallets.tests.factories import deposit_through_custody
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 SCREENSHOT = Path(settings.BASE_DIR) / "artifacts" / "market-page.png"
 PASSWORD = "a long and unusual passphrase 42"

@@ -32,8 +32,16 @@ def book(btc_usdt, btc, usdt):
 
 
 def order_form(**overrides) -> dict:
-    return {"side": "buy", "type": "limit", "price": "50000", "qty": "0.1", "quote_qty": "", "time_in_force": "",
-            "client_order_id": "form-1", **overrides}
+    return {
+        "side": "buy",
+        "type": "limit",
+        "price": "50000",
+        "qty": "0.1",
+        "quote_qty": "",
+        "time_in_force": "",
+        "client_order_id": "form-1",
+        **overrides,
+    }
 
 
 def test_markets_list_shows_last_price_and_best_bid_and_ask(book, client):
@@ -101,17 +109,20 @@ def test_a_market_buy_with_a_budget_fills_and_shows_in_history_and_fills(book, t
     assert balance(trader, btc) == (Decimal("0.01998"), Decimal("0"))
 
 
-@pytest.mark.parametrize(("form", "field"), [
-    (order_form(price="abc"), "price"),
-    (order_form(price="50000.001"), "price"),
-    (order_form(price="-1"), "price"),
-    (order_form(price=""), "price"),
-    (order_form(qty="NaN"), "qty"),
-    (order_form(qty="0.00001"), "qty"),
-    (order_form(qty="1E+2"), "qty"),
-    (order_form(side="hold"), "side"),
-    (order_form(type="market", price="", qty="", time_in_force="GTC", quote_qty="10"), "time_in_force"),
-])
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        (order_form(price="abc"), "price"),
+        (order_form(price="50000.001"), "price"),
+        (order_form(price="-1"), "price"),
+        (order_form(price=""), "price"),
+        (order_form(qty="NaN"), "qty"),
+        (order_form(qty="0.00001"), "qty"),
+        (order_form(qty="1E+2"), "qty"),
+        (order_form(side="hold"), "side"),
+        (order_form(type="market", price="", qty="", time_in_force="GTC", quote_qty="10"), "time_in_force"),
+    ],
+)
 def test_form_errors_are_shown_next_to_the_field_and_nothing_is_placed(trader, client, usdt, form, field):
     client.force_login(trader)
 

@@ -62,8 +62,13 @@ def test_wallet_balances_partial_for_htmx(db, client, usdt, user):
 def test_activity_lists_each_posting_with_balance_after(db, client, usdt, user):
     fund(user, usdt, "100")
     funds_hold(
-        user_id=user.id, asset=usdt, amount=Decimal("30"), idempotency_key="order:4:hold",
-        reason=EntryReason.ORDER_HOLD, reference_type="order", reference_id="4",
+        user_id=user.id,
+        asset=usdt,
+        amount=Decimal("30"),
+        idempotency_key="order:4:hold",
+        reason=EntryReason.ORDER_HOLD,
+        reference_type="order",
+        reference_id="4",
     )
     client.force_login(user)
     page = client.get("/activity/").content.decode()
@@ -117,8 +122,15 @@ def test_sign_up_refuses_look_alike_and_case_variant_usernames(db, client, usern
     assert "username" in response.context["form"].errors
 
 
-@pytest.mark.parametrize("path", ["/orders/99999999999999999999/cancel/", "/orders/9223372036854775808/cancel/",
-                                  "/wallet/withdrawals/9223372036854775808/cancel/", "/api-keys/0/revoke/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/orders/99999999999999999999/cancel/",
+        "/orders/9223372036854775808/cancel/",
+        "/wallet/withdrawals/9223372036854775808/cancel/",
+        "/api-keys/0/revoke/",
+    ],
+)
 def test_ids_beyond_a_bigint_match_no_page(db, client, user, path):
     client.force_login(user)
     assert client.post(path).status_code == 404

@@ -80,18 +80,21 @@ def test_a_double_submit_of_the_withdraw_form_is_one_withdrawal(holder, usdt, cl
     assert balances(holder, usdt) == (Decimal(449), Decimal(51))
 
 
-@pytest.mark.parametrize(("form", "field"), [
-    (withdraw_form(amount="NaN"), "amount"),
-    (withdraw_form(amount="-5"), "amount"),
-    (withdraw_form(amount="0"), "amount"),
-    (withdraw_form(amount="1.0000001"), "amount"),
-    (withdraw_form(amount="1E+2"), "amount"),
-    (withdraw_form(amount=""), "amount"),
-    (withdraw_form(amount="0.5"), "amount"),  # below the minimum
-    (withdraw_form(address="sim1" + "0" * 40), "address"),
-    (withdraw_form(address=""), "address"),
-    (withdraw_form(asset="DOGE"), "asset"),
-])
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        (withdraw_form(amount="NaN"), "amount"),
+        (withdraw_form(amount="-5"), "amount"),
+        (withdraw_form(amount="0"), "amount"),
+        (withdraw_form(amount="1.0000001"), "amount"),
+        (withdraw_form(amount="1E+2"), "amount"),
+        (withdraw_form(amount=""), "amount"),
+        (withdraw_form(amount="0.5"), "amount"),  # below the minimum
+        (withdraw_form(address="sim1" + "0" * 40), "address"),
+        (withdraw_form(address=""), "address"),
+        (withdraw_form(asset="DOGE"), "asset"),
+    ],
+)
 def test_withdraw_form_errors_are_shown_next_to_the_field_and_nothing_is_written(holder, usdt, client, form, field):
     client.force_login(holder)
 
@@ -150,18 +153,24 @@ def test_a_trader_cannot_cancel_someone_elses_withdrawal(holder, client):
     assert Withdrawal.objects.get(id=pending.id).status == WithdrawalStatus.AWAITING_APPROVAL
 
 
-@pytest.mark.parametrize(("method", "url"), [
-    ("get", "/wallet/withdraw/fee/?asset=USDT"), ("post", "/wallet/withdraw/"), ("post", "/wallet/deposit-address/"),
-    ("post", "/wallet/withdrawals/1/cancel/"),
-])
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("get", "/wallet/withdraw/fee/?asset=USDT"),
+        ("post", "/wallet/withdraw/"),
+        ("post", "/wallet/deposit-address/"),
+        ("post", "/wallet/withdrawals/1/cancel/"),
+    ],
+)
 def test_wallet_actions_need_a_log_in(usdt, client, method, url):
     response = getattr(client, method)(url)
     assert response.status_code == 302 and response.url.startswith("/accounts/login/")
 
 
 def test_a_huge_amount_of_an_18_decimal_asset_is_shown_as_an_error(user, client):
-    AssetFactory(code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"),
-                 withdrawal_daily_limit=Decimal(1000))
+    AssetFactory(
+        code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"), withdrawal_daily_limit=Decimal(1000)
+    )
     client.force_login(user)
 
     response = client.post("/wallet/withdraw/", withdraw_form(asset="ETH", amount="12345678901.5"))

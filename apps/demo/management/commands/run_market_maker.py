@@ -21,7 +21,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--market", action="append", metavar="SYMBOL", help="only this market (repeatable)")
         parser.add_argument("--interval", type=float, default=1.0, help="seconds between steps (default 1)")
-        parser.add_argument("--steps", type=int, default=0, help="stop after this many steps (default: run until stopped)")
+        parser.add_argument(
+            "--steps", type=int, default=0, help="stop after this many steps (default: run until stopped)"
+        )
         parser.add_argument("--maker", default="marketmaker", help="username quoting the ladders")
         parser.add_argument("--taker", default="taker", help="username taking liquidity")
         parser.add_argument("--seed", type=int, help="random seed, for a repeatable run")
@@ -29,7 +31,9 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["interval"] < 0 or options["steps"] < 0:
             raise CommandError("--interval and --steps must not be negative.")
-        users = {u.username: u for u in get_user_model().objects.filter(username__in=[options["maker"], options["taker"]])}
+        users = {
+            u.username: u for u in get_user_model().objects.filter(username__in=[options["maker"], options["taker"]])
+        }
         missing = [name for name in (options["maker"], options["taker"]) if name not in users]
         if missing:
             raise CommandError(f"No user {', '.join(missing)}: run manage.py seed_demo first.")
@@ -39,8 +43,12 @@ class Command(BaseCommand):
             unknown = set(options["market"]) - {market.symbol for market in markets}
             if unknown:
                 raise CommandError(f"Unknown market {', '.join(sorted(unknown))}.")
-        bot = MarketMaker(maker_id=users[options["maker"]].id, taker_id=users[options["taker"]].id,
-                          markets=list(markets), rng=random.Random(options["seed"]))
+        bot = MarketMaker(
+            maker_id=users[options["maker"]].id,
+            taker_id=users[options["taker"]].id,
+            markets=list(markets),
+            rng=random.Random(options["seed"]),
+        )
 
         stopping = []
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -55,8 +63,14 @@ class Command(BaseCommand):
             except DatabaseError as exc:  # a dropped connection or a restart: try again next step
                 log.warning("market_maker.database_error error=%s", str(exc).strip())
             else:
-                log.info("market_maker.step n=%d placed=%d cancelled=%d taken=%d refused=%d", steps, report.placed,
-                         report.cancelled, report.taken, len(report.refused))
+                log.info(
+                    "market_maker.step n=%d placed=%d cancelled=%d taken=%d refused=%d",
+                    steps,
+                    report.placed,
+                    report.cancelled,
+                    report.taken,
+                    len(report.refused),
+                )
                 for refusal in report.refused[:3]:
                     log.info("market_maker.refused %s", refusal)
             time.sleep(options["interval"])

@@ -23,6 +23,9 @@ class SimAddress(models.Model):
     label = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    def __str__(self) -> str:
+        return f"{self.asset_code} {self.address}"
+
 
 class SimWallet(models.Model):
     """What the provider holds for the exchange in one asset: the figure it reports (invariant 5)."""
@@ -32,6 +35,9 @@ class SimWallet(models.Model):
 
     class Meta:
         constraints = [models.CheckConstraint(condition=Q(balance__gte=0), name="sim_wallet_not_negative")]
+
+    def __str__(self) -> str:
+        return f"{self.asset_code} {self.balance}"
 
 
 class SimDeposit(models.Model):
@@ -57,6 +63,9 @@ class SimDeposit(models.Model):
             models.CheckConstraint(condition=Q(amount__gt=0), name="sim_deposit_amount_positive"),
             models.CheckConstraint(condition=Q(status__in=["pending", "confirmed"]), name="sim_deposit_status"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.asset_code} {self.txid}:{self.vout}"
 
 
 class SimWithdrawal(models.Model):
@@ -85,6 +94,9 @@ class SimWithdrawal(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.client_reference} ({self.status})"
+
 
 class SimFault(models.Model):
     """A scripted misbehaviour, consumed by the next ``times`` matching calls.
@@ -109,6 +121,9 @@ class SimFault(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"{self.operation} {self.kind} {self.address}"
+
 
 class SimCallback(models.Model):
     """The provider's outbox: one callback to send, retried with back-off until the webhook answers 2xx.
@@ -131,3 +146,6 @@ class SimCallback(models.Model):
         indexes = [
             models.Index(fields=["due_at", "id"], condition=Q(delivered_at__isnull=True), name="sim_callback_due")
         ]
+
+    def __str__(self) -> str:
+        return self.event_id

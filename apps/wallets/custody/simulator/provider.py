@@ -148,8 +148,13 @@ class SimulatedCustody(CustodyAdapter):
             )
         SimWallet.objects.filter(pk=wallet.pk).update(balance=F("balance") - amount - fee)
         withdrawal = SimWithdrawal.objects.create(
-            client_reference=withdrawal_id, network=NETWORK, asset_code=asset_code, address=address,
-            amount=amount, network_fee=fee, txid=secrets.token_hex(32),
+            client_reference=withdrawal_id,
+            network=NETWORK,
+            asset_code=asset_code,
+            address=address,
+            amount=amount,
+            network_fee=fee,
+            txid=secrets.token_hex(32),
         )
         fails = _fault_take("outcome", address) == "fail" or random.random() < settings.CUSTODY_SIMULATOR_FAILURE_RATE
         delay = settings.CUSTODY_SIMULATOR_DELAY
@@ -177,9 +182,14 @@ class SimulatedCustody(CustodyAdapter):
         if withdrawal is None:
             return None
         return CustodyWithdrawal(
-            withdrawal_id=withdrawal.client_reference, reference=f"sim-{withdrawal.pk}",
-            asset_code=withdrawal.asset_code, amount=withdrawal.amount, address=withdrawal.address,
-            status=withdrawal.status, txid=withdrawal.txid, network_fee=withdrawal.network_fee,
+            withdrawal_id=withdrawal.client_reference,
+            reference=f"sim-{withdrawal.pk}",
+            asset_code=withdrawal.asset_code,
+            amount=withdrawal.amount,
+            address=withdrawal.address,
+            status=withdrawal.status,
+            txid=withdrawal.txid,
+            network_fee=withdrawal.network_fee,
             requests=withdrawal.requests,
         )
 
@@ -190,7 +200,9 @@ class SimulatedCustody(CustodyAdapter):
     def verify_callback(self, *, headers: Mapping[str, str], body: bytes) -> None:
         """HMAC-SHA256 with ``CUSTODY_WEBHOOK_SECRET`` and at most ``CUSTODY_WEBHOOK_MAX_SKEW`` seconds of skew."""
         signing.verify(
-            secret=settings.CUSTODY_WEBHOOK_SECRET, headers=headers, body=body,
+            secret=settings.CUSTODY_WEBHOOK_SECRET,
+            headers=headers,
+            body=body,
             max_skew=settings.CUSTODY_WEBHOOK_MAX_SKEW,
         )
 
@@ -228,8 +240,12 @@ class SimulatedCustody(CustodyAdapter):
         try:
             with transaction.atomic():
                 deposit = SimDeposit.objects.create(
-                    network=known.network, asset_code=known.asset_code, address=address,
-                    txid=txid or secrets.token_hex(32), vout=vout, amount=amount,
+                    network=known.network,
+                    asset_code=known.asset_code,
+                    address=address,
+                    txid=txid or secrets.token_hex(32),
+                    vout=vout,
+                    amount=amount,
                 )
                 SimCallback.objects.bulk_create(
                     SimCallback(
@@ -328,7 +344,9 @@ class SimulatedCustody(CustodyAdapter):
                 status = send(body, headers)
             else:
                 status = requests.post(
-                    settings.CUSTODY_CALLBACK_URL, data=body, headers=headers,
+                    settings.CUSTODY_CALLBACK_URL,
+                    data=body,
+                    headers=headers,
                     timeout=settings.CUSTODY_SIMULATOR_HTTP_TIMEOUT,
                 ).status_code
         except requests.RequestException as exc:

@@ -11,8 +11,12 @@ class CallbackPending(Exception):
 
 
 @shared_task(
-    acks_late=True, reject_on_worker_lost=True, autoretry_for=(CallbackPending,), retry_backoff=True,
-    retry_backoff_max=60, max_retries=10,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=(CallbackPending,),
+    retry_backoff=True,
+    retry_backoff_max=60,
+    max_retries=10,
 )
 def callback_deliver(callback_id: int) -> None:
     """Deliver one callback once it is due; retried with back-off while undelivered.
@@ -22,4 +26,3 @@ def callback_deliver(callback_id: int) -> None:
     SimulatedCustody().callbacks_deliver_due(callback_ids=[callback_id])
     if SimCallback.objects.filter(pk=callback_id, delivered_at__isnull=True).exists():
         raise CallbackPending(callback_id)  # not delivered, not due yet, or another deliverer holds its lease
-

@@ -44,7 +44,11 @@ class Command(BaseCommand):
                 log.warning("custody_simulator.database_error error=%s", str(exc).strip())
                 deliveries = []
             for delivery in deliveries:
-                log.info("custody_simulator.callback event=%s status=%s delivered=%s", delivery.event_id,
-                         delivery.status, delivery.delivered)
+                log.info(
+                    "custody_simulator.callback event=%s status=%s delivered=%s",
+                    delivery.event_id,
+                    delivery.status,
+                    delivery.delivered,
+                )
             time.sleep(options["interval"])
         log.info("custody_simulator.stop")

@@ -38,7 +38,9 @@ class Command(BaseCommand):
         try:
             self.deposit(**options)
         except OperationalError as exc:
-            raise CommandError(f"Cannot reach the database ({str(exc).strip()[:120]}): is `make run` running?") from None
+            raise CommandError(
+                f"Cannot reach the database ({str(exc).strip()[:120]}): is `make run` running?"
+            ) from None
 
     def deposit(self, **options):
         custody = get_adapter()
