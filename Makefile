@@ -19,7 +19,7 @@ run: $(VENV)/.installed
 	$(PY) -m devtools.run
 
 test: $(VENV)/.installed
-	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS)
+	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS); status=$$?; $(PY) -m devtools.localservices status; exit $$status
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

@@ -1,10 +1,29 @@
-"""Fixtures shared by every app's tests: assets of SCENARIOS.md, users, API clients."""
+"""Fixtures shared by every app's tests: assets of SCENARIOS.md, users, API clients; the browser-test rule."""
+
+import os
 
 import pytest
 from rest_framework.test import APIClient
 
 from apps.accounts.services import api_key_create
 from apps.ledger.tests.factories import AssetFactory, UserFactory
+from devtools.chromium import CHROMIUM
+
+# .ci/run sets this: under CI a missing browser fails the browser tests instead of skipping them.
+REQUIRE_BROWSER_TESTS = "REQUIRE_BROWSER_TESTS"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the browser tests (marked ``browser``) when Debian's Chromium is missing, unless they are required.
+
+    A fresh machine has only Python: ``make test`` then passes and says how to enable them.
+    """
+    if CHROMIUM.exists() or os.environ.get(REQUIRE_BROWSER_TESTS) == "1":
+        return
+    skip = pytest.mark.skip(reason=f"no Chromium at {CHROMIUM}: `apt-get install chromium` to run the browser tests")
+    for item in items:
+        if item.get_closest_marker("browser"):
+            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ Usage (the Makefile calls these)::
     python -m devtools.localservices exec -- CMD [ARGS...]   # ensure services, run CMD with the URLs set
     python -m devtools.localservices env                     # ensure services, print the URLs as shell exports
     python -m devtools.localservices stop                    # stop what this folder started
+    python -m devtools.localservices status                  # say whether they are still running
 
 The URLs are also written to ``<data>/services.env``, which the local settings
 read, so ``./manage.py shell`` works while the services run.
@@ -162,13 +163,26 @@ def stop() -> None:
     (folder / "services.env").unlink(missing_ok=True)
 
 
+def status_message() -> str:
+    """One line for the end of ``make test``: whether this folder's embedded services are left running."""
+    if not running():
+        return "No embedded PostgreSQL or Redis is running for this folder."
+    return (
+        f"The embedded PostgreSQL and Redis under {data_dir()} are still running "
+        "(the next `make test` or `make run` reuses them); `make stop` stops them."
+    )
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"exec", "env", "stop"}:
+    if not argv or argv[0] not in {"exec", "env", "stop", "status"}:
         print(__doc__, file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
     if command == "stop":
         stop()
+        return 0
+    if command == "status":
+        print(status_message())
         return 0
     env = service_env()
     if command == "env":

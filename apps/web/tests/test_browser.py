@@ -23,23 +23,14 @@ from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Order, OrderStatus
 from apps.orders.services import order_place
 from apps.wallets.tests.factories import deposit_through_custody
+from devtools.chromium import CHROMIUM, CHROMIUM_ARGS
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOT = Path(settings.BASE_DIR) / "artifacts" / "market-page.png"
 PASSWORD = "a long and unusual passphrase 42"
 # The live parts poll every 2 or 3 s; allow several polls on a busy machine before giving up.
 LIVE_TIMEOUT_MS = 20_000
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 
 @pytest.fixture
@@ -50,7 +41,7 @@ def browser_page(transactional_db, live_server, monkeypatch):
     it has stopped, with no connection of its threads left open.)"""
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900}, base_url=live_server.url)
             page.set_default_timeout(LIVE_TIMEOUT_MS)
