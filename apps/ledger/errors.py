@@ -1,21 +1,20 @@
-"""The domain's exception hierarchy: each error has a stable ``code`` (API.md's error codes).
+"""The ledger's own refusals (amounts, balance, idempotency), on the shared base of :mod:`apps.core.errors`.
 
-Every app raises subclasses of :class:`DomainError`; the API's exception handler
-maps ``code``, ``status`` and ``fields`` to the error body, management commands
-print ``message`` and exit non-zero.
+The shared classes are imported here too, so ``from apps.ledger.errors import DomainError`` keeps working.
 """
 
+from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
 
-class DomainError(Exception):
-    """A refused request: nothing was written. ``fields`` maps input field names to messages."""
-
-    code = "invalid_request"
-    status = 400
-
-    def __init__(self, message: str, *, fields: dict[str, str] | None = None):
-        super().__init__(message)
-        self.message = message
-        self.fields = fields or {}
+__all__ = [
+    "DomainError",
+    "IdempotencyConflict",
+    "InsufficientFunds",
+    "InvalidAmount",
+    "InvalidState",
+    "NotFound",
+    "PermissionDenied",
+    "UnbalancedEntry",
+]
 
 
 class InvalidAmount(DomainError):
@@ -41,24 +40,3 @@ class IdempotencyConflict(DomainError):
 
     code = "idempotency_conflict"
     status = 409
-
-
-class InvalidState(DomainError):
-    """A state transition that the object's current state does not allow."""
-
-    code = "invalid_state"
-    status = 409
-
-
-class PermissionDenied(DomainError):
-    """The actor may not do this (for example approve their own draft)."""
-
-    code = "permission_denied"
-    status = 403
-
-
-class NotFound(DomainError):
-    """A referenced object does not exist (or belongs to someone else)."""
-
-    code = "not_found"
-    status = 404

@@ -1,0 +1,1 @@
+"""What every app shares and no app owns: the domain's error base (no models, no Django app)."""

@@ -1,0 +1,40 @@
+"""The domain's exception base: each error has a stable ``code`` (API.md's error codes) and an HTTP ``status``.
+
+Every app raises subclasses of :class:`DomainError`; the API's exception handler maps
+``code``, ``status`` and ``fields`` to the error body, management commands print
+``message`` and exit non-zero. Errors of one app's own rules live in that app
+(``apps.ledger.errors``, ``apps.orders.errors``, ``apps.wallets.errors``).
+"""
+
+
+class DomainError(Exception):
+    """A refused request: nothing was written. ``fields`` maps input field names to messages."""
+
+    code = "invalid_request"
+    status = 400
+
+    def __init__(self, message: str, *, fields: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.fields = fields or {}
+
+
+class InvalidState(DomainError):
+    """A state transition that the object's current state does not allow."""
+
+    code = "invalid_state"
+    status = 409
+
+
+class PermissionDenied(DomainError):
+    """The actor may not do this (for example approve their own draft)."""
+
+    code = "permission_denied"
+    status = 403
+
+
+class NotFound(DomainError):
+    """A referenced object does not exist (or belongs to someone else)."""
+
+    code = "not_found"
+    status = 404
