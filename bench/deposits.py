@@ -300,6 +300,7 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
     latencies = sorted(
         (deposit.credited_at.timestamp() - sent_at[deposit.txid]) * 1000
         for deposit in Deposit.objects.filter(txid__startswith="latency-")
+        if deposit.credited_at is not None
     )
     quantiles = statistics.quantiles(latencies, n=100, method="inclusive")
     emit(

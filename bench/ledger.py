@@ -94,7 +94,10 @@ def run_pgbench() -> float:
         capture_output=True,
         text=True,
     )
-    return float(re.search(r"tps = ([0-9.]+)", result.stdout).group(1))
+    match = re.search(r"tps = ([0-9.]+)", result.stdout)
+    if match is None:
+        raise SystemExit(f"pgbench printed no tps:\n{result.stdout}{result.stderr}")
+    return float(match.group(1))
 
 
 def setup_django(database: str) -> None:

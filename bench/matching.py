@@ -219,7 +219,7 @@ def worker(symbol: str, mid: str, user_ids: list[int], seed: int, count: int, st
     latencies = flow.run(count)
     ended = time.perf_counter()
     cpu, db_cpu = time.process_time() - cpu, backend_cpu_seconds(backend) - db_cpu
-    if profiler:
+    if profiler and profile:
         profiler.disable()
         profiler.dump_stats(profile)
     results.put((began, ended, latencies, cpu, db_cpu))
@@ -257,7 +257,7 @@ def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: 
         )
     for process in processes:
         process.start()
-    outcomes = []
+    outcomes: list[tuple] = []
     while len(outcomes) < len(processes):
         try:
             outcomes.append(results.get(timeout=1))

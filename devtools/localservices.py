@@ -159,7 +159,8 @@ def stop() -> None:
         from pgserver import _commands
 
         user = "pgserver" if os.geteuid() == 0 else None
-        _commands.pg_ctl(["-m", "fast", "-w", "stop"], pgdata=pgdata, user=user)
+        # pgserver stops only servers it holds a handle on; its pg_ctl wrapper is untyped.
+        _commands.pg_ctl(["-m", "fast", "-w", "stop"], pgdata=pgdata, user=user)  # type: ignore[attr-defined]
     (folder / "services.env").unlink(missing_ok=True)
 
 

@@ -41,9 +41,15 @@ def main() -> int:
         )
         honcho = subprocess.Popen([sys.executable, "-m", "honcho", "start", "-f", "Procfile"], cwd=ROOT, env=env)
         # Ctrl-C reaches honcho too: it stops its processes; wait for it to finish doing so.
-        stopped = []
-        signal.signal(signal.SIGINT, lambda *_: stopped.append(signal.SIGINT))
-        signal.signal(signal.SIGTERM, lambda *_: (stopped.append(signal.SIGTERM), honcho.terminate()))
+        stopped: list[int] = []
+
+        def on_signal(number: int, _frame) -> None:
+            stopped.append(number)
+            if number == signal.SIGTERM:
+                honcho.terminate()
+
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
         returncode = honcho.wait()
         return 0 if stopped else returncode
     except KeyboardInterrupt:

@@ -71,7 +71,8 @@ def check_amount(value: Decimal, *, decimals: int, field: str = "amount", allow_
         raise InvalidAmount("Must be greater than zero.", field=field)
     if value.adjusted() >= MAX_INTEGER_DIGITS:
         raise InvalidAmount(f"Must be less than 10^{MAX_INTEGER_DIGITS}.", field=field)
-    if value.normalize().as_tuple().exponent < -decimals:
+    exponent = value.normalize().as_tuple().exponent
+    if not isinstance(exponent, int) or exponent < -decimals:  # a str exponent is NaN or Infinity
         raise InvalidAmount(f"At most {decimals} decimal places are allowed.", field=field)
     return value.quantize(quantum(decimals))
 
@@ -104,5 +105,5 @@ def money(amount: Decimal, code: str) -> Money:
     try:
         moneyed.get_currency(code)
     except moneyed.CurrencyDoesNotExist:
-        moneyed.add_currency(code, "000", code, [])
+        moneyed.add_currency(code, numeric="000", name=code)
     return Money(amount, code)

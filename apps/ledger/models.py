@@ -37,7 +37,8 @@ class AmountField(models.DecimalField):
 
 def _multiple_of_precision(field: str) -> Q:
     """``field`` is an exact multiple of ``10 ** -decimals`` (SQL ``round(x, decimals) = x``)."""
-    return Q(**{field: Round(F(field), F("decimals"))})
+    # Round takes an expression as its precision (Django >= 4.0); the stubs say int.
+    return Q(**{field: Round(F(field), F("decimals"))})  # type: ignore[arg-type]
 
 
 class Asset(models.Model):

@@ -80,7 +80,7 @@ def _user_accounts_get_or_create(asset: Asset, wanted: Sequence[tuple[int, str]]
     One SELECT when they all exist; concurrent creators are settled by the unique constraint.
     """
 
-    def fetch() -> dict[tuple[int, str], Account]:
+    def fetch() -> dict[tuple[int | None, str], Account]:
         owners = sorted({owner_id for owner_id, _ in wanted})
         kinds = sorted({kind for _, kind in wanted})
         return {(a.owner_id, a.kind): a for a in Account.objects.raw(_SELECT_USER_ACCOUNTS, [asset.id, owners, kinds])}
@@ -318,8 +318,11 @@ def entry_post(
             ],
         )
         inserted = cursor.fetchone()
-        if inserted is None:
-            return _replayed_entry(idempotency_key, payload_hash)
+        if inserted is None:  # the key was taken (ON CONFLICT DO NOTHING): a replay, or a conflict
+            replayed = _replayed_entry(idempotency_key, payload_hash)
+            if replayed is None:
+                raise RuntimeError(f"journal entry {idempotency_key!r} conflicted yet cannot be read")
+            return replayed
         entry_id = inserted[0]
 
     return JournalEntry(

@@ -24,10 +24,14 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of the psycopg error behind a Django database error, or ``None``."""
+    return getattr(exc.__cause__, "sqlstate", None)
+
+
 def is_retryable(exc: BaseException) -> bool:
     """Whether ``exc`` is a deadlock or serialization failure, judged by its SQLSTATE (never its text)."""
-    cause = exc.__cause__
-    return isinstance(exc, OperationalError) and getattr(cause, "sqlstate", None) in RETRYABLE_SQLSTATES
+    return isinstance(exc, OperationalError) and sqlstate(exc) in RETRYABLE_SQLSTATES
 
 
 def retrying_atomic(func: Callable[P, T]) -> Callable[P, T]:
@@ -52,7 +56,7 @@ def retrying_atomic(func: Callable[P, T]) -> Callable[P, T]:
             except OperationalError as exc:
                 if not is_retryable(exc) or attempt == attempts:
                     raise
-                log.info("retrying %s after %s (attempt %d)", func.__qualname__, exc.__cause__.sqlstate, attempt)
+                log.info("retrying %s after %s (attempt %d)", func.__qualname__, sqlstate(exc), attempt)
                 time.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.2)))
         raise AssertionError("unreachable")
 

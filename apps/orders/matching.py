@@ -167,6 +167,7 @@ def plan_match(taker: Taker, makers: Iterable[Maker], *, step_size: Decimal) -> 
             if left_qty is not None:
                 qty = min(left_qty, maker.remaining)
             else:
+                assert left_budget is not None  # a taker gives a quantity or a quote budget (Taker)
                 affordable = (left_budget // (maker.price * step_size)) * step_size
                 qty = min(affordable, maker.remaining)
                 if qty == 0:
@@ -177,6 +178,7 @@ def plan_match(taker: Taker, makers: Iterable[Maker], *, step_size: Decimal) -> 
             if left_qty is not None:
                 left_qty -= qty
             else:
+                assert left_budget is not None
                 left_budget -= quote_qty
                 if qty < maker.remaining and left_budget:
                     plan.stop = Stop.BUDGET  # not one more step at this price, and the next are dearer

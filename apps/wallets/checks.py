@@ -56,7 +56,7 @@ def custody_matches_provider(scope: Scope) -> list[dict]:
     except CustodyError as exc:
         return [{"asset": None, "problem": f"the custody provider did not report its holdings: {exc}"}]
     ledger = _ledger_custody(scope)
-    problems = []
+    problems: list[dict[str, str | None]] = []
     for asset in scope.assets:
         ours = ledger.get(asset.id, Decimal(0))
         theirs = reported.get(asset.code, Decimal(0))

@@ -55,6 +55,6 @@ def withdrawal_holds(*, asset_ids: Iterable[int]) -> dict[tuple[int, int], Decim
     rows = (
         Withdrawal.objects.filter(asset_id__in=list(asset_ids), status__in=WITHDRAWAL_PENDING)
         .values("user_id", "asset_id")
-        .annotate(total=Sum("hold_remaining"))
+        .annotate(held=Sum("hold_remaining"))
     )
-    return {(row["user_id"], row["asset_id"]): row["total"] for row in rows}
+    return {(row["user_id"], row["asset_id"]): row["held"] for row in rows}

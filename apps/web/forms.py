@@ -1,4 +1,5 @@
 import uuid
+from typing import TypeVar
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -110,12 +111,15 @@ def add_domain_error(form: forms.Form, error) -> None:
         form.add_error(field if field in form.fields else None, message)
 
 
-def with_new_key(form: forms.Form, key_field: str, message: str, **kwargs) -> forms.Form:
+AnyForm = TypeVar("AnyForm", bound=forms.Form)
+
+
+def with_new_key(form: AnyForm, key_field: str, message: str, **kwargs) -> AnyForm:
     """The submitted ``form`` again, with a fresh one-time key in ``key_field`` and ``message`` on top.
 
     For a form whose key was already used by another request (sent, then changed and sent again):
     nothing was done this time, and sending the form once more makes a new request."""
-    data = form.data.copy()
+    data = form.data.copy()  # type: ignore[attr-defined]  # a bound form's data is the request's QueryDict
     data[key_field] = _new_request_key()
     renewed = type(form)(data, **kwargs)
     renewed.is_valid()

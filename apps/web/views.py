@@ -95,7 +95,7 @@ def _fee_context(asset: Asset | None, raw_amount: str | None) -> dict:
     """The withdrawal fee of ``asset`` and, for a valid ``raw_amount``, what leaves the balance in all."""
     if asset is None:
         return {}
-    context = {"asset": asset}
+    context: dict[str, object] = {"asset": asset}
     with contextlib.suppress(DomainError):
         context["total"] = parse_amount(raw_amount, decimals=asset.decimals) + asset.withdrawal_fee
     return context

@@ -37,4 +37,4 @@ STORAGES = {
 }
 
 # JSON log lines for the log collector unless LOG_FORMAT says otherwise.
-LOGGING["handlers"]["console"]["formatter"] = env("LOG_FORMAT", default="json")
+LOGGING["handlers"]["console"]["formatter"] = env("LOG_FORMAT", default="json")  # type: ignore[index]  # a literal dict of dicts in base

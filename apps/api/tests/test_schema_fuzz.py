@@ -38,7 +38,7 @@ from apps.wallets.tests.factories import deposit_through_custody
 @pytest.fixture
 def exchange(db, key_for) -> dict:
     """A funded trader (a key of every scope) on a market with a book, and what the fuzzer may aim at."""
-    usdt = AssetFactory(
+    usdt = AssetFactory.create(
         code="USDT",
         name="Tether",
         decimals=6,
@@ -47,7 +47,7 @@ def exchange(db, key_for) -> dict:
         withdrawal_auto_approve_limit=Decimal(1000),
         withdrawal_daily_limit=Decimal(100000),
     )
-    btc = AssetFactory(
+    btc = AssetFactory.create(
         code="BTC",
         name="Bitcoin",
         decimals=8,
@@ -68,7 +68,7 @@ def exchange(db, key_for) -> dict:
         max_qty=Decimal(1000),
         min_notional=Decimal(1),
     )
-    trader, maker = UserFactory(), UserFactory()
+    trader, maker = UserFactory.create(), UserFactory.create()
     fund(trader, usdt, "100000")
     fund(trader, btc, "10")
     fund(maker, usdt, "100000")

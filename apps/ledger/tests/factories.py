@@ -5,13 +5,14 @@ from decimal import Decimal
 
 import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import credit, debit, entry_post, system_account, user_account
 
 
-class UserFactory(factory.django.DjangoModelFactory):
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = get_user_model()
         django_get_or_create = ("username",)
@@ -20,7 +21,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.django.Password("correct horse battery staple")
 
 
-class AssetFactory(factory.django.DjangoModelFactory):
+class AssetFactory(factory.django.DjangoModelFactory[Asset]):
     """Defaults to USDT (6 decimals); pass ``code``/``decimals`` for others."""
 
     class Meta:

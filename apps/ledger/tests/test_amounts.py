@@ -81,6 +81,12 @@ def test_money_registers_crypto_codes():
     assert value.amount == Decimal("0.00000001")
 
 
+def test_a_registered_crypto_code_is_named_by_its_code_with_the_default_sub_unit():
+    """Regression: the code was passed as the sub-unit and an empty list as the name."""
+    currency = money(Decimal(1), "ZZT").currency
+    assert (currency.name, currency.sub_unit, currency.numeric) == ("ZZT", 1, "000")
+
+
 def test_every_thread_computes_amounts_with_80_digits():
     """NUMERIC(38, 18) amounts add and quantize exactly, in any thread (Python's default is 28 digits)."""
     import threading

@@ -17,7 +17,7 @@ def run_reconcile(*args: str) -> tuple[int, str]:
     try:
         call_command("reconcile", *args, stdout=out)
     except SystemExit as exit_:
-        return exit_.code, out.getvalue()
+        return int(exit_.code or 0), out.getvalue()
     return 0, out.getvalue()
 
 

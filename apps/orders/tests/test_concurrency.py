@@ -93,7 +93,7 @@ def test_many_threads_trading_one_market_keep_every_invariant(btc_usdt, btc, usd
 
     def trader(seed: int):
         rng = random.Random(seed)
-        placed = []
+        placed: list[int] = []
         for _ in range(12):
             user = rng.choice(users)
             try:

@@ -18,7 +18,7 @@ D = Decimal
 
 
 def fee_revenue(asset) -> Decimal:
-    return sum(a.balance for a in Account.objects.filter(kind=AccountKind.FEE_REVENUE, asset=asset))
+    return sum((a.balance for a in Account.objects.filter(kind=AccountKind.FEE_REVENUE, asset=asset)), Decimal(0))
 
 
 @pytest.mark.parametrize(

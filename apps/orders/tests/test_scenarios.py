@@ -20,7 +20,7 @@ D = Decimal
 def fee_revenue(asset) -> Decimal:
     from apps.ledger.models import Account
 
-    return sum(a.balance for a in Account.objects.filter(kind=AccountKind.FEE_REVENUE, asset=asset))
+    return sum((a.balance for a in Account.objects.filter(kind=AccountKind.FEE_REVENUE, asset=asset)), Decimal(0))
 
 
 def test_s1_partial_fill_with_price_improvement_then_cancel(btc_usdt, btc, usdt):

@@ -28,7 +28,7 @@ def new_address() -> str:
 def is_valid(address: str) -> bool:
     """Whether ``address`` is a well-formed simnet address with a correct checksum."""
     match = _FORMAT.fullmatch(address) if isinstance(address, str) else None
-    return bool(match) and _checksum(match.group(1)) == match.group(2)
+    return match is not None and _checksum(match.group(1)) == match.group(2)
 
 
 def validate_address(address: str) -> None:

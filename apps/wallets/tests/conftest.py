@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import quote
@@ -71,7 +71,7 @@ def btc(db):
 
 def make_operator(username: str | None = None):
     """A user holding ``wallets.approve_withdrawal``."""
-    operator = UserFactory(**({"username": username} if username else {}))
+    operator = UserFactory.create(**({"username": username} if username else {}))
     permission = Permission.objects.get(content_type__app_label="wallets", codename="approve_withdrawal")
     operator.user_permissions.add(permission)
     return type(operator).objects.get(pk=operator.pk)  # fresh instance: no stale permission cache
@@ -267,7 +267,7 @@ def callback_url(live_server, settings) -> str:
 
 
 @pytest.fixture
-def workers(transactional_db, celery_workers, callback_url) -> Workers:
+def workers(transactional_db, celery_workers, callback_url) -> Iterator[Workers]:
     """Start workers for this test; those still running are stopped when it ends, before the database is
     emptied for the next test (so no worker writes into the next test, whatever this one left behind)."""
     already = len(celery_workers.started)
