@@ -89,6 +89,10 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# How many proxies in front of the app append to X-Forwarded-For (API.md; README "Production"): 0 means the
+# socket's peer is the client. exchange.client_ip decides the client's address for throttles, lockouts and keys.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+
 REDIS_URL = env("REDIS_URL")
 CACHES = {
     "default": {
@@ -104,6 +108,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "exchange.client_ip.client_ip"
 OTP_TOTP_ISSUER = "Exchange back office"
 
 AUTH_PASSWORD_VALIDATORS = [
