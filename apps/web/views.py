@@ -31,6 +31,7 @@ from apps.wallets.services import (
 from .forms import ApiKeyForm, SignUpForm, WithdrawForm, add_domain_error, with_new_key
 
 HISTORY_ROWS = 50
+ASSET_CODE_MAX_LENGTH = Asset._meta.get_field("code").max_length
 # A user may cancel a withdrawal in these states (DESIGN.md section 8).
 CANCELLABLE_WITHDRAWALS = (WithdrawalStatus.REQUESTED, WithdrawalStatus.AWAITING_APPROVAL)
 
@@ -181,7 +182,11 @@ def deposit_address(request):
 
 @login_required
 def activity(request):
+    """The user's postings, newest first; ``?asset=CODE`` keeps one asset's (400 for a code no asset can have)."""
     asset = request.GET.get("asset") or None
+    if asset is not None and not (len(asset) <= ASSET_CODE_MAX_LENGTH and asset.isprintable()):
+        context = {"postings": [], "asset": None, "error": "Not a valid asset code."}
+        return render(request, "web/activity.html", context, status=400)
     postings = user_postings(request.user.id, asset_code=asset)[:200]
     return render(request, "web/activity.html", {"postings": postings, "asset": asset})
 
