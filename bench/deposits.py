@@ -114,7 +114,7 @@ def main() -> None:
     env = {
         **os.environ,
         "DATABASE_URL": with_database(base_url, scratch),
-        "DJANGO_SETTINGS_MODULE": "exchange.settings.production",
+        "DJANGO_SETTINGS_MODULE": "exchange.settings.soak",  # production's, with the simulated custody
         "DJANGO_SECRET_KEY": secrets.token_hex(32),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DJANGO_ADMIN_URL": "admin/",

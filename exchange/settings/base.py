@@ -9,7 +9,7 @@ from pathlib import Path
 import environ
 from celery.schedules import crontab
 
-from .environment import celery_broker_from_redis_url, database_from_url
+from .environment import SIMULATED_CUSTODY_ADAPTER, celery_broker_from_redis_url, database_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -174,8 +174,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 
 # Custody (apps.wallets; API.md "Custody webhook"). The adapter talks to the custody provider;
-# the default one is the simulated provider of apps/wallets/custody/simulator.
-CUSTODY_ADAPTER = env("CUSTODY_ADAPTER", default="apps.wallets.custody.simulator.provider.SimulatedCustody")
+# the default one is the simulated provider of apps/wallets/custody/simulator (production requires a real one).
+CUSTODY_ADAPTER = env("CUSTODY_ADAPTER", default=SIMULATED_CUSTODY_ADAPTER)
 # Shared secret of the webhook's HMAC-SHA256 signature: required (local and test settings set a development value).
 CUSTODY_WEBHOOK_SECRET = env("CUSTODY_WEBHOOK_SECRET")
 # A callback whose timestamp is further than this from our clock (seconds) is refused as stale.

@@ -19,6 +19,8 @@ PRODUCTION_ENV = {
     "DATABASE_URL": "postgres://exchange@db.internal:5432/exchange",
     "REDIS_URL": "redis://redis.internal:6379/0",
     "CUSTODY_WEBHOOK_SECRET": "production-webhook-secret-of-at-least-32-characters",
+    # a deployment's own adapter for its custody provider (settings only name it; nothing here imports it)
+    "CUSTODY_ADAPTER": "custody_provider.adapter.ProviderCustody",
 }
 
 
@@ -50,6 +52,7 @@ def test_check_deploy_is_clean_with_production_settings():
         "DATABASE_URL",
         "REDIS_URL",
         "CUSTODY_WEBHOOK_SECRET",
+        "CUSTODY_ADAPTER",
     ],
 )
 def test_production_refuses_to_start_without_a_secret(missing):
@@ -76,6 +79,49 @@ def test_production_refuses_the_public_placeholder_and_development_secrets(varia
     result = manage("check", env={**PRODUCTION_ENV, variable: value})
     assert result.returncode != 0
     assert f"{variable} is a published placeholder or development value" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "adapter",
+    [
+        "apps.wallets.custody.simulator.provider.SimulatedCustody",
+        " apps.wallets.custody.simulator.provider.SimulatedCustody ",
+        "apps.wallets.custody.simulator.provider.AnySubclass",
+    ],
+)
+def test_production_refuses_the_simulated_custody(adapter):
+    """Hole 2: unset, CUSTODY_ADAPTER ran the simulator in production, which mints coins on request and is
+    also what reconcile compares the ledger with."""
+    result = manage("check", env={**PRODUCTION_ENV, "CUSTODY_ADAPTER": adapter})
+    assert result.returncode != 0
+    assert "CUSTODY_ADAPTER names the simulated custody" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["seed_demo"],
+        ["simulate_deposit", "--user", "alice", "--asset", "BTC", "--amount", "1000"],
+        ["run_custody_simulator"],
+    ],
+)
+def test_the_simulated_custodys_commands_refuse_to_run_in_production(command):
+    result = manage(*command, env=PRODUCTION_ENV)
+    assert result.returncode == 1
+    assert f"{command[0]} works only with the simulated custody" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_the_soak_settings_are_the_deployed_ones_with_the_simulated_custody():
+    env = {**PRODUCTION_ENV, "DJANGO_SETTINGS_MODULE": "exchange.settings.soak"}
+    env.pop("CUSTODY_ADAPTER")
+    code = "from django.conf import settings; print(settings.CUSTODY_ADAPTER, settings.SESSION_COOKIE_SECURE)"
+    result = manage("shell", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1].split() == [
+        "apps.wallets.custody.simulator.provider.SimulatedCustody",
+        "True",
+    ]
 
 
 SECURITY_SETTINGS = """

@@ -4,12 +4,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from apps.demo.seed import USERS, seed_demo
+from apps.wallets.custody.simulator.required import simulated_custody_required
 
 
 class Command(BaseCommand):
     help = "Create the demo assets, markets and users and fund them through the simulated custody (idempotent)."
 
     def handle(self, *args, **options):
+        simulated_custody_required("seed_demo")
         new = seed_demo()
         self.stdout.write(f"Demo data ready ({new} new deposits on their way through the simulated custody).")
         self.stdout.write("Demo logins (username / password, role):")
