@@ -8,6 +8,7 @@ from pathlib import Path
 
 import environ
 from celery.schedules import crontab
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from .environment import SIMULATED_CUSTODY_ADAPTER, celery_broker_from_redis_url, database_from_url
 
@@ -51,6 +52,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -62,6 +64,25 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns lock-outs into responses
 ]
+
+# Content-Security-Policy on every response (django-csp): scripts only from our own files (the trader UI's
+# htmx, the admin's, Swagger UI's through SpectacularSwaggerSplitView), never inline or from elsewhere; no
+# framing, no plugins, forms post only to us. Inline style attributes stay allowed: the admin's templates and
+# Swagger UI use them, and a style cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 ROOT_URLCONF = "exchange.urls"
 WSGI_APPLICATION = "exchange.wsgi.application"
