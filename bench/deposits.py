@@ -120,6 +120,7 @@ def main() -> None:
         "DJANGO_ADMIN_URL": "admin/",
         "DJANGO_SECURE_SSL_REDIRECT": "false",
         "CUSTODY_WEBHOOK_SECRET": secrets.token_hex(32),
+        "API_SECRET_ENCRYPTION_KEY": secrets.token_hex(32),
         "CELERY_TASK_DEFAULT_QUEUE": f"bench-deposits-{run}",
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",

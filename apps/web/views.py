@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import ApiKey
+from apps.accounts.second_factor import user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError, IdempotencyConflict
@@ -193,22 +194,24 @@ def activity(request):
 
 @login_required
 def api_keys(request):
+    """The user's API keys (name, scopes, expiry, IP allow-list, last use) and the form to create one; a new
+    key and its signing secret are shown once. The withdraw scope needs the second factor's code."""
     form = ApiKeyForm(request.POST or None)
-    new_key = None
+    created = None
     if request.method == "POST" and form.is_valid():
         try:
-            _, new_key = api_key_create(
-                user_id=request.user.id,
-                name=form.cleaned_data["name"],
-                scopes=form.cleaned_data["scopes"],
-                withdrawal_addresses=form.cleaned_data["withdrawal_addresses"],
-            )
+            created = api_key_create(user_id=request.user.id, **form.cleaned_data)
             form = ApiKeyForm()
         except DomainError as error:
             for field, message in error.fields.items():
                 form.add_error(field if field in form.fields else None, message)
-    keys = ApiKey.objects.filter(user=request.user)
-    return render(request, "web/api_keys.html", {"form": form, "keys": keys, "new_key": new_key})
+    context = {
+        "form": form,
+        "keys": ApiKey.objects.filter(user=request.user),
+        "created": created,
+        "has_second_factor": user_has_second_factor(user_id=request.user.id),
+    }
+    return render(request, "web/api_keys.html", context, status=400 if form.errors else 200)
 
 
 @login_required

@@ -132,6 +132,12 @@ AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "exchange.client_ip.client_ip"
 OTP_TOTP_ISSUER = "Exchange back office"
 
+# API keys: their HMAC signing secrets (for /api/v3/) are stored encrypted with a key derived from this
+# (apps/accounts/secret_box.py): required; local and test settings set a development value.
+API_SECRET_ENCRYPTION_KEY = env("API_SECRET_ENCRYPTION_KEY")
+# Longest lifetime of a key from POST /auth/token/ (seconds; expires_in may ask for less).
+API_KEY_MAX_LIFETIME = env.int("API_KEY_MAX_LIFETIME", default=365 * 24 * 3600)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

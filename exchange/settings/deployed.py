@@ -25,13 +25,14 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 # Values published in this repository (.env.example's placeholders, the local and test defaults) are no
 # secrets: a deployment copied from the example would let anyone forge custody callbacks or sessions.
 PUBLISHED_SECRET_PREFIXES = ("change-me", "dev-only", "test-only")
-for _name in ("DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET"):
+for _name in ("DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPTION_KEY"):
     if env(_name).strip().lower().startswith(PUBLISHED_SECRET_PREFIXES):
         raise ImproperlyConfigured(f"{_name} is a published placeholder or development value: set your own secret.")
 
-# The custody webhook's shared secret must be a real secret.
-if len(env("CUSTODY_WEBHOOK_SECRET")) < 32:
-    raise ImproperlyConfigured("CUSTODY_WEBHOOK_SECRET must be at least 32 characters.")
+# The custody webhook's shared secret, and the key of API keys' signing secrets, must be real secrets.
+for _name in ("CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPTION_KEY"):
+    if len(env(_name)) < 32:
+        raise ImproperlyConfigured(f"{_name} must be at least 32 characters.")
 
 # Static files served by the app itself (collectstatic at deploy time).
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]

@@ -5,6 +5,7 @@ import os
 from .environment import DEV_CUSTODY_WEBHOOK_SECRET, load_local_services_env
 
 load_local_services_env()
+os.environ.setdefault("API_SECRET_ENCRYPTION_KEY", "dev-only-api-secret-encryption-key")
 os.environ.setdefault("DJANGO_SECRET_KEY", "dev-only-insecure-secret-key")
 os.environ.setdefault("CUSTODY_WEBHOOK_SECRET", DEV_CUSTODY_WEBHOOK_SECRET)
 

@@ -5,6 +5,7 @@ import os
 from .environment import load_local_services_env
 
 load_local_services_env()
+os.environ.setdefault("API_SECRET_ENCRYPTION_KEY", "test-only-api-secret-encryption-key")
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
 os.environ.setdefault("CUSTODY_WEBHOOK_SECRET", "test-only-custody-webhook-secret")
 
