@@ -219,3 +219,15 @@ def test_a_key_without_a_stored_secret_has_none_to_give(alice):
     ApiKey.objects.filter(pk=created.key.pk).update(signing_secret_sealed="")
     with pytest.raises(NotFound):
         api_key_signing_secret(key=ApiKey.objects.get(pk=created.key.pk))
+
+
+def test_neither_the_key_nor_its_secret_is_logged(api, alice, caplog):
+    caplog.set_level("DEBUG")
+    body = log_in(api, scopes=["read"]).json()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {body['token']}")
+    api.get("/api/v1/balances/")
+    api.get("/api/v1/no-such-path/")
+
+    assert caplog.records  # the requests were logged (queries, the 404)
+    assert body["secret"] not in caplog.text
+    assert body["token"] not in caplog.text
