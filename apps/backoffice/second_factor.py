@@ -40,7 +40,7 @@ class SecondFactorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        if _is_guarded(request.path_info) and needs_second_factor(request.user) and not request.user.is_verified():
+        if needs_second_factor(request.user) and not request.user.is_verified() and _is_guarded(request.path_info):
             return redirect(f"{reverse('second-factor')}?next={quote(request.get_full_path(), safe='/')}")
         return self.get_response(request)
 
