@@ -42,3 +42,18 @@ def test_a_successful_log_in_resets_the_count(db, client):
     for _ in range(2):
         client.post("/accounts/login/", {"username": "erin", "password": "wrong"})
     assert client.post("/accounts/login/", {"username": "erin", "password": PASSWORD}).status_code == 302
+
+
+@override_settings(AXES_FAILURE_LIMIT=3)
+def test_an_api_lockout_under_a_url_prefix_is_json(db, api):
+    """Mounted under SCRIPT_NAME, request.path starts with the prefix: the API's lockout is still in its shape."""
+    UserFactory(username="erin")
+    for _ in range(3):
+        api.post("/api/v1/auth/token/", {"username": "erin", "password": "x"}, format="json", SCRIPT_NAME="/exchange")
+
+    locked = api.post(
+        "/api/v1/auth/token/", {"username": "erin", "password": PASSWORD}, format="json", SCRIPT_NAME="/exchange"
+    )
+
+    assert locked.status_code == 429
+    assert locked.json()["error"]["code"] == "rate_limited"
