@@ -40,6 +40,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
+from apps.accounts.errors import TradingFrozen
+from apps.accounts.selectors import trading_frozen
 from apps.ledger.amounts import fits, format_amount, parse_amount, quantum
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import (
@@ -55,6 +57,7 @@ from apps.ledger.transactions import retrying_atomic
 
 from .errors import (
     FokNotFillable,
+    InvalidFeeRate,
     InvalidPrice,
     InvalidQuantity,
     MarketHalted,
@@ -75,6 +78,7 @@ from .matching import (
 )
 from .models import (
     OPEN_STATUSES,
+    RATE_DECIMAL_PLACES,
     EndReason,
     FeeSchedule,
     Market,
@@ -201,15 +205,69 @@ def market_filters_update(*, market_id: int, min_qty: Decimal, max_qty: Decimal,
     return market
 
 
+def fee_rate_parse(raw: str | Decimal, *, field: str) -> Decimal:
+    """A maker or taker fee rate (a fraction: ``"0.001"`` is 0.1 %) checked against the cap.
+
+    ``raw`` is a plain decimal string or ``Decimal`` from 0 to ``settings.FEE_RATE_MAX``
+    (default 0.01, 1 %) with at most 8 decimal places; more places are refused, not rounded.
+    Raises :class:`InvalidFeeRate` naming ``field``.
+    """
+    try:
+        rate = parse_amount(raw, decimals=RATE_DECIMAL_PLACES, field=field, allow_zero=True)
+    except InvalidAmount as exc:
+        raise InvalidFeeRate(f"{exc.message} (a fraction: 0.001 is 0.1 %)", field=field) from None
+    if rate > settings.FEE_RATE_MAX:
+        cap, percent = settings.FEE_RATE_MAX.normalize(), (settings.FEE_RATE_MAX * 100).normalize()
+        raise InvalidFeeRate(f"At most {cap:f} ({percent:f} %), the limit set by FEE_RATE_MAX.", field=field)
+    return rate
+
+
+def fee_schedule_create(*, name: str, maker_rate: str | Decimal, taker_rate: str | Decimal) -> FeeSchedule:
+    """Create a fee schedule (not the default) with rates checked by :func:`fee_rate_parse`.
+
+    Raises :class:`InvalidFeeRate`, :class:`DomainError` naming ``name`` (empty, too long, taken).
+    """
+    name = name.strip()
+    if not name or len(name) > 64:
+        raise DomainError("A name of 1 to 64 characters is required.", fields={"name": "1 to 64 characters."})
+    maker, taker = fee_rate_parse(maker_rate, field="maker_rate"), fee_rate_parse(taker_rate, field="taker_rate")
+    if FeeSchedule.objects.filter(name=name).exists():
+        raise DomainError(f"A fee schedule named {name!r} exists.", fields={"name": "Already taken."})
+    return FeeSchedule.objects.create(name=name, maker_rate=maker, taker_rate=taker)
+
+
+@retrying_atomic
+def fee_schedule_rates_update(*, schedule_id: int, maker_rate: str | Decimal, taker_rate: str | Decimal) -> FeeSchedule:
+    """Set a schedule's maker and taker rates (checked by :func:`fee_rate_parse`); fills from then on pay them.
+
+    Raises :class:`InvalidFeeRate`, :class:`NotFound`.
+    """
+    maker, taker = fee_rate_parse(maker_rate, field="maker_rate"), fee_rate_parse(taker_rate, field="taker_rate")
+    schedule = FeeSchedule.objects.select_for_update().filter(id=schedule_id).first()
+    if schedule is None:
+        raise NotFound("No such fee schedule.", fields={"schedule": "No such fee schedule."})
+    schedule.maker_rate, schedule.taker_rate = maker, taker
+    schedule.save(update_fields=["maker_rate", "taker_rate", "updated_at"])
+    return schedule
+
+
+def _check_within_cap(schedule: FeeSchedule) -> None:
+    """Refuse a schedule whose rates (set before the cap, or above a lowered cap) exceed ``FEE_RATE_MAX``."""
+    fee_rate_parse(schedule.maker_rate, field="maker_rate")
+    fee_rate_parse(schedule.taker_rate, field="taker_rate")
+
+
 @retrying_atomic
 def fee_schedule_make_default(*, schedule_id: int) -> FeeSchedule:
     """Make a fee schedule the default, taking the default from the previous one in the same transaction.
 
-    There is never a moment without a default. Raises :class:`NotFound`.
+    There is never a moment without a default. Raises :class:`NotFound`, and
+    :class:`InvalidFeeRate` when its rates are above ``settings.FEE_RATE_MAX``.
     """
     schedule = FeeSchedule.objects.select_for_update().filter(id=schedule_id).first()
     if schedule is None:
         raise NotFound("No such fee schedule.")
+    _check_within_cap(schedule)
     FeeSchedule.objects.filter(is_default=True).exclude(id=schedule_id).update(is_default=False)
     FeeSchedule.objects.filter(id=schedule_id).update(is_default=True)
     schedule.is_default = True
@@ -219,13 +277,16 @@ def fee_schedule_make_default(*, schedule_id: int) -> FeeSchedule:
 def fee_tier_assign(*, user_id: int, schedule_id: int | None) -> UserFeeTier | None:
     """Make ``user_id`` pay the schedule ``schedule_id`` (``None``: back to the default schedule).
 
-    Applies to fills from the next placement on. Raises :class:`NotFound` for an unknown schedule.
+    Applies to fills from the next placement on. Raises :class:`NotFound` for an unknown
+    schedule, :class:`InvalidFeeRate` for one whose rates are above ``settings.FEE_RATE_MAX``.
     """
     if schedule_id is None:
         UserFeeTier.objects.filter(user_id=user_id).delete()
         return None
-    if not FeeSchedule.objects.filter(id=schedule_id).exists():
+    schedule = FeeSchedule.objects.filter(id=schedule_id).first()
+    if schedule is None:
         raise NotFound("No such fee schedule.", fields={"schedule": "No such fee schedule."})
+    _check_within_cap(schedule)
     tier, _ = UserFeeTier.objects.update_or_create(user_id=user_id, defaults={"schedule_id": schedule_id})
     return tier
 
@@ -863,7 +924,8 @@ def order_place(
     Status: ``filled``; ``open``/``partially_filled`` (resting); ``expired`` (IOC or
     market remainder, empty book, self-trade prevention of the taker).
 
-    Raises, with nothing written and nothing held: :class:`NotFound` (market),
+    Raises, with nothing written and nothing held: :class:`~apps.accounts.errors.TradingFrozen`
+    (an operator froze the account's trading), :class:`NotFound` (market),
     :class:`MarketHalted`, :class:`InvalidPrice`, :class:`InvalidQuantity`,
     :class:`MinNotional`, :class:`PostOnlyWouldTake`, :class:`FokNotFillable`,
     :class:`~apps.ledger.errors.InsufficientFunds`, :class:`DomainError` (malformed
@@ -871,6 +933,8 @@ def order_place(
     the same order again returns the original). Keeps invariants 3, 4 and 8: an ended
     order holds nothing, an open one holds exactly its ``held_remaining``.
     """
+    if trading_frozen(user_id=user_id):
+        raise TradingFrozen("Trading is frozen on this account; open orders can still be cancelled.")
     inputs = {
         "user_id": user_id,
         "side": side,

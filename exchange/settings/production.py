@@ -38,3 +38,6 @@ STORAGES = {
 
 # JSON log lines for the log collector unless LOG_FORMAT says otherwise.
 LOGGING["handlers"]["console"]["formatter"] = env("LOG_FORMAT", default="json")
+
+# Every operator confirms a second factor in the back office, not only approvers.
+STAFF_SECOND_FACTOR_REQUIRED = env.bool("STAFF_SECOND_FACTOR_REQUIRED", default=True)
