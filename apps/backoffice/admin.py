@@ -33,6 +33,7 @@ from .models import (
     ReconciliationRun,
     WithdrawalApproval,
 )
+from .selectors import withdrawal_risk_signals
 from .services import (
     adjustment_approve,
     adjustment_draft,
@@ -330,6 +331,7 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
             "recent_withdrawals": withdrawals_for_user(user_id=user_id)[:10],
             "recent_deposits": deposits_for_user(user_id=user_id)[:10],
             "recent_postings": user_postings(user_id)[:20],
+            "signals": withdrawal_risk_signals(withdrawal),
             "can_decide": request.user.has_perm("wallets.approve_withdrawal") and request.user.id != user_id,
         }
         return super().change_view(request, object_id, form_url, extra_context)
