@@ -27,7 +27,8 @@ Round trips (DESIGN.md section 6, speed from fewer round trips): BEGIN, the lock
 first book page go in one pipeline; the order row and the account lock in one
 statement; the trades and the resting orders' updates in one statement; this module's
 statements are prepared once per connection (:class:`apps.ledger.db.PreparedCursor`). A resting
-order costs 7 round trips, 4 of them its hold's ``entry_post``.
+order costs 8 round trips, 4 of them its hold's ``entry_post`` and 1 the account's trading
+freeze (:func:`apps.accounts.selectors.trading_frozen`, read before anything is locked).
 """
 
 import zlib
