@@ -12,6 +12,7 @@ from django.urls import NoReverseMatch, path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from apps.accounts.selectors import account_restriction
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError
@@ -332,6 +333,7 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
             "recent_deposits": deposits_for_user(user_id=user_id)[:10],
             "recent_postings": user_postings(user_id)[:20],
             "signals": withdrawal_risk_signals(withdrawal),
+            "restriction": account_restriction(user_id=user_id),
             "can_decide": request.user.has_perm("wallets.approve_withdrawal") and request.user.id != user_id,
         }
         return super().change_view(request, object_id, form_url, extra_context)

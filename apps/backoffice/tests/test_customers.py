@@ -127,6 +127,10 @@ def test_blocking_withdrawals_refuses_requests_and_approvals(client, operator, a
     with pytest.raises(WithdrawalsBlocked):
         withdrawal_approve(withdrawal_id=pending.id, operator_id=approver.id)
     assert customer.withdrawals.get().status == WithdrawalStatus.AWAITING_APPROVAL
+    approval_page = login_with_second_factor(Client(), approver).get(
+        f"/admin/backoffice/withdrawalapproval/{pending.id}/change/"
+    )
+    assert "Withdrawals of this customer are blocked (fraud review, ticket 31)" in approval_page.content.decode()
 
     restrict(client, customer, "withdrawals", "off", reason="documents received")
     assert withdrawal_approve(withdrawal_id=pending.id, operator_id=approver.id).status == WithdrawalStatus.APPROVED
