@@ -16,6 +16,7 @@ from apps.ledger.transactions import retrying_atomic
 from apps.orders.models import FeeSchedule, UserFeeTier
 from apps.orders.services import (
     fee_rate_parse,
+    fee_schedule_cap_check,
     fee_schedule_create,
     fee_schedule_make_default,
     fee_schedule_rates_update,
@@ -96,7 +97,7 @@ def adjustment_draft(*, author_id: int, memo: str, legs: Sequence[Leg]) -> Adjus
     return adjustment
 
 
-def _lock_draft(model: type[models.Model], request_id: int, operator_id: int, *, permission: str | None = None):
+def _lock_draft(model: type[models.Model], draft_id: int, operator_id: int, *, permission: str | None = None):
     """Lock a maker-checker request (an adjustment, a fee change, a second-factor reset) still in draft.
 
     Refuses the author (:class:`PermissionDenied`), an operator without ``permission`` when one
@@ -107,16 +108,16 @@ def _lock_draft(model: type[models.Model], request_id: int, operator_id: int, *,
         operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
         if operator is None or not operator.has_perm(permission):
             raise PermissionDenied(f"Deciding on this {noun} needs the {permission} permission.")
-    request = model.objects.select_for_update().filter(id=request_id).first()
-    if request is None:
+    draft = model.objects.select_for_update().filter(id=draft_id).first()
+    if draft is None:
         raise NotFound(f"No such {noun}.")
-    if request.status != "draft":
-        raise InvalidState(f"{noun.capitalize()} #{request.id} is already {request.get_status_display().lower()}.")
-    if request.created_by_id == operator_id:
+    if draft.status != ChangeStatus.DRAFT:  # the same value as AdjustmentStatus.DRAFT
+        raise InvalidState(f"{noun.capitalize()} #{draft.id} is already {draft.get_status_display().lower()}.")
+    if draft.created_by_id == operator_id:
         raise PermissionDenied(
-            f"{noun.capitalize()} #{request.id} must be approved or rejected by another operator than its author."
+            f"{noun.capitalize()} #{draft.id} must be approved or rejected by another operator than its author."
         )
-    return request
+    return draft
 
 
 @retrying_atomic
@@ -273,13 +274,14 @@ def fee_change_draft(
         if len(name) > 64 or FeeSchedule.objects.filter(name=name).exists():
             raise DomainError("Choose a new name of at most 64 characters.", fields={"name": "Taken or too long."})
         fields["name"] = name
-    if kind in (FeeChangeKind.RATES, FeeChangeKind.MAKE_DEFAULT) or schedule_id is not None:
+    if kind in (FeeChangeKind.RATES, FeeChangeKind.MAKE_DEFAULT) or (
+        kind == FeeChangeKind.ASSIGN_TIER and schedule_id is not None
+    ):
         schedule = FeeSchedule.objects.filter(id=_required(schedule_id, "schedule")).first()
         if schedule is None:
             raise NotFound("No such fee schedule.", fields={"schedule": "No such fee schedule."})
         if kind != FeeChangeKind.RATES:
-            fee_rate_parse(schedule.maker_rate, field="maker_rate")
-            fee_rate_parse(schedule.taker_rate, field="taker_rate")
+            fee_schedule_cap_check(schedule=schedule)
         fields["schedule_id"] = schedule.id
     if kind == FeeChangeKind.ASSIGN_TIER:
         if not get_user_model().objects.filter(id=_required(user_id, "user")).exists():

@@ -252,10 +252,17 @@ def fee_schedule_rates_update(*, schedule_id: int, maker_rate: str | Decimal, ta
     return schedule
 
 
-def _check_within_cap(schedule: FeeSchedule) -> None:
-    """Refuse a schedule whose rates (set before the cap, or above a lowered cap) exceed ``FEE_RATE_MAX``."""
-    fee_rate_parse(schedule.maker_rate, field="maker_rate")
-    fee_rate_parse(schedule.taker_rate, field="taker_rate")
+def fee_schedule_cap_check(*, schedule: FeeSchedule) -> None:
+    """Refuse a schedule whose rates (set before the cap, or above a lowered cap) exceed ``FEE_RATE_MAX``.
+
+    Raises :class:`InvalidFeeRate` naming the field ``schedule``.
+    """
+    for field in ("maker_rate", "taker_rate"):
+        try:
+            fee_rate_parse(getattr(schedule, field), field=field)
+        except InvalidFeeRate as exc:
+            message = f"{schedule.name}'s {field.replace('_', ' ')}: {exc.fields[field]}"
+            raise InvalidFeeRate(message, field="schedule") from None
 
 
 @retrying_atomic
@@ -268,7 +275,7 @@ def fee_schedule_make_default(*, schedule_id: int) -> FeeSchedule:
     schedule = FeeSchedule.objects.select_for_update().filter(id=schedule_id).first()
     if schedule is None:
         raise NotFound("No such fee schedule.")
-    _check_within_cap(schedule)
+    fee_schedule_cap_check(schedule=schedule)
     FeeSchedule.objects.filter(is_default=True).exclude(id=schedule_id).update(is_default=False)
     FeeSchedule.objects.filter(id=schedule_id).update(is_default=True)
     schedule.is_default = True
@@ -287,7 +294,7 @@ def fee_tier_assign(*, user_id: int, schedule_id: int | None) -> UserFeeTier | N
     schedule = FeeSchedule.objects.filter(id=schedule_id).first()
     if schedule is None:
         raise NotFound("No such fee schedule.", fields={"schedule": "No such fee schedule."})
-    _check_within_cap(schedule)
+    fee_schedule_cap_check(schedule=schedule)
     tier, _ = UserFeeTier.objects.update_or_create(user_id=user_id, defaults={"schedule_id": schedule_id})
     return tier
 

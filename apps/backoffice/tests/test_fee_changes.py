@@ -184,8 +184,11 @@ def test_the_cap_is_checked_again_when_the_change_is_applied(operator, approver,
 
 def test_a_schedule_above_the_cap_cannot_become_the_default_or_a_tier(operator, user, default_schedule):
     greedy = FeeSchedule.objects.create(name="greedy", maker_rate=D("0"), taker_rate=D("0.99999999"))  # from before
-    with pytest.raises(InvalidFeeRate):
+    with pytest.raises(InvalidFeeRate) as raised:
         fee_change_draft(author_id=operator.id, kind="make_default", memo="t", schedule_id=greedy.id)
+    assert raised.value.fields == {
+        "schedule": "greedy's taker rate: At most 0.01 (1 %), the limit set by FEE_RATE_MAX."
+    }
     with pytest.raises(InvalidFeeRate):
         fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t", schedule_id=greedy.id, user_id=user.id)
     assert not FeeChange.objects.exists()
