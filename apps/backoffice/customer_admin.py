@@ -7,6 +7,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import path
 from django.views.decorators.http import require_POST
 
+from apps.accounts.models import AccountRestriction
 from apps.accounts.restrictions import CHANGE_PERMISSION, account_trading_freeze, account_withdrawals_block
 from apps.accounts.selectors import account_restriction
 from apps.ledger.admin import ReadOnlyAdmin
@@ -29,13 +30,31 @@ RESET_APPROVE_PERMISSION = "backoffice.approve_secondfactorreset"
 RESET_REQUEST_PERMISSION = "backoffice.add_secondfactorreset"
 
 
+def _restriction_of(customer) -> AccountRestriction:
+    """The customer's restrictions (loaded with the list), an empty one when never restricted."""
+    try:
+        return customer.restriction
+    except AccountRestriction.DoesNotExist:
+        return AccountRestriction()
+
+
 @admin.register(Customer)
 class CustomerAdmin(ReadOnlyAdmin):
     """Customers (users who are not staff), searchable by username, e-mail or id."""
 
-    list_display = ("id", "username", "email", "date_joined", "last_login", "is_active")
+    list_display = ("id", "username", "email", "date_joined", "last_login", "is_active", "frozen", "blocked")
+    list_select_related = ("restriction",)
     search_fields = ("=id", "username", "email")
-    list_filter = ("is_active",)
+    list_filter = ("is_active", "restriction__trading_frozen", "restriction__withdrawals_blocked")
+
+    @admin.display(description="trading frozen", boolean=True)
+    def frozen(self, customer):
+        return _restriction_of(customer).trading_frozen
+
+    @admin.display(description="withdrawals blocked", boolean=True)
+    def blocked(self, customer):
+        return _restriction_of(customer).withdrawals_blocked
+
     change_form_template = "admin/backoffice/customer/change_form.html"
 
     def get_queryset(self, request):

@@ -405,7 +405,7 @@ def second_factor_reset_request(*, user_id: int, operator_id: int, reason: str) 
     """Ask for the removal of a customer's second factor (every one-time password device), with a ``reason``.
 
     Nothing is removed until another operator approves. Audited. Raises :class:`DomainError`
-    (no reason), :class:`PermissionDenied` (one's own account), :class:`NotFound` (user),
+    (no reason), :class:`PermissionDenied` (one's own account, or a staff user's), :class:`NotFound` (user),
     :class:`InvalidState` (a request for this user already awaits a decision).
     """
     if not isinstance(reason, str) or not reason.strip():
@@ -415,6 +415,8 @@ def second_factor_reset_request(*, user_id: int, operator_id: int, reason: str) 
     user = get_user_model().objects.select_for_update().filter(id=user_id).first()
     if user is None:
         raise NotFound("No such user.", fields={"user": "No such user."})
+    if user.is_staff:
+        raise PermissionDenied("A staff user's second factor is not reset from the customer screen.")
     if SecondFactorReset.objects.filter(user_id=user_id, status=ChangeStatus.DRAFT).exists():
         raise InvalidState(f"A second-factor reset of {user.username} already awaits a decision.")
     reset = SecondFactorReset.objects.create(user_id=user_id, reason=reason.strip(), created_by_id=operator_id)

@@ -184,6 +184,8 @@ def test_a_reset_is_refused_to_its_requester_and_decided_once(operator, approver
     reset = second_factor_reset_request(user_id=customer.id, operator_id=approver.id, reason="lost phone")
     with pytest.raises(InvalidState):  # one request at a time
         second_factor_reset_request(user_id=customer.id, operator_id=operator.id, reason="again")
+    with pytest.raises(PermissionDenied):  # not a way around an approver's own second factor
+        second_factor_reset_request(user_id=approver.id, operator_id=operator.id, reason="lost phone")
     with pytest.raises(PermissionDenied):
         second_factor_reset_approve(reset_id=reset.id, approver_id=approver.id)
     with pytest.raises(PermissionDenied):  # the operators group may request, not approve
@@ -204,3 +206,14 @@ def test_a_reset_decision_without_the_second_factor_this_session_is_refused(clie
     )
     assert response.status_code == 302 and response.url.startswith("/admin/second-factor/")
     assert TOTPDevice.objects.filter(user=customer).exists()
+
+
+def test_the_customer_list_shows_who_is_restricted(client, operator, customer):
+    UserFactory(username="fred")
+    account_trading_freeze(user_id=customer.id, operator_id=operator.id, frozen=True, reason="chargeback")
+    client.force_login(operator)
+
+    frozen = client.get("/admin/backoffice/customer/?restriction__trading_frozen__exact=1").content.decode()
+
+    assert "carla" in frozen and "fred" not in frozen
+    assert "fred" in client.get("/admin/backoffice/customer/").content.decode()
