@@ -27,8 +27,8 @@ Round trips (DESIGN.md section 6, speed from fewer round trips): BEGIN, the lock
 first book page go in one pipeline; the order row and the account lock in one
 statement; the trades and the resting orders' updates in one statement; this module's
 statements are prepared once per connection (:class:`apps.ledger.db.PreparedCursor`). A resting
-order costs 8 round trips, 4 of them its hold's ``entry_post`` and 1 the account's trading
-freeze (:func:`apps.accounts.selectors.trading_frozen`, read before anything is locked).
+order costs 7 round trips, 4 of them its hold's ``entry_post``. The account's trading freeze
+(:data:`apps.accounts.selectors.TRADING_FROZEN_SQL`) is read in the first one.
 """
 
 import zlib
@@ -42,7 +42,7 @@ from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from apps.accounts.errors import TradingFrozen
-from apps.accounts.selectors import trading_frozen
+from apps.accounts.selectors import TRADING_FROZEN_SQL
 from apps.ledger.amounts import fits, format_amount, parse_amount, quantum
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import (
@@ -407,6 +407,12 @@ _LOCK_MARKET_OF_ORDER = f"""
     WHERE m.id = (SELECT market_id FROM orders_order WHERE id = %s) AND b.id = m.base_id AND q.id = m.quote_id
     RETURNING {_MARKET_COLUMNS}
 """
+
+
+def _refuse_frozen(rows: list[tuple]) -> None:
+    """Raise :class:`TradingFrozen` when :data:`~apps.accounts.selectors.TRADING_FROZEN_SQL` found a row."""
+    if rows:
+        raise TradingFrozen("Trading is frozen on this account; open orders can still be cancelled.")
 
 
 def _lock_market_for_order(cursor, symbol: str) -> tuple[_LockedMarket, int]:
@@ -941,8 +947,6 @@ def order_place(
     the same order again returns the original). Keeps invariants 3, 4 and 8: an ended
     order holds nothing, an open one holds exactly its ``held_remaining``.
     """
-    if trading_frozen(user_id=user_id):
-        raise TradingFrozen("Trading is frozen on this account; open orders can still be cancelled.")
     inputs = {
         "user_id": user_id,
         "side": side,
@@ -964,13 +968,19 @@ def order_place(
             except DomainError:
                 pass  # judged again with the market as locked (the shape kept here may be out of date)
         if request is not None:
-            # One round trip: BEGIN, the market lock (which draws the order id) and the first book page.
+            # One round trip: BEGIN, the market lock (which draws the order id), the first book page
+            # and the account's trading freeze.
             book = _book_for(cursor, shape, request)
-            lock_rows, first_page = cursor.pipeline([(_LOCK_MARKET_FOR_ORDER, [market]), book.page_query()])
+            lock_rows, first_page, frozen = cursor.pipeline(
+                [(_LOCK_MARKET_FOR_ORDER, [market]), book.page_query(), (TRADING_FROZEN_SQL, [user_id])]
+            )
+            _refuse_frozen(frozen)
             locked, order_id = _locked_market_row(lock_rows[0] if lock_rows else None, market)
             if locked.shape != shape:
                 request = first_page = None
         else:
+            cursor.execute(TRADING_FROZEN_SQL, [user_id])
+            _refuse_frozen(cursor.fetchall())
             locked, order_id = _lock_market_for_order(cursor, market)
         _SHAPES[market] = locked.shape
         if request is None:

@@ -7,6 +7,7 @@ import pytest
 from apps.accounts.errors import TradingFrozen
 from apps.accounts.models import AccountRestriction
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders import services
 from apps.orders.models import Order, OrderStatus
 from apps.orders.services import order_cancel
 
@@ -59,4 +60,20 @@ def test_the_api_answers_403_with_the_stable_code(trader, api_as):
     )
     assert response.status_code == 403
     assert response.json()["error"]["code"] == "trading_frozen"
+    assert not Order.objects.filter(user=trader).exists()
+
+
+def test_the_freeze_is_read_whether_or_not_the_market_shape_is_cached(trader, usdt, monkeypatch):
+    other = UserFactory()
+    fund(other, usdt, "1000")
+    freeze(trader)
+    monkeypatch.setattr(services, "_SHAPES", {})  # the first order of this process on the market: no pipeline
+
+    with pytest.raises(TradingFrozen):
+        place(trader, side="buy", price="100", qty="1")
+    place(other, side="buy", price="100", qty="1")  # caches the shape
+    assert "BTC-USDT" in services._SHAPES
+    with pytest.raises(TradingFrozen):
+        place(trader, side="buy", price="100", qty="1")  # the lock, the book page and the freeze in one round trip
+
     assert not Order.objects.filter(user=trader).exists()
