@@ -262,10 +262,14 @@ class AuditLogEntryAdmin(ReadOnlyAdmin):
     list_filter = ("action", "object_type")
     search_fields = ("=object_id", "actor__username", "action")
 
+    # Object types shown on another page than their own model's admin (users on the customer screen).
+    OBJECT_PAGES = {"auth.user": "backoffice_customer"}
+
     @admin.display(description="object")
     def object_link(self, entry):
+        page = self.OBJECT_PAGES.get(entry.object_type, entry.object_type.replace(".", "_"))
         try:
-            url = reverse(f"admin:{entry.object_type.replace('.', '_')}_change", args=[entry.object_id])
+            url = reverse(f"admin:{page}_change", args=[entry.object_id])
         except NoReverseMatch:  # an object type without an admin page is shown as text
             return f"{entry.object_type} {entry.object_id}"
         return format_html('<a href="{}">{} {}</a>', url, entry.object_type, entry.object_id)

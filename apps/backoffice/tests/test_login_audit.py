@@ -67,3 +67,13 @@ def test_traders_are_not_asked_for_the_admin_second_factor(client, user, setting
     client.force_login(user)
     response = client.get("/admin/")
     assert response.url.startswith("/admin/login/")
+
+
+def test_the_audit_log_links_a_customers_rows_to_the_customer_screen(client, operator, db):
+    customer = UserFactory(username="gus")
+    Client().post("/accounts/login/", {"username": "gus", "password": "wrong"})
+    client.force_login(operator)
+
+    page = client.get("/admin/backoffice/auditlogentry/?action=login_failed").content.decode()
+
+    assert f'<a href="/admin/backoffice/customer/{customer.id}/change/">auth.user {customer.id}</a>' in page
