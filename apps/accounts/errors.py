@@ -1,4 +1,5 @@
-"""The accounts app's domain errors (stable codes, API.md); each names the ``otp`` field."""
+"""The accounts app's domain errors (stable codes, API.md): second-factor refusals, which name the ``otp``
+field, and refusals caused by an operator's restriction of the account."""
 
 from apps.ledger.errors import DomainError
 
@@ -21,3 +22,17 @@ class InvalidOtp(DomainError):
 
     def __init__(self, message: str = "A valid one-time password from your authenticator is required."):
         super().__init__(message, fields={"otp": message})
+
+
+class TradingFrozen(DomainError):
+    """An operator froze this account's trading: no new order is accepted (cancels still are)."""
+
+    code = "trading_frozen"
+    status = 403
+
+
+class WithdrawalsBlocked(DomainError):
+    """An operator blocked this account's withdrawals: no withdrawal is accepted or approved."""
+
+    code = "withdrawals_blocked"
+    status = 403

@@ -1,4 +1,4 @@
-"""API keys: scoped, stored hashed, shown once, revocable."""
+"""Accounts: API keys (scoped, stored hashed, shown once, revocable) and the restrictions operators set."""
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
@@ -58,3 +58,33 @@ class ApiKey(models.Model):
     @property
     def is_expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
+
+
+class AccountRestriction(models.Model):
+    """What operators have restricted on one user's account, and why (read through :mod:`apps.accounts.selectors`).
+
+    ``trading_frozen``: no new order is accepted (open orders stay cancellable).
+    ``withdrawals_blocked``: no new withdrawal is accepted (pending ones stay with operators).
+    Each flag keeps the reason, the operator and the time of its last change; a user
+    without a row has no restriction.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="restriction")
+    trading_frozen = models.BooleanField(default=False)
+    trading_reason = models.TextField(blank=True)
+    withdrawals_blocked = models.BooleanField(default=False)
+    withdrawals_reason = models.TextField(blank=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(trading_frozen=False) | ~Q(trading_reason=""))
+                & (Q(withdrawals_blocked=False) | ~Q(withdrawals_reason="")),
+                name="account_restriction_has_reason",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"restrictions of {self.user}"

@@ -1,6 +1,5 @@
 """Back-office screens: reconciliation (history, run now, per-asset figures), maker-checker adjustments, audit log."""
 
-import re
 from decimal import Decimal
 
 from django import forms
@@ -8,12 +7,12 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.forms import formset_factory
-from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
+from apps.accounts.selectors import account_restriction
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError
@@ -25,8 +24,9 @@ from apps.wallets.selectors import (
     withdrawals_awaiting_approval,
     withdrawals_for_user,
 )
-from exchange.converters import ObjectIdConverter
 
+from . import customer_admin, fee_admin  # noqa: F401 (their screens register on import)
+from .admin_helpers import numeric_id
 from .models import (
     Adjustment,
     AdjustmentStatus,
@@ -34,6 +34,7 @@ from .models import (
     ReconciliationRun,
     WithdrawalApproval,
 )
+from .selectors import withdrawal_risk_signals
 from .services import (
     adjustment_approve,
     adjustment_draft,
@@ -90,20 +91,9 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         return super().changelist_view(request, extra_context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        run = get_object_or_404(ReconciliationRun, id=_numeric_id(object_id))
+        run = get_object_or_404(ReconciliationRun, id=numeric_id(object_id))
         extra_context = {**(extra_context or {}), "figure_names": _figure_names(run)}
         return super().change_view(request, object_id, form_url, extra_context)
-
-
-def _numeric_id(object_id: str) -> int:
-    """An admin URL's object id as an int; anything else is a 404 (never a 500)."""
-    converter = ObjectIdConverter()
-    if not re.fullmatch(converter.regex, str(object_id)):
-        raise Http404
-    try:
-        return converter.to_python(str(object_id))
-    except ValueError:
-        raise Http404 from None
 
 
 def _figure_names(run: ReconciliationRun | None) -> list[str]:
@@ -221,7 +211,7 @@ class AdjustmentAdmin(ReadOnlyAdmin):
         return render(request, "admin/backoffice/adjustment/draft.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        adjustment = get_object_or_404(Adjustment, id=_numeric_id(object_id))
+        adjustment = get_object_or_404(Adjustment, id=numeric_id(object_id))
         accounts = Account.objects.select_related("asset", "owner").in_bulk([leg["account"] for leg in adjustment.legs])
         legs = []
         for leg in adjustment.legs:
@@ -272,10 +262,14 @@ class AuditLogEntryAdmin(ReadOnlyAdmin):
     list_filter = ("action", "object_type")
     search_fields = ("=object_id", "actor__username", "action")
 
+    # Object types shown on another page than their own model's admin (users on the customer screen).
+    OBJECT_PAGES = {"auth.user": "backoffice_customer"}
+
     @admin.display(description="object")
     def object_link(self, entry):
+        page = self.OBJECT_PAGES.get(entry.object_type, entry.object_type.replace(".", "_"))
         try:
-            url = reverse(f"admin:{entry.object_type.replace('.', '_')}_change", args=[entry.object_id])
+            url = reverse(f"admin:{page}_change", args=[entry.object_id])
         except NoReverseMatch:  # an object type without an admin page is shown as text
             return f"{entry.object_type} {entry.object_id}"
         return format_html('<a href="{}">{} {}</a>', url, entry.object_type, entry.object_id)
@@ -332,7 +326,7 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         withdrawal = get_object_or_404(
-            WithdrawalApproval.objects.select_related("user", "asset"), id=_numeric_id(object_id)
+            WithdrawalApproval.objects.select_related("user", "asset"), id=numeric_id(object_id)
         )
         user_id = withdrawal.user_id
         extra_context = {
@@ -342,6 +336,8 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
             "recent_withdrawals": withdrawals_for_user(user_id=user_id)[:10],
             "recent_deposits": deposits_for_user(user_id=user_id)[:10],
             "recent_postings": user_postings(user_id)[:20],
+            "signals": withdrawal_risk_signals(withdrawal),
+            "restriction": account_restriction(user_id=user_id),
             "can_decide": request.user.has_perm("wallets.approve_withdrawal") and request.user.id != user_id,
         }
         return super().change_view(request, object_id, form_url, extra_context)

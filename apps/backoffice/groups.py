@@ -1,9 +1,10 @@
 """Operator groups and their permissions, created by migrations (``sync_groups``).
 
-- ``operators``: staff who browse the ledger, run reconciliation, draft adjustments,
-  halt and resume markets and follow deposits and withdrawals;
-- ``approvers``: may also approve withdrawals and other operators' adjustments (a
-  second factor is required for them in the admin).
+- ``operators``: staff who browse the ledger, run reconciliation, draft adjustments and fee
+  changes, halt and resume markets, follow deposits and withdrawals, and on the customer
+  screen freeze trading, block withdrawals and request second-factor resets;
+- ``approvers``: may also approve withdrawals and other operators' adjustments, fee changes
+  and second-factor resets (a second factor is required for them in the admin).
 
 A permission of an app that is not installed yet is skipped; later migrations call
 :func:`sync_groups` again.
@@ -25,15 +26,31 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "orders.view_order",
         "orders.view_trade",
         "orders.view_feeschedule",
-        "orders.change_feeschedule",
-        "orders.add_feeschedule",
+        "backoffice.view_feechange",
+        "backoffice.add_feechange",
+        "backoffice.view_customer",
+        "backoffice.view_secondfactorreset",
+        "backoffice.add_secondfactorreset",
+        "accounts.view_accountrestriction",
+        "accounts.change_accountrestriction",
         "wallets.view_deposit",
         "wallets.view_withdrawal",
         "wallets.view_custodyevent",
         "wallets.view_depositaddress",
         "backoffice.view_withdrawalapproval",
     ],
-    "approvers": ["backoffice.approve_adjustment", "wallets.approve_withdrawal"],
+    "approvers": [
+        "backoffice.approve_adjustment",
+        "wallets.approve_withdrawal",
+        "backoffice.approve_feechange",
+        "backoffice.approve_secondfactorreset",
+    ],
+}
+
+# Permissions the groups once had and lose (a later migration takes them away): fee schedules change
+# only through maker-checker fee changes now.
+REVOKED_PERMISSIONS: dict[str, list[str]] = {
+    "operators": ["orders.change_feeschedule", "orders.add_feeschedule"],
 }
 
 
@@ -54,3 +71,16 @@ def sync_groups(apps, schema_editor=None) -> None:
             permission = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
             if permission is not None:
                 group.permissions.add(permission)
+
+
+def revoke_permissions(apps, schema_editor=None) -> None:
+    """Take :data:`REVOKED_PERMISSIONS` away from their groups (a RunPython function)."""
+    Group = apps.get_model("auth", "Group")
+    Permission = apps.get_model("auth", "Permission")
+    for name, codenames in REVOKED_PERMISSIONS.items():
+        group = Group.objects.filter(name=name).first()
+        for dotted in codenames:
+            app_label, codename = dotted.split(".")
+            permission = Permission.objects.filter(content_type__app_label=app_label, codename=codename).first()
+            if group is not None and permission is not None:
+                group.permissions.remove(permission)

@@ -1,11 +1,14 @@
-"""The operators' records: reconciliation runs, manual adjustments under maker-checker, the audit log."""
+"""The operators' records: reconciliation runs, maker-checker requests (adjustments, fee changes,
+second-factor resets), the audit log."""
 
 import pgtrigger
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import models
 from django.db.models import F, Q
 
 from apps.ledger.models import JournalEntry
+from apps.orders.models import RATE_DECIMAL_PLACES, RATE_MAX_DIGITS, FeeSchedule
 from apps.wallets.models import Withdrawal
 
 
@@ -80,10 +83,118 @@ class Adjustment(models.Model):
         return f"Adjustment #{self.id} ({self.get_status_display()})"
 
 
-class AuditLogEntry(models.Model):
-    """Who did what to which object, when, with its state before and after. Append-only."""
+class ChangeStatus(models.TextChoices):
+    DRAFT = "draft", "Awaiting approval"
+    APPROVED = "approved", "Approved and applied"
+    REJECTED = "rejected", "Rejected"
 
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+
+def _maker_checker_constraints(prefix: str) -> list[models.CheckConstraint]:
+    """A request decided by someone other than its author, and decided exactly when it left the draft state."""
+    return [
+        models.CheckConstraint(condition=~Q(decided_by=F("created_by")), name=f"{prefix}_checker_is_not_maker"),
+        models.CheckConstraint(
+            condition=Q(status=ChangeStatus.DRAFT, decided_by__isnull=True, decided_at__isnull=True)
+            | Q(status__in=[ChangeStatus.APPROVED, ChangeStatus.REJECTED], decided_by__isnull=False)
+            & Q(decided_at__isnull=False),
+            name=f"{prefix}_status_consistent",
+        ),
+    ]
+
+
+class FeeChangeKind(models.TextChoices):
+    CREATE = "create", "Create a fee schedule"
+    RATES = "rates", "Change a schedule's rates"
+    MAKE_DEFAULT = "make_default", "Make a schedule the default"
+    ASSIGN_TIER = "assign_tier", "Assign a user to a schedule"
+
+
+class FeeChange(models.Model):
+    """A change of the fee schedules drafted by one operator and applied when another approves (maker-checker).
+
+    By ``kind``: ``create`` a schedule ``name`` with ``maker_rate``/``taker_rate``; ``rates``
+    sets them on ``schedule``; ``make_default`` moves the default to ``schedule``;
+    ``assign_tier`` makes ``user`` pay ``schedule`` (empty: the default again). Rates are
+    fractions (0.001 is 0.1 %), capped by ``settings.FEE_RATE_MAX`` when drafted and again
+    when applied. For ``create``, ``schedule`` is the schedule created on approval.
+    """
+
+    kind = models.CharField(max_length=16, choices=FeeChangeKind.choices)
+    schedule = models.ForeignKey(FeeSchedule, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=64, blank=True)
+    maker_rate = models.DecimalField(
+        max_digits=RATE_MAX_DIGITS, decimal_places=RATE_DECIMAL_PLACES, null=True, blank=True
+    )
+    taker_rate = models.DecimalField(
+        max_digits=RATE_MAX_DIGITS, decimal_places=RATE_DECIMAL_PLACES, null=True, blank=True
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    memo = models.TextField()
+    status = models.CharField(max_length=16, choices=ChangeStatus.choices, default=ChangeStatus.DRAFT)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("approve_feechange", "Can approve or reject fee schedule changes")]
+        constraints = [
+            *_maker_checker_constraints("fee_change"),
+            models.CheckConstraint(
+                condition=Q(kind="create", maker_rate__isnull=False, taker_rate__isnull=False) & ~Q(name="")
+                | Q(kind="rates", schedule__isnull=False, maker_rate__isnull=False, taker_rate__isnull=False)
+                | Q(kind="make_default", schedule__isnull=False)
+                | Q(kind="assign_tier", user__isnull=False),
+                name="fee_change_kind_has_its_fields",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Fee change #{self.id}: {self.get_kind_display().lower()} ({self.get_status_display()})"
+
+
+class SecondFactorReset(models.Model):
+    """Removing a customer's second factor (all their one-time password devices), requested by one
+    operator with a ``reason`` and done when another approves (maker-checker)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+    status = models.CharField(max_length=16, choices=ChangeStatus.choices, default=ChangeStatus.DRAFT)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [("approve_secondfactorreset", "Can approve or reject second-factor resets")]
+        constraints = [
+            *_maker_checker_constraints("second_factor_reset"),
+            models.CheckConstraint(condition=~Q(user=F("created_by")), name="second_factor_reset_not_own"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Second-factor reset #{self.id} of {self.user} ({self.get_status_display()})"
+
+
+class AuditLogEntry(models.Model):
+    """Who did what to which object, when, with its state before and after. Append-only.
+
+    ``actor`` is empty only for what nobody signed in did: a failed log-in.
+    """
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     action = models.CharField(max_length=64)
     object_type = models.CharField(max_length=64)
     object_id = models.CharField(max_length=64)
@@ -108,3 +219,12 @@ class WithdrawalApproval(Withdrawal):
         proxy = True
         verbose_name = "withdrawal awaiting approval"
         verbose_name_plural = "withdrawal approval queue"
+
+
+class Customer(User):
+    """The customer screen: a user with balances, orders, deposits, withdrawals, log-ins and restrictions
+    (a proxy of the user model)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "customer"

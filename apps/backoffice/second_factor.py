@@ -1,8 +1,9 @@
 """A second factor (TOTP, django-otp) for approvers in the back office.
 
-Staff who may approve withdrawals or adjustments must confirm a time-based one-time
+Staff who may approve withdrawals, adjustments, fee changes or second-factor resets (and,
+with ``STAFF_SECOND_FACTOR_REQUIRED``, every staff user) must confirm a time-based one-time
 password once per session before any admin page opens; on their first visit they
-enrol an authenticator app. Other staff sign in with their password only.
+enrol an authenticator app.
 """
 
 from urllib.parse import quote
@@ -16,12 +17,20 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django_otp import login as otp_login
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-APPROVER_PERMISSIONS = ("wallets.approve_withdrawal", "backoffice.approve_adjustment")
+APPROVER_PERMISSIONS = (
+    "wallets.approve_withdrawal",
+    "backoffice.approve_adjustment",
+    "backoffice.approve_feechange",
+    "backoffice.approve_secondfactorreset",
+)
 
 
 def needs_second_factor(user) -> bool:
-    """Whether ``user`` may approve money movements (and so must confirm a one-time password)."""
-    return user.is_authenticated and user.is_staff and any(user.has_perm(p) for p in APPROVER_PERMISSIONS)
+    """Whether staff ``user`` must confirm a one-time password: every staff user when
+    ``settings.STAFF_SECOND_FACTOR_REQUIRED`` (production), otherwise those who may approve."""
+    if not (user.is_authenticated and user.is_staff):
+        return False
+    return settings.STAFF_SECOND_FACTOR_REQUIRED or any(user.has_perm(p) for p in APPROVER_PERMISSIONS)
 
 
 class SecondFactorMiddleware:

@@ -1,25 +1,49 @@
-"""Operators' writes: reconciliation runs, maker-checker adjustments, the audit log."""
+"""Operators' writes: reconciliation runs, maker-checker requests (adjustments, fee changes, second-factor
+resets), the audit log."""
 
 from collections.abc import Sequence
 from decimal import Decimal
 
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.db import models, transaction
 from django.utils import timezone
+from django_otp import devices_for_user
 
 from apps.ledger.errors import DomainError, InvalidState, NotFound, PermissionDenied
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
 from apps.ledger.transactions import retrying_atomic
+from apps.orders.models import FeeSchedule, UserFeeTier
+from apps.orders.services import (
+    fee_rate_parse,
+    fee_schedule_cap_check,
+    fee_schedule_create,
+    fee_schedule_make_default,
+    fee_schedule_rates_update,
+    fee_tier_assign,
+)
 from apps.wallets.models import Withdrawal
 from apps.wallets.services import withdrawal_approve, withdrawal_reject
 
-from .models import Adjustment, AdjustmentStatus, AuditLogEntry, ReconciliationRun
+from .models import (
+    Adjustment,
+    AdjustmentStatus,
+    AuditLogEntry,
+    ChangeStatus,
+    FeeChange,
+    FeeChangeKind,
+    ReconciliationRun,
+    SecondFactorReset,
+)
 
 
 def audit_record(
-    *, actor_id: int, action: str, object_type: str, object_id: object, before: dict, after: dict
+    *, actor_id: int | None, action: str, object_type: str, object_id: object, before: dict, after: dict
 ) -> AuditLogEntry:
-    """Append who did ``action`` to ``object_type`` ``object_id``, with its state before and after (JSON-able dicts)."""
+    """Append who did ``action`` to ``object_type`` ``object_id``, with its state before and after (JSON-able dicts).
+
+    ``actor_id`` is None only for what nobody signed in did (a failed log-in).
+    """
     return AuditLogEntry.objects.create(
         actor_id=actor_id, action=action, object_type=object_type, object_id=str(object_id), before=before, after=after
     )
@@ -73,15 +97,27 @@ def adjustment_draft(*, author_id: int, memo: str, legs: Sequence[Leg]) -> Adjus
     return adjustment
 
 
-def _lock_draft(adjustment_id: int, operator_id: int) -> Adjustment:
-    adjustment = Adjustment.objects.select_for_update().filter(id=adjustment_id).first()
-    if adjustment is None:
-        raise NotFound("No such adjustment.")
-    if adjustment.status != AdjustmentStatus.DRAFT:
-        raise InvalidState(f"Adjustment #{adjustment.id} is already {adjustment.get_status_display().lower()}.")
-    if adjustment.created_by_id == operator_id:
-        raise PermissionDenied("An adjustment must be approved or rejected by another operator than its author.")
-    return adjustment
+def _lock_draft(model: type[models.Model], draft_id: int, operator_id: int, *, permission: str | None = None):
+    """Lock a maker-checker request (an adjustment, a fee change, a second-factor reset) still in draft.
+
+    Refuses the author (:class:`PermissionDenied`), an operator without ``permission`` when one
+    is named, a request already decided (:class:`InvalidState`) or unknown (:class:`NotFound`).
+    """
+    noun = model._meta.verbose_name
+    if permission is not None:
+        operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
+        if operator is None or not operator.has_perm(permission):
+            raise PermissionDenied(f"Deciding on this {noun} needs the {permission} permission.")
+    draft = model.objects.select_for_update().filter(id=draft_id).first()
+    if draft is None:
+        raise NotFound(f"No such {noun}.")
+    if draft.status != ChangeStatus.DRAFT:  # the same value as AdjustmentStatus.DRAFT
+        raise InvalidState(f"{noun.capitalize()} #{draft.id} is already {draft.get_status_display().lower()}.")
+    if draft.created_by_id == operator_id:
+        raise PermissionDenied(
+            f"{noun.capitalize()} #{draft.id} must be approved or rejected by another operator than its author."
+        )
+    return draft
 
 
 @retrying_atomic
@@ -91,7 +127,7 @@ def adjustment_approve(*, adjustment_id: int, approver_id: int) -> Adjustment:
     State-guarded under a row lock: approving twice raises :class:`InvalidState`; the
     author approving raises :class:`PermissionDenied`.
     """
-    adjustment = _lock_draft(adjustment_id, approver_id)
+    adjustment = _lock_draft(Adjustment, adjustment_id, approver_id)
     before = _adjustment_state(adjustment)
     entry = adjustment_post(
         adjustment_id=str(adjustment.id),
@@ -120,7 +156,7 @@ def adjustment_reject(*, adjustment_id: int, approver_id: int, note: str) -> Adj
     """Reject a draft with a ``note`` saying why; nothing is posted. Guards as :func:`adjustment_approve`."""
     if not note.strip():
         raise DomainError("A reason is required to reject.", fields={"note": "A reason is required."})
-    adjustment = _lock_draft(adjustment_id, approver_id)
+    adjustment = _lock_draft(Adjustment, adjustment_id, approver_id)
     before = _adjustment_state(adjustment)
     adjustment.status = AdjustmentStatus.REJECTED
     adjustment.decided_by_id = approver_id
@@ -170,3 +206,270 @@ def withdrawal_decide(*, withdrawal_id: int, operator_id: int, approve: bool, re
         after=_withdrawal_state(withdrawal),
     )
     return withdrawal
+
+
+# Fee schedule changes (maker-checker) --------------------------------------------------------------
+
+
+def _rate_text(value: Decimal | None) -> str | None:
+    return None if value is None else f"{value.normalize():f}"
+
+
+def _fee_change_state(change: FeeChange) -> dict:
+    return {
+        "status": change.status,
+        "kind": change.kind,
+        "schedule": change.schedule_id,
+        "name": change.name,
+        "maker_rate": _rate_text(change.maker_rate),
+        "taker_rate": _rate_text(change.taker_rate),
+        "user": change.user_id,
+        "memo": change.memo,
+    }
+
+
+def _schedule_state(schedule: FeeSchedule | None) -> dict:
+    if schedule is None:
+        return {}
+    return {
+        "name": schedule.name,
+        "maker_rate": _rate_text(schedule.maker_rate),
+        "taker_rate": _rate_text(schedule.taker_rate),
+        "is_default": schedule.is_default,
+    }
+
+
+@transaction.atomic
+def fee_change_draft(
+    *,
+    author_id: int,
+    kind: str,
+    memo: str,
+    schedule_id: int | None = None,
+    name: str = "",
+    maker_rate: str | Decimal | None = None,
+    taker_rate: str | Decimal | None = None,
+    user_id: int | None = None,
+) -> FeeChange:
+    """Draft a change of the fee schedules (:class:`FeeChange`); nothing changes until another operator approves.
+
+    ``kind`` and what it needs: ``create`` (``name``, ``maker_rate``, ``taker_rate``),
+    ``rates`` (``schedule_id``, both rates), ``make_default`` (``schedule_id``),
+    ``assign_tier`` (``user_id``; ``schedule_id`` or None for the default). Rates are
+    fractions (``"0.001"`` is 0.1 %) checked now against ``settings.FEE_RATE_MAX``
+    (:func:`apps.orders.services.fee_rate_parse`) and again when applied. Audited.
+    Raises :class:`DomainError` (memo, kind, a missing field),
+    :class:`~apps.orders.errors.InvalidFeeRate`, :class:`NotFound` (schedule, user).
+    """
+    if not isinstance(memo, str) or not memo.strip():
+        raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
+    if kind not in FeeChangeKind.values:
+        raise DomainError("Unknown kind of fee change.", fields={"kind": f"One of {', '.join(FeeChangeKind.values)}."})
+    fields: dict = {"kind": kind, "memo": memo.strip(), "created_by_id": author_id}
+    if kind in (FeeChangeKind.CREATE, FeeChangeKind.RATES):
+        fields["maker_rate"] = fee_rate_parse(_required(maker_rate, "maker_rate"), field="maker_rate")
+        fields["taker_rate"] = fee_rate_parse(_required(taker_rate, "taker_rate"), field="taker_rate")
+    if kind == FeeChangeKind.CREATE:
+        name = _required(name.strip() if isinstance(name, str) else "", "name")
+        if len(name) > 64 or FeeSchedule.objects.filter(name=name).exists():
+            raise DomainError("Choose a new name of at most 64 characters.", fields={"name": "Taken or too long."})
+        fields["name"] = name
+    if kind in (FeeChangeKind.RATES, FeeChangeKind.MAKE_DEFAULT) or (
+        kind == FeeChangeKind.ASSIGN_TIER and schedule_id is not None
+    ):
+        schedule = FeeSchedule.objects.filter(id=_required(schedule_id, "schedule")).first()
+        if schedule is None:
+            raise NotFound("No such fee schedule.", fields={"schedule": "No such fee schedule."})
+        if kind != FeeChangeKind.RATES:
+            fee_schedule_cap_check(schedule=schedule)
+        fields["schedule_id"] = schedule.id
+    if kind == FeeChangeKind.ASSIGN_TIER:
+        if not get_user_model().objects.filter(id=_required(user_id, "user")).exists():
+            raise NotFound("No such user.", fields={"user": "No such user."})
+        fields["user_id"] = user_id
+    change = FeeChange.objects.create(**fields)
+    audit_record(
+        actor_id=author_id,
+        action="fee_change.draft",
+        object_type="backoffice.feechange",
+        object_id=change.id,
+        before={},
+        after=_fee_change_state(change),
+    )
+    return change
+
+
+def _required(value, field: str):
+    if value is None or value == "":
+        raise DomainError(f"{field.replace('_', ' ').capitalize()} is required.", fields={field: "Required."})
+    return value
+
+
+def _fee_change_apply(change: FeeChange) -> tuple[str, FeeSchedule | None, dict, dict]:
+    """Apply an approved change through :mod:`apps.orders.services`; return the audit action, object and states."""
+    if change.kind == FeeChangeKind.CREATE:
+        schedule = fee_schedule_create(name=change.name, maker_rate=change.maker_rate, taker_rate=change.taker_rate)
+        return "fee_schedule.create", schedule, {}, _schedule_state(schedule)
+    if change.kind == FeeChangeKind.RATES:
+        before = _schedule_state(change.schedule)
+        schedule = fee_schedule_rates_update(
+            schedule_id=change.schedule_id, maker_rate=change.maker_rate, taker_rate=change.taker_rate
+        )
+        return "fee_schedule.update", schedule, before, _schedule_state(schedule)
+    if change.kind == FeeChangeKind.MAKE_DEFAULT:
+        previous = FeeSchedule.objects.filter(is_default=True).first()
+        schedule = fee_schedule_make_default(schedule_id=change.schedule_id)
+        return (
+            "fee_schedule.make_default",
+            schedule,
+            {"default": previous.name if previous else None},
+            {"default": schedule.name},
+        )
+    tier = UserFeeTier.objects.select_related("schedule").filter(user_id=change.user_id).first()
+    fee_tier_assign(user_id=change.user_id, schedule_id=change.schedule_id)
+    before = {"user": change.user_id, "schedule": tier.schedule.name if tier else None}
+    after = {"user": change.user_id, "schedule": change.schedule.name if change.schedule_id else None}
+    return "fee_tier.assign", change.schedule, before, after
+
+
+@retrying_atomic
+def fee_change_approve(*, change_id: int, approver_id: int) -> FeeChange:
+    """Approve a drafted fee change and apply it in the same transaction; both are audited.
+
+    The approver needs ``backoffice.approve_feechange`` and must not be the author; the admin
+    also requires their second factor this session. Rates are checked against
+    ``settings.FEE_RATE_MAX`` again. Raises :class:`PermissionDenied`, :class:`InvalidState`
+    (decided already), :class:`NotFound`, :class:`~apps.orders.errors.InvalidFeeRate`,
+    :class:`DomainError` (a name taken meanwhile).
+    """
+    change = _lock_draft(FeeChange, change_id, approver_id, permission="backoffice.approve_feechange")
+    before = _fee_change_state(change)
+    action, schedule, schedule_before, schedule_after = _fee_change_apply(change)
+    change.status = ChangeStatus.APPROVED
+    change.decided_by_id = approver_id
+    change.decided_at = timezone.now()
+    if schedule is not None:
+        change.schedule = schedule
+    change.save(update_fields=["status", "decided_by", "decided_at", "schedule"])
+    audit_record(
+        actor_id=approver_id,
+        action="fee_change.approve",
+        object_type="backoffice.feechange",
+        object_id=change.id,
+        before=before,
+        after=_fee_change_state(change),
+    )
+    audit_record(
+        actor_id=approver_id,
+        action=action,
+        object_type="orders.feeschedule" if schedule is not None else "auth.user",
+        object_id=schedule.id if schedule is not None else change.user_id,
+        before={**schedule_before, "fee_change": change.id},
+        after={**schedule_after, "fee_change": change.id},
+    )
+    return change
+
+
+@retrying_atomic
+def fee_change_reject(*, change_id: int, approver_id: int, note: str) -> FeeChange:
+    """Reject a drafted fee change with a ``note`` saying why; nothing is applied. Guards as :func:`fee_change_approve`."""
+    if not isinstance(note, str) or not note.strip():
+        raise DomainError("A reason is required to reject.", fields={"note": "A reason is required."})
+    change = _lock_draft(FeeChange, change_id, approver_id, permission="backoffice.approve_feechange")
+    before = _fee_change_state(change)
+    change.status = ChangeStatus.REJECTED
+    change.decided_by_id = approver_id
+    change.decided_at = timezone.now()
+    change.decision_note = note.strip()
+    change.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
+    audit_record(
+        actor_id=approver_id,
+        action="fee_change.reject",
+        object_type="backoffice.feechange",
+        object_id=change.id,
+        before=before,
+        after=_fee_change_state(change),
+    )
+    return change
+
+
+# Second-factor resets (maker-checker) --------------------------------------------------------------
+
+
+def _reset_state(reset: SecondFactorReset) -> dict:
+    return {"status": reset.status, "user": reset.user_id, "reason": reset.reason}
+
+
+@transaction.atomic
+def second_factor_reset_request(*, user_id: int, operator_id: int, reason: str) -> SecondFactorReset:
+    """Ask for the removal of a customer's second factor (every one-time password device), with a ``reason``.
+
+    Nothing is removed until another operator approves. Audited. Raises :class:`DomainError`
+    (no reason), :class:`PermissionDenied` (one's own account, or a staff user's), :class:`NotFound` (user),
+    :class:`InvalidState` (a request for this user already awaits a decision).
+    """
+    if not isinstance(reason, str) or not reason.strip():
+        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    if user_id == operator_id:
+        raise PermissionDenied("Operators cannot reset their own second factor.")
+    user = get_user_model().objects.select_for_update().filter(id=user_id).first()
+    if user is None:
+        raise NotFound("No such user.", fields={"user": "No such user."})
+    if user.is_staff:
+        raise PermissionDenied("A staff user's second factor is not reset from the customer screen.")
+    if SecondFactorReset.objects.filter(user_id=user_id, status=ChangeStatus.DRAFT).exists():
+        raise InvalidState(f"A second-factor reset of {user.username} already awaits a decision.")
+    reset = SecondFactorReset.objects.create(user_id=user_id, reason=reason.strip(), created_by_id=operator_id)
+    audit_record(
+        actor_id=operator_id,
+        action="second_factor_reset.request",
+        object_type="auth.user",
+        object_id=user_id,
+        before={},
+        after={**_reset_state(reset), "reset": reset.id},
+    )
+    return reset
+
+
+def _decide_reset(*, reset_id: int, approver_id: int, approve: bool, note: str) -> SecondFactorReset:
+    reset = _lock_draft(SecondFactorReset, reset_id, approver_id, permission="backoffice.approve_secondfactorreset")
+    if reset.user_id == approver_id:
+        raise PermissionDenied("Operators cannot reset their own second factor.")
+    removed = []
+    if approve:
+        for device in devices_for_user(reset.user, confirmed=None):
+            removed.append(device.persistent_id)
+            device.delete()
+    before = _reset_state(reset)
+    reset.status = ChangeStatus.APPROVED if approve else ChangeStatus.REJECTED
+    reset.decided_by_id = approver_id
+    reset.decided_at = timezone.now()
+    reset.decision_note = note
+    reset.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
+    audit_record(
+        actor_id=approver_id,
+        action="second_factor_reset.approve" if approve else "second_factor_reset.reject",
+        object_type="auth.user",
+        object_id=reset.user_id,
+        before={**before, "reset": reset.id},
+        after={**_reset_state(reset), "reset": reset.id, "removed_devices": removed},
+    )
+    return reset
+
+
+@retrying_atomic
+def second_factor_reset_approve(*, reset_id: int, approver_id: int) -> SecondFactorReset:
+    """Approve a reset: every one-time password device of the customer is deleted (they enrol again). Audited.
+
+    The approver needs ``backoffice.approve_secondfactorreset`` and is neither the requester
+    nor the customer. Raises :class:`PermissionDenied`, :class:`InvalidState`, :class:`NotFound`.
+    """
+    return _decide_reset(reset_id=reset_id, approver_id=approver_id, approve=True, note="")
+
+
+@retrying_atomic
+def second_factor_reset_reject(*, reset_id: int, approver_id: int, note: str) -> SecondFactorReset:
+    """Reject a reset with a ``note`` saying why; the second factor stays. Guards as :func:`second_factor_reset_approve`."""
+    if not isinstance(note, str) or not note.strip():
+        raise DomainError("A reason is required to reject.", fields={"note": "A reason is required."})
+    return _decide_reset(reset_id=reset_id, approver_id=approver_id, approve=False, note=note.strip())

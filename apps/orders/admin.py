@@ -1,4 +1,4 @@
-"""Back-office screens: markets (halt and resume), fee schedules and tiers, orders and trades read-only.
+"""Back-office screens: markets (halt and resume); fee schedules and tiers, orders and trades read-only.
 
 Actions call services (:mod:`apps.orders.services`); nothing here moves money or
 writes an order.
@@ -13,7 +13,7 @@ from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError
 
 from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
-from .services import fee_schedule_make_default, market_create, market_filters_update, market_halt, market_resume
+from .services import market_create, market_filters_update, market_halt, market_resume
 
 MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
 
@@ -36,15 +36,6 @@ def _audit(request, action: str, market: Market, before: dict) -> None:
         before=before,
         after=_market_state(market),
     )
-
-
-def _schedule_state(schedule: FeeSchedule) -> dict:
-    return {
-        "name": schedule.name,
-        "maker_rate": f"{schedule.maker_rate.normalize():f}",
-        "taker_rate": f"{schedule.taker_rate.normalize():f}",
-        "users": sorted(schedule.tiers.values_list("user__username", flat=True)) if schedule.pk else [],
-    }
 
 
 @admin.register(Market)
@@ -119,54 +110,36 @@ class MarketAdmin(admin.ModelAdmin):
 class UserFeeTierInline(admin.TabularInline):
     model = UserFeeTier
     extra = 0
-    autocomplete_fields = ("user",)
+    fields = ("user",)
+    readonly_fields = ("user",)
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(FeeSchedule)
-class FeeScheduleAdmin(admin.ModelAdmin):
-    """Fee schedules (rates are fractions: 0.001 = 0.1 %) and the users assigned to each."""
+class FeeScheduleAdmin(ReadOnlyAdmin):
+    """Fee schedules (rates are fractions: 0.001 = 0.1 %) and the users assigned to each, read-only.
+
+    Every change (a new schedule, rates, the default, a user's tier) is a fee change drafted by
+    one operator and approved by another (:mod:`apps.backoffice.fee_admin`).
+    """
 
     list_display = ("name", "maker_rate", "taker_rate", "is_default", "updated_at")
-    fields = ("name", "maker_rate", "taker_rate", "is_default")
-    readonly_fields = ("is_default",)
+    fields = ("name", "maker_rate", "taker_rate", "is_default", "updated_at")
     inlines = [UserFeeTierInline]
-    actions = ("make_default",)
+    change_form_template = "admin/orders/feeschedule/change_form.html"
+    change_list_template = "admin/orders/feeschedule/change_list.html"
 
     def has_delete_permission(self, request, obj=None):
-        return obj is None or not obj.is_default
-
-    def save_model(self, request, obj, form, change):
-        # Runs before the tiers are saved: the database still holds the state before the change.
-        request.fee_schedule_before = _schedule_state(FeeSchedule.objects.get(pk=obj.pk)) if change else {}
-        super().save_model(request, obj, form, change)
-
-    def save_related(self, request, form, formsets, change):
-        super().save_related(request, form, formsets, change)
-        audit_record(
-            actor_id=request.user.id,
-            action="fee_schedule.update" if change else "fee_schedule.create",
-            object_type="orders.feeschedule",
-            object_id=form.instance.pk,
-            before=request.fee_schedule_before,
-            after=_schedule_state(form.instance),
-        )
-
-    @admin.action(description="Make the selected schedule the default", permissions=["change"])
-    def make_default(self, request, queryset):
-        if queryset.count() != 1:
-            self.message_user(request, "Select exactly one schedule to make the default.", messages.ERROR)
-            return
-        previous = FeeSchedule.objects.filter(is_default=True).first()
-        schedule = fee_schedule_make_default(schedule_id=queryset.get().id)
-        audit_record(
-            actor_id=request.user.id,
-            action="fee_schedule.make_default",
-            object_type="orders.feeschedule",
-            object_id=schedule.id,
-            before={"default": previous.name if previous else None},
-            after={"default": schedule.name},
-        )
-        self.message_user(request, f"{schedule.name} is now the default fee schedule.", messages.SUCCESS)
+        # An unused schedule may go (a schedule users pay is protected by their tiers); never the default.
+        return request.user.has_perm("orders.delete_feeschedule") and (obj is None or not obj.is_default)
 
 
 @admin.register(Order)

@@ -56,3 +56,12 @@ class NoFeeSchedule(DomainError):
 
     code = "unavailable"
     status = 503
+
+
+class InvalidFeeRate(DomainError):
+    """A fee rate that is not a plain decimal fraction from 0 to ``settings.FEE_RATE_MAX`` with at most 8 places."""
+
+    code = "invalid_fee_rate"
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(message, fields={field: message})

@@ -27,7 +27,8 @@ Round trips (DESIGN.md section 6, speed from fewer round trips): BEGIN, the lock
 first book page go in one pipeline; the order row and the account lock in one
 statement; the trades and the resting orders' updates in one statement; this module's
 statements are prepared once per connection (:class:`apps.ledger.db.PreparedCursor`). A resting
-order costs 7 round trips, 4 of them its hold's ``entry_post``.
+order costs 7 round trips, 4 of them its hold's ``entry_post``. The account's trading freeze
+(:data:`apps.accounts.selectors.TRADING_FROZEN_SQL`) is read in the first one.
 """
 
 import zlib
@@ -40,6 +41,8 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
+from apps.accounts.errors import TradingFrozen
+from apps.accounts.selectors import TRADING_FROZEN_SQL
 from apps.ledger.amounts import fits, format_amount, parse_amount, quantum
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import (
@@ -55,6 +58,7 @@ from apps.ledger.transactions import retrying_atomic
 
 from .errors import (
     FokNotFillable,
+    InvalidFeeRate,
     InvalidPrice,
     InvalidQuantity,
     MarketHalted,
@@ -75,6 +79,7 @@ from .matching import (
 )
 from .models import (
     OPEN_STATUSES,
+    RATE_DECIMAL_PLACES,
     EndReason,
     FeeSchedule,
     Market,
@@ -201,15 +206,76 @@ def market_filters_update(*, market_id: int, min_qty: Decimal, max_qty: Decimal,
     return market
 
 
+def fee_rate_parse(raw: str | Decimal, *, field: str) -> Decimal:
+    """A maker or taker fee rate (a fraction: ``"0.001"`` is 0.1 %) checked against the cap.
+
+    ``raw`` is a plain decimal string or ``Decimal`` from 0 to ``settings.FEE_RATE_MAX``
+    (default 0.01, 1 %) with at most 8 decimal places; more places are refused, not rounded.
+    Raises :class:`InvalidFeeRate` naming ``field``.
+    """
+    try:
+        rate = parse_amount(raw, decimals=RATE_DECIMAL_PLACES, field=field, allow_zero=True)
+    except InvalidAmount as exc:
+        raise InvalidFeeRate(f"{exc.message} (a fraction: 0.001 is 0.1 %)", field=field) from None
+    if rate > settings.FEE_RATE_MAX:
+        cap, percent = settings.FEE_RATE_MAX.normalize(), (settings.FEE_RATE_MAX * 100).normalize()
+        raise InvalidFeeRate(f"At most {cap:f} ({percent:f} %), the limit set by FEE_RATE_MAX.", field=field)
+    return rate
+
+
+def fee_schedule_create(*, name: str, maker_rate: str | Decimal, taker_rate: str | Decimal) -> FeeSchedule:
+    """Create a fee schedule (not the default) with rates checked by :func:`fee_rate_parse`.
+
+    Raises :class:`InvalidFeeRate`, :class:`DomainError` naming ``name`` (empty, too long, taken).
+    """
+    name = name.strip()
+    if not name or len(name) > 64:
+        raise DomainError("A name of 1 to 64 characters is required.", fields={"name": "1 to 64 characters."})
+    maker, taker = fee_rate_parse(maker_rate, field="maker_rate"), fee_rate_parse(taker_rate, field="taker_rate")
+    if FeeSchedule.objects.filter(name=name).exists():
+        raise DomainError(f"A fee schedule named {name!r} exists.", fields={"name": "Already taken."})
+    return FeeSchedule.objects.create(name=name, maker_rate=maker, taker_rate=taker)
+
+
+@retrying_atomic
+def fee_schedule_rates_update(*, schedule_id: int, maker_rate: str | Decimal, taker_rate: str | Decimal) -> FeeSchedule:
+    """Set a schedule's maker and taker rates (checked by :func:`fee_rate_parse`); fills from then on pay them.
+
+    Raises :class:`InvalidFeeRate`, :class:`NotFound`.
+    """
+    maker, taker = fee_rate_parse(maker_rate, field="maker_rate"), fee_rate_parse(taker_rate, field="taker_rate")
+    schedule = FeeSchedule.objects.select_for_update().filter(id=schedule_id).first()
+    if schedule is None:
+        raise NotFound("No such fee schedule.", fields={"schedule": "No such fee schedule."})
+    schedule.maker_rate, schedule.taker_rate = maker, taker
+    schedule.save(update_fields=["maker_rate", "taker_rate", "updated_at"])
+    return schedule
+
+
+def fee_schedule_cap_check(*, schedule: FeeSchedule) -> None:
+    """Refuse a schedule whose rates (set before the cap, or above a lowered cap) exceed ``FEE_RATE_MAX``.
+
+    Raises :class:`InvalidFeeRate` naming the field ``schedule``.
+    """
+    for field in ("maker_rate", "taker_rate"):
+        try:
+            fee_rate_parse(getattr(schedule, field), field=field)
+        except InvalidFeeRate as exc:
+            message = f"{schedule.name}'s {field.replace('_', ' ')}: {exc.fields[field]}"
+            raise InvalidFeeRate(message, field="schedule") from None
+
+
 @retrying_atomic
 def fee_schedule_make_default(*, schedule_id: int) -> FeeSchedule:
     """Make a fee schedule the default, taking the default from the previous one in the same transaction.
 
-    There is never a moment without a default. Raises :class:`NotFound`.
+    There is never a moment without a default. Raises :class:`NotFound`, and
+    :class:`InvalidFeeRate` when its rates are above ``settings.FEE_RATE_MAX``.
     """
     schedule = FeeSchedule.objects.select_for_update().filter(id=schedule_id).first()
     if schedule is None:
         raise NotFound("No such fee schedule.")
+    fee_schedule_cap_check(schedule=schedule)
     FeeSchedule.objects.filter(is_default=True).exclude(id=schedule_id).update(is_default=False)
     FeeSchedule.objects.filter(id=schedule_id).update(is_default=True)
     schedule.is_default = True
@@ -219,13 +285,16 @@ def fee_schedule_make_default(*, schedule_id: int) -> FeeSchedule:
 def fee_tier_assign(*, user_id: int, schedule_id: int | None) -> UserFeeTier | None:
     """Make ``user_id`` pay the schedule ``schedule_id`` (``None``: back to the default schedule).
 
-    Applies to fills from the next placement on. Raises :class:`NotFound` for an unknown schedule.
+    Applies to fills from the next placement on. Raises :class:`NotFound` for an unknown
+    schedule, :class:`InvalidFeeRate` for one whose rates are above ``settings.FEE_RATE_MAX``.
     """
     if schedule_id is None:
         UserFeeTier.objects.filter(user_id=user_id).delete()
         return None
-    if not FeeSchedule.objects.filter(id=schedule_id).exists():
+    schedule = FeeSchedule.objects.filter(id=schedule_id).first()
+    if schedule is None:
         raise NotFound("No such fee schedule.", fields={"schedule": "No such fee schedule."})
+    fee_schedule_cap_check(schedule=schedule)
     tier, _ = UserFeeTier.objects.update_or_create(user_id=user_id, defaults={"schedule_id": schedule_id})
     return tier
 
@@ -338,6 +407,12 @@ _LOCK_MARKET_OF_ORDER = f"""
     WHERE m.id = (SELECT market_id FROM orders_order WHERE id = %s) AND b.id = m.base_id AND q.id = m.quote_id
     RETURNING {_MARKET_COLUMNS}
 """
+
+
+def _refuse_frozen(rows: list[tuple]) -> None:
+    """Raise :class:`TradingFrozen` when :data:`~apps.accounts.selectors.TRADING_FROZEN_SQL` found a row."""
+    if rows:
+        raise TradingFrozen("Trading is frozen on this account; open orders can still be cancelled.")
 
 
 def _lock_market_for_order(cursor, symbol: str) -> tuple[_LockedMarket, int]:
@@ -863,7 +938,8 @@ def order_place(
     Status: ``filled``; ``open``/``partially_filled`` (resting); ``expired`` (IOC or
     market remainder, empty book, self-trade prevention of the taker).
 
-    Raises, with nothing written and nothing held: :class:`NotFound` (market),
+    Raises, with nothing written and nothing held: :class:`~apps.accounts.errors.TradingFrozen`
+    (an operator froze the account's trading), :class:`NotFound` (market),
     :class:`MarketHalted`, :class:`InvalidPrice`, :class:`InvalidQuantity`,
     :class:`MinNotional`, :class:`PostOnlyWouldTake`, :class:`FokNotFillable`,
     :class:`~apps.ledger.errors.InsufficientFunds`, :class:`DomainError` (malformed
@@ -892,13 +968,19 @@ def order_place(
             except DomainError:
                 pass  # judged again with the market as locked (the shape kept here may be out of date)
         if request is not None:
-            # One round trip: BEGIN, the market lock (which draws the order id) and the first book page.
+            # One round trip: BEGIN, the market lock (which draws the order id), the first book page
+            # and the account's trading freeze.
             book = _book_for(cursor, shape, request)
-            lock_rows, first_page = cursor.pipeline([(_LOCK_MARKET_FOR_ORDER, [market]), book.page_query()])
+            lock_rows, first_page, frozen = cursor.pipeline(
+                [(_LOCK_MARKET_FOR_ORDER, [market]), book.page_query(), (TRADING_FROZEN_SQL, [user_id])]
+            )
+            _refuse_frozen(frozen)
             locked, order_id = _locked_market_row(lock_rows[0] if lock_rows else None, market)
             if locked.shape != shape:
                 request = first_page = None
         else:
+            cursor.execute(TRADING_FROZEN_SQL, [user_id])
+            _refuse_frozen(cursor.fetchall())
             locked, order_id = _lock_market_for_order(cursor, market)
         _SHAPES[market] = locked.shape
         if request is None:

@@ -61,6 +61,9 @@ class WithdrawalOut(serializers.Serializer):
     address = serializers.CharField()
     status = serializers.ChoiceField(choices=WithdrawalStatus.choices)
     txid = serializers.CharField(allow_null=True)
+    reject_reason = serializers.CharField(
+        allow_null=True, help_text="Why an operator rejected it (status rejected); null otherwise."
+    )
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
 
@@ -76,6 +79,7 @@ def withdrawal_out(withdrawal: Withdrawal) -> dict:
         "address": withdrawal.address,
         "status": withdrawal.status,
         "txid": withdrawal.txid or None,
+        "reject_reason": withdrawal.reject_reason or None,
         "created_at": api_time(withdrawal.created_at),
         "updated_at": api_time(withdrawal.updated_at),
     }

@@ -195,6 +195,11 @@ class Withdrawal(models.Model):
         return f"withdrawal #{self.pk} ({self.status})"
 
     @property
+    def reject_reason(self) -> str:
+        """The operator's reason when rejected (shown to the customer); empty in any other state."""
+        return self.reason if self.status == WithdrawalStatus.REJECTED else ""
+
+    @property
     def total(self) -> Decimal:
         """``amount + fee``: what is held, and what leaves the user's funds on completion."""
         return self.amount + self.fee

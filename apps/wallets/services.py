@@ -25,6 +25,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apps.accounts.errors import WithdrawalsBlocked
+from apps.accounts.selectors import withdrawals_blocked
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
 from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, InvalidState, NotFound, PermissionDenied
 from apps.ledger.models import AccountKind, Asset, EntryReason
@@ -477,8 +479,11 @@ def withdrawal_request(
 
     ``request_key`` (the client's idempotency key): the same key with the same asset, amount
     and address returns the first withdrawal; with others it raises :class:`IdempotencyConflict`.
-    Nothing is written when it raises. Keeps invariants 3 and 4.
+    Nothing is written when it raises (also :class:`~apps.accounts.errors.WithdrawalsBlocked`
+    when an operator blocked the account's withdrawals). Keeps invariants 3 and 4.
     """
+    if withdrawals_blocked(user_id=user_id):
+        raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
     asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
     if asset is None:
         raise DomainError("Unknown asset.", fields={"asset": "Unknown asset."})
@@ -542,7 +547,8 @@ def withdrawal_request(
     return _transition(withdrawal.pk, from_states=(WithdrawalStatus.REQUESTED,), to=WithdrawalStatus.AWAITING_APPROVAL)
 
 
-def _operator_check(*, withdrawal_id: int, operator_id: int) -> None:
+def _operator_check(*, withdrawal_id: int, operator_id: int) -> int:
+    """Refuse an operator who may not decide this withdrawal; return the withdrawal's owner (user id)."""
     operator = get_user_model().objects.filter(pk=operator_id).first()
     if operator is None or not operator.is_active or not operator.has_perm(APPROVE_PERMISSION):
         raise PermissionDenied(f"Approving or rejecting withdrawals needs the {APPROVE_PERMISSION} permission.")
@@ -551,6 +557,7 @@ def _operator_check(*, withdrawal_id: int, operator_id: int) -> None:
         raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"withdrawal": "Unknown withdrawal."})
     if owner == operator_id:
         raise PermissionDenied("Operators cannot decide on their own withdrawals.")
+    return owner
 
 
 @retrying_atomic
@@ -559,9 +566,12 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
 
     Raises :class:`PermissionDenied` without ``wallets.approve_withdrawal`` (or for one's own
     withdrawal), :class:`InvalidState` unless it awaits approval (so a second approval is
-    refused and submits nothing), :class:`NotFound`.
+    refused and submits nothing), :class:`NotFound`, :class:`~apps.accounts.errors.WithdrawalsBlocked`
+    while the owner's withdrawals are blocked (it can still be rejected).
     """
-    _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
+    owner_id = _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
+    if withdrawals_blocked(user_id=owner_id):
+        raise WithdrawalsBlocked("The customer's withdrawals are blocked: reject it or unblock them first.")
     withdrawal = _transition(
         withdrawal_id,
         from_states=(WithdrawalStatus.AWAITING_APPROVAL,),

@@ -4,6 +4,7 @@ See ``.env.example`` for the variables and README.md for their meaning.
 """
 
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import environ
@@ -269,3 +270,9 @@ LOGGING = {
     "loggers": {"axes": {"level": "WARNING"}},
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Back office: the highest maker or taker fee rate an operator may propose (a fraction: 0.01 is 1 %).
+FEE_RATE_MAX = Decimal(env("FEE_RATE_MAX", default="0.01"))
+# Whether every staff user (not only approvers) must confirm a second factor (TOTP) in the admin.
+# Off for local runs and tests; production turns it on.
+STAFF_SECOND_FACTOR_REQUIRED = env.bool("STAFF_SECOND_FACTOR_REQUIRED", default=False)

@@ -17,3 +17,6 @@ if CUSTODY_ADAPTER.strip().startswith(SIMULATED_CUSTODY_ADAPTER.rsplit(".", 2)[0
         "CUSTODY_ADAPTER names the simulated custody, which is for development and tests only: "
         "set the dotted path of your custody provider's adapter."
     )
+
+# Every operator confirms a second factor in the back office, not only approvers.
+STAFF_SECOND_FACTOR_REQUIRED = env.bool("STAFF_SECOND_FACTOR_REQUIRED", default=True)

@@ -108,9 +108,10 @@ def test_the_admin_is_closed_to_anyone_without_staff_status(back_office):
     insider = UserFactory(username="insider", is_staff=False, is_superuser=True)
     insider.user_permissions.add(*Permission.objects.all())
     withdrawal, adjustment = back_office["withdrawal"], back_office["adjustment"]
-    runs, audits = ReconciliationRun.objects.count(), AuditLogEntry.objects.count()
+    browsers = [("anonymous", Client()), ("insider", login_with_second_factor(Client(), insider))]
+    runs, audits = ReconciliationRun.objects.count(), AuditLogEntry.objects.count()  # after the log-in's own rows
 
-    for who, browser in [("anonymous", Client()), ("insider", login_with_second_factor(Client(), insider))]:
+    for who, browser in browsers:
         for url in found.pages:
             response = browser.get(url)
             assert response.status_code == 302 and response.url.startswith(f"{ADMIN}login/"), (who, url)

@@ -82,9 +82,8 @@ def test_a_rejected_withdrawal_releases_once_and_cannot_be_approved(
     available, held = user_accounts(user.id, usdt)
     assert withdrawal.status == WithdrawalStatus.REJECTED
     assert (available.balance, held.balance) == (Decimal("1000"), Decimal("0"))
-    assert list(AuditLogEntry.objects.filter(object_id=str(awaiting.id)).values_list("action", flat=True)) == [
-        "withdrawal.reject"
-    ]
+    decisions = AuditLogEntry.objects.filter(object_type="wallets.withdrawal", object_id=str(awaiting.id))
+    assert list(decisions.values_list("action", flat=True)) == ["withdrawal.reject"]
 
 
 def test_approve_selected_action(client, approver, awaiting, admin_login):

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import FeeSchedule, Market, MarketStatus
+from apps.orders.services import fee_schedule_make_default
 from apps.orders.tests.helpers import place
 
 D = Decimal
@@ -94,23 +95,21 @@ def test_the_default_fee_schedule_cannot_be_deleted(operator, default_fees):
     assert operator.get(reverse("admin:orders_feeschedule_delete", args=[other.id])).status_code == 200
 
 
-def test_make_default_moves_the_default_without_a_gap(operator, default_fees):
+def test_make_default_moves_the_default_without_a_gap(default_fees):
     vip = FeeSchedule.objects.create(name="VIP", maker_rate=D("0"), taker_rate=D("0.0005"))
 
-    operator.post(
-        reverse("admin:orders_feeschedule_changelist"), {"action": "make_default", "_selected_action": [vip.id]}
-    )
+    fee_schedule_make_default(schedule_id=vip.id)  # in the admin: an approved fee change (apps/backoffice)
 
     assert list(FeeSchedule.objects.filter(is_default=True).values_list("name", flat=True)) == ["VIP"]
 
 
-def test_the_default_flag_is_not_editable_in_the_form(operator, default_fees):
-    operator.post(
+def test_fee_schedules_are_not_editable_in_their_form(operator, default_fees):
+    response = operator.post(
         reverse("admin:orders_feeschedule_change", args=[default_fees.id]),
         {
             "name": default_fees.name,
-            "maker_rate": "0.001",
-            "taker_rate": "0.001",
+            "maker_rate": "0.5",
+            "taker_rate": "0.5",
             "is_default": "",
             "tiers-TOTAL_FORMS": "0",
             "tiers-INITIAL_FORMS": "0",
@@ -118,7 +117,10 @@ def test_the_default_flag_is_not_editable_in_the_form(operator, default_fees):
             "tiers-MAX_NUM_FORMS": "1000",
         },
     )
-    assert FeeSchedule.objects.get(id=default_fees.id).is_default
+    assert response.status_code == 403  # changes are drafted as fee changes, approved by another operator
+    schedule = FeeSchedule.objects.get(id=default_fees.id)
+    assert (schedule.is_default, schedule.taker_rate) == (True, default_fees.taker_rate)
+    assert operator.get(reverse("admin:orders_feeschedule_add")).status_code == 403
 
 
 def test_without_a_default_fee_schedule_fills_are_refused_with_a_503_not_a_500(btc_usdt, btc, usdt, api_as):
@@ -137,7 +139,7 @@ def test_without_a_default_fee_schedule_fills_are_refused_with_a_503_not_a_500(b
     assert response.json()["error"]["code"] == "unavailable"
 
 
-def test_market_and_fee_schedule_changes_are_in_the_audit_log(operator, btc_usdt, default_fees):
+def test_market_changes_are_in_the_audit_log(operator, btc_usdt, default_fees):
     from apps.backoffice.models import AuditLogEntry
 
     operator.post(reverse("admin:orders_market_changelist"), {"action": "halt", "_selected_action": [btc_usdt.id]})
@@ -145,31 +147,12 @@ def test_market_and_fee_schedule_changes_are_in_the_audit_log(operator, btc_usdt
         reverse("admin:orders_market_change", args=[btc_usdt.id]),
         {"min_qty": "0.001", "max_qty": "1000", "min_notional": "5"},
     )
-    vip = FeeSchedule.objects.create(name="VIP", maker_rate=D("0"), taker_rate=D("0.0005"))
-    operator.post(
-        reverse("admin:orders_feeschedule_changelist"), {"action": "make_default", "_selected_action": [vip.id]}
-    )
-    operator.post(
-        reverse("admin:orders_feeschedule_change", args=[vip.id]),
-        {
-            "name": "VIP",
-            "maker_rate": "0",
-            "taker_rate": "0.0004",
-            "tiers-TOTAL_FORMS": "0",
-            "tiers-INITIAL_FORMS": "0",
-            "tiers-MIN_NUM_FORMS": "0",
-            "tiers-MAX_NUM_FORMS": "1000",
-        },
-    )
 
-    log = list(AuditLogEntry.objects.order_by("id").values_list("action", "before", "after"))
-    assert [action for action, *_ in log] == [
-        "market.halt",
-        "market.update",
-        "fee_schedule.make_default",
-        "fee_schedule.update",
-    ]
+    log = list(
+        AuditLogEntry.objects.filter(object_type="orders.market")
+        .order_by("id")
+        .values_list("action", "before", "after")
+    )
+    assert [action for action, *_ in log] == ["market.halt", "market.update"]
     assert log[0][1]["status"] == "active" and log[0][2]["status"] == "halted"
     assert log[1][1]["min_qty"].startswith("0.0001") and log[1][2]["min_qty"].startswith("0.001")
-    assert log[2][1:] == ({"default": "default"}, {"default": "VIP"})
-    assert (log[3][1]["taker_rate"], log[3][2]["taker_rate"]) == ("0.0005", "0.0004")

@@ -114,6 +114,7 @@ def test_request_list_and_cancel_a_withdrawal(holder, usdt, api_as):
         "address": DESTINATION,
         "status": "awaiting_approval",
         "txid": None,
+        "reject_reason": None,
     }
     assert balances(holder, usdt) == (Decimal("399"), Decimal("101"))
     assert [row["id"] for row in client.get(WITHDRAWALS).json()] == [body["id"]]

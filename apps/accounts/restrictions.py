@@ -1,0 +1,91 @@
+"""Operators' writes on a customer's account: freezing trading and blocking withdrawals, each audited.
+
+The flags live in :class:`~apps.accounts.models.AccountRestriction`; the services that honour
+them read :mod:`apps.accounts.selectors` (``order_place`` refuses with ``trading_frozen``,
+``withdrawal_request`` and ``withdrawal_approve`` with ``withdrawals_blocked``).
+"""
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from apps.backoffice.services import audit_record
+from apps.ledger.errors import DomainError, NotFound, PermissionDenied
+
+from .models import AccountRestriction
+
+CHANGE_PERMISSION = "accounts.change_accountrestriction"
+
+# restriction -> (flag field, reason field, audit action when set, audit action when lifted)
+_FLAGS = {
+    "trading": ("trading_frozen", "trading_reason", "account.trading_freeze", "account.trading_unfreeze"),
+    "withdrawals": (
+        "withdrawals_blocked",
+        "withdrawals_reason",
+        "account.withdrawals_block",
+        "account.withdrawals_unblock",
+    ),
+}
+
+
+def _state(restriction: AccountRestriction) -> dict:
+    return {
+        "trading_frozen": restriction.trading_frozen,
+        "trading_reason": restriction.trading_reason,
+        "withdrawals_blocked": restriction.withdrawals_blocked,
+        "withdrawals_reason": restriction.withdrawals_reason,
+    }
+
+
+@transaction.atomic
+def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bool, reason: str) -> AccountRestriction:
+    flag, reason_field, set_action, lift_action = _FLAGS[restriction]
+    reason = reason.strip() if isinstance(reason, str) else ""
+    if not reason:
+        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
+    if operator is None or not operator.has_perm(CHANGE_PERMISSION):
+        raise PermissionDenied(f"Restricting accounts needs the {CHANGE_PERMISSION} permission.")
+    if operator_id == user_id:
+        raise PermissionDenied("Operators cannot change the restrictions of their own account.")
+    if not get_user_model().objects.filter(pk=user_id).exists():
+        raise NotFound("No such user.", fields={"user": "No such user."})
+    row, _ = AccountRestriction.objects.select_for_update().get_or_create(
+        user_id=user_id, defaults={"updated_by_id": operator_id}
+    )
+    before = _state(row)
+    setattr(row, flag, on)
+    setattr(row, reason_field, reason)
+    row.updated_by_id = operator_id
+    row.save(update_fields=[flag, reason_field, "updated_by", "updated_at"])
+    audit_record(
+        actor_id=operator_id,
+        action=set_action if on else lift_action,
+        object_type="auth.user",
+        object_id=user_id,
+        before=before,
+        after=_state(row),
+    )
+    return row
+
+
+def account_trading_freeze(*, user_id: int, operator_id: int, frozen: bool, reason: str) -> AccountRestriction:
+    """Freeze (``frozen=True``) or unfreeze the user's trading, with a ``reason``; audited in the same transaction.
+
+    While frozen, :func:`apps.orders.services.order_place` refuses new orders with
+    ``trading_frozen``; open orders stay cancellable. Raises :class:`DomainError` (no reason),
+    :class:`PermissionDenied` (the operator lacks ``accounts.change_accountrestriction``, or
+    it is their own account), :class:`NotFound` (user).
+    """
+    return _restriction_set(user_id=user_id, operator_id=operator_id, restriction="trading", on=frozen, reason=reason)
+
+
+def account_withdrawals_block(*, user_id: int, operator_id: int, blocked: bool, reason: str) -> AccountRestriction:
+    """Block (``blocked=True``) or unblock the user's withdrawals, with a ``reason``; audited in the same transaction.
+
+    While blocked, :func:`apps.wallets.services.withdrawal_request` and ``withdrawal_approve``
+    refuse with ``withdrawals_blocked`` (pending withdrawals can still be rejected or
+    cancelled). Raises as :func:`account_trading_freeze`.
+    """
+    return _restriction_set(
+        user_id=user_id, operator_id=operator_id, restriction="withdrawals", on=blocked, reason=reason
+    )

@@ -1,0 +1,19 @@
+"""Reads of the accounts app: the restrictions operators set on an account."""
+
+from .models import AccountRestriction
+
+
+def account_restriction(*, user_id: int) -> AccountRestriction | None:
+    """The user's restriction row (flags, reasons, who changed them last), or None when never restricted."""
+    return AccountRestriction.objects.select_related("updated_by").filter(user_id=user_id).first()
+
+
+# Whether an operator froze the user's trading (new orders are refused), as one prepared statement
+# (parameter: the user id; a row when frozen): the order placement sends it in the same round trip
+# as the market lock (apps.orders.services.order_place).
+TRADING_FROZEN_SQL = f"SELECT 1 FROM {AccountRestriction._meta.db_table} WHERE user_id = %s AND trading_frozen"
+
+
+def withdrawals_blocked(*, user_id: int) -> bool:
+    """Whether an operator blocked the user's withdrawals (new withdrawals and approvals are refused)."""
+    return AccountRestriction.objects.filter(user_id=user_id, withdrawals_blocked=True).exists()

@@ -1,0 +1,150 @@
+"""Reads of the back office: a customer's log-ins and second factor, pending maker-checker requests, the
+risk signals of a withdrawal awaiting approval."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db.models import F, Max, Q, QuerySet, Sum
+from django.utils import timezone
+from django_otp import devices_for_user
+
+from apps.orders.models import Trade
+from apps.wallets.models import Deposit, DepositAddress, DepositStatus, Withdrawal, WithdrawalStatus
+
+from .models import AuditLogEntry, ChangeStatus, SecondFactorReset
+
+LOGIN_ACTIONS = ("login", "login_failed")
+
+
+def logins_for_user(*, user_id: int, limit: int = 20) -> list[AuditLogEntry]:
+    """The user's latest log-ins and failed log-ins (audit log rows on ``auth.user``), newest first.
+
+    ``after`` holds ``ip``, ``user_agent`` and, for a failure, the ``username`` tried.
+    """
+    return list(
+        AuditLogEntry.objects.filter(
+            object_type="auth.user", object_id=str(user_id), action__in=LOGIN_ACTIONS
+        ).order_by("-created_at", "-id")[:limit]
+    )
+
+
+def second_factor_devices(*, user) -> list[dict]:
+    """The user's one-time password devices: ``[{"name", "type", "confirmed"}]`` (every django-otp device type)."""
+    return [
+        {"name": device.name, "type": device._meta.verbose_name, "confirmed": device.confirmed}
+        for device in devices_for_user(user, confirmed=None)
+    ]
+
+
+def second_factor_resets_for_user(*, user_id: int) -> QuerySet[SecondFactorReset]:
+    """Resets of the user's second factor, newest first (at most one awaits a decision)."""
+    return SecondFactorReset.objects.filter(user_id=user_id).select_related("created_by", "decided_by")
+
+
+def pending_second_factor_reset(*, user_id: int) -> SecondFactorReset | None:
+    """The reset of the user's second factor that awaits a decision, if any."""
+    return second_factor_resets_for_user(user_id=user_id).filter(status=ChangeStatus.DRAFT).first()
+
+
+# What an approver checks beside the destination address --------------------------------------------
+
+NEW_ACCOUNT_AGE = timedelta(days=7)
+RECENT_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class AssetAmount:
+    asset: str
+    decimals: int
+    amount: Decimal
+
+
+@dataclass(frozen=True)
+class RiskSignals:
+    """Risk signals of one withdrawal, for the approval page (each ``*_warning`` says whether to look twice).
+
+    - ``account_age``: time since the user signed up (a warning under :data:`NEW_ACCOUNT_AGE`);
+    - ``first_use``: the user never had a withdrawal to this address completed before;
+    - ``deposit_address_of``: the username whose deposit address this is, when it is one of our
+      customers' (another customer, or the user's own);
+    - ``other_customers``: usernames of other customers who withdrew to this address;
+    - ``recent_count`` / ``recent_totals``: the user's other withdrawals requested in the last 24
+      hours (cancelled and rejected ones excluded), with their totals per asset;
+    - ``untraded_deposits``: per asset, what the user deposited (credited) since their last fill
+      as maker or taker, every credited deposit when they never traded; ``last_fill_at``.
+    """
+
+    account_age: timedelta
+    first_use: bool
+    deposit_address_of: str | None
+    other_customers: list[str]
+    recent_count: int
+    recent_totals: list[AssetAmount]
+    untraded_deposits: list[AssetAmount]
+    last_fill_at: datetime | None
+    withdrawal_asset: str
+
+    @property
+    def new_account_warning(self) -> bool:
+        return self.account_age < NEW_ACCOUNT_AGE
+
+    @property
+    def address_owner_warning(self) -> bool:
+        return self.deposit_address_of is not None or bool(self.other_customers)
+
+    @property
+    def untraded_warning(self) -> bool:
+        """Coins of the withdrawn asset came in and go out again without a trade in between."""
+        return any(row.asset == self.withdrawal_asset and row.amount > 0 for row in self.untraded_deposits)
+
+
+def _per_asset(rows) -> list[AssetAmount]:
+    return [AssetAmount(code, decimals, total) for code, decimals, total in rows]
+
+
+def withdrawal_risk_signals(withdrawal: Withdrawal) -> RiskSignals:
+    """The :class:`RiskSignals` of ``withdrawal`` (its ``user`` and ``asset`` loaded), read now."""
+    user_id, address, now = withdrawal.user_id, withdrawal.address, timezone.now()
+    others = Withdrawal.objects.filter(user_id=user_id).exclude(id=withdrawal.id)
+    first_use = not others.filter(address=address, status=WithdrawalStatus.COMPLETED).exists()
+    owner = (
+        DepositAddress.objects.filter(network=withdrawal.network, address=address)
+        .values_list("user__username", flat=True)
+        .first()
+    )
+    other_customers = sorted(
+        set(
+            Withdrawal.objects.filter(network=withdrawal.network, address=address)
+            .exclude(user_id=user_id)
+            .values_list("user__username", flat=True)
+        )
+    )
+    recent = others.filter(created_at__gte=now - RECENT_WINDOW).exclude(
+        status__in=(WithdrawalStatus.CANCELLED, WithdrawalStatus.REJECTED)
+    )
+    recent_totals = (
+        recent.values_list("asset__code", "asset__decimals")
+        .annotate(total=Sum(F("amount") + F("fee")))
+        .order_by("asset__code")
+    )
+    last_fill_at = Trade.objects.filter(Q(taker_user_id=user_id) | Q(maker_user_id=user_id)).aggregate(
+        last=Max("created_at")
+    )["last"]
+    deposits = Deposit.objects.filter(user_id=user_id, status=DepositStatus.CREDITED)
+    if last_fill_at is not None:
+        deposits = deposits.filter(credited_at__gt=last_fill_at)
+    untraded = (
+        deposits.values_list("asset__code", "asset__decimals").annotate(total=Sum("amount")).order_by("asset__code")
+    )
+    return RiskSignals(
+        account_age=now - withdrawal.user.date_joined,
+        first_use=first_use,
+        deposit_address_of=owner,
+        other_customers=other_customers,
+        recent_count=recent.count(),
+        recent_totals=_per_asset(recent_totals),
+        untraded_deposits=_per_asset(untraded),
+        last_fill_at=last_fill_at,
+        withdrawal_asset=withdrawal.asset.code,
+    )

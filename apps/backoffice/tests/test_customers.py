@@ -1,0 +1,219 @@
+"""The customer screen in the admin: what it shows, freezing trading, blocking withdrawals, resetting the
+second factor (maker-checker), every action audited with its reason."""
+
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from apps.accounts.errors import TradingFrozen, WithdrawalsBlocked
+from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block
+from apps.backoffice.models import AuditLogEntry, ChangeStatus, SecondFactorReset
+from apps.backoffice.services import second_factor_reset_approve, second_factor_reset_request
+from apps.backoffice.tests.logins import login_with_second_factor
+from apps.ledger.errors import DomainError, InvalidState, PermissionDenied
+from apps.ledger.tests.factories import UserFactory
+from apps.orders.models import OrderStatus
+from apps.orders.services import market_create, order_cancel, order_place
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.models import WithdrawalStatus
+from apps.wallets.services import withdrawal_approve, withdrawal_request
+from apps.wallets.tests.factories import deposit_through_custody
+
+D = Decimal
+
+
+@pytest.fixture
+def customer(usdt, btc):
+    """A customer with 1,000 USDT deposited, an open order holding 100 of it, and a one-time password device."""
+    customer = UserFactory(username="carla", email="carla@example.com")
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_auto_approve_limit=D(100), withdrawal_daily_limit=D(10_000))
+    deposit_through_custody(customer, usdt, "1000")
+    market_create(
+        base=btc,
+        quote=usdt,
+        tick_size=D("0.01"),
+        step_size=D("0.0001"),
+        min_qty=D("0.0001"),
+        max_qty=D("100"),
+        min_notional=D("1"),
+    )
+    order_place(user_id=customer.id, market="BTC-USDT", side="buy", price="1000", qty="0.1")
+    TOTPDevice.objects.create(user=customer, name="phone", confirmed=True)
+    return customer
+
+
+def page(client, customer) -> str:
+    response = client.get(f"/admin/backoffice/customer/{customer.id}/change/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def restrict(client, customer, restriction, switch, reason="fraud review, ticket 31"):
+    return client.post(
+        f"/admin/backoffice/customer/{customer.id}/restrict/",
+        {"restriction": restriction, "switch": switch, "reason": reason},
+        follow=True,
+    )
+
+
+def audit(customer):
+    rows = AuditLogEntry.objects.filter(object_type="auth.user", object_id=str(customer.id)).exclude(
+        action__in=("login", "second_factor.enrol")
+    )
+    return list(rows.order_by("id").values_list("action", "actor__username"))
+
+
+def test_the_customer_screen_shows_balances_orders_deposits_withdrawals_logins_and_second_factor(
+    client, operator, customer
+):
+    withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=new_address())
+    Client().post("/accounts/login/", {"username": "carla", "password": "wrong"})
+    client.force_login(operator)
+
+    html = page(client, customer)
+
+    assert "carla@example.com" in html
+    assert "750.000000" in html and "250.000000" in html  # available; held by the order (100) and withdrawal (150)
+    assert "1000.000000" in html and "0.1000" in html  # the open order's price and quantity
+    assert "Awaiting approval" in html and "Credited" in html
+    assert "TOTP device “phone”: confirmed" in html
+    assert "<strong>failed</strong>" in html  # the failed log-in
+    assert "Freeze trading" in html and "Block withdrawals" in html
+    assert "Request a second-factor reset" in html
+
+
+def test_staff_users_are_not_customers(client, operator, approver):
+    client.force_login(operator)
+    assert client.get(f"/admin/backoffice/customer/{approver.id}/change/").status_code == 404
+    assert "arno" not in client.get("/admin/backoffice/customer/").content.decode()
+
+
+def test_freezing_trading_refuses_new_orders_keeps_cancels_and_is_audited(client, operator, customer):
+    client.force_login(operator)
+    assert "Trading frozen." not in restrict(client, customer, "trading", "on", reason="").content.decode()
+    assert not customer.orders.filter(status=OrderStatus.CANCELLED).exists()
+
+    response = restrict(client, customer, "trading", "on")
+
+    assert "Trading restricted." in response.content.decode()
+    assert "frozen" in page(client, customer)
+    with pytest.raises(TradingFrozen):
+        order_place(user_id=customer.id, market="BTC-USDT", side="buy", price="1000", qty="0.1")
+    resting = customer.orders.get()
+    assert order_cancel(order_id=resting.id, user_id=customer.id).status == OrderStatus.CANCELLED
+
+    restrict(client, customer, "trading", "off", reason="review closed")
+    assert order_place(user_id=customer.id, market="BTC-USDT", side="buy", price="1000", qty="0.1").status == "open"
+    assert audit(customer) == [("account.trading_freeze", "olga"), ("account.trading_unfreeze", "olga")]
+    freeze = AuditLogEntry.objects.get(action="account.trading_freeze")
+    assert (freeze.before.get("trading_frozen"), freeze.after["trading_frozen"]) == (False, True)
+    assert freeze.after["trading_reason"] == "fraud review, ticket 31"
+
+
+def test_blocking_withdrawals_refuses_requests_and_approvals(client, operator, approver, customer, api_as):
+    pending = withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=new_address())
+    client.force_login(operator)
+    restrict(client, customer, "withdrawals", "on")
+
+    with pytest.raises(WithdrawalsBlocked):
+        withdrawal_request(user_id=customer.id, asset_code="USDT", amount="10", address=new_address())
+    api = api_as(customer, "withdraw").post(
+        "/api/v1/withdrawals/", {"asset": "USDT", "amount": "10", "address": new_address()}, format="json"
+    )
+    assert (api.status_code, api.json()["error"]["code"]) == (403, "withdrawals_blocked")
+    with pytest.raises(WithdrawalsBlocked):
+        withdrawal_approve(withdrawal_id=pending.id, operator_id=approver.id)
+    assert customer.withdrawals.get().status == WithdrawalStatus.AWAITING_APPROVAL
+    approval_page = login_with_second_factor(Client(), approver).get(
+        f"/admin/backoffice/withdrawalapproval/{pending.id}/change/"
+    )
+    assert "Withdrawals of this customer are blocked (fraud review, ticket 31)" in approval_page.content.decode()
+
+    restrict(client, customer, "withdrawals", "off", reason="documents received")
+    assert withdrawal_approve(withdrawal_id=pending.id, operator_id=approver.id).status == WithdrawalStatus.APPROVED
+    assert audit(customer) == [("account.withdrawals_block", "olga"), ("account.withdrawals_unblock", "olga")]
+
+
+def test_restrictions_need_the_permission_a_reason_and_another_persons_account(client, customer, operator):
+    outsider = UserFactory(username="ivan", is_staff=True)
+    outsider.groups.add(Group.objects.get(name="approvers"))  # approvers alone may not restrict accounts
+    login_with_second_factor(client, outsider)
+    assert restrict(client, customer, "trading", "on").status_code == 403
+    with pytest.raises(PermissionDenied):
+        account_trading_freeze(user_id=customer.id, operator_id=outsider.id, frozen=True, reason="x")
+    with pytest.raises(DomainError):
+        account_withdrawals_block(user_id=customer.id, operator_id=operator.id, blocked=True, reason="  ")
+    with pytest.raises(PermissionDenied):
+        account_withdrawals_block(user_id=operator.id, operator_id=operator.id, blocked=True, reason="x")
+    assert audit(customer) == []
+
+
+@pytest.mark.parametrize("fields", [{"restriction": "bogus", "switch": "on"}, {"restriction": "trading", "switch": ""}])
+def test_an_unknown_restriction_changes_nothing(client, operator, customer, fields):
+    client.force_login(operator)
+    response = client.post(f"/admin/backoffice/customer/{customer.id}/restrict/", {**fields, "reason": "x"})
+    assert response.status_code == 302
+    assert audit(customer) == []
+
+
+def test_a_second_factor_reset_needs_another_operators_approval(client, operator, approver, customer):
+    client.force_login(operator)
+    client.post(f"/admin/backoffice/customer/{customer.id}/second-factor-reset/", {"reason": "lost phone, ID checked"})
+    reset = SecondFactorReset.objects.get()
+    assert "Approve the reset" not in page(client, customer)  # the requester cannot decide
+    assert client.post(f"/admin/backoffice/customer/second-factor-reset/{reset.id}/decide/", {"decision": "approve"})
+    assert TOTPDevice.objects.filter(user=customer).exists()
+
+    approver_client = login_with_second_factor(Client(), approver)
+    assert "Approve the reset" in page(approver_client, customer)
+    approver_client.post(f"/admin/backoffice/customer/second-factor-reset/{reset.id}/decide/", {"decision": "approve"})
+
+    assert not TOTPDevice.objects.filter(user=customer).exists()
+    reset.refresh_from_db()
+    assert (reset.status, reset.decided_by) == (ChangeStatus.APPROVED, approver)
+    assert audit(customer) == [("second_factor_reset.request", "olga"), ("second_factor_reset.approve", "arno")]
+    approval = AuditLogEntry.objects.get(action="second_factor_reset.approve")
+    assert len(approval.after["removed_devices"]) == 1
+    assert "No second factor." in page(approver_client, customer)
+
+
+def test_a_reset_is_refused_to_its_requester_and_decided_once(operator, approver, customer):
+    reset = second_factor_reset_request(user_id=customer.id, operator_id=approver.id, reason="lost phone")
+    with pytest.raises(InvalidState):  # one request at a time
+        second_factor_reset_request(user_id=customer.id, operator_id=operator.id, reason="again")
+    with pytest.raises(PermissionDenied):  # not a way around an approver's own second factor
+        second_factor_reset_request(user_id=approver.id, operator_id=operator.id, reason="lost phone")
+    with pytest.raises(PermissionDenied):
+        second_factor_reset_approve(reset_id=reset.id, approver_id=approver.id)
+    with pytest.raises(PermissionDenied):  # the operators group may request, not approve
+        second_factor_reset_approve(reset_id=reset.id, approver_id=operator.id)
+    other = UserFactory(username="otto", is_staff=True)
+    other.groups.add(Group.objects.get(name="operators"), Group.objects.get(name="approvers"))
+    second_factor_reset_approve(reset_id=reset.id, approver_id=other.id)
+    with pytest.raises(InvalidState):
+        second_factor_reset_approve(reset_id=reset.id, approver_id=other.id)
+    assert not TOTPDevice.objects.filter(user=customer).exists()
+
+
+def test_a_reset_decision_without_the_second_factor_this_session_is_refused(client, operator, approver, customer):
+    reset = second_factor_reset_request(user_id=customer.id, operator_id=operator.id, reason="lost phone")
+    client.force_login(approver)  # no one-time password confirmed
+    response = client.post(
+        f"/admin/backoffice/customer/second-factor-reset/{reset.id}/decide/", {"decision": "approve"}
+    )
+    assert response.status_code == 302 and response.url.startswith("/admin/second-factor/")
+    assert TOTPDevice.objects.filter(user=customer).exists()
+
+
+def test_the_customer_list_shows_who_is_restricted(client, operator, customer):
+    UserFactory(username="fred")
+    account_trading_freeze(user_id=customer.id, operator_id=operator.id, frozen=True, reason="chargeback")
+    client.force_login(operator)
+
+    frozen = client.get("/admin/backoffice/customer/?restriction__trading_frozen__exact=1").content.decode()
+
+    assert "carla" in frozen and "fred" not in frozen
+    assert "fred" in client.get("/admin/backoffice/customer/").content.decode()

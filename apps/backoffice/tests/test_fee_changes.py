@@ -1,0 +1,229 @@
+"""Hole 5: fee schedule changes follow maker-checker, need the approver's second factor and are capped."""
+
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+
+from apps.backoffice.models import AuditLogEntry, ChangeStatus, FeeChange
+from apps.backoffice.services import fee_change_approve, fee_change_draft, fee_change_reject
+from apps.backoffice.tests.logins import login_with_second_factor
+from apps.ledger.errors import DomainError, InvalidState, PermissionDenied
+from apps.orders.errors import InvalidFeeRate
+from apps.orders.models import FeeSchedule, UserFeeTier
+from apps.orders.selectors import fee_rates_for_user
+
+D = Decimal
+ADD = "/admin/backoffice/feechange/add/"
+
+
+@pytest.fixture
+def default_schedule(db) -> FeeSchedule:
+    return FeeSchedule.objects.get(is_default=True)
+
+
+def draft_form(**fields) -> dict:
+    return {
+        "kind": "create",
+        "name": "",
+        "maker_rate": "",
+        "taker_rate": "",
+        "username": "",
+        "memo": "ticket 12",
+        **fields,
+    }
+
+
+def decide(client, change_id, decision, note=""):
+    return client.post(f"/admin/backoffice/feechange/{change_id}/decide/", {"decision": decision, "note": note})
+
+
+def test_an_operator_alone_can_neither_create_a_99_percent_schedule_nor_make_it_the_default(
+    client, operator, default_schedule
+):
+    """The regression: an operator without approver rights created a 99.999999 % taker fee and made it the default."""
+    client.force_login(operator)
+
+    direct = client.post(
+        "/admin/orders/feeschedule/add/",
+        {"name": "greedy", "maker_rate": "0", "taker_rate": "0.99999999", "tiers-TOTAL_FORMS": "0"},
+    )
+    assert direct.status_code == 403
+    page = client.post(ADD, draft_form(name="greedy", maker_rate="0", taker_rate="0.99999999")).content.decode()
+    assert "At most 0.01 (1 %), the limit set by FEE_RATE_MAX." in page
+    assert not FeeChange.objects.exists()
+
+    drafted = client.post(ADD, draft_form(name="greedy", maker_rate="0", taker_rate="0.01"))
+    change = FeeChange.objects.get()
+    assert drafted.url == f"/admin/backoffice/feechange/{change.id}/change/"
+    assert decide(client, change.id, "approve").status_code == 403
+
+    assert list(FeeSchedule.objects.values_list("name", "taker_rate", "is_default")) == [("default", D("0.001"), True)]
+    assert FeeChange.objects.get().status == ChangeStatus.DRAFT
+
+
+def test_another_approver_with_the_second_factor_applies_the_change(client, operator, approver, default_schedule):
+    change = fee_change_draft(
+        author_id=operator.id, kind="create", memo="market maker deal", name="VIP", maker_rate="0", taker_rate="0.0005"
+    )
+    unverified = Client()
+    unverified.force_login(approver)
+    refused = decide(unverified, change.id, "approve")
+    assert refused.status_code == 302 and refused.url.startswith("/admin/second-factor/")
+    assert not FeeSchedule.objects.filter(name="VIP").exists()
+
+    login_with_second_factor(client, approver)
+    page = client.get(f"/admin/backoffice/feechange/{change.id}/change/").content.decode()
+    assert "Approve and apply" in page and "0.00050000" in page
+    decide(client, change.id, "approve")
+
+    vip = FeeSchedule.objects.get(name="VIP")
+    assert (vip.maker_rate, vip.taker_rate, vip.is_default) == (D("0"), D("0.0005"), False)
+    change.refresh_from_db()
+    assert (change.status, change.decided_by, change.schedule) == (ChangeStatus.APPROVED, approver, vip)
+    log = AuditLogEntry.objects.exclude(action__in=("login", "second_factor.enrol")).order_by("id")
+    assert [(row.action, row.actor_id, row.object_type) for row in log] == [
+        ("fee_change.draft", operator.id, "backoffice.feechange"),
+        ("fee_change.approve", approver.id, "backoffice.feechange"),
+        ("fee_schedule.create", approver.id, "orders.feeschedule"),
+    ]
+    assert log.last().after == {
+        "name": "VIP",
+        "maker_rate": "0",
+        "taker_rate": "0.0005",
+        "is_default": False,
+        "fee_change": change.id,
+    }
+
+
+def test_rates_default_and_tiers_each_wait_for_approval(operator, approver, user, default_schedule):
+    vip = FeeSchedule.objects.create(name="VIP", maker_rate=D("0"), taker_rate=D("0.0005"))
+    rates = fee_change_draft(
+        author_id=operator.id, kind="rates", memo="t1", schedule_id=vip.id, maker_rate="0.0001", taker_rate="0.0004"
+    )
+    default = fee_change_draft(author_id=operator.id, kind="make_default", memo="t2", schedule_id=vip.id)
+    tier = fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t3", user_id=user.id, schedule_id=vip.id)
+    assert fee_rates_for_user(user_id=user.id) == (D("0.001"), D("0.001"))  # nothing applied yet
+
+    fee_change_approve(change_id=tier.id, approver_id=approver.id)
+    assert fee_rates_for_user(user_id=user.id) == (D("0"), D("0.0005"))
+    fee_change_approve(change_id=rates.id, approver_id=approver.id)
+    assert fee_rates_for_user(user_id=user.id) == (D("0.0001"), D("0.0004"))
+    fee_change_approve(change_id=default.id, approver_id=approver.id)
+    assert list(FeeSchedule.objects.filter(is_default=True).values_list("name", flat=True)) == ["VIP"]
+
+    back = fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t4", user_id=user.id)
+    fee_change_approve(change_id=back.id, approver_id=approver.id)
+    assert not UserFeeTier.objects.filter(user=user).exists()
+    actions = AuditLogEntry.objects.filter(action__startswith="fee_").exclude(action__startswith="fee_change")
+    assert list(actions.order_by("id").values_list("action", "before", "after")) == [
+        (
+            "fee_tier.assign",
+            {"user": user.id, "schedule": None, "fee_change": tier.id},
+            {"user": user.id, "schedule": "VIP", "fee_change": tier.id},
+        ),
+        (
+            "fee_schedule.update",
+            {"name": "VIP", "maker_rate": "0", "taker_rate": "0.0005", "is_default": False, "fee_change": rates.id},
+            {
+                "name": "VIP",
+                "maker_rate": "0.0001",
+                "taker_rate": "0.0004",
+                "is_default": False,
+                "fee_change": rates.id,
+            },
+        ),
+        (
+            "fee_schedule.make_default",
+            {"default": "default", "fee_change": default.id},
+            {"default": "VIP", "fee_change": default.id},
+        ),
+        (
+            "fee_tier.assign",
+            {"user": user.id, "schedule": "VIP", "fee_change": back.id},
+            {"user": user.id, "schedule": None, "fee_change": back.id},
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("0.0100001", "At most 0.01"),
+        ("-0.001", "Must be positive"),
+        ("0.000000001", "decimal"),
+        ("1e-3", "plain decimal"),
+        ("NaN", "plain decimal"),
+    ],
+)
+def test_a_rate_outside_zero_to_the_cap_or_finer_than_8_places_is_refused(operator, raw, message):
+    with pytest.raises(InvalidFeeRate) as raised:
+        fee_change_draft(author_id=operator.id, kind="create", memo="t", name="x", maker_rate="0", taker_rate=raw)
+    assert raised.value.code == "invalid_fee_rate"
+    assert message in raised.value.fields["taker_rate"]
+    assert not FeeChange.objects.exists()
+
+
+def test_the_cap_is_checked_again_when_the_change_is_applied(operator, approver, settings, default_schedule):
+    change = fee_change_draft(
+        author_id=operator.id,
+        kind="rates",
+        memo="t",
+        schedule_id=default_schedule.id,
+        maker_rate="0.002",
+        taker_rate="0.005",
+    )
+    settings.FEE_RATE_MAX = D("0.004")
+
+    with pytest.raises(InvalidFeeRate):
+        fee_change_approve(change_id=change.id, approver_id=approver.id)
+
+    assert FeeChange.objects.get().status == ChangeStatus.DRAFT
+    assert FeeSchedule.objects.get(id=default_schedule.id).taker_rate == D("0.001")
+
+
+def test_a_schedule_above_the_cap_cannot_become_the_default_or_a_tier(operator, user, default_schedule):
+    greedy = FeeSchedule.objects.create(name="greedy", maker_rate=D("0"), taker_rate=D("0.99999999"))  # from before
+    with pytest.raises(InvalidFeeRate) as raised:
+        fee_change_draft(author_id=operator.id, kind="make_default", memo="t", schedule_id=greedy.id)
+    assert raised.value.fields == {
+        "schedule": "greedy's taker rate: At most 0.01 (1 %), the limit set by FEE_RATE_MAX."
+    }
+    with pytest.raises(InvalidFeeRate):
+        fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t", schedule_id=greedy.id, user_id=user.id)
+    assert not FeeChange.objects.exists()
+
+
+def test_the_author_cannot_approve_and_a_change_is_decided_once(operator, approver, default_schedule):
+    own = fee_change_draft(author_id=approver.id, kind="make_default", memo="t", schedule_id=default_schedule.id)
+    with pytest.raises(PermissionDenied):
+        fee_change_approve(change_id=own.id, approver_id=approver.id)
+
+    change = fee_change_draft(author_id=operator.id, kind="create", memo="t", name="B", maker_rate="0", taker_rate="0")
+    with pytest.raises(DomainError):
+        fee_change_reject(change_id=change.id, approver_id=approver.id, note=" ")
+    fee_change_reject(change_id=change.id, approver_id=approver.id, note="no ticket")
+    with pytest.raises(InvalidState):
+        fee_change_approve(change_id=change.id, approver_id=approver.id)
+    assert not FeeSchedule.objects.filter(name="B").exists()
+    assert FeeChange.objects.get(id=change.id).decision_note == "no ticket"
+
+
+def test_an_operator_without_the_approve_permission_is_refused_by_the_service(operator, approver, default_schedule):
+    change = fee_change_draft(author_id=approver.id, kind="create", memo="t", name="C", maker_rate="0", taker_rate="0")
+    with pytest.raises(PermissionDenied):
+        fee_change_approve(change_id=change.id, approver_id=operator.id)
+    assert not FeeSchedule.objects.filter(name="C").exists()
+
+
+def test_a_draft_missing_what_its_kind_needs_is_refused_on_the_form(client, operator, default_schedule):
+    client.force_login(operator)
+    for form, field_error in [
+        (draft_form(kind="rates", maker_rate="0.001", taker_rate="0.001"), "Required."),
+        (draft_form(kind="assign_tier", username="nobody"), "No such user."),
+        (draft_form(kind="create", name="default", maker_rate="0", taker_rate="0"), "Taken or too long."),
+        (draft_form(kind="bogus"), "Select a valid choice."),
+    ]:
+        response = client.post(ADD, form)
+        assert response.status_code == 200 and field_error in response.content.decode(), form
+    assert not FeeChange.objects.exists()
