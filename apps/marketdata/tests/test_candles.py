@@ -1,7 +1,5 @@
 """Candles: exact figures from known trades, interval boundaries, empty intervals absent, the selector's window."""
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -12,25 +10,11 @@ from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.models import Candle, Interval
 from apps.marketdata.selectors import candles
 from apps.marketdata.services import candles_record
+from apps.marketdata.tests.helpers import at, fill
 from apps.orders.models import Trade
 from apps.orders.tests.helpers import place
 
 D = Decimal
-
-
-@dataclass(frozen=True)
-class Fill:
-    price: Decimal
-    qty: Decimal
-    quote_qty: Decimal
-
-
-def fill(price: str, qty: str) -> Fill:
-    return Fill(D(price), D(qty), D(price) * D(qty))
-
-
-def at(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 def figures(candle: Candle) -> tuple:
