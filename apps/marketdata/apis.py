@@ -16,8 +16,8 @@ from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError
 from apps.orders.selectors import market_get
 
-from .models import Candle, Interval
-from .selectors import DEFAULT_CANDLES, MAX_CANDLES, Ticker, candles, ticker_24h, tickers_24h
+from .models import Interval
+from .selectors import DEFAULT_CANDLES, MAX_CANDLES, Kline, Ticker, candles, ticker_24h, tickers_24h
 
 
 class CandleOut(serializers.Serializer):
@@ -125,7 +125,7 @@ class CandleListApi(ScopedApiView):
         return Response([_candle_out(candle, base, quote) for candle in rows])
 
 
-def _candle_out(candle: Candle, base: int, quote: int) -> dict:
+def _candle_out(candle: Kline, base: int, quote: int) -> dict:
     return {
         "open_time": api_time(candle.open_time),
         "close_time": api_time(candle.close_time),

@@ -74,8 +74,3 @@ class Candle(models.Model):
 
     def __str__(self) -> str:
         return f"{self.market_id} {self.interval} {self.open_time:%Y-%m-%d %H:%M}"
-
-    @property
-    def close_time(self):
-        """The last instant inside the candle (``open_time + interval - 1 µs``), as Binance's klines give it."""
-        return self.open_time + INTERVAL_WIDTHS[self.interval] - timedelta(microseconds=1)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from apps.marketdata.models import Candle
+from apps.marketdata.selectors import Kline
 
 WIDTH, HEIGHT, PAD = 120, 32, 2
 HOURS = 24
@@ -26,7 +26,7 @@ class Sparkline:
     height: int
 
 
-def sparkline(hourly: Sequence[Candle], *, start: datetime) -> Sparkline | None:
+def sparkline(hourly: Sequence[Kline], *, start: datetime) -> Sparkline | None:
     """The line of ``hourly`` (1h candles, oldest first, opening at or after ``start``); ``None`` without any.
 
     x is the candle's hour since ``start`` (0 to 23, across the width), y its close between the

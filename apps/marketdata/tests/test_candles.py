@@ -8,7 +8,7 @@ from django.db import transaction
 from apps.ledger.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.models import Candle, Interval
-from apps.marketdata.selectors import candles
+from apps.marketdata.selectors import Kline, candles
 from apps.marketdata.services import candles_record
 from apps.marketdata.tests.helpers import at, fill
 from apps.orders.models import Trade
@@ -17,7 +17,7 @@ from apps.orders.tests.helpers import place
 D = Decimal
 
 
-def figures(candle: Candle) -> tuple:
+def figures(candle: Kline) -> tuple:
     return (
         candle.open_time,
         candle.open,

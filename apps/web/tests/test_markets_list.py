@@ -4,19 +4,21 @@ from datetime import timedelta
 from decimal import Decimal
 
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.marketdata.models import Candle
+from apps.marketdata.selectors import Kline
 from apps.marketdata.tests.helpers import at
 from apps.orders.tests.helpers import place
 from apps.web.sparkline import sparkline
 
 
+def hour(start, n: int, close: str) -> Kline:
+    """The 1h candle ``n`` hours after ``start`` of one trade at ``close``."""
+    price = Decimal(close)
+    return Kline("1h", start + timedelta(hours=n), price, price, price, price, Decimal(1), price, 1)
+
+
 def test_the_line_places_each_traded_hour_on_the_time_axis():
     start = at("2026-12-01T00:00")
-    hourly = [
-        Candle(open_time=start, close=Decimal("100")),
-        Candle(open_time=start + timedelta(hours=12), close=Decimal("110")),  # hours 1-11 had no trade
-        Candle(open_time=start + timedelta(hours=23), close=Decimal("105")),
-    ]
+    hourly = [hour(start, 0, "100"), hour(start, 12, "110"), hour(start, 23, "105")]  # hours 1-11: no trade
 
     line = sparkline(hourly, start=start)
 
@@ -26,7 +28,7 @@ def test_the_line_places_each_traded_hour_on_the_time_axis():
 
 def test_a_flat_line_sits_in_the_middle():
     start = at("2026-12-01T00:00")
-    line = sparkline([Candle(open_time=start + timedelta(hours=23), close=Decimal("7"))], start=start)
+    line = sparkline([hour(start, 23, "7")], start=start)
 
     assert line.points == "114.0,16.0 118.0,16.0"
 
