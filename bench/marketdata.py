@@ -60,7 +60,7 @@ _TRADE_SERIES = """
     SELECT n, %(t0)s::timestamptz + n * %(spacing)s::interval AS at,
            round((50000 + 5000 * sin(n / 200000.0))::numeric, 2) + ((n * 7919) %% 201 - 100) * 0.01 AS price,
            (1 + (n * 31) %% 200) * 0.0001 AS qty
-    FROM generate_series(1, %(trades)s) AS n
+    FROM generate_series(1::bigint, %(trades)s::bigint) AS n
 """
 _FILL_1M = f"""
     INSERT INTO marketdata_candle (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades)
