@@ -5,6 +5,7 @@ at the quote's; ``change_percent`` has two decimal places. Times are ISO 8601 UT
 """
 
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
@@ -98,8 +99,10 @@ class CandleListApi(ScopedApiView):
         parameters=[
             _SYMBOL,
             OpenApiParameter("interval", str, required=True, enum=Interval.values),
-            OpenApiParameter("start", str, required=False, description="Candles opening at or after (ISO 8601)."),
-            OpenApiParameter("end", str, required=False, description="Candles opening before (ISO 8601)."),
+            OpenApiParameter(
+                "start", OpenApiTypes.DATETIME, required=False, description="Candles opening at or after (ISO 8601)."
+            ),
+            OpenApiParameter("end", OpenApiTypes.DATETIME, required=False, description="Candles opening before."),
             OpenApiParameter(
                 "limit", int, required=False, description=f"1 to {MAX_CANDLES}; {DEFAULT_CANDLES} by default."
             ),

@@ -194,3 +194,12 @@ def test_an_unknown_query_parameter_is_refused_on_every_get(trader_orders, path)
         "message": "Unknown query parameter: limt.",
         "fields": {"limt": "Unknown parameter."},
     }
+
+
+def test_a_get_of_a_path_without_one_stays_a_405(trader_orders, api_as):
+    trader, _, _ = trader_orders
+
+    response = api_as(trader, "withdraw").get("/api/v1/withdrawals/1/", {"limt": "5"})
+
+    assert response.status_code == 405
+    assert response.json()["error"]["code"] == "method_not_allowed"
