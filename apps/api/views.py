@@ -41,8 +41,10 @@ def check_query_params(request, known: tuple[str, ...]) -> None:
     """
     unknown = sorted(name for name in request.query_params if name not in known)
     if unknown:
-        message = "Unknown query parameter." if len(unknown) == 1 else "Unknown query parameters."
-        raise DomainError(f"{message[:-1]}: {', '.join(unknown)}.", fields=dict.fromkeys(unknown, "Unknown parameter."))
+        noun = "parameter" if len(unknown) == 1 else "parameters"
+        raise DomainError(
+            f"Unknown query {noun}: {', '.join(unknown)}.", fields=dict.fromkeys(unknown, "Unknown parameter.")
+        )
 
 
 def limit_param(request, default: int = 100, maximum: int = 1000) -> int:

@@ -3,7 +3,7 @@ moved to another user or list, start/end filters, and unknown query parameters r
 
 import threading
 import time
-from datetime import timedelta
+from datetime import timedelta, timezone
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
@@ -153,6 +153,9 @@ def test_start_and_end_bound_the_time(trader_orders):
     assert ids(start=(orders[8].created_at + timedelta(microseconds=1)).isoformat()) == []
     naive_utc = orders[8].created_at.replace(tzinfo=None).isoformat()  # no offset: UTC
     assert ids(start=naive_utc) == [orders[8].id]
+    # An offset PostgreSQL would refuse (beyond 15:59) is the same instant in UTC, not a 500.
+    far_east = orders[8].created_at.astimezone(timezone(timedelta(hours=20, minutes=54))).isoformat()
+    assert ids(start=far_east) == [orders[8].id]
 
 
 @pytest.mark.parametrize(
