@@ -139,17 +139,27 @@ class Ticker:
             return (self.change * 100 / self.open).quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)
 
 
-# The window [t0, t1] in three parts, so that every trade is counted once and exactly: the trades of
-# the partial minute at its start ([t0, m0), m0 = t0 rounded up to a minute), the 1m candles of the
-# whole minutes [m0, m1), and the trades of the partial minute at its end ([m1, t1], m1 = t1 rounded
-# down). At most two minutes of trades (index trade_market_time) and 1,440 candles (their primary key).
+# The window [t0, t1] in five parts, so that every trade is counted once and exactly: the trades of
+# the partial minute at its start ([t0, m0), m0 = t0 rounded up to a minute), the 1m candles up to the
+# first whole hour ([m0, h0), h0 = m0 rounded up to an hour), the 1h candles of the whole hours
+# [h0, h1), the 1m candles after the last ([h1, m1), h1 = m1 rounded down to an hour), and the trades
+# of the partial minute at its end ([m1, t1], m1 = t1 rounded down to a minute). At most two minutes of
+# trades (index trade_market_time) and about 140 candles (their primary key) instead of 1,440. (The
+# parts are disjoint because the window spans more than two hours: h0 <= h1.)
 _TICKERS = """
-    WITH w AS (
-        SELECT t0, t1, date_bin('1 minute', t0, TIMESTAMPTZ '1970-01-01 00:00:00+00')
-                       + CASE WHEN date_bin('1 minute', t0, TIMESTAMPTZ '1970-01-01 00:00:00+00') = t0
-                              THEN INTERVAL '0' ELSE INTERVAL '1 minute' END AS m0,
+    WITH minute_edges AS (
+        SELECT t0, t1, date_bin('1 minute', t0, TIMESTAMPTZ '1970-01-01 00:00:00+00') AS t0_minute,
                date_bin('1 minute', t1, TIMESTAMPTZ '1970-01-01 00:00:00+00') AS m1
         FROM (SELECT %s::timestamptz - %s::interval AS t0, %s::timestamptz AS t1) AS bounds
+    ), minutes AS (
+        SELECT t0, t1, m1, t0_minute + CASE WHEN t0_minute = t0 THEN INTERVAL '0' ELSE INTERVAL '1 minute' END AS m0
+        FROM minute_edges
+    ), w AS (
+        SELECT t0, t1, m0, m1, date_bin('1 hour', m1, TIMESTAMPTZ '1970-01-01 00:00:00+00') AS h1,
+               date_bin('1 hour', m0, TIMESTAMPTZ '1970-01-01 00:00:00+00')
+               + CASE WHEN date_bin('1 hour', m0, TIMESTAMPTZ '1970-01-01 00:00:00+00') = m0
+                      THEN INTERVAL '0' ELSE INTERVAL '1 hour' END AS h0
+        FROM minutes
     )
     SELECT m.id, agg.open, agg.high, agg.low, COALESCE(agg.volume, 0), COALESCE(agg.quote_volume, 0),
            COALESCE(agg.trades, 0), last.price, bid.price, bid.qty, ask.price, ask.qty
@@ -168,7 +178,12 @@ _TICKERS = """
             UNION ALL
             SELECT c.open_time, 0, 0, c.open, c.high, c.low, c.close, c.volume, c.quote_volume, c.trades
             FROM marketdata_candle c
-            WHERE c.market_id = m.id AND c.interval = '1m' AND c.open_time >= w.m0 AND c.open_time < w.m1
+            WHERE c.market_id = m.id AND c.interval = '1m' AND ((c.open_time >= w.m0 AND c.open_time < w.h0)
+                                                                OR (c.open_time >= w.h1 AND c.open_time < w.m1))
+            UNION ALL
+            SELECT c.open_time, 0, 0, c.open, c.high, c.low, c.close, c.volume, c.quote_volume, c.trades
+            FROM marketdata_candle c
+            WHERE c.market_id = m.id AND c.interval = '1h' AND c.open_time >= w.h0 AND c.open_time < w.h1
         ) AS p
     ) AS agg
     LEFT JOIN LATERAL (

@@ -86,6 +86,17 @@ def test_the_window_starts_exactly_24_hours_back(traded):
     assert figures(gone) == (D("59000"), None, None, None, None, None, D("0"), D("0"), 0)  # last price stays
 
 
+def test_whole_minutes_before_the_first_whole_hour_and_after_the_last(traded):
+    """The window's 1m candles beside its 1h candles: the trades' minute at the start, then at the end."""
+    first, second = traded
+    first_minute = first.replace(second=0, microsecond=0)
+    after_second = second.replace(second=0, microsecond=0) + timedelta(minutes=2)
+
+    assert figures(ticker_24h(market="BTC-USDT", now=first_minute + DAY)) == BOTH
+    assert figures(ticker_24h(market="BTC-USDT", now=after_second)) == BOTH
+    assert figures(ticker_24h(market="BTC-USDT", now=first + timedelta(hours=12))) == BOTH  # 1h candles
+
+
 def test_the_window_ends_at_now(traded):
     first, _ = traded
 
