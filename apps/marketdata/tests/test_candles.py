@@ -1,9 +1,10 @@
 """Candles: exact figures from known trades, interval boundaries, empty intervals absent, the selector's window."""
 
+import importlib
 from decimal import Decimal
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from apps.ledger.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
@@ -17,7 +18,7 @@ from apps.orders.tests.helpers import place
 D = Decimal
 
 
-def figures(candle: Kline) -> tuple:
+def figures(candle: Kline | Candle) -> tuple:
     return (
         candle.open_time,
         candle.open,
@@ -184,3 +185,24 @@ def test_candles_roll_back_with_the_placement(btc_usdt, btc, usdt):
 
     assert not Trade.objects.exists()
     assert not Candle.objects.exists()
+
+
+def test_the_migration_fills_from_trades_what_placements_record(btc_usdt, btc, usdt):
+    """The candles kept placement by placement equal the set-based aggregation of the trades that the
+    migration ran for the trades made before the table existed."""
+    fill_from_trades = importlib.import_module("apps.marketdata.migrations.0001_candles").FILL_FROM_TRADES
+    maker, taker = UserFactory(), UserFactory()
+    fund(maker, btc, "1")
+    fund(taker, usdt, "100000")
+    for price in ("59900", "59950", "60000"):
+        place(maker, side="sell", price=price, qty="0.0100")
+    place(taker, side="buy", price="60000", qty="0.0200")  # two fills
+    place(taker, side="buy", price="60000", qty="0.0100")
+    live = sorted((c.interval, *figures(c)) for c in Candle.objects.all())
+
+    Candle.objects.all().delete()
+    with connection.cursor() as cursor:
+        cursor.execute(fill_from_trades)
+
+    assert sorted((c.interval, *figures(c)) for c in Candle.objects.all()) == live
+    assert len(live) >= len(Interval.values)
