@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 
-from django.db import connection
 from django.utils import timezone
 
+from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import DomainError, NotFound
 from apps.orders.models import Market
 
@@ -206,7 +206,7 @@ _TICKERS = """
 
 def _tickers(markets: list[Market], now: datetime | None) -> list[Ticker]:
     now = now or timezone.now()
-    with connection.cursor() as cursor:
+    with PreparedCursor() as cursor:  # planned once per connection: the statement is long, its run short
         cursor.execute(_TICKERS, [now, TICKER_WINDOW, now, [market.id for market in markets]])
         rows = {row[0]: row[1:] for row in cursor.fetchall()}
     tickers = []
