@@ -13,6 +13,7 @@ from apps.wallets.addresses import address_validate
 from apps.wallets.errors import InvalidAddress
 
 from .models import ApiKey, Scope
+from .notifications import email_user_on_commit
 
 KEY_PREFIX = "ex"
 
@@ -27,7 +28,8 @@ def api_key_create(
     """Create an API key; return it and the raw key ``ex_<prefix>_<secret>``, which is never stored or shown again.
 
     ``scopes`` is a non-empty subset of ``read``, ``trade``, ``withdraw``. ``withdrawal_addresses``
-    (optional) restricts withdrawals made with this key to those addresses.
+    (optional) restricts withdrawals made with this key to those addresses. The user is told by
+    e-mail once it commits.
     Raises :class:`DomainError` naming ``name`` or ``scopes`` when they are invalid.
     """
     name = name.strip()
@@ -48,6 +50,9 @@ def api_key_create(
         secret_hash=_digest(raw_key),
         scopes=sorted(set(scopes)),
         withdrawal_addresses=withdrawal_addresses,
+    )
+    email_user_on_commit(
+        user_id=user_id, template="api_key_created", context={"key": key, "scopes": ", ".join(key.scopes)}
     )
     return key, raw_key
 

@@ -17,6 +17,7 @@ class UserFactory(factory.django.DjangoModelFactory):
         django_get_or_create = ("username",)
 
     username = factory.Sequence(lambda n: f"user{n}")
+    email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
     password = factory.django.Password("correct horse battery staple")
 
 

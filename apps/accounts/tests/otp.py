@@ -1,0 +1,29 @@
+"""Helpers for tests that need a trader's second factor: enrol through the real services, compute codes as
+an authenticator app would (RFC 6238 with the device's own key, step and drift)."""
+
+import time
+
+from django_otp.oath import hotp
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
+
+
+def totp_code(device: TOTPDevice) -> str:
+    """A code the device accepts now: the earliest step in its tolerance window it has not used yet."""
+    device.refresh_from_db()
+    now = int((time.time() - device.t0) // device.step) + device.drift
+    step = max(device.last_t + 1, now - device.tolerance)
+    assert step <= now + device.tolerance, "every code of this window was used"
+    return f"{hotp(device.bin_key, step, digits=device.digits):0{device.digits}d}"
+
+
+def user_code(user) -> str:
+    """A current code from the user's confirmed authenticator."""
+    return totp_code(TOTPDevice.objects.get(user=user, confirmed=True))
+
+
+def enrol(user) -> list[str]:
+    """Turn the user's second factor on through the services; return the recovery codes."""
+    second_factor_enrol(user_id=user.id)
+    return second_factor_confirm(user_id=user.id, otp=totp_code(TOTPDevice.objects.get(user=user, confirmed=False)))
