@@ -205,3 +205,33 @@ def test_a_changed_resubmit_of_a_sent_withdraw_form_requests_nothing_and_gets_a_
     assert fresh != "sent"
     post_withdraw(client, holder, withdraw_form(request_key=fresh, amount="60"))
     assert sorted(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(50), Decimal(60)]
+
+
+def test_without_a_second_factor_the_withdraw_form_asks_to_set_one_up_and_withdraws_nothing(usdt, client):
+    trader = UserFactory()
+    deposit_through_custody(trader, usdt, "500")
+    book_address(trader, usdt, DESTINATION)
+    client.force_login(trader)
+    assert "set one up" in client.get("/wallet/").content.decode()
+
+    response = client.post("/wallet/withdraw/", withdraw_form())
+
+    assert response.status_code == 400
+    assert "second factor" in response.context["form"].errors["otp"][0]
+    assert not Withdrawal.objects.exists()
+
+
+def test_a_wrong_code_on_the_withdraw_form_withdraws_nothing(holder, usdt, client):
+    client.force_login(holder)
+    response = client.post("/wallet/withdraw/", {**withdraw_form(), "otp": "000000x"})
+    assert response.status_code == 400 and "otp" in response.context["form"].errors
+    assert not Withdrawal.objects.exists()
+    assert balances(holder, usdt) == (Decimal(500), Decimal(0))
+
+
+def test_a_withdrawal_to_an_address_not_in_the_book_is_refused_on_the_form(holder, client):
+    client.force_login(holder)
+    response = post_withdraw(client, holder, withdraw_form(address=simnet.new_address()))
+    assert response.status_code == 400
+    assert "address book" in response.context["form"].errors["address"][0]
+    assert not Withdrawal.objects.exists()
