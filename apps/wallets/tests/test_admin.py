@@ -15,7 +15,7 @@ def test_the_approval_permission_exists_after_migrations(db):
     assert permission.name == "Can approve and reject withdrawals"
 
 
-@pytest.mark.parametrize("model", ["depositaddress", "deposit", "withdrawal", "custodyevent"])
+@pytest.mark.parametrize("model", ["depositaddress", "deposit", "withdrawal", "withdrawaladdress", "custodyevent"])
 def test_admin_lists_render_and_offer_no_changes(admin_client, usdt, user, model):
     deposit_through_custody(user, usdt, "100")
     address = book_address(user, usdt, new_address()).address

@@ -134,3 +134,51 @@ def test_the_wallet_page_offers_to_cancel_an_unconfirmed_withdrawal(holder, clie
     page = client.get("/wallet/").content.decode()
     assert f'action="/wallet/withdrawals/{withdrawal.id}/cancel/"' in page
     assert "Waiting for e-mail confirmation" in page
+
+
+def test_the_beat_task_expires_what_was_not_confirmed_in_time(holder, usdt, settings):
+    from apps.wallets.tasks import withdrawals_expire_sweep
+
+    withdrawal = request(holder, "150")
+    settings.WITHDRAWAL_CONFIRMATION_MAX_AGE = 3600
+    assert withdrawals_expire_sweep() == 0
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(created_at=withdrawal.created_at - timedelta(seconds=3601))
+
+    assert withdrawals_expire_sweep() == 1
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.EXPIRED
+    assert balances(holder, usdt) == (Decimal(500), Decimal(0))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_confirming_cancelling_and_expiring_at_once_end_one_way_and_release_at_most_once(usdt, settings):
+    from apps.ledger.tests.factories import UserFactory
+    from apps.ledger.tests.threads import run_concurrently
+
+    settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = {"USDT": "100"}
+    user = UserFactory()
+    deposit_through_custody(user, usdt, "500")
+    withdrawal = request(user, "150")
+
+    results = run_concurrently(
+        [
+            lambda: withdrawal_confirm(token=token(withdrawal)),
+            lambda: withdrawal_cancel(withdrawal_id=withdrawal.pk, user_id=user.id),
+            lambda: withdrawals_expire_unconfirmed(older_than=timedelta(0)),
+        ]
+    )
+
+    final = Withdrawal.objects.get(pk=withdrawal.pk)
+    confirmed, cancelled, expired = results
+    outcomes = [
+        not isinstance(confirmed, Exception),
+        not isinstance(cancelled, Exception),
+        expired == [withdrawal.pk],
+    ]
+    assert outcomes.count(True) == 1, results
+    assert all(isinstance(r, InvalidState) for r in (confirmed, cancelled) if isinstance(r, Exception)), results
+    if final.status == WithdrawalStatus.APPROVED:
+        assert balances(user, usdt) == (Decimal(350), Decimal(150))
+    else:
+        assert final.status in (WithdrawalStatus.CANCELLED, WithdrawalStatus.EXPIRED)
+        assert balances(user, usdt) == (Decimal(500), Decimal(0))
+    assert reconcile().ok
