@@ -562,8 +562,8 @@ WITHDRAWAL_LINK_PURPOSE = "withdrawal"
 
 def _email_confirmation_threshold(asset: Asset) -> Decimal | None:
     """The amount above which a withdrawal of ``asset`` needs an e-mail confirmation (units of the asset), or None."""
-    raw = settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE.get(asset.code)
-    return None if raw is None else Decimal(str(raw))
+    threshold = settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE.get(asset.code)
+    return None if threshold is None else Decimal(threshold)
 
 
 def _email_confirmation_link(withdrawal: Withdrawal) -> None:

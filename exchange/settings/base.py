@@ -9,7 +9,7 @@ from pathlib import Path
 import environ
 from celery.schedules import crontab
 
-from .environment import celery_broker_from_redis_url, database_from_url
+from .environment import amounts_by_asset, celery_broker_from_redis_url, database_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -255,7 +255,9 @@ WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE = env.int("WITHDRAWAL_ADDRESS_CONFIRMATI
 # A withdrawal of more than this amount ({asset code: amount}, e.g. BTC=0.5,USDT=10000) waits for a
 # confirmation by e-mail link before it is held for approval; it expires (hold released) when not
 # confirmed within WITHDRAWAL_CONFIRMATION_MAX_AGE seconds. Assets not listed need none.
-WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = env.dict("WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE", default={})
+WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = amounts_by_asset(
+    env.dict("WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE", default={}), name="WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE"
+)
 WITHDRAWAL_CONFIRMATION_MAX_AGE = env.int("WITHDRAWAL_CONFIRMATION_MAX_AGE", default=3600)
 CELERY_BEAT_SCHEDULE["wallets-expire-unconfirmed-withdrawals"] = {
     "task": "apps.wallets.tasks.withdrawals_expire_sweep",

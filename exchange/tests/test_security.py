@@ -20,10 +20,10 @@ from rest_framework.views import APIView
 
 from apps.accounts.services import api_key_create
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.wallets.tests.factories import book_address
 from apps.orders.services import market_create, order_place
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
+from apps.wallets.tests.factories import book_address
 from exchange.tests.settings_defaults import development_default
 
 from .crawl import CSRF_FIELD, crawl, is_csrf_failure

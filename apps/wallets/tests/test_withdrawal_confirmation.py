@@ -30,7 +30,7 @@ DESTINATION_ADDRESS = new_address()
 @pytest.fixture
 def holder(usdt, user, settings):
     """500 USDT deposited; withdrawals above 100 USDT need an e-mail confirmation (auto-approved up to 1,000)."""
-    settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = {"USDT": "100"}
+    settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = {"USDT": Decimal(100)}
     deposit_through_custody(user, usdt, "500")
     return user
 
@@ -154,7 +154,7 @@ def test_confirming_cancelling_and_expiring_at_once_end_one_way_and_release_at_m
     from apps.ledger.tests.factories import UserFactory
     from apps.ledger.tests.threads import run_concurrently
 
-    settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = {"USDT": "100"}
+    settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = {"USDT": Decimal(100)}
     user = UserFactory()
     deposit_through_custody(user, usdt, "500")
     withdrawal = request(user, "150")
@@ -182,3 +182,17 @@ def test_confirming_cancelling_and_expiring_at_once_end_one_way_and_release_at_m
         assert final.status in (WithdrawalStatus.CANCELLED, WithdrawalStatus.EXPIRED)
         assert balances(user, usdt) == (Decimal(500), Decimal(0))
     assert reconcile().ok
+
+
+def test_the_threshold_setting_takes_amounts_and_refuses_anything_else():
+    from django.core.exceptions import ImproperlyConfigured
+
+    from exchange.settings.environment import amounts_by_asset
+
+    assert amounts_by_asset({"BTC": "0.5", "USDT": "10000"}, name="X") == {
+        "BTC": Decimal("0.5"),
+        "USDT": Decimal(10000),
+    }
+    for bad in ("abc", "-1", "NaN", "Infinity", ""):
+        with pytest.raises(ImproperlyConfigured, match="X: BTC="):
+            amounts_by_asset({"BTC": bad}, name="X")
