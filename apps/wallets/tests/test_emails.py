@@ -17,7 +17,6 @@ from apps.wallets.services import withdrawal_reject, withdrawal_request
 from .conftest import make_operator, wait_for
 from .factories import book_address, deposit_through_custody
 
-
 RECIPIENT = "rejected-trader@example.com"
 
 
