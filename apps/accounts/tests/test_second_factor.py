@@ -151,3 +151,16 @@ def test_security_page_shows_the_qr_code_and_secret_then_recovery_codes_once(use
     assert refused.status_code == 400 and user_has_second_factor(user_id=user.id)
     assert client.post("/security/second-factor/remove/", {"otp": codes[0]}).status_code == 302
     assert not user_has_second_factor(user_id=user.id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_recovery_code_used_twice_at_once_passes_once():
+    from apps.ledger.tests.factories import UserFactory
+    from apps.ledger.tests.threads import run_concurrently
+
+    user = UserFactory()
+    codes = enrol(user)
+
+    results = run_concurrently([lambda: second_factor_verify(user_id=user.id, code=codes[0])] * 4)
+
+    assert sorted(results) == [False, False, False, True]
