@@ -38,7 +38,7 @@ def email_user_on_commit(*, user_id: int, template: str, context: dict) -> bool:
     """
     user = get_user_model().objects.filter(pk=user_id).first()
     if user is None or not user.email:
-        log.warning("no e-mail address for user %s: %s not sent", user_id, template)
+        log.debug("no e-mail address for user %s: %s not sent", user_id, template)
         return False
     subject, _, body = render_to_string(f"emails/{template}.txt", {**context, "user": user}).partition("\n")
     transaction.on_commit(partial(_queue, user.email, subject.strip(), body.strip() + "\n"), robust=True)
