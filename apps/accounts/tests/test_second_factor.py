@@ -142,7 +142,7 @@ def test_security_page_shows_the_qr_code_and_secret_then_recovery_codes_once(use
     confirmed = client.post("/security/second-factor/confirm/", {"otp": totp_code(device)})
     assert confirmed.status_code == 200
     codes = confirmed.context["recovery_codes"]
-    assert all(f'<code class="secret">{code}</code>' in confirmed.content.decode() for code in codes)
+    assert all(f"<li><code>{code}</code></li>" in confirmed.content.decode() for code in codes)
     later = client.get("/security/").content.decode()
     assert "recovery-codes" not in later and codes[0] not in later
     assert "On: withdrawals" in later
