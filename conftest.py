@@ -85,3 +85,16 @@ def admin_client(client, admin_user, admin_login):
     """pytest-django's superuser client, with the second factor approvers must confirm."""
     admin_login(admin_user)
     return client
+
+
+@pytest.fixture
+def smtp_server(settings):
+    """A real SMTP server (aiosmtpd) in this process; Django's SMTP backend sends to it. ``.mailbox.messages``
+    holds what arrived, ``.url`` is the ``EMAIL_URL`` for worker processes."""
+    from apps.accounts.tests.mail import SmtpServer
+
+    server = SmtpServer()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
+    yield server
+    server.stop()

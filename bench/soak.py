@@ -108,6 +108,9 @@ MARKETS = [
 FUNDING = {"BTC": D("20"), "ETH": D("300"), "USDT": D("2000000")}
 DEPOSIT_RANGE = {"BTC": (D("0.01"), D("0.5")), "ETH": (D("0.1"), D("5")), "USDT": (D("100"), D("20000"))}
 WITHDRAWAL_ASSETS = ("BTC", "USDT")
+# Active entries of each trader's address book per withdrawal asset: each request uses a fresh one (the
+# checks match withdrawals to requests by address); a trader who used them all reads instead.
+WITHDRAWAL_ADDRESSES = 1500
 REPLAY_KINDS = ("replay", "resigned")
 FORGED_KINDS = ("bad_signature", "stale_timestamp", "tampered_body")
 TRADER_OPERATIONS = {  # weights of the traders' mix
@@ -757,10 +760,12 @@ class Trader(Client):
     # Withdrawals --------------------------------------------------------------------------------
 
     def withdrawal(self) -> None:
-        """Request a withdrawal to a fresh address: half small (approved at once), half for an approver."""
-        from apps.wallets.custody.simnet import new_address
-
+        """Request a withdrawal to a fresh address of the trader's address book: half small (approved at once),
+        half for an approver."""
         asset = self.rng.choice(WITHDRAWAL_ASSETS)
+        unused = self.user["withdrawal_addresses"][asset]
+        if not unused:
+            return self.read()
         limits = self.config["assets"][asset]
         minimum, auto = D(limits["min_withdrawal"]), D(limits["auto_approve"])
         quantum = D(1).scaleb(-min(limits["decimals"], 4))
@@ -769,7 +774,8 @@ class Trader(Client):
         else:
             amount = auto + quantum * self.rng.randint(1, int(2 * auto / quantum))
         key = self.next_id()
-        body = {"asset": asset, "amount": amount_text(amount), "address": new_address()}
+        address = unused.pop()
+        body = {"asset": asset, "amount": amount_text(amount), "address": address}
         answer = self.http.call("POST", "/api/v1/withdrawals/", json_body=body, headers={"Idempotency-Key": key})
         outcome = self.outcomes.record("withdrawal", answer)
         record = {"key": key, "request": body, "outcome": outcome}
@@ -1134,8 +1140,10 @@ def prepare(*, traders: int, seed: str) -> dict:
     from django.core.management import call_command
     from django_otp.plugins.otp_totp.models import TOTPDevice
 
+    from apps.demo.seed import seed_withdrawal_addresses
     from apps.ledger.models import Asset
     from apps.orders.services import market_create
+    from apps.wallets.custody.simnet import new_address
 
     call_command("migrate", verbosity=0)
     assets = {}
@@ -1177,9 +1185,16 @@ def prepare(*, traders: int, seed: str) -> dict:
     trader_list = []
     for n in range(traders):
         password = secrets.token_urlsafe(16)
-        user = User.objects.create_user(username=f"soak-trader-{n}", password=password)
+        user = User.objects.create_user(
+            username=f"soak-trader-{n}", email=f"soak-trader-{n}@example.com", password=password
+        )
         device = TOTPDevice.objects.create(user=user, name="soak", confirmed=True)  # withdraw keys need it
-        trader_list.append({"username": user.username, "password": password, "otp_key": device.key})
+        book = {code: [new_address() for _ in range(WITHDRAWAL_ADDRESSES)] for code in WITHDRAWAL_ASSETS}
+        for code, addresses in book.items():  # active at once: the address book's e-mail links are not soaked
+            seed_withdrawal_addresses(user_id=user.id, asset=assets[code], addresses=addresses, label="soak")
+        trader_list.append(
+            {"username": user.username, "password": password, "otp_key": device.key, "withdrawal_addresses": book}
+        )
     approver_password = secrets.token_urlsafe(16)
     approver = User.objects.create_user(username="soak-approver", password=approver_password, is_staff=True)
     approver.groups.add(*Group.objects.filter(name__in=["operators", "approvers"]))

@@ -3,7 +3,8 @@
 In a data folder and port of its own it starts ``make run`` in the background, waits for
 ``/healthz``, logs in as the demo trader alice through the API, waits for her funding
 deposits, places a marketable order against the market-making bot and sees the trade and
-her balances change, requests a withdrawal below the auto-approval limit and sees it
+her balances change, requests a withdrawal below the auto-approval limit (to the active
+address ``seed_demo`` put in her address book) and sees it
 completed through the simulated custody and the worker, runs ``manage.py reconcile``
 (exit 0), stops everything with Ctrl-C (SIGINT) and checks that no process it started
 is left. Prints one JSON line of figures; exits 1 on the first failure. Bounded to 5 minutes.
@@ -153,11 +154,12 @@ def scenario(exchange: Exchange, figures: dict) -> None:
         raise Failure(f"balances did not move with the trade: {funded} -> {after_trade}")
     figures["fills"] = len(fills)
 
-    sys.path.insert(0, str(ROOT))
-    from apps.wallets.custody.simnet import new_address
-
+    book = client.get(exchange.url("withdrawal-addresses/"), timeout=10).json()
+    address = next((row["address"] for row in book if row["asset"] == "USDT" and row["status"] == "active"), None)
+    if address is None:
+        raise Failure(f"alice has no active USDT address in her address book (seed_demo): {book}")
     withdrawal = client.post(
-        exchange.url("withdrawals/"), timeout=10, json={"asset": "USDT", "amount": "100", "address": new_address()}
+        exchange.url("withdrawals/"), timeout=10, json={"asset": "USDT", "amount": "100", "address": address}
     )
     if withdrawal.status_code != 201:
         raise Failure(f"withdrawal refused: {withdrawal.status_code} {withdrawal.text}")

@@ -13,8 +13,8 @@ from apps.api.throttles import IpRateThrottle, LoginRateThrottle
 from apps.api.views import api_time
 
 from .models import Scope
-from .second_factor import user_has_second_factor
-from .services import api_key_create, second_factor_require
+from .second_factor import second_factor_require, user_has_second_factor
+from .services import api_key_create
 
 DEFAULT_NAME = "token (API log-in)"
 
@@ -62,7 +62,7 @@ class TokenApi(APIView):
         if user is None:
             raise AuthenticationFailed("Invalid username or password.")
         if Scope.WITHDRAW not in data["scopes"] and user_has_second_factor(user_id=user.id):
-            second_factor_require(user_id=user.id, otp=data.get("otp"), purpose="An API log-in")
+            second_factor_require(user_id=user.id, code=data.get("otp"))
         created = api_key_create(
             user_id=user.id,
             name=data["name"],

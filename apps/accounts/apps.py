@@ -5,3 +5,10 @@ class AccountsConfig(AppConfig):
     name = "apps.accounts"
     label = "accounts"
     verbose_name = "Traders and API keys"
+
+    def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_in
+
+        from .notifications import login_notify
+
+        user_logged_in.connect(login_notify, dispatch_uid="accounts.login_notify")

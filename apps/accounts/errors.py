@@ -1,26 +1,24 @@
 """The accounts app's domain errors (stable codes, API.md): second-factor refusals, which name the ``otp``
 field, and refusals caused by an operator's restriction of the account."""
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError, PermissionDenied
 
 
-class SecondFactorRequired(DomainError):
-    """The operation needs a second factor and the user has none: they must enrol one first (403)."""
+class SecondFactorRequired(PermissionDenied):
+    """The action needs a second factor and the user has none yet: enrol one first (HTTP 403, field ``otp``)."""
 
     code = "second_factor_required"
-    status = 403
 
-    def __init__(self, message: str):
+    def __init__(self, message: str = "Set up a second factor (an authenticator app) first."):
         super().__init__(message, fields={"otp": message})
 
 
 class InvalidOtp(DomainError):
-    """The one-time password is missing, wrong, expired or already used (403)."""
+    """A missing, wrong, expired or already used one-time password (HTTP 400, field ``otp``)."""
 
     code = "invalid_otp"
-    status = 403
 
-    def __init__(self, message: str = "A valid one-time password from your authenticator is required."):
+    def __init__(self, message: str = "A valid code from your authenticator app (or a recovery code) is required."):
         super().__init__(message, fields={"otp": message})
 
 

@@ -15,9 +15,9 @@ from apps.ledger.errors import DomainError, NotFound, PermissionDenied
 from apps.wallets.addresses import address_validate
 from apps.wallets.errors import InvalidAddress
 
-from .errors import InvalidOtp, SecondFactorRequired
 from .models import ApiKey, Scope
-from .second_factor import second_factor_verify, user_has_second_factor
+from .notifications import email_user_on_commit
+from .second_factor import second_factor_require
 from .secret_box import SecretUnreadable, secret_open, secret_seal
 
 KEY_PREFIX = "ex"
@@ -57,7 +57,7 @@ def api_key_create(
     Raises :class:`DomainError` naming ``name``, ``scopes``, ``withdrawal_addresses``, ``allowed_ips``
     or ``expires_in`` when invalid; then, for ``withdraw``, :class:`SecondFactorRequired` when the
     user has no second factor and :class:`InvalidOtp` for a missing or wrong code. Nothing is
-    written when it raises.
+    written when it raises. The user is told by e-mail once it commits.
     """
     name = name.strip() if isinstance(name, str) else ""
     if not name or len(name) > 100 or not name.isprintable():
@@ -71,7 +71,7 @@ def api_key_create(
     networks = _checked_networks(allowed_ips)
     expires_at = _expiry(expires_in)
     if Scope.WITHDRAW in scopes:
-        second_factor_require(user_id=user_id, otp=otp, purpose="An API key with the withdraw scope")
+        second_factor_require(user_id=user_id, code=otp)
     prefix = secrets.token_hex(4)
     raw_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     signing_secret = secrets.token_hex(32)
@@ -86,19 +86,10 @@ def api_key_create(
         expires_at=expires_at,
         signing_secret_sealed=secret_seal(signing_secret, context=prefix),
     )
+    email_user_on_commit(
+        user_id=user_id, template="api_key_created", context={"key": key, "scopes": ", ".join(key.scopes)}
+    )
     return NewApiKey(key, raw_key, signing_secret)
-
-
-def second_factor_require(*, user_id: int, otp: str | None, purpose: str) -> None:
-    """Check that the user has a second factor and that ``otp`` is a valid code of it now.
-
-    Raises :class:`SecondFactorRequired` (enrol first) or :class:`InvalidOtp`; ``purpose`` names what
-    needs it in the message.
-    """
-    if not user_has_second_factor(user_id=user_id):
-        raise SecondFactorRequired(f"{purpose} needs a second factor: enrol an authenticator first.")
-    if not second_factor_verify(user_id=user_id, code=otp if isinstance(otp, str) else None):
-        raise InvalidOtp()
 
 
 MAX_ALLOWED_IPS = 20

@@ -8,6 +8,7 @@ in the API's error shape rather than Django's HTML page.
 from django.urls import path, re_path
 
 from apps.accounts.apis import TokenApi
+from apps.accounts.second_factor_apis import OtpConfirmApi, OtpEnrolApi
 from apps.api.views import api_not_found
 from apps.ledger.apis import AssetListApi, BalanceListApi, PostingListApi
 from apps.marketdata.apis import CandleListApi, ServerTimeApi, TickerApi, TickerListApi
@@ -19,7 +20,14 @@ from apps.orders.apis import (
     OrderDetailApi,
     OrderListApi,
 )
-from apps.wallets.apis import DepositAddressApi, DepositListApi, WithdrawalDetailApi, WithdrawalListApi
+from apps.wallets.apis import (
+    DepositAddressApi,
+    DepositListApi,
+    WithdrawalAddressDetailApi,
+    WithdrawalAddressListApi,
+    WithdrawalDetailApi,
+    WithdrawalListApi,
+)
 
 urlpatterns = [
     path("auth/token/", TokenApi.as_view(), name="api-token"),
@@ -37,8 +45,12 @@ urlpatterns = [
     path("trades/", FillListApi.as_view(), name="api-trades"),
     path("deposit-address/<str:asset>/", DepositAddressApi.as_view(), name="api-deposit-address"),
     path("deposits/", DepositListApi.as_view(), name="api-deposits"),
+    path("withdrawal-addresses/", WithdrawalAddressListApi.as_view(), name="api-withdrawal-addresses"),
+    path("withdrawal-addresses/<str:id>/", WithdrawalAddressDetailApi.as_view(), name="api-withdrawal-address"),
     path("withdrawals/", WithdrawalListApi.as_view(), name="api-withdrawals"),
     path("withdrawals/<str:id>/", WithdrawalDetailApi.as_view(), name="api-withdrawal"),
     path("ledger/entries/", PostingListApi.as_view(), name="api-ledger-entries"),
+    path("account/otp/", OtpEnrolApi.as_view(), name="api-account-otp"),
+    path("account/otp/confirm/", OtpConfirmApi.as_view(), name="api-account-otp-confirm"),
     re_path(r"", api_not_found),  # last: not a DRF view, so not in the schema
 ]

@@ -3,7 +3,9 @@
 Every step is idempotent: running it again changes nothing that is already there.
 Funding goes through the simulated custody like a real deposit (its callbacks reach
 the webhook once the web server runs, and the worker credits them), so the ledger's
-custody balance always matches what custody reports.
+custody balance always matches what custody reports. Each demo user has an e-mail address
+(``<name>@example.com``) and, per asset, one withdrawal address already active in their
+address book ("demo wallet"), so withdrawals work at once without e-mail links.
 """
 
 from dataclasses import dataclass
@@ -11,12 +13,15 @@ from decimal import Decimal
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.utils import timezone
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.ledger.models import Asset
 from apps.orders.models import Market
 from apps.orders.services import market_create
+from apps.wallets.custody.simnet import new_address
 from apps.wallets.custody.simulator.provider import SimulatedCustody
+from apps.wallets.models import WithdrawalAddress
 from apps.wallets.services import deposit_address_get_or_create
 
 from .credentials import DEMO_TOTP_KEYS
@@ -117,7 +122,12 @@ def seed_users() -> list:
     for demo in USERS:
         user = User.objects.filter(username=demo.username).first()
         if user is None:
-            user = User.objects.create_user(username=demo.username, password=demo.password, is_staff=demo.is_staff)
+            user = User.objects.create_user(
+                username=demo.username,
+                email=f"{demo.username}@example.com",
+                password=demo.password,
+                is_staff=demo.is_staff,
+            )
             user.groups.set(Group.objects.filter(name__in=demo.groups))
         key = DEMO_TOTP_KEYS.get(demo.username)
         if key and not TOTPDevice.objects.filter(user=user, confirmed=True).exists():
@@ -145,8 +155,44 @@ def seed_funding(assets: dict[str, Asset], users: list) -> int:
     return new
 
 
+def seed_withdrawal_addresses(*, user_id: int, asset: Asset, addresses: list[str], label: str) -> None:
+    """Demo and benchmark data only: ``addresses`` in the user's book, ``active`` at once (as if their e-mail
+    links had been followed and the cooling-off were over), instead of going through
+    :func:`apps.wallets.address_book.withdrawal_address_add`. Addresses already there are left alone."""
+    now = timezone.now()
+    WithdrawalAddress.objects.bulk_create(
+        [
+            WithdrawalAddress(
+                user_id=user_id,
+                asset=asset,
+                network=asset.network,
+                address=address,
+                label=label,
+                confirmed_at=now,
+                usable_from=now,
+            )
+            for address in addresses
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def seed_address_books(assets: dict[str, Asset], users: list) -> None:
+    """One active "demo wallet" withdrawal address per asset for each demo user who has funds."""
+    by_name = {user.username: user for user in users}
+    for demo in USERS:
+        user = by_name[demo.username]
+        for code, _amount in demo.funding:
+            if not WithdrawalAddress.objects.filter(user=user, asset=assets[code], label="demo wallet").exists():
+                seed_withdrawal_addresses(
+                    user_id=user.id, asset=assets[code], addresses=[new_address()], label="demo wallet"
+                )
+
+
 def seed_demo() -> int:
     """Create every piece of demo data that is missing; return the number of new funding deposits."""
     assets = seed_assets()
     seed_markets(assets)
-    return seed_funding(assets, seed_users())
+    users = seed_users()
+    seed_address_books(assets, users)
+    return seed_funding(assets, users)

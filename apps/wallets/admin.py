@@ -9,7 +9,7 @@ from django.contrib import admin
 
 from apps.ledger.admin import ReadOnlyAdmin
 
-from .models import CustodyEvent, Deposit, DepositAddress, Withdrawal
+from .models import CustodyEvent, Deposit, DepositAddress, Withdrawal, WithdrawalAddress
 
 
 @admin.register(DepositAddress)
@@ -34,6 +34,17 @@ class WithdrawalAdmin(ReadOnlyAdmin):
     list_filter = ("status", "asset")
     search_fields = ("=id", "=txid", "user__username", "=address")
     list_select_related = ("user", "asset", "decided_by")
+
+
+@admin.register(WithdrawalAddress)
+class WithdrawalAddressAdmin(ReadOnlyAdmin):
+    """Traders' withdrawal address books: who may withdraw where, since when (searching an address shows every
+    customer who has it)."""
+
+    list_display = ("id", "user", "asset", "address", "label", "created_at", "confirmed_at", "usable_from")
+    list_filter = ("asset",)
+    search_fields = ("=address", "user__username")
+    list_select_related = ("user", "asset")
 
 
 @admin.register(CustodyEvent)

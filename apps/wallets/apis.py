@@ -1,15 +1,20 @@
 """REST API of the wallets (API.md): deposit addresses, deposits, withdrawals.
 
-Reads need the ``read`` scope; requesting and cancelling withdrawals need ``withdraw``.
-An API key with a withdrawal address allow-list (``ApiKey.withdrawal_addresses``) may
-withdraw only to those addresses. Amounts are plain decimal strings at the asset's precision.
+Reads need the ``read`` scope; requesting and cancelling withdrawals and changing the
+address book need ``withdraw``. Withdrawals go only to ``active`` addresses of the user's
+address book; with a browser session they also need a current second-factor code (``otp``),
+which an API key with the ``withdraw`` scope stands for. An API key with a withdrawal address
+allow-list (``ApiKey.withdrawal_addresses``) may withdraw only to those addresses. Amounts are
+plain decimal strings at the asset's precision.
 """
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.accounts.models import ApiKey
+from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require
 from apps.api.fields import AmountInput, Text
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
@@ -19,9 +24,10 @@ from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError, NotFound, PermissionDenied
 from apps.ledger.models import Asset
 
+from .address_book import withdrawal_address_add, withdrawal_address_delete
 from .custody.base import CustodyError
-from .models import DepositStatus, Withdrawal, WithdrawalStatus
-from .selectors import deposits_for_user, withdrawals_for_user
+from .models import DepositStatus, Withdrawal, WithdrawalAddress, WithdrawalAddressStatus, WithdrawalStatus
+from .selectors import deposits_for_user, withdrawal_addresses_for_user, withdrawals_for_user
 from .services import deposit_address_get_or_create, withdrawal_cancel, withdrawal_request
 
 
@@ -52,6 +58,11 @@ class WithdrawalIn(serializers.Serializer):
     asset = Text(max_length=10, help_text="Asset code, such as BTC.")
     amount = AmountInput(help_text="What the address receives; the asset's withdrawal fee is taken on top.")
     address = Text(max_length=128)
+    otp = Text(
+        max_length=32,
+        required=False,
+        help_text="A current code from the authenticator app: required with a browser session.",
+    )
 
 
 class WithdrawalOut(serializers.Serializer):
@@ -171,12 +182,18 @@ class WithdrawalListApi(ScopedApiView):
     )
     def post(self, request):
         """Request a withdrawal: ``amount`` plus the asset's fee is held at once. Small amounts are approved
-        automatically, larger ones wait for an operator. 403 ``permission_denied`` (field ``address``) when
-        the API key's withdrawal allow-list does not hold the address."""
+        automatically, larger ones wait for an operator (and, above the asset's threshold, for a confirmation
+        by e-mail link first). 400 ``address_not_allowed`` unless the address is ``active`` in the address book;
+        with a session, 403 ``second_factor_required`` / 400 ``invalid_otp``; 403 ``permission_denied`` (field
+        ``address``) when the API key's withdrawal allow-list does not hold the address."""
         body = WithdrawalIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         _check_allow_list(request, data["address"])
+        # A session needs the second factor (a key's withdraw scope stands for it), checked outside the
+        # transaction so that a wrong code counts against django-otp's throttle.
+        if not isinstance(request.auth, ApiKey):
+            second_factor_require(user_id=request.user.id, code=data.get("otp"))
 
         def perform() -> Response:
             withdrawal = withdrawal_request(
@@ -204,3 +221,93 @@ class WithdrawalDetailApi(ScopedApiView):
         ``invalid_state``. Another user's withdrawal is a 404."""
         withdrawal = withdrawal_cancel(withdrawal_id=path_id(id, what="withdrawal"), user_id=request.user.id)
         return Response(withdrawal_out(withdrawal))
+
+
+class WithdrawalAddressIn(serializers.Serializer):
+    asset = Text(max_length=10, help_text="Asset code, such as BTC.")
+    address = Text(max_length=128)
+    label = Text(max_length=100, required=False, help_text="Your name for it.")
+    otp = Text(max_length=32, required=False, help_text="A current code: required once a second factor is on.")
+
+
+class WithdrawalAddressOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    asset = serializers.CharField()
+    address = serializers.CharField()
+    label = serializers.CharField()
+    status = serializers.ChoiceField(choices=WithdrawalAddressStatus.choices)
+    usable_from = serializers.DateTimeField(allow_null=True, help_text="Null until confirmed by e-mail link.")
+
+
+def withdrawal_address_out(entry: WithdrawalAddress, now) -> dict:
+    """An address book entry as the API shows it (``WithdrawalAddressOut``); ``entry.asset`` is loaded."""
+    return {
+        "id": entry.id,
+        "asset": entry.asset.code,
+        "address": entry.address,
+        "label": entry.label,
+        "status": entry.status_at(now),
+        "usable_from": api_time(entry.usable_from),
+    }
+
+
+class WithdrawalAddressListApi(ScopedApiView):
+    """``GET``: the user's withdrawal address book. ``POST``: add an address (confirmed by e-mail link)."""
+
+    method_scopes = {"GET": "read", "POST": "withdraw"}
+    query_params = LIST_PARAMS
+
+    @extend_schema(
+        operation_id="v1_withdrawal_addresses_list",
+        parameters=LIST_PARAMETERS,
+        responses=list_of(WithdrawalAddressOut, "WithdrawalAddress"),
+    )
+    def get(self, request):
+        """The address book, newest first: ``pending_confirmation``, ``cooling_off`` until ``usable_from``, ``active``;
+        ``start``/``end`` bound when the addresses were added."""
+        now = timezone.now()
+        page = page_params(request, list_name="withdrawal-addresses", scope=f"user:{request.user.id}", key=(int,))
+        return page_response(
+            page,
+            id_page(withdrawal_addresses_for_user(user_id=request.user.id), page),
+            key_of=lambda entry: (entry.id,),
+            out=lambda entry: withdrawal_address_out(entry, now),
+        )
+
+    @extend_schema(
+        request=WithdrawalAddressIn, parameters=[IDEMPOTENCY_KEY_PARAMETER], responses={201: WithdrawalAddressOut}
+    )
+    def post(self, request):
+        """Add an address, ``pending_confirmation``: a confirmation link is e-mailed to the user. 400
+        ``invalid_address``, ``invalid_otp`` (a second factor is on and ``otp`` is wrong), ``invalid_request``
+        naming ``address`` when it is in the book already."""
+        body = WithdrawalAddressIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        second_factor_check_if_enrolled(user_id=request.user.id, code=data.get("otp"))  # outside the transaction
+
+        def perform() -> Response:
+            entry = withdrawal_address_add(
+                user_id=request.user.id,
+                asset_code=data["asset"],
+                address=data["address"],
+                label=data.get("label", ""),
+            )
+            return Response(withdrawal_address_out(entry, timezone.now()), status=201)
+
+        return idempotent(request, perform)
+
+
+class WithdrawalAddressDetailApi(ScopedApiView):
+    """Delete an address from the user's book."""
+
+    required_scope = "withdraw"
+
+    @extend_schema(
+        parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH, description="The entry's id.")],
+        responses={204: OpenApiResponse(description="Deleted.")},
+    )
+    def delete(self, request, id: str):  # noqa: A002 (API.md's name)
+        """Delete the entry; withdrawals to it are refused from now on. Another user's entry is a 404."""
+        withdrawal_address_delete(user_id=request.user.id, entry_id=path_id(id, what="withdrawal address"))
+        return Response(status=204)

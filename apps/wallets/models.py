@@ -94,10 +94,12 @@ class Deposit(models.Model):
 
 
 class WithdrawalStatus(models.TextChoices):
-    """DESIGN.md section 8: requested -> awaiting_approval | approved; awaiting_approval -> approved | rejected;
-    requested/awaiting_approval -> cancelled; approved -> submitted -> completed | failed."""
+    """DESIGN.md section 8: requested -> awaiting_confirmation | awaiting_approval | approved;
+    awaiting_confirmation -> awaiting_approval | approved | expired; awaiting_approval -> approved | rejected;
+    requested/awaiting_confirmation/awaiting_approval -> cancelled; approved -> submitted -> completed | failed."""
 
     REQUESTED = "requested", "Requested"
+    AWAITING_CONFIRMATION = "awaiting_confirmation", "Waiting for e-mail confirmation"
     AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
     APPROVED = "approved", "Approved"
     SUBMITTED = "submitted", "Submitted to custody"
@@ -105,6 +107,7 @@ class WithdrawalStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected"
     CANCELLED = "cancelled", "Cancelled"
     FAILED = "failed", "Failed"
+    EXPIRED = "expired", "Expired (not confirmed in time)"
 
 
 WITHDRAWAL_FINAL = (
@@ -112,9 +115,11 @@ WITHDRAWAL_FINAL = (
     WithdrawalStatus.REJECTED,
     WithdrawalStatus.CANCELLED,
     WithdrawalStatus.FAILED,
+    WithdrawalStatus.EXPIRED,
 )
 WITHDRAWAL_PENDING = (
     WithdrawalStatus.REQUESTED,
+    WithdrawalStatus.AWAITING_CONFIRMATION,
     WithdrawalStatus.AWAITING_APPROVAL,
     WithdrawalStatus.APPROVED,
     WithdrawalStatus.SUBMITTED,
@@ -122,7 +127,18 @@ WITHDRAWAL_PENDING = (
 # Statuses a withdrawal reaches only once it went to custody.
 WITHDRAWAL_SUBMITTED = (WithdrawalStatus.SUBMITTED, WithdrawalStatus.COMPLETED, WithdrawalStatus.FAILED)
 # Statuses whose hold was released; the others count against the daily limit.
-WITHDRAWAL_RELEASED = (WithdrawalStatus.REJECTED, WithdrawalStatus.CANCELLED, WithdrawalStatus.FAILED)
+WITHDRAWAL_RELEASED = (
+    WithdrawalStatus.REJECTED,
+    WithdrawalStatus.CANCELLED,
+    WithdrawalStatus.FAILED,
+    WithdrawalStatus.EXPIRED,
+)
+# Statuses in which the user may still cancel.
+WITHDRAWAL_CANCELLABLE = (
+    WithdrawalStatus.REQUESTED,
+    WithdrawalStatus.AWAITING_CONFIRMATION,
+    WithdrawalStatus.AWAITING_APPROVAL,
+)
 
 
 class Withdrawal(models.Model):
@@ -141,7 +157,7 @@ class Withdrawal(models.Model):
     amount = AmountField()
     fee = AmountField()
     hold_remaining = AmountField()
-    status = models.CharField(max_length=20, choices=WithdrawalStatus.choices, default=WithdrawalStatus.REQUESTED)
+    status = models.CharField(max_length=24, choices=WithdrawalStatus.choices, default=WithdrawalStatus.REQUESTED)
     request_key = models.CharField(max_length=64, blank=True)
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -207,6 +223,56 @@ class Withdrawal(models.Model):
     def key(self, step: str) -> str:
         """The ledger key of a step: ``hold``, ``complete``, ``release`` or ``network-fee``."""
         return f"withdrawal:{self.pk}:{step}"
+
+
+class WithdrawalAddressStatus(models.TextChoices):
+    """API.md's statuses of an address book entry, derived from its times (:attr:`WithdrawalAddress.status`)."""
+
+    PENDING_CONFIRMATION = "pending_confirmation", "Waiting for e-mail confirmation"
+    COOLING_OFF = "cooling_off", "Cooling off"
+    ACTIVE = "active", "Active"
+
+
+class WithdrawalAddress(models.Model):
+    """An address in a user's withdrawal address book: withdrawals of ``asset`` may go only to ``active`` ones.
+
+    ``confirmed_at`` is set once, when the user follows the link e-mailed when it was added;
+    ``usable_from`` is then ``confirmed_at`` plus ``WITHDRAWAL_ADDRESS_COOLING_OFF_SECONDS``.
+    Deleting an entry removes it (a later withdrawal to it is refused; adding it again starts over).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="withdrawal_addresses")
+    asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
+    network = models.CharField(max_length=32)
+    address = models.CharField(max_length=128)
+    label = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    usable_from = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name_plural = "withdrawal addresses"
+        constraints = [
+            models.UniqueConstraint(fields=["user", "asset", "address"], name="withdrawal_address_unique"),
+            models.CheckConstraint(
+                condition=Q(confirmed_at__isnull=True, usable_from__isnull=True)
+                | Q(confirmed_at__isnull=False, usable_from__gte=F("confirmed_at")),
+                name="withdrawal_address_usable_after_confirmation",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.network}:{self.address}"
+
+    def status_at(self, now) -> str:
+        """``pending_confirmation`` before the e-mail link was followed, ``cooling_off`` until ``usable_from``,
+        then ``active``."""
+        if self.confirmed_at is None:
+            return WithdrawalAddressStatus.PENDING_CONFIRMATION
+        if now < self.usable_from:
+            return WithdrawalAddressStatus.COOLING_OFF
+        return WithdrawalAddressStatus.ACTIVE
 
 
 class EventType(models.TextChoices):

@@ -12,6 +12,7 @@ from .models import (
     Deposit,
     DepositAddress,
     Withdrawal,
+    WithdrawalAddress,
     WithdrawalStatus,
 )
 
@@ -58,3 +59,8 @@ def withdrawal_holds(*, asset_ids: Iterable[int]) -> dict[tuple[int, int], Decim
         .annotate(held=Sum("hold_remaining"))
     )
     return {(row["user_id"], row["asset_id"]): row["held"] for row in rows}
+
+
+def withdrawal_addresses_for_user(*, user_id: int) -> QuerySet[WithdrawalAddress]:
+    """The user's withdrawal address book, newest first."""
+    return WithdrawalAddress.objects.filter(user_id=user_id).select_related("asset").order_by("-id")

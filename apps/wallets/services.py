@@ -23,9 +23,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts.errors import WithdrawalsBlocked
+from apps.accounts.notifications import email_user_on_commit, site_url
 from apps.accounts.selectors import withdrawals_blocked
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
 from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, InvalidState, NotFound, PermissionDenied
@@ -34,11 +36,14 @@ from apps.ledger.services import credit, debit, entry_post, funds_hold, funds_re
 from apps.ledger.transactions import retrying_atomic
 
 from . import selectors
+from .address_book import withdrawal_address_require_active
 from .addresses import address_validate
 from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
 from .errors import EventNotReady, EventRejected, InvalidAddress, WithdrawalLimit
+from .links import link_token_make, link_token_read
 from .models import (
+    WITHDRAWAL_CANCELLABLE,
     CustodyEvent,
     Deposit,
     DepositAddress,
@@ -406,6 +411,11 @@ def _deposit_credit_locked(deposit: Deposit, asset: Asset, *, confirmations: int
     )
     deposit.status, deposit.entry_id, deposit.credited_at = DepositStatus.CREDITED, entry.id, now
     deposit.confirmations = confirmations
+    email_user_on_commit(
+        user_id=deposit.user_id,
+        template="deposit_credited",
+        context={"deposit": deposit, "amount": format_amount(deposit.amount, asset.decimals), "asset": asset},
+    )
     return deposit
 
 
@@ -472,10 +482,12 @@ def withdrawal_request(
     asked to withdraw of this asset in the last 24 hours (released ones excluded), at most
     ``withdrawal_daily_limit`` (``withdrawal_limit``; a limit of 0 allows nothing). Then holds
     ``amount + fee`` (Dr available, Cr held; ``insufficient_funds`` if short) with key
-    ``withdrawal:<id>:hold``. Amounts up to ``withdrawal_auto_approve_limit`` are approved at
-    once and queued for submission; larger ones await an operator. A withdrawal to one of our
-    deposit addresses (of this asset) is settled at submission as an internal transfer
-    (:func:`withdrawal_submit`).
+    ``withdrawal:<id>:hold``. The address must be ``active`` in the user's address book for the
+    asset (``address_not_allowed``). An amount above the asset's ``WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE``
+    waits ``awaiting_confirmation`` for the link e-mailed to the user (:func:`withdrawal_confirm`);
+    otherwise amounts up to ``withdrawal_auto_approve_limit`` are approved at once and queued for
+    submission, and larger ones await an operator. A withdrawal to one of our deposit addresses
+    (of this asset) is settled at submission as an internal transfer (:func:`withdrawal_submit`).
 
     ``request_key`` (the client's idempotency key): the same key with the same asset, amount
     and address returns the first withdrawal; with others it raises :class:`IdempotencyConflict`.
@@ -495,6 +507,7 @@ def withdrawal_request(
     if value < asset.min_withdrawal:
         minimum = format_amount(asset.min_withdrawal, asset.decimals)
         raise WithdrawalLimit(f"The minimum withdrawal is {minimum} {asset}.")
+    withdrawal_address_require_active(user_id=user_id, asset=asset, address=address)
 
     _lock_user_asset(user_id, asset.id)
     if request_key:
@@ -535,16 +548,69 @@ def withdrawal_request(
         reference_type="withdrawal",
         reference_id=str(withdrawal.pk),
     )
-    if value <= asset.withdrawal_auto_approve_limit:
+    threshold = _email_confirmation_threshold(asset)
+    if threshold is not None and value > threshold:
         withdrawal = _transition(
-            withdrawal.pk,
-            from_states=(WithdrawalStatus.REQUESTED,),
-            to=WithdrawalStatus.APPROVED,
-            decided_at=timezone.now(),
+            withdrawal.pk, from_states=(WithdrawalStatus.REQUESTED,), to=WithdrawalStatus.AWAITING_CONFIRMATION
+        )
+        _email_confirmation_link(withdrawal)
+        return withdrawal
+    return _withdrawal_route(withdrawal, from_state=WithdrawalStatus.REQUESTED)
+
+
+def _withdrawal_route(withdrawal: Withdrawal, *, from_state: str) -> Withdrawal:
+    """Approve (and queue for submission) a withdrawal up to the asset's auto-approval limit; else hold it for an
+    operator."""
+    if withdrawal.amount <= withdrawal.asset.withdrawal_auto_approve_limit:
+        withdrawal = _transition(
+            withdrawal.pk, from_states=(from_state,), to=WithdrawalStatus.APPROVED, decided_at=timezone.now()
         )
         _queue_submission(withdrawal.pk)
         return withdrawal
-    return _transition(withdrawal.pk, from_states=(WithdrawalStatus.REQUESTED,), to=WithdrawalStatus.AWAITING_APPROVAL)
+    return _transition(withdrawal.pk, from_states=(from_state,), to=WithdrawalStatus.AWAITING_APPROVAL)
+
+
+WITHDRAWAL_LINK_PURPOSE = "withdrawal"
+
+
+def _email_confirmation_threshold(asset: Asset) -> Decimal | None:
+    """The amount above which a withdrawal of ``asset`` needs an e-mail confirmation (units of the asset), or None."""
+    threshold = settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE.get(asset.code)
+    return None if threshold is None else Decimal(threshold)
+
+
+def _email_confirmation_link(withdrawal: Withdrawal) -> None:
+    token = link_token_make(purpose=WITHDRAWAL_LINK_PURPOSE, object_id=withdrawal.pk)
+    decimals = withdrawal.asset.decimals
+    email_user_on_commit(
+        user_id=withdrawal.user_id,
+        template="withdrawal_confirm",
+        context={
+            "withdrawal": withdrawal,
+            "amount": format_amount(withdrawal.amount, decimals),
+            "fee": format_amount(withdrawal.fee, decimals),
+            "link": site_url(reverse("web:withdrawal-confirm", args=[token])),
+            "minutes": settings.WITHDRAWAL_CONFIRMATION_MAX_AGE // 60,
+        },
+    )
+
+
+@retrying_atomic
+def withdrawal_confirm(*, token: str) -> Withdrawal:
+    """Confirm the withdrawal named by an e-mailed link's ``token``: from ``awaiting_confirmation`` it is approved
+    (up to the asset's auto-approval limit, and queued for submission) or awaits an operator.
+
+    Single-use and state-guarded: raises :class:`InvalidState` once it was confirmed, cancelled or
+    expired, :class:`~apps.wallets.links.InvalidLink` for a bad token or one older than
+    ``WITHDRAWAL_CONFIRMATION_MAX_AGE`` seconds, :class:`NotFound`.
+    """
+    withdrawal_id = link_token_read(
+        purpose=WITHDRAWAL_LINK_PURPOSE, token=token, max_age=settings.WITHDRAWAL_CONFIRMATION_MAX_AGE
+    )
+    withdrawal = Withdrawal.objects.select_related("asset").filter(pk=withdrawal_id).first()
+    if withdrawal is None:
+        raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"token": "Unknown withdrawal."})
+    return _withdrawal_route(withdrawal, from_state=WithdrawalStatus.AWAITING_CONFIRMATION)
 
 
 def _operator_check(*, withdrawal_id: int, operator_id: int) -> int:
@@ -600,19 +666,37 @@ def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> W
         **_ended(decided_by_id=operator_id, decided_at=timezone.now(), reason=reason.strip()),
     )
     _release(withdrawal)
+    _email_withdrawal_outcome(withdrawal, template="withdrawal_rejected")
     return withdrawal
+
+
+def _email_withdrawal_outcome(withdrawal: Withdrawal, *, template: str) -> None:
+    """Tell the user their withdrawal was sent (``withdrawal_completed``) or rejected (with the operator's reason,
+    when one was given)."""
+    decimals = withdrawal.asset.decimals
+    email_user_on_commit(
+        user_id=withdrawal.user_id,
+        template=template,
+        context={
+            "withdrawal": withdrawal,
+            "amount": format_amount(withdrawal.amount, decimals),
+            "fee": format_amount(withdrawal.fee, decimals),
+            "reason": withdrawal.reason,
+        },
+    )
 
 
 @retrying_atomic
 def withdrawal_cancel(*, withdrawal_id: int, user_id: int) -> Withdrawal:
-    """The user cancels their withdrawal while it is requested or awaiting approval; the hold is released once.
+    """The user cancels their withdrawal while it is requested, awaiting confirmation or awaiting approval; the hold
+    is released once.
 
     Raises :class:`InvalidState` once it was approved or has ended, :class:`NotFound` for
     someone else's withdrawal. Keeps invariants 4 and 8.
     """
     withdrawal = _transition(
         withdrawal_id,
-        from_states=(WithdrawalStatus.REQUESTED, WithdrawalStatus.AWAITING_APPROVAL),
+        from_states=WITHDRAWAL_CANCELLABLE,
         to=WithdrawalStatus.CANCELLED,
         user_id=user_id,
         **_ended(),
@@ -788,6 +872,7 @@ def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal =
             metadata={"txid": txid},
             **reference,
         )
+    _email_withdrawal_outcome(withdrawal, template="withdrawal_completed")
     return withdrawal
 
 
@@ -823,4 +908,29 @@ def withdrawals_requeue_submission(*, older_than: timedelta) -> list[int]:
     Withdrawal.objects.filter(pk__in=ids).update(requeued_at=now)
     for withdrawal_id in ids:
         _queue_submission(withdrawal_id)
+    return ids
+
+
+@retrying_atomic
+def withdrawals_expire_unconfirmed(*, older_than: timedelta) -> list[int]:
+    """End withdrawals still ``awaiting_confirmation`` ``older_than`` after their request as ``expired`` and release
+    their holds (Dr user held, Cr user available, key ``withdrawal:<id>:release``); return their ids.
+
+    Rows another transaction is changing right now (a confirmation, a cancel) are skipped and
+    looked at again by the next sweep. Keeps invariants 4 and 8.
+    """
+    ids = list(
+        Withdrawal.objects.select_for_update(of=("self",), skip_locked=True)
+        .filter(status=WithdrawalStatus.AWAITING_CONFIRMATION, created_at__lte=timezone.now() - older_than)
+        .order_by("id")
+        .values_list("id", flat=True)[:1000]
+    )
+    for withdrawal_id in ids:
+        withdrawal = _transition(
+            withdrawal_id,
+            from_states=(WithdrawalStatus.AWAITING_CONFIRMATION,),
+            to=WithdrawalStatus.EXPIRED,
+            **_ended(reason="Not confirmed by e-mail in time."),
+        )
+        _release(withdrawal)
     return ids

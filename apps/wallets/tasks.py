@@ -70,3 +70,11 @@ def custody_events_sweep() -> int:
 def withdrawals_sweep() -> int:
     """Beat: re-queue withdrawals approved ``WALLETS_SWEEP_AFTER`` seconds ago and still not submitted."""
     return len(services.withdrawals_requeue_submission(older_than=timedelta(seconds=settings.WALLETS_SWEEP_AFTER)))
+
+
+@shared_task(**RELIABLE, autoretry_for=DATABASE_ERRORS, retry_backoff=True, max_retries=3)
+def withdrawals_expire_sweep() -> int:
+    """Beat: end withdrawals not confirmed by e-mail within ``WITHDRAWAL_CONFIRMATION_MAX_AGE`` seconds (hold
+    released); return how many."""
+    older_than = timedelta(seconds=settings.WITHDRAWAL_CONFIRMATION_MAX_AGE)
+    return len(services.withdrawals_expire_unconfirmed(older_than=older_than))

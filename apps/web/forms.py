@@ -71,6 +71,9 @@ class ApiKeyForm(forms.Form):
         return _lines(self.cleaned_data["withdrawal_addresses"])
 
 
+OTP_INPUT = forms.TextInput(attrs={"autocomplete": "one-time-code", "inputmode": "numeric"})
+
+
 def _new_request_key() -> str:
     return uuid.uuid4().hex
 
@@ -123,11 +126,33 @@ class WithdrawForm(forms.Form):
         max_length=40, widget=forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off"})
     )
     address = forms.CharField(max_length=128, strip=False, widget=forms.TextInput(attrs={"autocomplete": "off"}))
+    otp = forms.CharField(max_length=32, required=False, label="Code from your authenticator app", widget=OTP_INPUT)
     request_key = forms.CharField(widget=forms.HiddenInput, max_length=64, initial=_new_request_key)
 
     def __init__(self, *args, assets, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["asset"].choices = [(asset.code, f"{asset.code} · {asset.name}") for asset in assets]
+
+
+class WithdrawalAddressForm(forms.Form):
+    """Add an address to the withdrawal address book; ``otp`` is required once a second factor is on. Its fields
+    are prefixed ``book-`` (the wallet page also has the withdraw form)."""
+
+    prefix = "book"
+    asset = forms.ChoiceField()
+    address = forms.CharField(max_length=128, strip=False, widget=forms.TextInput(attrs={"autocomplete": "off"}))
+    label = forms.CharField(max_length=100, required=False)
+    otp = forms.CharField(max_length=32, required=False, label="Code from your authenticator app", widget=OTP_INPUT)
+
+    def __init__(self, *args, assets, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["asset"].choices = [(asset.code, f"{asset.code} · {asset.name}") for asset in assets]
+
+
+class OtpForm(forms.Form):
+    """One code from the authenticator app (or a recovery code)."""
+
+    otp = forms.CharField(max_length=32, label="Code from your authenticator app", widget=OTP_INPUT)
 
 
 def add_domain_error(form: forms.Form, error) -> None:

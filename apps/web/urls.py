@@ -3,7 +3,7 @@ from django.urls import path, register_converter
 
 from exchange.converters import ObjectIdConverter
 
-from . import markets, views
+from . import address_book, markets, security, views
 
 register_converter(ObjectIdConverter, "id")
 
@@ -17,6 +17,22 @@ urlpatterns = [
     path("wallet/withdraw/", views.withdraw, name="withdraw"),
     path("wallet/withdraw/fee/", views.withdraw_fee, name="withdraw-fee"),
     path("wallet/withdrawals/<id:withdrawal_id>/cancel/", views.withdrawal_cancel_view, name="withdrawal-cancel"),
+    path("wallet/addresses/", views.withdrawal_address_add_view, name="withdrawal-address-add"),
+    path(
+        "wallet/addresses/<id:entry_id>/delete/",
+        address_book.withdrawal_address_delete_view,
+        name="withdrawal-address-delete",
+    ),
+    path(
+        "wallet/addresses/confirm/<str:token>/",
+        address_book.withdrawal_address_confirm_view,
+        name="withdrawal-address-confirm",
+    ),
+    path("wallet/withdrawals/confirm/<str:token>/", address_book.withdrawal_confirm_view, name="withdrawal-confirm"),
+    path("security/", security.security, name="security"),
+    path("security/second-factor/", security.second_factor_start, name="second-factor-start"),
+    path("security/second-factor/confirm/", security.second_factor_confirm_view, name="second-factor-confirm"),
+    path("security/second-factor/remove/", security.second_factor_remove_view, name="second-factor-remove"),
     path("markets/", markets.markets, name="markets"),
     path("markets/<str:symbol>/", markets.market, name="market"),
     path("markets/<str:symbol>/orders/", markets.order_place_view, name="order-place"),

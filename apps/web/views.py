@@ -7,20 +7,23 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import ApiKey
-from apps.accounts.second_factor import user_has_second_factor
+from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError, IdempotencyConflict
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_user, user_postings
+from apps.wallets.address_book import withdrawal_address_add
 from apps.wallets.custody.base import CustodyError
-from apps.wallets.models import WithdrawalStatus
+from apps.wallets.models import WITHDRAWAL_CANCELLABLE
 from apps.wallets.selectors import (
     deposit_address_for_user,
     deposits_for_user,
+    withdrawal_addresses_for_user,
     withdrawals_for_user,
 )
 from apps.wallets.services import (
@@ -29,12 +32,10 @@ from apps.wallets.services import (
     withdrawal_request,
 )
 
-from .forms import ApiKeyForm, SignUpForm, WithdrawForm, add_domain_error, with_new_key
+from .forms import ApiKeyForm, SignUpForm, WithdrawalAddressForm, WithdrawForm, add_domain_error, with_new_key
 
 HISTORY_ROWS = 50
 ASSET_CODE_MAX_LENGTH = Asset._meta.get_field("code").max_length
-# A user may cancel a withdrawal in these states (DESIGN.md section 8).
-CANCELLABLE_WITHDRAWALS = (WithdrawalStatus.REQUESTED, WithdrawalStatus.AWAITING_APPROVAL)
 
 
 def home(request):
@@ -62,10 +63,13 @@ def _asset_named(code: str) -> Asset | None:
     return Asset.objects.filter(code=code).first()
 
 
-def _render_wallet(request, form: WithdrawForm | None = None, status: int = 200):
+def _render_wallet(
+    request, form: WithdrawForm | None = None, address_form: WithdrawalAddressForm | None = None, status: int = 200
+):
     assets = _assets()
     form = form or WithdrawForm(assets=assets)
     selected = next((a for a in assets if a.code == form["asset"].value()), assets[0] if assets else None)
+    now = timezone.now()
     return render(
         request,
         "web/wallet.html",
@@ -78,7 +82,12 @@ def _render_wallet(request, form: WithdrawForm | None = None, status: int = 200)
             "fee": _fee_context(selected, form["amount"].value()),
             "deposits": deposits_for_user(user_id=request.user.id)[:HISTORY_ROWS],
             "withdrawals": withdrawals_for_user(user_id=request.user.id)[:HISTORY_ROWS],
-            "cancellable": CANCELLABLE_WITHDRAWALS,
+            "cancellable": WITHDRAWAL_CANCELLABLE,
+            "address_book": [
+                (entry, entry.status_at(now)) for entry in withdrawal_addresses_for_user(user_id=request.user.id)
+            ],
+            "address_form": address_form or WithdrawalAddressForm(assets=assets),
+            "second_factor": user_has_second_factor(user_id=request.user.id),
         },
         status=status,
     )
@@ -121,6 +130,7 @@ def withdraw(request):
     if form.is_valid():
         data = form.cleaned_data
         try:
+            second_factor_require(user_id=request.user.id, code=data["otp"])
             withdrawal = withdrawal_request(
                 user_id=request.user.id,
                 asset_code=data["asset"],
@@ -147,6 +157,27 @@ def withdraw(request):
             )
             return redirect("web:wallet")
     return _render_wallet(request, form=form, status=400)
+
+
+@login_required
+@require_POST
+def withdrawal_address_add_view(request):
+    """Add an address to the withdrawal address book; the confirmation link goes out by e-mail. With a second
+    factor on, a current code is required (checked before the service's transaction)."""
+    form = WithdrawalAddressForm(request.POST, assets=_assets())
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            second_factor_check_if_enrolled(user_id=request.user.id, code=data["otp"])
+            entry = withdrawal_address_add(
+                user_id=request.user.id, asset_code=data["asset"], address=data["address"], label=data["label"]
+            )
+        except DomainError as error:
+            add_domain_error(form, error)
+        else:
+            messages.success(request, f"{entry.asset.code} address added: confirm it with the link we e-mailed you.")
+            return redirect("web:wallet")
+    return _render_wallet(request, address_form=form, status=400)
 
 
 @login_required

@@ -11,7 +11,7 @@ import environ
 from celery.schedules import crontab
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
-from .environment import SIMULATED_CUSTODY_ADAPTER, celery_broker_from_redis_url, database_from_url
+from .environment import SIMULATED_CUSTODY_ADAPTER, amounts_by_asset, celery_broker_from_redis_url, database_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "axes",
     "django_otp",
     "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "pgtrigger",
     "djmoney",
     "apps.ledger",
@@ -277,3 +278,27 @@ FEE_RATE_MAX = Decimal(env("FEE_RATE_MAX", default="0.01"))
 # Whether every staff user (not only approvers) must confirm a second factor (TOTP) in the admin.
 # Off for local runs and tests; production turns it on.
 STAFF_SECOND_FACTOR_REQUIRED = env.bool("STAFF_SECOND_FACTOR_REQUIRED", default=False)
+# E-mail (notifications and confirmation links) through Django's e-mail framework: EMAIL_URL is
+# django-environ's email_url (smtp://user:password@host:port, smtp+tls://..., consolemail://).
+# Unset: the console backend prints every message. SITE_URL starts the links in those messages.
+EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
+vars().update({name: value for name, value in EMAIL_CONFIG.items() if value is not None})
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Exchange <no-reply@exchange.localhost>")
+SITE_URL = env("SITE_URL", default=f"http://127.0.0.1:{env('WEB_PORT', default='8000')}").rstrip("/")
+
+# Withdrawal address book: a new address is usable this long after its e-mail confirmation; the
+# confirmation link is valid for WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE seconds.
+WITHDRAWAL_ADDRESS_COOLING_OFF_SECONDS = env.int("WITHDRAWAL_ADDRESS_COOLING_OFF_SECONDS", default=86400)
+WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE = env.int("WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE", default=86400)
+# A withdrawal of more than this amount ({asset code: amount}, e.g. BTC=0.5,USDT=10000) waits for a
+# confirmation by e-mail link before it is held for approval; it expires (hold released) when not
+# confirmed within WITHDRAWAL_CONFIRMATION_MAX_AGE seconds. Assets not listed need none.
+WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = amounts_by_asset(
+    env.dict("WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE", default={}), name="WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE"
+)
+WITHDRAWAL_CONFIRMATION_MAX_AGE = env.int("WITHDRAWAL_CONFIRMATION_MAX_AGE", default=3600)
+CELERY_BEAT_SCHEDULE["wallets-expire-unconfirmed-withdrawals"] = {
+    "task": "apps.wallets.tasks.withdrawals_expire_sweep",
+    "schedule": WALLETS_SWEEP_INTERVAL,
+}

@@ -8,6 +8,7 @@
 """
 
 import os
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import environ
@@ -39,3 +40,20 @@ def celery_broker_from_redis_url(url: str) -> str:
     if url.startswith("unix://"):
         return "redis+socket://" + url.removeprefix("unix://")
     return url
+
+
+def amounts_by_asset(raw: dict[str, str], *, name: str) -> dict[str, Decimal]:
+    """``{asset code: amount}`` from a django-environ dict (``BTC=0.5,USDT=10000``): each a finite Decimal, 0 or
+    more. Raises ``ImproperlyConfigured`` naming the variable otherwise, so a typo stops the start."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    amounts = {}
+    for code, text in raw.items():
+        try:
+            amount = Decimal(str(text))
+        except InvalidOperation:
+            amount = None
+        if amount is None or not amount.is_finite() or amount < 0:
+            raise ImproperlyConfigured(f"{name}: {code}={text!r} is not an amount of 0 or more.")
+        amounts[code] = amount
+    return amounts

@@ -23,6 +23,7 @@ from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import market_create, order_place
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
+from apps.wallets.tests.factories import book_address
 from exchange.tests.settings_defaults import development_default
 
 from .crawl import CSRF_FIELD, crawl, is_csrf_failure
@@ -78,7 +79,8 @@ def trader(usdt, btc):
         min_notional=Decimal("5"),
     )
     order_place(user_id=trader.id, market="BTC-USDT", side="buy", price=Decimal("100"), qty=Decimal("1"))
-    withdrawal_request(user_id=trader.id, asset_code="USDT", amount="50", address=new_address())
+    address = book_address(trader, usdt, new_address()).address
+    withdrawal_request(user_id=trader.id, asset_code="USDT", amount="50", address=address)
     return trader
 
 

@@ -1,7 +1,32 @@
-"""Second factors in tests: a confirmed TOTP authenticator and its code now (django-otp's own TOTP)."""
+"""Second factors in tests: enrol through the real services, or give a user a confirmed authenticator directly,
+and compute codes as an authenticator app would (RFC 6238 with the device's own key, step and drift)."""
 
-from django_otp.oath import totp
+import time
+
+from django_otp.oath import hotp, totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
+
+
+def totp_code(device: TOTPDevice) -> str:
+    """A code the device accepts now: the earliest step in its tolerance window it has not used yet."""
+    device.refresh_from_db()
+    now = int((time.time() - device.t0) // device.step) + device.drift
+    step = max(device.last_t + 1, now - device.tolerance)
+    assert step <= now + device.tolerance, "every code of this window was used"
+    return f"{hotp(device.bin_key, step, digits=device.digits):0{device.digits}d}"
+
+
+def user_code(user) -> str:
+    """A current code from the user's confirmed authenticator."""
+    return totp_code(TOTPDevice.objects.get(user=user, confirmed=True))
+
+
+def enrol(user) -> list[str]:
+    """Turn the user's second factor on through the services; return the recovery codes."""
+    second_factor_enrol(user_id=user.id)
+    return second_factor_confirm(user_id=user.id, otp=totp_code(TOTPDevice.objects.get(user=user, confirmed=False)))
 
 
 def code_now(device: TOTPDevice, *, steps_ahead: int = 0) -> str:
@@ -9,12 +34,12 @@ def code_now(device: TOTPDevice, *, steps_ahead: int = 0) -> str:
     return f"{totp(device.bin_key, step=device.step, t0=device.t0, digits=device.digits, drift=steps_ahead):06d}"
 
 
-def enrol(user) -> TOTPDevice:
-    """Give ``user`` a confirmed TOTP authenticator."""
+def enrol_device(user) -> TOTPDevice:
+    """Give ``user`` a confirmed TOTP authenticator directly (no recovery codes)."""
     return TOTPDevice.objects.create(user=user, name="authenticator", confirmed=True)
 
 
 def fresh_code(user) -> str:
     """A valid, never used code of ``user``'s second factor: from a new authenticator of theirs, since a code
     is accepted once (django-otp refuses a replay in the same time step)."""
-    return code_now(enrol(user))
+    return code_now(enrol_device(user))

@@ -13,7 +13,7 @@ from apps.accounts.services import api_key_create, api_key_signing_secret
 from apps.ledger.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory
 
-from .otp import code_now, enrol
+from .otp import code_now, enrol_device
 
 PASSWORD = "correct horse battery staple"
 TOKEN = "/api/v1/auth/token/"
@@ -63,7 +63,7 @@ def test_the_withdraw_scope_needs_a_second_factor_the_user_must_enrol_first(api,
 
 
 def test_the_withdraw_scope_with_a_valid_code_is_granted(api, alice):
-    device = enrol(alice)
+    device = enrol_device(alice)
 
     response = log_in(api, scopes=["read", "trade", "withdraw"], otp=code_now(device))
 
@@ -73,7 +73,7 @@ def test_the_withdraw_scope_with_a_valid_code_is_granted(api, alice):
 
 @pytest.mark.parametrize("otp", [None, "", "000000x", "123456"])
 def test_the_withdraw_scope_with_a_missing_or_wrong_code_is_refused(api, alice, otp):
-    device = enrol(alice)
+    device = enrol_device(alice)
     if otp == "123456" and code_now(device) == "123456":
         otp = "654321"
     body = {"scopes": ["withdraw"]} | ({"otp": otp} if otp is not None else {})
@@ -86,7 +86,7 @@ def test_the_withdraw_scope_with_a_missing_or_wrong_code_is_refused(api, alice, 
 
 
 def test_once_a_user_has_a_second_factor_every_scope_needs_the_code(api, alice):
-    device = enrol(alice)
+    device = enrol_device(alice)
 
     refused = log_in(api)
     granted = log_in(api, otp=code_now(device))
@@ -98,14 +98,14 @@ def test_once_a_user_has_a_second_factor_every_scope_needs_the_code(api, alice):
 
 
 def test_a_code_cannot_be_used_twice(api, alice):
-    device = enrol(alice)
+    device = enrol_device(alice)
     code = code_now(device)
     assert log_in(api, otp=code).status_code == 200
     assert log_in(api, otp=code).status_code == 403
 
 
 def test_a_wrong_password_with_a_valid_code_is_401(api, alice):
-    device = enrol(alice)
+    device = enrol_device(alice)
     response = api.post(TOKEN, {"username": "alice", "password": "nope", "otp": code_now(device)}, format="json")
     assert response.status_code == 401
     assert not ApiKey.objects.exists()

@@ -32,7 +32,7 @@ from apps.orders.models import FeeSchedule
 from apps.orders.services import market_create, order_place
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 
 
 @pytest.fixture
@@ -79,6 +79,7 @@ def exchange(db, key_for) -> dict:
     order_place(user_id=trader.id, market="BTC-USDT", side="buy", type="market", qty="0.01")  # a fill
     open_order = order_place(user_id=trader.id, market="BTC-USDT", side="buy", price="40000", qty="0.01")
     address = new_address()
+    book_address(trader, usdt, address)
     withdrawal_request(user_id=trader.id, asset_code="USDT", amount="10", address=address)  # approved
     pending = withdrawal_request(user_id=trader.id, asset_code="USDT", amount="2000", address=address)
     return {

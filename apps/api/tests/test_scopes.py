@@ -8,19 +8,24 @@ from decimal import Decimal
 
 import pytest
 from django.core.cache import cache
+from django_otp.plugins.otp_totp.models import TOTPDevice
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from apps.accounts.enrolment import second_factor_enrol
 from apps.accounts.models import Scope
 from apps.accounts.services import api_key_create
+from apps.accounts.tests.otp import totp_code
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import FeeSchedule, Order, OrderStatus
 from apps.orders.services import market_create, order_place
 from apps.wallets.custody.simnet import new_address
-from apps.wallets.models import Withdrawal, WithdrawalStatus
+from apps.wallets.models import Withdrawal, WithdrawalAddress, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
+from apps.wallets.tests.factories import book_address
 
 ADDRESS = new_address()
+OTHER_ADDRESS = new_address()
 
 # (method, path in the schema, scope needed; None: public)
 ENDPOINTS = [
@@ -45,6 +50,11 @@ ENDPOINTS = [
     ("post", "/api/v1/withdrawals/", "withdraw"),
     ("delete", "/api/v1/withdrawals/{id}/", "withdraw"),
     ("get", "/api/v1/ledger/entries/", "read"),
+    ("get", "/api/v1/withdrawal-addresses/", "read"),
+    ("post", "/api/v1/withdrawal-addresses/", "withdraw"),
+    ("delete", "/api/v1/withdrawal-addresses/{id}/", "withdraw"),
+    ("post", "/api/v1/account/otp/", "withdraw"),
+    ("post", "/api/v1/account/otp/confirm/", "withdraw"),
 ]
 SCOPED = [endpoint for endpoint in ENDPOINTS if endpoint[2]]
 BODIES = {
@@ -58,6 +68,7 @@ BODIES = {
     },
     ("post", "/api/v1/withdrawals/"): {"asset": "USDT", "amount": "10", "address": ADDRESS},
     ("get", "/api/v1/markets/{symbol}/candles/"): {"interval": "1h"},  # a GET's data is its query
+    ("post", "/api/v1/withdrawal-addresses/"): {"asset": "USDT", "address": OTHER_ADDRESS},
 }
 
 
@@ -86,9 +97,11 @@ def world(db):
     trader = UserFactory(username="trader")
     fund(trader, usdt, "10000")
     order = order_place(user_id=trader.id, market="BTC-USDT", side="buy", price="40000", qty="0.01")
+    entry = book_address(trader, usdt, ADDRESS)
     withdrawal = withdrawal_request(user_id=trader.id, asset_code="USDT", amount="100", address=ADDRESS)
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
-    return {"trader": trader, "order": order, "withdrawal": withdrawal}
+    second_factor_enrol(user_id=trader.id)  # an authenticator waiting for its confirmation
+    return {"trader": trader, "order": order, "withdrawal": withdrawal, "entry": entry}
 
 
 def call(client: APIClient, method: str, path: str, world: dict):
@@ -97,8 +110,12 @@ def call(client: APIClient, method: str, path: str, world: dict):
         .replace("{asset}", "USDT")
         .replace("orders/{id}", f"orders/{world['order'].id}")
         .replace("withdrawals/{id}", f"withdrawals/{world['withdrawal'].id}")
+        .replace("withdrawal-addresses/{id}", f"withdrawal-addresses/{world['entry'].id}")
     )
-    return getattr(client, method)(concrete, BODIES.get((method, path)), format="json")
+    body = BODIES.get((method, path))
+    if path == "/api/v1/account/otp/confirm/":
+        body = {"otp": totp_code(TOTPDevice.objects.get(user=world["trader"], confirmed=False))}
+    return getattr(client, method)(concrete, body, format="json")
 
 
 def nothing_changed(world: dict) -> bool:
@@ -107,6 +124,9 @@ def nothing_changed(world: dict) -> bool:
         and Order.objects.get().status == OrderStatus.OPEN
         and Withdrawal.objects.count() == 1
         and Withdrawal.objects.get().status == WithdrawalStatus.AWAITING_APPROVAL
+        and list(WithdrawalAddress.objects.values_list("address", flat=True)) == [ADDRESS]
+        and TOTPDevice.objects.filter(user=world["trader"], confirmed=False).count() == 1
+        and not TOTPDevice.objects.filter(confirmed=True).exists()
     )
 
 

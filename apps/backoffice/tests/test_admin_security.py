@@ -21,7 +21,7 @@ from apps.orders.services import market_create
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 from exchange.tests.crawl import CSRF_FIELD, crawl, is_csrf_failure
 
 ADMIN = "/admin/"
@@ -35,7 +35,8 @@ def back_office(usdt, btc, user, operator):
         withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(10_000)
     )
     deposit_through_custody(user, usdt, "1000")
-    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="150", address=new_address())
+    address = book_address(user, usdt, new_address()).address
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="150", address=address)
     equity = system_account(AccountKind.EQUITY, usdt)
     adjustment = adjustment_draft(
         author_id=operator.id,

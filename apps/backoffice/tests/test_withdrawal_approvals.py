@@ -9,7 +9,7 @@ from apps.ledger.services import user_accounts
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 
 
 @pytest.fixture
@@ -19,7 +19,8 @@ def awaiting(usdt, user):
         withdrawal_auto_approve_limit=Decimal(100), withdrawal_daily_limit=Decimal(10_000)
     )
     deposit_through_custody(user, usdt, "1000")
-    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="150", address=new_address())
+    address = book_address(user, usdt, new_address()).address
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="150", address=address)
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
     return withdrawal
 

@@ -54,3 +54,21 @@ def test_demo_funding_goes_through_custody_and_reconciles(db, settings):
         "USDT": Decimal("100000"),
     }
     assert reconcile().ok
+
+
+def test_demo_traders_have_an_e_mail_and_an_active_address_per_funded_asset(db):
+    from django.utils import timezone
+
+    from apps.wallets.address_book import withdrawal_address_require_active
+    from apps.wallets.models import WithdrawalAddress
+
+    seed()
+    seed()
+    alice = get_user_model().objects.get(username="alice")
+    assert alice.email == "alice@example.com"
+    book = WithdrawalAddress.objects.filter(user=alice).select_related("asset")
+    assert sorted(entry.asset.code for entry in book) == ["BTC", "ETH", "USDT"]
+    for entry in book:
+        assert entry.status_at(timezone.now()) == "active"
+        withdrawal_address_require_active(user_id=alice.id, asset=entry.asset, address=entry.address)
+    assert not WithdrawalAddress.objects.filter(user__username="approver").exists()

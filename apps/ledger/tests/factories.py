@@ -18,6 +18,7 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
         django_get_or_create = ("username",)
 
     username = factory.Sequence(lambda n: f"user{n}")
+    email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
     password = factory.django.Password("correct horse battery staple")
 
 

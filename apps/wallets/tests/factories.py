@@ -1,14 +1,16 @@
 """Helpers for tests that need coins that really went through custody (so invariant 5 holds)."""
 
 import json
+from datetime import timedelta
 from decimal import Decimal
 
 from django.test import Client
+from django.utils import timezone
 
 from apps.ledger.models import Asset
 from apps.wallets.custody.simulator.models import SimCallback
 from apps.wallets.custody.simulator.provider import SimulatedCustody
-from apps.wallets.models import CustodyEvent, Deposit, EventState
+from apps.wallets.models import CustodyEvent, Deposit, EventState, WithdrawalAddress
 from apps.wallets.services import custody_event_process, deposit_address_get_or_create
 
 
@@ -83,3 +85,17 @@ def signed(payload: dict, *, secret: str | None = None, timestamp: int | None = 
 
     body = json.dumps(payload).encode()
     return body, signed_headers(secret=secret or settings.CUSTODY_WEBHOOK_SECRET, body=body, timestamp=timestamp)
+
+
+def book_address(user, asset: Asset | str, address: str) -> WithdrawalAddress:
+    """``address`` as an ``active`` entry of the user's withdrawal address book (confirmed, cooling-off over),
+    for tests whose subject is not the address book itself."""
+    asset = asset if isinstance(asset, Asset) else Asset.objects.get(code=asset)
+    past = timezone.now() - timedelta(seconds=1)
+    entry, _ = WithdrawalAddress.objects.get_or_create(
+        user=user,
+        asset=asset,
+        address=address,
+        defaults={"network": asset.network, "confirmed_at": past, "usable_from": past},
+    )
+    return entry

@@ -6,7 +6,7 @@ from django.contrib.auth.models import Permission
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
 
-from .factories import deposit_through_custody
+from .factories import book_address, deposit_through_custody
 
 
 def test_the_approval_permission_exists_after_migrations(db):
@@ -15,10 +15,11 @@ def test_the_approval_permission_exists_after_migrations(db):
     assert permission.name == "Can approve and reject withdrawals"
 
 
-@pytest.mark.parametrize("model", ["depositaddress", "deposit", "withdrawal", "custodyevent"])
+@pytest.mark.parametrize("model", ["depositaddress", "deposit", "withdrawal", "withdrawaladdress", "custodyevent"])
 def test_admin_lists_render_and_offer_no_changes(admin_client, usdt, user, model):
     deposit_through_custody(user, usdt, "100")
-    withdrawal_request(user_id=user.id, asset_code="USDT", amount="10", address=new_address())
+    address = book_address(user, usdt, new_address()).address
+    withdrawal_request(user_id=user.id, asset_code="USDT", amount="10", address=address)
 
     listing = admin_client.get(f"/admin/wallets/{model}/")
 

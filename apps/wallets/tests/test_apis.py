@@ -9,7 +9,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from apps.accounts.services import api_key_create
-from apps.accounts.tests.otp import fresh_code
+from apps.accounts.tests.otp import enrol, fresh_code, user_code
 from apps.api.models import IdempotencyRecord
 from apps.ledger.services import user_accounts
 from apps.ledger.tests.factories import AssetFactory, UserFactory
@@ -17,7 +17,7 @@ from apps.wallets.custody import simnet
 from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
 
-from .factories import deposit_through_custody
+from .factories import book_address, deposit_through_custody
 
 WITHDRAWALS = "/api/v1/withdrawals/"
 DESTINATION = simnet.new_address()
@@ -30,9 +30,10 @@ def balances(user, asset) -> tuple[Decimal, Decimal]:
 
 @pytest.fixture
 def holder(usdt, btc):
-    """A user who deposited 500 USDT through the simulated custody."""
+    """A user who deposited 500 USDT through the simulated custody, with DESTINATION in their address book."""
     holder = UserFactory()
     deposit_through_custody(holder, usdt, "500")
+    book_address(holder, usdt, DESTINATION)
     return holder
 
 
@@ -283,6 +284,8 @@ def client_with_key(user, addresses):
 
 def test_a_key_with_an_allow_list_withdraws_only_to_those_addresses(holder, usdt):
     allowed, other = simnet.new_address(), simnet.new_address()
+    book_address(holder, usdt, allowed)
+    book_address(holder, usdt, other)
     client = client_with_key(holder, [allowed])
 
     refused = client.post(WITHDRAWALS, withdraw(address=other), format="json")
@@ -296,18 +299,21 @@ def test_a_key_with_an_allow_list_withdraws_only_to_those_addresses(holder, usdt
     assert accepted.status_code == 201
 
 
-def test_keys_without_an_allow_list_and_the_browser_session_withdraw_anywhere(holder, client):
+def test_keys_without_an_allow_list_and_the_browser_session_withdraw_anywhere_in_the_address_book(holder, client):
     assert client_with_key(holder, []).post(WITHDRAWALS, withdraw(amount="10"), format="json").status_code == 201
+    enrol(holder)
     client.force_login(holder)  # Django's test client skips the CSRF check
-    response = client.post(WITHDRAWALS, withdraw(amount="10"), content_type="application/json")
+    body = withdraw(amount="10", otp=user_code(holder))
+    response = client.post(WITHDRAWALS, body, content_type="application/json")
     assert response.status_code == 201
 
 
 def test_a_huge_amount_of_an_18_decimal_asset_is_judged_not_a_server_error(user, api_as):
     """Quantized to 18 decimals it has more than the 28 digits of Decimal's default context."""
-    AssetFactory(
+    eth = AssetFactory(
         code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"), withdrawal_daily_limit=Decimal(1000)
     )
+    book_address(user, eth, DESTINATION)
 
     response = api_as(user, "withdraw").post(
         WITHDRAWALS, withdraw(asset="ETH", amount="12345678901.000000000000000001"), format="json"

@@ -17,7 +17,7 @@ from apps.wallets.custody.simulator.models import SimWallet
 from apps.wallets.models import Deposit, Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_reject, withdrawal_request, withdrawal_submit
 
-from .factories import deliver_custody_callbacks, deposit_through_custody
+from .factories import book_address, deliver_custody_callbacks, deposit_through_custody
 
 
 def failed_checks(report) -> dict[str, list[dict]]:
@@ -32,7 +32,8 @@ def busy_exchange(usdt, btc, user, operator):
     deposit_through_custody(user, btc, "0.5")
 
     def request(amount: str) -> Withdrawal:
-        return withdrawal_request(user_id=user.id, asset_code="USDT", amount=amount, address=new_address())
+        address = book_address(user, usdt, new_address()).address
+        return withdrawal_request(user_id=user.id, asset_code="USDT", amount=amount, address=address)
 
     completed = request("50")
     withdrawal_submit(withdrawal_id=completed.pk)

@@ -40,7 +40,7 @@ from apps.wallets.services import (
 )
 
 from .conftest import make_operator
-from .factories import deliver_custody_callbacks, deposit_through_custody, signed
+from .factories import book_address, deliver_custody_callbacks, deposit_through_custody, signed
 
 DESTINATION = new_address()
 
@@ -51,6 +51,8 @@ def balances(user, asset) -> tuple[Decimal, Decimal]:
 
 
 def request(user, amount: str, *, asset: str = "USDT", address: str = DESTINATION, **kwargs) -> Withdrawal:
+    """A withdrawal to ``address``, an active entry of the user's address book."""
+    book_address(user, asset, address)
     return withdrawal_request(user_id=user.id, asset_code=asset, amount=amount, address=address, **kwargs)
 
 

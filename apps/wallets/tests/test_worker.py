@@ -28,7 +28,7 @@ from apps.wallets.services import (
 )
 
 from .conftest import make_operator, wait_for
-from .factories import deposit_payload, deposit_through_custody, signed
+from .factories import book_address, deposit_payload, deposit_through_custody, signed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -143,7 +143,8 @@ def test_s6_deposits_of_0_1_and_0_2_then_a_withdrawal_of_0_3_leave_exactly_zero(
     wait_for(lambda: credited("s6-a") and credited("s6-b"), message="both deposits to be credited")
     assert available(user, btc) == Decimal("0.3")
 
-    withdrawal = withdrawal_request(user_id=user.id, asset_code="BTC", amount="0.3", address=new_address())
+    address = book_address(user, btc, new_address()).address
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="BTC", amount="0.3", address=address)
 
     wait_for(
         lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED,
@@ -162,7 +163,8 @@ def test_s6_deposits_of_0_1_and_0_2_then_a_withdrawal_of_0_3_leave_exactly_zero(
 def test_two_operators_approving_at_once_give_one_submission_and_one_debit(worker, usdt, user):
     deposit_through_custody(user, usdt, "100")
     type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_auto_approve_limit=Decimal(10))
-    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="60", address=new_address())
+    address = book_address(user, usdt, new_address()).address
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="60", address=address)
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
     first, second = make_operator(), make_operator()
 
@@ -190,6 +192,7 @@ def test_custody_timeout_then_success_on_retry_sends_once_and_keeps_the_hold(wor
     destination = new_address()
     SimulatedCustody().fault_add(operation="submit", kind="timeout", address=destination)
 
+    book_address(user, usdt, destination)
     withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="30", address=destination)
 
     assert withdrawal.status == WithdrawalStatus.APPROVED  # auto-approved, submitted by the worker

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_signing_secret
-from apps.accounts.tests.otp import code_now, enrol
+from apps.accounts.tests.otp import code_now, enrol_device
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_a_withdraw_key_without_a_second_factor_tells_the_user_to_enrol_first(cl
 
 
 def test_a_withdraw_key_is_created_with_a_valid_one_time_password(client, trader):
-    device = enrol(trader)
+    device = enrol_device(trader)
     assert 'id="enrol-first"' not in client.get("/api-keys/").content.decode()
 
     granted = client.post("/api-keys/", {"name": "bot", "scopes": ["withdraw"], "otp": code_now(device)})
@@ -53,7 +53,7 @@ def test_a_withdraw_key_is_created_with_a_valid_one_time_password(client, trader
 
 
 def test_a_withdraw_key_with_a_wrong_one_time_password_is_refused(client, trader):
-    device = enrol(trader)
+    device = enrol_device(trader)
     wrong = "000000" if code_now(device) != "000000" else "111111"
 
     refused = client.post("/api-keys/", {"name": "bot", "scopes": ["withdraw"], "otp": wrong})

@@ -3,7 +3,9 @@
 Sign up, show the deposit address, receive a deposit through the simulated custody, place a
 limit order on the market page, see it under open orders and its funds under "In orders",
 see the book refresh by itself, cancel the order and see the funds available again. A
-screenshot of the market page is saved to ``artifacts/market-page.png``.
+screenshot of the market page is saved to ``artifacts/market-page.png``. Turn the second factor on
+from the security page's QR code and secret (screenshot ``artifacts/security-page.png``), then add a
+withdrawal address with a code.
 
 Chromium comes from Debian (``/usr/bin/chromium``; ``.ci/run`` installs it with apt), never
 from Playwright's own download.
@@ -124,3 +126,45 @@ def test_sign_up_deposit_place_and_cancel_a_limit_order(browser_page, busy_marke
     order.refresh_from_db()
     assert (order.status, order.held_remaining) == (OrderStatus.CANCELLED, Decimal(0))
     assert SCREENSHOT.stat().st_size > 0
+
+
+def test_turn_on_the_second_factor_from_the_qr_page_and_add_a_withdrawal_address(browser_page, usdt):
+    import base64
+    import time
+
+    from django_otp.oath import hotp, totp
+
+    from apps.wallets.custody.simnet import new_address
+    from apps.wallets.models import WithdrawalAddress
+
+    page = browser_page
+    trader = UserFactory(password=PASSWORD)
+    page.goto("/accounts/login/")
+    page.fill("#id_username", trader.username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.click("header nav >> text=Security")
+    page.click("#second-factor button[type=submit]")
+
+    expect(page.locator("#otp-qr svg path")).to_have_count(1)
+    secret = page.locator("#otp-secret").inner_text()
+    key = base64.b32decode(secret)
+    page.fill("#id_otp", f"{totp(key, step=30, t0=0, digits=6):06d}")
+    page.click("text=Turn on")
+
+    expect(page.locator("#recovery-codes li")).to_have_count(10)
+    expect(page.locator("#second-factor")).to_contain_text("On: withdrawals")
+    page.screenshot(path=str(SCREENSHOT.with_name("security-page.png")), full_page=True)
+
+    page.click("header nav >> text=Wallet")
+    address = new_address()
+    page.select_option("#id_book-asset", "USDT")
+    page.fill("#id_book-address", address)
+    page.fill("#id_book-label", "hardware wallet")
+    step = int(time.time()) // 30 + 1  # the code used above is refused again; the app's next one is accepted
+    page.fill("#id_book-otp", f"{hotp(key, step, digits=6):06d}")
+    page.click("#address-form button[type=submit]")
+
+    expect(page.locator(".messages")).to_contain_text("confirm it with the link we e-mailed you")
+    expect(page.locator("#withdrawal-addresses")).to_contain_text("Waiting for e-mail confirmation")
+    assert WithdrawalAddress.objects.get(user=trader).label == "hardware wallet"

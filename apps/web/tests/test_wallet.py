@@ -4,12 +4,13 @@ from decimal import Decimal
 
 import pytest
 
+from apps.accounts.tests.otp import enrol, user_code
 from apps.ledger.services import user_accounts
 from apps.ledger.tests.factories import AssetFactory, UserFactory
 from apps.wallets.custody import simnet
 from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 
 DESTINATION = simnet.new_address()
 
@@ -21,14 +22,22 @@ def balances(user, asset) -> tuple[Decimal, Decimal]:
 
 @pytest.fixture
 def holder(usdt, btc):
-    """A user who deposited 500 USDT through the simulated custody."""
+    """A user who deposited 500 USDT through the simulated custody, with a second factor and DESTINATION in their
+    address book."""
     holder = UserFactory()
     deposit_through_custody(holder, usdt, "500")
+    book_address(holder, usdt, DESTINATION)
+    enrol(holder)
     return holder
 
 
 def withdraw_form(**overrides) -> dict:
     return {"asset": "USDT", "amount": "50", "address": DESTINATION, "request_key": "key-1", **overrides}
+
+
+def post_withdraw(client, user, form: dict):
+    """Send the withdraw form with a current code from the user's authenticator."""
+    return client.post("/wallet/withdraw/", {**form, "otp": user_code(user)})
 
 
 def test_deposit_address_is_shown_once_asked_for(usdt, btc, user, client):
@@ -61,7 +70,7 @@ def test_deposits_are_listed(holder, client):
 def test_withdrawing_from_the_form(holder, usdt, client):
     client.force_login(holder)
 
-    response = client.post("/wallet/withdraw/", withdraw_form())
+    response = post_withdraw(client, holder, withdraw_form())
 
     assert response.status_code == 302
     withdrawal = Withdrawal.objects.get(user=holder)
@@ -74,8 +83,8 @@ def test_withdrawing_from_the_form(holder, usdt, client):
 
 def test_a_double_submit_of_the_withdraw_form_is_one_withdrawal(holder, usdt, client):
     client.force_login(holder)
-    client.post("/wallet/withdraw/", withdraw_form(request_key="twice"))
-    client.post("/wallet/withdraw/", withdraw_form(request_key="twice"))
+    post_withdraw(client, holder, withdraw_form(request_key="twice"))
+    post_withdraw(client, holder, withdraw_form(request_key="twice"))
     assert Withdrawal.objects.count() == 1
     assert balances(holder, usdt) == (Decimal(449), Decimal(51))
 
@@ -98,7 +107,7 @@ def test_a_double_submit_of_the_withdraw_form_is_one_withdrawal(holder, usdt, cl
 def test_withdraw_form_errors_are_shown_next_to_the_field_and_nothing_is_written(holder, usdt, client, form, field):
     client.force_login(holder)
 
-    response = client.post("/wallet/withdraw/", form)
+    response = post_withdraw(client, holder, form)
 
     assert response.status_code == 400
     assert field in response.context["form"].errors
@@ -109,7 +118,7 @@ def test_withdraw_form_errors_are_shown_next_to_the_field_and_nothing_is_written
 
 def test_insufficient_funds_is_shown_on_the_withdraw_form(holder, client):
     client.force_login(holder)
-    response = client.post("/wallet/withdraw/", withdraw_form(amount="500"))  # plus the fee of 1
+    response = post_withdraw(client, holder, withdraw_form(amount="500"))  # plus the fee of 1
     assert response.status_code == 400
     errors = response.context["form"].non_field_errors()
     assert len(errors) == 1 and "insufficient" in errors[0].lower()
@@ -168,12 +177,14 @@ def test_wallet_actions_need_a_log_in(usdt, client, method, url):
 
 
 def test_a_huge_amount_of_an_18_decimal_asset_is_shown_as_an_error(user, client):
-    AssetFactory(
+    eth = AssetFactory(
         code="ETH", name="Ether", decimals=18, min_withdrawal=Decimal("0.01"), withdrawal_daily_limit=Decimal(1000)
     )
+    book_address(user, eth, DESTINATION)
+    enrol(user)
     client.force_login(user)
 
-    response = client.post("/wallet/withdraw/", withdraw_form(asset="ETH", amount="12345678901.5"))
+    response = post_withdraw(client, user, withdraw_form(asset="ETH", amount="12345678901.5"))
 
     assert response.status_code == 400
     assert "amount" in response.context["form"].errors
@@ -182,9 +193,9 @@ def test_a_huge_amount_of_an_18_decimal_asset_is_shown_as_an_error(user, client)
 
 def test_a_changed_resubmit_of_a_sent_withdraw_form_requests_nothing_and_gets_a_fresh_key(holder, client):
     client.force_login(holder)
-    client.post("/wallet/withdraw/", withdraw_form(request_key="sent"))
+    post_withdraw(client, holder, withdraw_form(request_key="sent"))
 
-    response = client.post("/wallet/withdraw/", withdraw_form(request_key="sent", amount="60"))
+    response = post_withdraw(client, holder, withdraw_form(request_key="sent", amount="60"))
 
     assert response.status_code == 400
     form = response.context["form"]
@@ -192,5 +203,35 @@ def test_a_changed_resubmit_of_a_sent_withdraw_form_requests_nothing_and_gets_a_
     assert Withdrawal.objects.count() == 1
     fresh = form["request_key"].value()
     assert fresh != "sent"
-    client.post("/wallet/withdraw/", withdraw_form(request_key=fresh, amount="60"))
+    post_withdraw(client, holder, withdraw_form(request_key=fresh, amount="60"))
     assert sorted(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(50), Decimal(60)]
+
+
+def test_without_a_second_factor_the_withdraw_form_asks_to_set_one_up_and_withdraws_nothing(usdt, client):
+    trader = UserFactory()
+    deposit_through_custody(trader, usdt, "500")
+    book_address(trader, usdt, DESTINATION)
+    client.force_login(trader)
+    assert "set one up" in client.get("/wallet/").content.decode()
+
+    response = client.post("/wallet/withdraw/", withdraw_form())
+
+    assert response.status_code == 400
+    assert "second factor" in response.context["form"].errors["otp"][0]
+    assert not Withdrawal.objects.exists()
+
+
+def test_a_wrong_code_on_the_withdraw_form_withdraws_nothing(holder, usdt, client):
+    client.force_login(holder)
+    response = client.post("/wallet/withdraw/", {**withdraw_form(), "otp": "000000x"})
+    assert response.status_code == 400 and "otp" in response.context["form"].errors
+    assert not Withdrawal.objects.exists()
+    assert balances(holder, usdt) == (Decimal(500), Decimal(0))
+
+
+def test_a_withdrawal_to_an_address_not_in_the_book_is_refused_on_the_form(holder, client):
+    client.force_login(holder)
+    response = post_withdraw(client, holder, withdraw_form(address=simnet.new_address()))
+    assert response.status_code == 400
+    assert "address book" in response.context["form"].errors["address"][0]
+    assert not Withdrawal.objects.exists()

@@ -1,0 +1,59 @@
+"""E-mail to traders: notifications and confirmation links, sent once the transaction that caused them commits.
+
+A message is rendered from ``templates/emails/<name>.txt`` (first line the subject, the rest
+the body) inside the caller's transaction, so it tells what that transaction wrote, and is
+handed to the Celery task :func:`apps.accounts.tasks.email_send` on commit: a rolled-back
+change sends nothing, and a mail server that does not answer is retried by the task without
+holding any database lock. Delivery goes through Django's e-mail framework (``EMAIL_URL``).
+"""
+
+import logging
+from functools import partial
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+
+def site_url(path: str) -> str:
+    """An absolute link to ``path`` (which starts with ``/``) on the exchange's site (``SITE_URL``)."""
+    return f"{settings.SITE_URL}{path}"
+
+
+def _queue(to: str, subject: str, body: str) -> None:
+    from .tasks import email_send
+
+    email_send.delay(to, subject, body)
+
+
+def email_user_on_commit(*, user_id: int, template: str, context: dict) -> bool:
+    """Render ``emails/<template>.txt`` with ``context`` (plus ``user``) and queue it to the user's e-mail
+    address when the current transaction commits (at once outside one).
+
+    Returns False, and sends nothing, when the user has no e-mail address (logged).
+    """
+    user = get_user_model().objects.filter(pk=user_id).first()
+    if user is None or not user.email:
+        log.debug("no e-mail address for user %s: %s not sent", user_id, template)
+        return False
+    subject, _, body = render_to_string(f"emails/{template}.txt", {**context, "user": user}).partition("\n")
+    transaction.on_commit(partial(_queue, user.email, subject.strip(), body.strip() + "\n"), robust=True)
+    return True
+
+
+def login_notify(sender, request, user, **kwargs) -> None:
+    """``user_logged_in`` receiver: e-mail the user about a new log-in (time, IP address, browser)."""
+    meta = getattr(request, "META", {})
+    email_user_on_commit(
+        user_id=user.pk,
+        template="new_login",
+        context={
+            "time": timezone.now(),
+            "ip_address": meta.get("REMOTE_ADDR", ""),
+            "user_agent": meta.get("HTTP_USER_AGENT", "")[:200],
+        },
+    )

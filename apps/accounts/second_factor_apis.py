@@ -1,0 +1,63 @@
+"""REST API of a trader's second factor (API.md "Second factor for traders"): enrol an authenticator, confirm it.
+
+Both need the ``withdraw`` scope (a browser session has it), so a read-only or trading key
+cannot turn a second factor on or replace it.
+"""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from apps.api.fields import Text
+from apps.api.views import ScopedApiView
+
+from .enrolment import second_factor_confirm, second_factor_enrol
+
+
+class OtpIn(serializers.Serializer):
+    otp = Text(max_length=32, required=False, help_text="A current code from the authenticator app.")
+
+
+class EnrolmentOut(serializers.Serializer):
+    secret = serializers.CharField(help_text="The authenticator's key, base32 (RFC 4648).")
+    otpauth_url = serializers.CharField(help_text="otpauth://totp/... URI, what a QR code for the app carries.")
+
+
+class ConfirmIn(serializers.Serializer):
+    otp = Text(max_length=32, help_text="A code from the authenticator being enrolled.")
+
+
+class ConfirmOut(serializers.Serializer):
+    enabled = serializers.BooleanField()
+    recovery_codes = serializers.ListField(
+        child=serializers.CharField(), help_text="Ten codes, each usable once in place of a code; shown only here."
+    )
+
+
+class OtpEnrolApi(ScopedApiView):
+    """``POST /account/otp/``: a new authenticator secret to enrol; with a second factor on, ``otp`` is required."""
+
+    required_scope = "withdraw"
+
+    @extend_schema(request=OtpIn, responses={200: EnrolmentOut})
+    def post(self, request):
+        """Start enrolling: the base32 secret and its ``otpauth://`` URI. The second factor is on only after
+        ``POST /account/otp/confirm/``. 400 ``invalid_otp`` when it is on already and ``otp`` is wrong."""
+        body = OtpIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        enrolment = second_factor_enrol(user_id=request.user.id, otp=body.validated_data.get("otp"))
+        return Response({"secret": enrolment.secret, "otpauth_url": enrolment.otpauth_url})
+
+
+class OtpConfirmApi(ScopedApiView):
+    """``POST /account/otp/confirm/`` with ``otp`` from the new authenticator turns the second factor on."""
+
+    required_scope = "withdraw"
+
+    @extend_schema(request=ConfirmIn, responses={200: ConfirmOut})
+    def post(self, request):
+        """Turn the second factor on; returns ten recovery codes, shown only here. 400 ``invalid_otp``."""
+        body = ConfirmIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        codes = second_factor_confirm(user_id=request.user.id, otp=body.validated_data["otp"])
+        return Response({"enabled": True, "recovery_codes": codes})

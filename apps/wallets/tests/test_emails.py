@@ -1,0 +1,105 @@
+"""E-mail end to end: a real SMTP server (aiosmtpd) in this process, a real Celery worker sending through Django's
+SMTP backend (EMAIL_URL), and the links followed from the received messages."""
+
+from decimal import Decimal
+
+import pytest
+from django.conf import settings as django_settings
+from rest_framework.test import APIClient
+
+from apps.accounts.services import api_key_create
+from apps.accounts.tests.mail import body, link_path
+from apps.ledger.tests.factories import UserFactory
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.models import Withdrawal, WithdrawalAddress, WithdrawalStatus
+from apps.wallets.services import withdrawal_reject, withdrawal_request
+
+from .conftest import make_operator, wait_for
+from .factories import book_address, deposit_through_custody
+
+RECIPIENT = "rejected-trader@example.com"
+
+
+@pytest.fixture
+def mail_worker(workers, smtp_server):
+    """A worker whose e-mail goes to the test's SMTP server."""
+    return workers.start(env={"EMAIL_URL": smtp_server.url})
+
+
+def messages_to(smtp_server, subject: str, to: str = "trader@example.com"):
+    """Wait for the messages to ``to`` whose subject starts with ``subject``; return them. (Other tests' tasks
+    left in the session's queue may send to their own users meanwhile.)"""
+
+    def found():
+        return [message for message in smtp_server.mailbox.with_subject(subject) if message["To"] == to]
+
+    return wait_for(found, timeout=60, message=f"an e-mail {subject!r} to {to}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_address_and_withdrawal_confirmed_by_the_links_received_and_the_user_told_each_step(
+    mail_worker, smtp_server, usdt, settings
+):
+    settings.WITHDRAWAL_ADDRESS_COOLING_OFF_SECONDS = 0
+    settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = {"USDT": Decimal(100)}
+    user = UserFactory(email="trader@example.com")
+    deposit_through_custody(user, usdt, "500")
+    (credited,) = messages_to(smtp_server, "Deposit credited")
+    assert "500.000000 USDT" in body(credited)
+
+    _, raw_key = api_key_create(user_id=user.id, name="my bot", scopes=["read", "withdraw"])
+    (created,) = messages_to(smtp_server, "New API key: my bot")
+    assert "read, withdraw" in body(created)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {raw_key}")
+
+    address = new_address()
+    assert (
+        api.post("/api/v1/withdrawal-addresses/", {"asset": "USDT", "address": address}, format="json").status_code
+        == 201
+    )
+    (confirm_address,) = messages_to(smtp_server, "Confirm your new USDT withdrawal address")
+    assert address in body(confirm_address)
+    path = link_path(confirm_address, django_settings.SITE_URL)
+    browser = APIClient()
+    assert browser.get(path).status_code == 200
+    assert browser.post(path).status_code == 200
+    assert api.get("/api/v1/withdrawal-addresses/").json()[0]["status"] == "active"
+
+    created = api.post("/api/v1/withdrawals/", {"asset": "USDT", "amount": "150", "address": address}, format="json")
+    assert created.json()["status"] == "awaiting_confirmation"
+    (confirm_withdrawal,) = messages_to(smtp_server, "Confirm your withdrawal of 150.000000 USDT")
+    assert browser.post(link_path(confirm_withdrawal, django_settings.SITE_URL)).status_code == 200
+
+    withdrawal = Withdrawal.objects.get(pk=created.json()["id"])
+    wait_for(
+        lambda: Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED,
+        message="the withdrawal to complete",
+    )
+    (sent,) = messages_to(smtp_server, "Withdrawal sent: 150.000000 USDT")
+    assert Withdrawal.objects.get(pk=withdrawal.pk).txid in body(sent)
+    assert WithdrawalAddress.objects.get().confirmed_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rejection_tells_the_operators_reason_and_a_log_in_is_reported(mail_worker, smtp_server, usdt, client):
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_auto_approve_limit=Decimal(10))
+    user = UserFactory(email=RECIPIENT)
+    deposit_through_custody(user, usdt, "100")
+    address = book_address(user, usdt, new_address()).address
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="50", address=address)
+
+    withdrawal_reject(withdrawal_id=withdrawal.pk, operator_id=make_operator().id, reason="Address flagged by AML")
+
+    (rejected,) = messages_to(smtp_server, "Withdrawal rejected: 50.000000 USDT", RECIPIENT)
+    assert "Reason: Address flagged by AML" in body(rejected)
+    assert "are available again" in body(rejected)
+
+    response = client.post(
+        "/accounts/login/",
+        {"username": user.username, "password": "correct horse battery staple"},
+        HTTP_USER_AGENT="Firefox/140",
+    )
+    assert response.status_code == 302
+    (login,) = messages_to(smtp_server, "New log-in", RECIPIENT)
+    assert "127.0.0.1 (Firefox/140)" in body(login)

@@ -1,0 +1,50 @@
+"""Deleting from the withdrawal address book, and the pages the links e-mailed to traders open.
+
+A link opens a page with one button; the change happens on its POST, so a mail scanner
+that fetches links confirms nothing.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from apps.ledger.errors import DomainError
+from apps.wallets.address_book import withdrawal_address_confirm, withdrawal_address_delete
+from apps.wallets.services import withdrawal_confirm
+
+
+@login_required
+@require_POST
+def withdrawal_address_delete_view(request, entry_id: int):
+    """Remove an address from the book."""
+    try:
+        withdrawal_address_delete(user_id=request.user.id, entry_id=entry_id)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, "Address removed from your address book.")
+    return redirect("web:wallet")
+
+
+def _confirm_page(request, token: str, *, what: str, confirm):
+    """GET: a page with a confirm button. POST: confirm; the outcome (or why not) on the same page."""
+    context = {"what": what, "token": token}
+    if request.method != "POST":
+        return render(request, "web/confirm_link.html", context)
+    try:
+        context["done"] = confirm(token=token)
+    except DomainError as error:
+        context["error"] = error.message
+        return render(request, "web/confirm_link.html", context, status=error.status)
+    return render(request, "web/confirm_link.html", context)
+
+
+def withdrawal_address_confirm_view(request, token: str):
+    """The e-mailed link that confirms a new withdrawal address (no log-in needed: the link is the proof)."""
+    return _confirm_page(request, token, what="withdrawal address", confirm=withdrawal_address_confirm)
+
+
+def withdrawal_confirm_view(request, token: str):
+    """The e-mailed link that confirms a large withdrawal."""
+    return _confirm_page(request, token, what="withdrawal", confirm=withdrawal_confirm)
