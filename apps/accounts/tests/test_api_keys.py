@@ -80,7 +80,7 @@ def test_the_withdraw_scope_with_a_missing_or_wrong_code_is_refused(api, alice, 
 
     response = log_in(api, **body)
 
-    assert response.status_code == 403
+    assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_otp"
     assert not ApiKey.objects.exists()
 
@@ -91,7 +91,7 @@ def test_once_a_user_has_a_second_factor_every_scope_needs_the_code(api, alice):
     refused = log_in(api)
     granted = log_in(api, otp=code_now(device))
 
-    assert refused.status_code == 403
+    assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "invalid_otp"
     assert granted.status_code == 200
     assert granted.json()["scopes"] == ["read"]
@@ -101,7 +101,7 @@ def test_a_code_cannot_be_used_twice(api, alice):
     device = enrol_device(alice)
     code = code_now(device)
     assert log_in(api, otp=code).status_code == 200
-    assert log_in(api, otp=code).status_code == 403
+    assert log_in(api, otp=code).status_code == 400
 
 
 def test_a_wrong_password_with_a_valid_code_is_401(api, alice):
