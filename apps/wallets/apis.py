@@ -279,12 +279,15 @@ class WithdrawalAddressListApi(ScopedApiView):
     )
     def post(self, request):
         """Add an address, ``pending_confirmation``: a confirmation link is e-mailed to the user. 400
-        ``invalid_address``, ``invalid_otp`` (a second factor is on and ``otp`` is wrong), ``invalid_request``
+        ``invalid_address``, ``invalid_otp`` (with a session, a second factor is on and ``otp`` is wrong), ``invalid_request``
         naming ``address`` when it is in the book already."""
         body = WithdrawalAddressIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        second_factor_check_if_enrolled(user_id=request.user.id, code=data.get("otp"))  # outside the transaction
+        # Like a withdrawal: a session needs the code once a second factor is on (a key's withdraw scope
+        # stands for it), checked outside the transaction so that a wrong code counts against the throttle.
+        if not isinstance(request.auth, ApiKey):
+            second_factor_check_if_enrolled(user_id=request.user.id, code=data.get("otp"))
 
         def perform() -> Response:
             entry = withdrawal_address_add(

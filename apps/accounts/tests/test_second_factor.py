@@ -37,8 +37,14 @@ def test_enrolment_is_on_only_after_a_code_from_the_new_authenticator(user):
 
     assert user_has_second_factor(user_id=user.id)
     assert len(codes) == 10 and len(set(codes)) == 10
-    actions = list(AuditLogEntry.objects.filter(actor=user).order_by("id").values_list("action", "after"))
-    assert actions == [("second_factor.enrol", {"enabled": False}), ("second_factor.confirm", {"enabled": True})]
+    steps = AuditLogEntry.objects.filter(actor=user, object_type="second_factor").order_by("id")
+    assert list(steps.values_list("action", "after")) == [
+        ("second_factor.enrol", {"enabled": False}),
+        ("second_factor.confirm", {"enabled": True}),
+    ]
+    # The back office's device audit records both devices made at confirmation, once each.
+    devices = AuditLogEntry.objects.filter(actor=user, object_type="auth.user", action="second_factor.enrol")
+    assert sorted(entry.after["type"] for entry in devices) == ["TOTP device", "static device"]
 
 
 def test_a_code_works_once_and_a_recovery_code_once(user):

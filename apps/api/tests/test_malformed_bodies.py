@@ -12,7 +12,14 @@ NESTED = "[" * 3000 + "]" * 3000
 
 def post_paths() -> list[str]:
     """Every API path that takes a POST (API.md), with a sample id where the route has a parameter."""
-    return ["/api/v1/auth/token/", "/api/v1/orders/", "/api/v1/withdrawals/"]
+    return [
+        "/api/v1/auth/token/",
+        "/api/v1/orders/",
+        "/api/v1/withdrawals/",
+        "/api/v1/withdrawal-addresses/",
+        "/api/v1/account/otp/",
+        "/api/v1/account/otp/confirm/",
+    ]
 
 
 def test_the_list_of_post_paths_covers_every_post_route():

@@ -17,7 +17,7 @@ from apps.backoffice.tests.logins import login_with_second_factor
 from apps.ledger.tests.factories import UserFactory
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 from apps.web.tests.test_browser import CHROMIUM, CHROMIUM_ARGS
 
 SCREENSHOT = Path(settings.BASE_DIR) / "artifacts" / "withdrawal-approval.png"
@@ -50,7 +50,8 @@ def awaiting(transactional_db, usdt):
     )
     customer = UserFactory()
     deposit_through_custody(customer, usdt, "1000")
-    return withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=new_address())
+    address = book_address(customer, usdt, new_address()).address
+    return withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=address)
 
 
 def test_the_destination_address_is_large_monospaced_and_of_the_highest_contrast(live_server, awaiting, monkeypatch):

@@ -20,7 +20,7 @@ from apps.orders.services import market_create, order_cancel, order_place
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import WithdrawalStatus
 from apps.wallets.services import withdrawal_approve, withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 
 D = Decimal
 
@@ -66,10 +66,15 @@ def audit(customer):
     return list(rows.order_by("id").values_list("action", "actor__username"))
 
 
+def booked(user) -> str:
+    """A new address, active in the user's USDT address book."""
+    return book_address(user, "USDT", new_address()).address
+
+
 def test_the_customer_screen_shows_balances_orders_deposits_withdrawals_logins_and_second_factor(
     client, operator, customer
 ):
-    withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=new_address())
+    withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=booked(customer))
     Client().post("/accounts/login/", {"username": "carla", "password": "wrong"})
     client.force_login(operator)
 
@@ -114,12 +119,12 @@ def test_freezing_trading_refuses_new_orders_keeps_cancels_and_is_audited(client
 
 
 def test_blocking_withdrawals_refuses_requests_and_approvals(client, operator, approver, customer, api_as):
-    pending = withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=new_address())
+    pending = withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=booked(customer))
     client.force_login(operator)
     restrict(client, customer, "withdrawals", "on")
 
     with pytest.raises(WithdrawalsBlocked):
-        withdrawal_request(user_id=customer.id, asset_code="USDT", amount="10", address=new_address())
+        withdrawal_request(user_id=customer.id, asset_code="USDT", amount="10", address=booked(customer))
     api = api_as(customer, "withdraw").post(
         "/api/v1/withdrawals/", {"asset": "USDT", "amount": "10", "address": new_address()}, format="json"
     )

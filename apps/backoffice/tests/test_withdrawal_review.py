@@ -22,7 +22,7 @@ from apps.wallets.services import (
     withdrawal_request,
     withdrawal_submit,
 )
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 
 D = Decimal
 
@@ -44,7 +44,8 @@ def depositor(usdt_limits):
 
 
 def request(user, amount="150", address=None) -> Withdrawal:
-    return withdrawal_request(user_id=user.id, asset_code="USDT", amount=amount, address=address or new_address())
+    address = book_address(user, "USDT", address or new_address()).address
+    return withdrawal_request(user_id=user.id, asset_code="USDT", amount=amount, address=address)
 
 
 def test_the_address_stands_out_and_the_signals_of_a_new_customer_are_flagged(client, approver, depositor, admin_login):

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from apps.accounts.services import api_key_create
 from apps.accounts.tests.mail import body, link_path
+from apps.accounts.tests.otp import fresh_code
 from apps.ledger.tests.factories import UserFactory
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalAddress, WithdrawalStatus
@@ -47,7 +48,10 @@ def test_address_and_withdrawal_confirmed_by_the_links_received_and_the_user_tol
     (credited,) = messages_to(smtp_server, "Deposit credited")
     assert "500.000000 USDT" in body(credited)
 
-    _, raw_key = api_key_create(user_id=user.id, name="my bot", scopes=["read", "withdraw"])
+    created_key = api_key_create(
+        user_id=user.id, name="my bot", scopes=["read", "withdraw"], otp=fresh_code(user)
+    )  # the withdraw scope needs the second factor
+    raw_key = created_key.raw_key
     (created,) = messages_to(smtp_server, "New API key: my bot")
     assert "read, withdraw" in body(created)
     api = APIClient()

@@ -26,7 +26,7 @@ from apps.wallets.services import (
 )
 
 from .conftest import make_operator
-from .factories import deposit_payload, deposit_through_custody, signed
+from .factories import book_address, deposit_payload, deposit_through_custody, signed
 
 
 def balances(user, asset) -> tuple[Decimal, Decimal]:
@@ -57,6 +57,7 @@ def test_a_withdrawal_to_another_users_deposit_address_settles_internally(usdt, 
     friend = UserFactory()
     address = deposit_address_get_or_create(user_id=friend.id, asset=usdt)
     custody_before = system_account(AccountKind.CUSTODY, usdt).balance
+    book_address(user, usdt, address.address)
     withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="40", address=address.address)
 
     settled = withdrawal_submit(withdrawal_id=withdrawal.pk)
@@ -87,6 +88,7 @@ def test_an_internal_transfer_waits_for_approval_like_any_withdrawal(usdt, user)
     deposit_through_custody(user, usdt, "5000")
     friend = UserFactory()
     address = deposit_address_get_or_create(user_id=friend.id, asset=usdt).address
+    book_address(user, usdt, address)
     withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="2000", address=address)
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
 
@@ -104,6 +106,7 @@ def test_concurrent_submissions_settle_an_internal_transfer_exactly_once(usdt, u
     deposit_through_custody(user, usdt, "100")
     friend = UserFactory()
     address = deposit_address_get_or_create(user_id=friend.id, asset=usdt).address
+    book_address(user, usdt, address)
     withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="30", address=address)
     start = threading.Barrier(4)
     errors = []

@@ -38,7 +38,7 @@ def test_a_withdraw_key_without_a_second_factor_tells_the_user_to_enrol_first(cl
     response = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "withdraw"]})
 
     assert response.status_code == 400
-    assert "enrol an authenticator first" in response.context["form"].errors["otp"][0]
+    assert "Set up a second factor" in response.context["form"].errors["otp"][0]
     assert not ApiKey.objects.exists()
 
 
