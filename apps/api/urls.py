@@ -10,6 +10,7 @@ from django.urls import path, re_path
 from apps.accounts.apis import TokenApi
 from apps.api.views import api_not_found
 from apps.ledger.apis import AssetListApi, BalanceListApi, PostingListApi
+from apps.ledger.proof_apis import EntryProofApi, JournalBlockApi, JournalHeadApi, KeyListApi
 from apps.orders.apis import (
     FillListApi,
     MarketDepthApi,
@@ -18,6 +19,7 @@ from apps.orders.apis import (
     OrderDetailApi,
     OrderListApi,
 )
+from apps.proofs.apis import LiabilityProofApi, LiabilitySnapshotListApi
 from apps.wallets.apis import DepositAddressApi, DepositListApi, WithdrawalDetailApi, WithdrawalListApi
 
 urlpatterns = [
@@ -35,5 +37,11 @@ urlpatterns = [
     path("withdrawals/", WithdrawalListApi.as_view(), name="api-withdrawals"),
     path("withdrawals/<str:id>/", WithdrawalDetailApi.as_view(), name="api-withdrawal"),
     path("ledger/entries/", PostingListApi.as_view(), name="api-ledger-entries"),
+    path("ledger/entries/<str:id>/proof/", EntryProofApi.as_view(), name="api-ledger-entry-proof"),
+    path("proofs/keys/", KeyListApi.as_view(), name="api-proofs-keys"),
+    path("proofs/journal/head/", JournalHeadApi.as_view(), name="api-proofs-journal-head"),
+    path("proofs/journal/blocks/<str:height>/", JournalBlockApi.as_view(), name="api-proofs-journal-block"),
+    path("proofs/liabilities/", LiabilitySnapshotListApi.as_view(), name="api-proofs-liabilities"),
+    path("proofs/liabilities/latest/", LiabilityProofApi.as_view(), name="api-proofs-liabilities-latest"),
     re_path(r"", api_not_found),  # last: not a DRF view, so not in the schema
 ]

@@ -2,11 +2,15 @@
 
 import os
 
+from apps.ledger.signing import private_key_generate_hex
+
 from .environment import load_local_services_env
 
 load_local_services_env()
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
 os.environ.setdefault("CUSTODY_WEBHOOK_SECRET", "test-only-custody-webhook-secret")
+# A key generated per test session (worker processes started by the tests inherit it).
+os.environ.setdefault("LEDGER_SIGNING_KEY", private_key_generate_hex())
 
 from .base import *  # noqa: E402,F403
 
