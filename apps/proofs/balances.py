@@ -10,7 +10,6 @@ worth of entries, not a re-summing of the journal).
 """
 
 from collections.abc import Iterator
-from decimal import Decimal
 
 from django.db import connection
 
@@ -22,15 +21,22 @@ _BALANCES_AT_LATEST_BLOCK = """
         FROM ledger_journalentry e JOIN ledger_posting p ON p.entry_id = e.id
         WHERE NOT EXISTS (SELECT 1 FROM ledger_blockentry b WHERE b.entry_id = e.id)
         GROUP BY p.account_id
+    ), balances AS (
+        -- User accounts are credit-normal (balance = -sum of postings): leaving a posting out adds it back.
+        SELECT a.owner_id, a.asset_id, sum(a.balance + COALESCE(u.amount, 0)) AS balance
+        FROM ledger_account a LEFT JOIN unsealed u ON u.account_id = a.id
+        WHERE a.kind = ANY(%s)
+        GROUP BY a.owner_id, a.asset_id
+        HAVING sum(a.balance + COALESCE(u.amount, 0)) <> 0
+    ), units AS (
+        SELECT b.owner_id, b.asset_id, b.balance * power(10::numeric, s.decimals) AS units
+        FROM balances b JOIN ledger_asset s ON s.id = b.asset_id
     )
-    -- User accounts are credit-normal (balance = -sum of postings): leaving out a posting adds it back.
-    SELECT a.owner_id, a.asset_id, sum(a.balance + COALESCE(u.amount, 0)) AS balance
-    FROM ledger_account a LEFT JOIN unsealed u ON u.account_id = a.id
-    WHERE a.kind = ANY(%s)
-    GROUP BY a.owner_id, a.asset_id
-    HAVING sum(a.balance + COALESCE(u.amount, 0)) <> 0
-    ORDER BY a.owner_id
+    SELECT owner_id, array_agg(asset_id), array_agg(trunc(units)::text), bool_or(units < 0 OR units <> trunc(units))
+    FROM units GROUP BY owner_id ORDER BY owner_id
 """
+# Users per round trip of the server-side cursor.
+_FETCH = 20000
 
 
 class BalanceError(ValueError):
@@ -40,25 +46,17 @@ class BalanceError(ValueError):
 def user_balances_at_latest_block(assets: list[Asset]) -> Iterator[tuple[int, tuple[int, ...]]]:
     """``(user id, balances in smallest units in the order of assets)`` for every user with a non-zero
     balance, by user id, read through a server-side cursor. Must run inside the snapshot's
-    ``REPEATABLE READ`` transaction. Raises :class:`BalanceError`."""
+    ``REPEATABLE READ`` transaction. Raises :class:`BalanceError` for a negative balance or one that is
+    not a multiple of its asset's precision."""
     index = {asset.id: i for i, asset in enumerate(assets)}
-    scale = {asset.id: asset.decimals for asset in assets}
+    zeros = [0] * len(assets)
     with connection.connection.cursor(name="liabilities_snapshot") as cursor:
-        cursor.itersize = 20000
         cursor.execute(_BALANCES_AT_LATEST_BLOCK, [list(USER_KINDS)])
-        current, vector = None, None
-        for owner_id, asset_id, balance in cursor:
-            if owner_id != current:
-                if current is not None:
-                    yield current, tuple(vector)
-                current, vector = owner_id, [0] * len(assets)
-            vector[index[asset_id]] = _units(balance, scale[asset_id], owner_id)
-        if current is not None:
-            yield current, tuple(vector)
-
-
-def _units(balance: Decimal, decimals: int, owner_id: int) -> int:
-    units = balance.scaleb(decimals)
-    if balance < 0 or units != units.to_integral_value():
-        raise BalanceError(f"user {owner_id} has a balance of {balance} that no leaf can hold")
-    return int(units)
+        while rows := cursor.fetchmany(_FETCH):
+            for owner_id, asset_ids, units, invalid in rows:
+                if invalid:
+                    raise BalanceError(f"user {owner_id} has a balance no leaf can hold (negative or inexact)")
+                vector = zeros.copy()
+                for asset_id, value in zip(asset_ids, units, strict=True):
+                    vector[index[asset_id]] = int(value)
+                yield owner_id, tuple(vector)

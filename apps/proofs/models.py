@@ -2,7 +2,11 @@
 
 A snapshot, its leaves and its nodes are written in one transaction and never change
 (append-only triggers). Every node of every level is stored, so any user's path is a
-handful of primary-key lookups.
+handful of primary-key lookups. Leaves and nodes carry no database foreign keys: a
+snapshot writes millions of them at once, and checking each against its snapshot and user
+at commit cost more than building the tree; they are only ever written by
+:func:`apps.proofs.services.liabilities_snapshot_take`, together with the snapshot they
+belong to, from the users the ledger's accounts name.
 """
 
 import pgtrigger
@@ -50,8 +54,10 @@ class LiabilityLeaf(models.Model):
     user is given. The primary key (snapshot, user) makes two leaves for one user impossible."""
 
     pk = models.CompositePrimaryKey("snapshot_id", "user_id")
-    snapshot = models.ForeignKey(LiabilitySnapshot, on_delete=models.PROTECT, related_name="+")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False)
+    snapshot = models.ForeignKey(LiabilitySnapshot, on_delete=models.PROTECT, related_name="+", db_constraint=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
+    )
     position = models.PositiveIntegerField()
     nonce = models.BinaryField()
 
@@ -67,7 +73,9 @@ class LiabilityNode(models.Model):
     """Node ``position`` of ``level`` (0 = the leaves): its 32-byte ``hash`` and ``sums`` (u128 per asset)."""
 
     pk = models.CompositePrimaryKey("snapshot_id", "level", "position")
-    snapshot = models.ForeignKey(LiabilitySnapshot, on_delete=models.PROTECT, related_name="+", db_index=False)
+    snapshot = models.ForeignKey(
+        LiabilitySnapshot, on_delete=models.PROTECT, related_name="+", db_index=False, db_constraint=False
+    )
     level = models.PositiveSmallIntegerField()
     position = models.PositiveIntegerField()
     hash = models.BinaryField()

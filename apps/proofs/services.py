@@ -21,6 +21,8 @@ from .sumtree import Leaf, Level, format_units, leaf_level, leaves_ordered, leve
 
 _COPY_LEAVES = "COPY proofs_liabilityleaf (snapshot_id, user_id, position, nonce) FROM STDIN"
 _COPY_NODES = "COPY proofs_liabilitynode (snapshot_id, level, position, hash, sums) FROM STDIN"
+# Rows per write to COPY: text lines built here (bytea as \\x hex), sent in chunks.
+_COPY_CHUNK = 20000
 
 
 def liabilities_snapshot_take() -> LiabilitySnapshot:
@@ -103,8 +105,13 @@ def _custody_holdings(assets: list[Asset]) -> tuple[dict[str, str] | None, str]:
 
 def _leaves_write(snapshot_id: int, ordered: list[Leaf]) -> None:
     with connection.connection.cursor() as cursor, cursor.copy(_COPY_LEAVES) as copy:
-        for position, leaf in enumerate(ordered):
-            copy.write_row((snapshot_id, leaf.user_id, position, leaf.nonce))
+        for start in range(0, len(ordered), _COPY_CHUNK):
+            copy.write(
+                "".join(
+                    f"{snapshot_id}\t{leaf.user_id}\t{position}\t\\\\x{leaf.nonce.hex()}\n"
+                    for position, leaf in enumerate(ordered[start : start + _COPY_CHUNK], start)
+                )
+            )
 
 
 def _levels_write(snapshot_id: int, first: Level) -> Level | None:
@@ -114,7 +121,14 @@ def _levels_write(snapshot_id: int, first: Level) -> Level | None:
     root = None
     with connection.connection.cursor() as cursor, cursor.copy(_COPY_NODES) as copy:
         for number, level in enumerate(levels(first)):
-            for position in range(len(level)):
-                copy.write_row((snapshot_id, number, position, level.hashes[position], level.encoded[position]))
+            for start in range(0, len(level), _COPY_CHUNK):
+                stop = min(start + _COPY_CHUNK, len(level))
+                copy.write(
+                    "".join(
+                        f"{snapshot_id}\t{number}\t{position}\t\\\\x{level.hashes[position].hex()}"
+                        f"\t\\\\x{level.encoded[position].hex()}\n"
+                        for position in range(start, stop)
+                    )
+                )
             root = level
     return root

@@ -16,6 +16,7 @@ each level and let it go. Level 0 holds the leaves; the last level holds the roo
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 U128_LIMIT = 2**128
 
@@ -32,8 +33,11 @@ def u128(units: int) -> bytes:
 
 
 def encode_sums(sums: Sequence[int]) -> bytes:
-    """``u128(s_1) || ... || u128(s_k)``."""
-    return b"".join(u128(value) for value in sums)
+    """``u128(s_1) || ... || u128(s_k)``; :class:`TreeError` unless every value is in ``0 .. 2**128 - 1``."""
+    try:
+        return b"".join([value.to_bytes(16, "big") for value in sums])
+    except OverflowError:  # negative, or 2**128 and more
+        raise TreeError(f"{list(sums)} are not all unsigned 128-bit amounts") from None
 
 
 def leaf_id(nonce: bytes, user_id: int) -> bytes:
@@ -59,8 +63,7 @@ def add_sums(left: Sequence[int], right: Sequence[int]) -> tuple[int, ...]:
     return sums
 
 
-@dataclass(frozen=True)
-class Leaf:
+class Leaf(NamedTuple):
     """One user's leaf: ``balances`` in smallest units, in the snapshot's asset order; ``nonce`` 32 bytes."""
 
     user_id: int
@@ -90,18 +93,17 @@ def leaves_ordered(leaves: Sequence[Leaf]) -> list[Leaf]:
         if len(leaf.nonce) != 32:
             raise TreeError(f"user {leaf.user_id}'s nonce is not 32 bytes")
         seen.add(leaf.user_id)
-    return sorted(leaves, key=lambda leaf: leaf_id(leaf.nonce, leaf.user_id))
+    keyed = sorted((leaf_id(leaf.nonce, leaf.user_id), leaf) for leaf in leaves)
+    return [leaf for _, leaf in keyed]
 
 
 def leaf_level(ordered: Sequence[Leaf]) -> Level:
     """Level 0 of leaves already in leaf-id order (see :func:`leaves_ordered`); negative balances raise."""
-    hashes, sums, encoded = [], [], []
-    for leaf in ordered:
-        balances = encode_sums(leaf.balances)
-        hashes.append(leaf_hash(leaf_id(leaf.nonce, leaf.user_id), balances))
-        sums.append(leaf.balances)
-        encoded.append(balances)
-    return Level(hashes, sums, encoded)
+    encoded = [encode_sums(leaf.balances) for leaf in ordered]
+    hashes = [
+        leaf_hash(leaf_id(leaf.nonce, leaf.user_id), balances) for leaf, balances in zip(ordered, encoded, strict=True)
+    ]
+    return Level(hashes, [leaf.balances for leaf in ordered], encoded)
 
 
 def parent_level(level: Level) -> Level:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from apps.ledger.signing import private_key_generate_hex
 from exchange.tests.settings_defaults import development_default
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,11 +20,16 @@ PRODUCTION_ENV = {
     "DATABASE_URL": "postgres://exchange@db.internal:5432/exchange",
     "REDIS_URL": "redis://redis.internal:6379/0",
     "CUSTODY_WEBHOOK_SECRET": "production-webhook-secret-of-at-least-32-characters",
+    "LEDGER_SIGNING_KEY": private_key_generate_hex(),
 }
 
 
 def manage(*args: str, env: dict) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_"))}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_", "LEDGER_"))
+    }
     clean["LOCAL_DATA_DIR"] = "/nonexistent"  # production never reads the embedded services' file
     return subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -50,6 +56,7 @@ def test_check_deploy_is_clean_with_production_settings():
         "DATABASE_URL",
         "REDIS_URL",
         "CUSTODY_WEBHOOK_SECRET",
+        "LEDGER_SIGNING_KEY",
     ],
 )
 def test_production_refuses_to_start_without_a_secret(missing):
@@ -76,6 +83,13 @@ def test_production_refuses_the_public_placeholder_and_development_secrets(varia
     result = manage("check", env={**PRODUCTION_ENV, variable: value})
     assert result.returncode != 0
     assert f"{variable} is a published placeholder or development value" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["change-me-to-an-ed25519-private-key", "ab" * 31])
+def test_production_refuses_a_signing_key_it_cannot_read(value):
+    result = manage("check", env={**PRODUCTION_ENV, "LEDGER_SIGNING_KEY": value})
+    assert result.returncode != 0
+    assert "LEDGER_SIGNING_KEY is not usable: expected 64 hex characters" in result.stderr
 
 
 SECURITY_SETTINGS = """

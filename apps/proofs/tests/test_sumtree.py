@@ -60,7 +60,7 @@ def test_two_leaves_for_one_user_are_refused():
 
 
 def test_a_negative_balance_cannot_be_encoded():
-    with pytest.raises(TreeError, match="not an unsigned 128-bit amount"):
+    with pytest.raises(TreeError, match="unsigned 128-bit amount"):
         leaf_level([Leaf(1, b"\x01" * 32, (-1, 0))])
 
 
