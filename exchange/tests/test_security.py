@@ -155,7 +155,7 @@ SECRET_PATTERNS = {
     "Google API key": re.compile(r"\bAIza[0-9A-Za-z_\-]{35}\b"),
 }
 SECRET_FILE_NAMES = re.compile(r"(^|/)(\.env|id_rsa|id_ed25519|id_ecdsa|.*\.(pem|key|p12|pfx|jks|keystore))$")
-ENV_SECRETS = ("DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET", "LEDGER_SIGNING_KEY")
+ENV_SECRETS = ("DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET")
 
 
 def tracked_files(root: Path) -> list[Path]:
