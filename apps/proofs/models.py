@@ -62,7 +62,6 @@ class LiabilityLeaf(models.Model):
     nonce = models.BinaryField()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["snapshot", "position"], name="liability_leaf_position")]
         triggers = [_immutable()]
 
     def __str__(self) -> str:

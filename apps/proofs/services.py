@@ -58,8 +58,8 @@ def liabilities_snapshot_take() -> LiabilitySnapshot:
         with connection.cursor() as cursor:
             cursor.execute("SELECT nextval(pg_get_serial_sequence('proofs_liabilitysnapshot', 'id'))")
             snapshot_id = cursor.fetchone()[0]
-        leaf_count = len(ordered)
-        _leaves_write(snapshot_id, ordered)
+        leaf_count = len(ordered.leaves)
+        _leaves_write(snapshot_id, ordered.leaves)
         root = _levels_write(snapshot_id, leaf_level(ordered))
         del ordered
 
@@ -104,12 +104,14 @@ def _custody_holdings(assets: list[Asset]) -> tuple[dict[str, str] | None, str]:
 
 
 def _leaves_write(snapshot_id: int, ordered: list[Leaf]) -> None:
+    """Store each leaf's position and nonce, in user id order (the primary key's, so the index grows at its end)."""
+    by_user = sorted(range(len(ordered)), key=lambda position: ordered[position].user_id)
     with connection.connection.cursor() as cursor, cursor.copy(_COPY_LEAVES) as copy:
-        for start in range(0, len(ordered), _COPY_CHUNK):
+        for start in range(0, len(by_user), _COPY_CHUNK):
             copy.write(
                 "".join(
-                    f"{snapshot_id}\t{leaf.user_id}\t{position}\t\\\\x{leaf.nonce.hex()}\n"
-                    for position, leaf in enumerate(ordered[start : start + _COPY_CHUNK], start)
+                    f"{snapshot_id}\t{ordered[position].user_id}\t{position}\t\\\\x{ordered[position].nonce.hex()}\n"
+                    for position in by_user[start : start + _COPY_CHUNK]
                 )
             )
 

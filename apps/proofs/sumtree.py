@@ -14,6 +14,7 @@ each level and let it go. Level 0 holds the leaves; the last level holds the roo
 """
 
 import hashlib
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -57,8 +58,10 @@ def node_hash(left_hash: bytes, left_sums: bytes, right_hash: bytes, right_sums:
 
 def add_sums(left: Sequence[int], right: Sequence[int]) -> tuple[int, ...]:
     """Per-asset sums of two children; :class:`TreeError` when one reaches 2**128."""
-    sums = tuple(a + b for a, b in zip(left, right, strict=True))
-    if any(value >= U128_LIMIT for value in sums):
+    sums = tuple(map(operator.add, left, right))
+    if len(sums) != len(left) or len(left) != len(right):
+        raise TreeError("children with different numbers of assets")
+    if max(sums, default=0) >= U128_LIMIT:
         raise TreeError("a node's sum reaches 2**128")
     return sums
 
@@ -83,7 +86,14 @@ class Level:
         return len(self.hashes)
 
 
-def leaves_ordered(leaves: Sequence[Leaf]) -> list[Leaf]:
+class OrderedLeaves(NamedTuple):
+    """Leaves in leaf-id order, with their leaf ids (computed once)."""
+
+    ids: list[bytes]
+    leaves: list[Leaf]
+
+
+def leaves_ordered(leaves: Sequence[Leaf]) -> OrderedLeaves:
     """``leaves`` sorted by leaf id. Raises :class:`TreeError` for two leaves of one user or a nonce
     that is not 32 bytes: a user counted twice could hide a balance behind the other leaf."""
     seen: set[int] = set()
@@ -94,16 +104,14 @@ def leaves_ordered(leaves: Sequence[Leaf]) -> list[Leaf]:
             raise TreeError(f"user {leaf.user_id}'s nonce is not 32 bytes")
         seen.add(leaf.user_id)
     keyed = sorted((leaf_id(leaf.nonce, leaf.user_id), leaf) for leaf in leaves)
-    return [leaf for _, leaf in keyed]
+    return OrderedLeaves([identifier for identifier, _ in keyed], [leaf for _, leaf in keyed])
 
 
-def leaf_level(ordered: Sequence[Leaf]) -> Level:
-    """Level 0 of leaves already in leaf-id order (see :func:`leaves_ordered`); negative balances raise."""
-    encoded = [encode_sums(leaf.balances) for leaf in ordered]
-    hashes = [
-        leaf_hash(leaf_id(leaf.nonce, leaf.user_id), balances) for leaf, balances in zip(ordered, encoded, strict=True)
-    ]
-    return Level(hashes, [leaf.balances for leaf in ordered], encoded)
+def leaf_level(ordered: OrderedLeaves) -> Level:
+    """Level 0 of leaves in leaf-id order (see :func:`leaves_ordered`); negative balances raise."""
+    encoded = [encode_sums(leaf.balances) for leaf in ordered.leaves]
+    hashes = [leaf_hash(identifier, balances) for identifier, balances in zip(ordered.ids, encoded, strict=True)]
+    return Level(hashes, [leaf.balances for leaf in ordered.leaves], encoded)
 
 
 def parent_level(level: Level) -> Level:

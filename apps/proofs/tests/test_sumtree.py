@@ -61,7 +61,7 @@ def test_two_leaves_for_one_user_are_refused():
 
 def test_a_negative_balance_cannot_be_encoded():
     with pytest.raises(TreeError, match="unsigned 128-bit amount"):
-        leaf_level([Leaf(1, b"\x01" * 32, (-1, 0))])
+        leaf_level(leaves_ordered([Leaf(1, b"\x01" * 32, (-1, 0))]))
 
 
 def test_a_sum_reaching_2_128_is_refused():
