@@ -61,7 +61,6 @@ def liabilities_snapshot_take() -> LiabilitySnapshot:
         leaf_count = len(ordered.leaves)
         _leaves_write(snapshot_id, ordered.leaves)
         root = _levels_write(snapshot_id, leaf_level(ordered))
-        del ordered
 
         root_sums = root.sums[0] if root else (0,) * len(assets)
         header = snapshot_header(
