@@ -13,9 +13,12 @@ from rest_framework.test import APIClient
 
 from apps.accounts.models import Scope
 from apps.accounts.services import api_key_create
+from apps.ledger.models import Posting
+from apps.ledger.seal.services import journal_seal
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import FeeSchedule, Order, OrderStatus
 from apps.orders.services import market_create, order_place
+from apps.proofs.services import liabilities_snapshot_take
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
@@ -41,6 +44,12 @@ ENDPOINTS = [
     ("post", "/api/v1/withdrawals/", "withdraw"),
     ("delete", "/api/v1/withdrawals/{id}/", "withdraw"),
     ("get", "/api/v1/ledger/entries/", "read"),
+    ("get", "/api/v1/ledger/entries/{id}/proof/", "read"),
+    ("get", "/api/v1/proofs/keys/", None),
+    ("get", "/api/v1/proofs/journal/head/", None),
+    ("get", "/api/v1/proofs/journal/blocks/{height}/", None),
+    ("get", "/api/v1/proofs/liabilities/", None),
+    ("get", "/api/v1/proofs/liabilities/latest/", "read"),
 ]
 SCOPED = [endpoint for endpoint in ENDPOINTS if endpoint[2]]
 BODIES = {
@@ -83,7 +92,10 @@ def world(db):
     order = order_place(user_id=trader.id, market="BTC-USDT", side="buy", price="40000", qty="0.01")
     withdrawal = withdrawal_request(user_id=trader.id, asset_code="USDT", amount="100", address=ADDRESS)
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
-    return {"trader": trader, "order": order, "withdrawal": withdrawal}
+    journal_seal()  # so the proof endpoints have a block, an entry proof and a liabilities snapshot to serve
+    liabilities_snapshot_take()
+    entry_id = Posting.objects.filter(account__owner=trader).order_by("id").first().entry_id
+    return {"trader": trader, "order": order, "withdrawal": withdrawal, "entry_id": entry_id}
 
 
 def call(client: APIClient, method: str, path: str, world: dict):
@@ -92,6 +104,8 @@ def call(client: APIClient, method: str, path: str, world: dict):
         .replace("{asset}", "USDT")
         .replace("orders/{id}", f"orders/{world['order'].id}")
         .replace("withdrawals/{id}", f"withdrawals/{world['withdrawal'].id}")
+        .replace("entries/{id}", f"entries/{world['entry_id']}")
+        .replace("{height}", "0")
     )
     return getattr(client, method)(concrete, BODIES.get((method, path)), format="json")
 
