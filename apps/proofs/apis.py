@@ -36,7 +36,7 @@ class SnapshotOut(serializers.Serializer):
 
 
 class PathStepOut(serializers.Serializer):
-    side = serializers.ChoiceField(choices=["left", "right"], help_text="Where the sibling sits.")
+    side = serializers.CharField(help_text='Where the sibling sits: "left" or "right".')
     hash = serializers.CharField()
     sums = serializers.ListField(child=serializers.CharField())
 

@@ -32,7 +32,7 @@ def test_a_hex_seed_and_its_pem_are_the_same_key():
 
 
 @pytest.mark.parametrize(
-    "text", ["", "ab" * 31, "zz" * 32, "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----"]
+    "text", ["", "ab" * 31, "zz" * 32, "-----BEGIN GARBAGE-----\nnope\n-----END GARBAGE-----"]
 )
 def test_anything_else_is_refused(text):
     with pytest.raises(SigningKeyError):
