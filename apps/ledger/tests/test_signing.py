@@ -31,9 +31,7 @@ def test_a_hex_seed_and_its_pem_are_the_same_key():
     assert public_key_hex(private_key_load(_pem(from_hex))) == public_key_hex(from_hex)
 
 
-@pytest.mark.parametrize(
-    "text", ["", "ab" * 31, "zz" * 32, "-----BEGIN GARBAGE-----\nnope\n-----END GARBAGE-----"]
-)
+@pytest.mark.parametrize("text", ["", "ab" * 31, "zz" * 32, "-----BEGIN GARBAGE-----\nnope\n-----END GARBAGE-----"])
 def test_anything_else_is_refused(text):
     with pytest.raises(SigningKeyError):
         private_key_load(text)
