@@ -107,7 +107,8 @@ def journal_verify(*, from_height: int = 0) -> VerifyResult:
         previous_hash = block_hash(below).hex()
     expected, blocks, entries = from_height, 0, 0
     head = None
-    for block in JournalBlock.objects.filter(height__gte=from_height).select_related("key").order_by("height"):
+    blocks_from = JournalBlock.objects.filter(height__gte=from_height).select_related("key").order_by("height")
+    for block in blocks_from.iterator(chunk_size=200):
         if block.height != expected:
             return VerifyResult(blocks, entries, head, Discrepancy(expected, None, f"block {expected} is missing"))
         found = _block_discrepancy(block, previous_hash)
