@@ -1280,6 +1280,9 @@ class Soak:
             "CUSTODY_SIMULATOR_NETWORK_FEES": ",".join(f"{k}={v}" for k, v in NETWORK_FEES.items()),
             "CUSTODY_SIMULATOR_HTTP_TIMEOUT": "5",
             "CELERY_TASK_DEFAULT_QUEUE": self.queue,
+            # Blocks and snapshots are signed; the sealer (beat) runs every 2 seconds.
+            "LEDGER_SIGNING_KEY": self.signing_key,
+            "LEDGER_SEAL_INTERVAL": "2",
             "WALLETS_SWEEP_AFTER": "10",
             "WALLETS_SWEEP_INTERVAL": "3",
             # Each custody event's transaction stays open 0.1 s, so that a worker killed is often killed mid-task
@@ -1307,6 +1310,7 @@ class Soak:
         self.database = f"soak_{os.getpid()}_{self.run_id}"
         self.queue = f"soak-{self.run_id}"
         self.webhook_secret = secrets.token_hex(32)
+        self.signing_key = secrets.token_hex(32)  # an Ed25519 private key is any 32 bytes (RFC 8032)
         port = free_port()
         base_url = f"http://127.0.0.1:{port}"
         self.work_dir = Path(tempfile.mkdtemp(prefix=f"soak-{self.run_id}-"))
@@ -1531,10 +1535,12 @@ class Soak:
             process.stop()
 
     def wait_drained(self, timeout: float) -> bool:
-        """Wait (bounded) until the inbox is processed, every provider callback delivered and no withdrawal in
-        flight, twice in a row; return whether it happened (``drain_state`` says what is left)."""
+        """Wait (bounded) until the inbox is processed, every provider callback delivered, no withdrawal in
+        flight and every journal entry sealed (by beat's sealer), twice in a row; return whether it happened
+        (``drain_state`` says what is left)."""
         from django.db import DatabaseError, close_old_connections
 
+        from apps.ledger.models import JournalEntry
         from apps.wallets.custody.simulator.models import SimCallback
         from apps.wallets.models import WITHDRAWAL_PENDING, CustodyEvent, EventState, Withdrawal
 
@@ -1551,13 +1557,20 @@ class Soak:
                             Withdrawal.objects.filter(status__in=WITHDRAWAL_PENDING).values_list("status", flat=True)
                         )
                     ),
+                    "entries_unsealed": JournalEntry.objects.filter(seal__isnull=True).count(),
                 }
             except DatabaseError as exc:
                 state = {"error": str(exc)}
             self.drain_state = f"not drained: {state}"
             settled = (
                 settled + 1
-                if state == {"events_unprocessed": 0, "callbacks_undelivered": 0, "withdrawals_in_flight": {}}
+                if state
+                == {
+                    "events_unprocessed": 0,
+                    "callbacks_undelivered": 0,
+                    "withdrawals_in_flight": {},
+                    "entries_unsealed": 0,
+                }
                 else 0
             )
             if settled >= 2:
@@ -1598,6 +1611,7 @@ class Checks:
         checks = []
         for name in (
             "reconcile",
+            "journal",
             "client_anomalies",
             "inbox",
             "callbacks",
@@ -1638,6 +1652,19 @@ class Checks:
             if not check.ok:
                 problems.append(f"invariant {check.invariant} {check.name}: {check.details[:3]}")
         return len(report.checks)
+
+    def check_journal(self, problems, lost) -> int:
+        """Every entry is sealed (by the sealer beat ran, not by this check) and the chain verifies."""
+        from apps.ledger.models import JournalEntry
+        from apps.ledger.seal.verification import journal_verify
+
+        unsealed = JournalEntry.objects.filter(seal__isnull=True).count()
+        if unsealed:
+            problems.append(f"{unsealed} entries are in no block")
+        result = journal_verify()
+        if not result.ok:
+            problems.append(f"journal_verify: {result.as_dict()['discrepancy']}")
+        return result.entries
 
     def check_client_anomalies(self, problems, lost) -> int:
         """Answers no correct server gives (an idempotency conflict on a retry, a forged callback accepted...)."""

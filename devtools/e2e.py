@@ -5,8 +5,8 @@ In a data folder and port of its own it starts ``make run`` in the background, w
 deposits, places a marketable order against the market-making bot and sees the trade and
 her balances change, requests a withdrawal below the auto-approval limit (to the active
 address ``seed_demo`` put in her address book) and sees it
-completed through the simulated custody and the worker, runs ``manage.py reconcile``
-(exit 0), stops everything with Ctrl-C (SIGINT) and checks that no process it started
+completed through the simulated custody and the worker, sees her latest entry sealed (its
+proof served), runs ``manage.py reconcile`` (exit 0), stops everything with Ctrl-C (SIGINT) and checks that no process it started
 is left. Prints one JSON line of figures; exits 1 on the first failure. Bounded to 5 minutes.
 """
 
@@ -171,6 +171,15 @@ def scenario(exchange: Exchange, figures: dict) -> None:
 
     done = wait_for("the withdrawal to complete through custody", completed, 90)
     figures["withdrawal_txid"] = bool(done["txid"])
+
+    # Beat's sealer seals every entry within seconds: the latest one's proof is served.
+    entry_id = client.get(exchange.url("ledger/entries/"), timeout=10).json()[0]["entry_id"]
+
+    def sealed():
+        response = client.get(exchange.url(f"ledger/entries/{entry_id}/proof/"), timeout=10)
+        return response.json() if response.status_code == 200 else None
+
+    figures["latest_entry_block"] = wait_for("the sealer to seal the latest entry", sealed, 60)["block"]["height"]
 
     services_env = dict(line.split("=", 1) for line in (exchange.data_dir / "services.env").read_text().split())
     reconcile = subprocess.run(

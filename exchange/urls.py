@@ -17,5 +17,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("accounts/", include(auth_urlpatterns)),
+    path("proofs/", include("apps.proofs.urls")),
     path("", include("apps.web.urls")),
 ]

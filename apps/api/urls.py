@@ -11,6 +11,7 @@ from apps.accounts.apis import TokenApi
 from apps.accounts.second_factor_apis import OtpConfirmApi, OtpEnrolApi
 from apps.api.views import api_not_found
 from apps.ledger.apis import AssetListApi, BalanceListApi, PostingListApi
+from apps.ledger.proof_apis import EntryProofApi, JournalBlockApi, JournalHeadApi, KeyListApi
 from apps.marketdata.apis import CandleListApi, ServerTimeApi, TickerApi, TickerListApi
 from apps.orders.apis import (
     FillListApi,
@@ -20,6 +21,7 @@ from apps.orders.apis import (
     OrderDetailApi,
     OrderListApi,
 )
+from apps.proofs.apis import LiabilityProofApi, LiabilitySnapshotListApi
 from apps.wallets.apis import (
     DepositAddressApi,
     DepositListApi,
@@ -52,5 +54,11 @@ urlpatterns = [
     path("ledger/entries/", PostingListApi.as_view(), name="api-ledger-entries"),
     path("account/otp/", OtpEnrolApi.as_view(), name="api-account-otp"),
     path("account/otp/confirm/", OtpConfirmApi.as_view(), name="api-account-otp-confirm"),
+    path("ledger/entries/<str:id>/proof/", EntryProofApi.as_view(), name="api-ledger-entry-proof"),
+    path("proofs/keys/", KeyListApi.as_view(), name="api-proofs-keys"),
+    path("proofs/journal/head/", JournalHeadApi.as_view(), name="api-proofs-journal-head"),
+    path("proofs/journal/blocks/<str:height>/", JournalBlockApi.as_view(), name="api-proofs-journal-block"),
+    path("proofs/liabilities/", LiabilitySnapshotListApi.as_view(), name="api-proofs-liabilities"),
+    path("proofs/liabilities/latest/", LiabilityProofApi.as_view(), name="api-proofs-liabilities-latest"),
     re_path(r"", api_not_found),  # last: not a DRF view, so not in the schema
 ]

@@ -38,6 +38,9 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "wallets.view_custodyevent",
         "wallets.view_depositaddress",
         "backoffice.view_withdrawalapproval",
+        "ledger.view_journalblock",
+        "ledger.view_signingkey",
+        "proofs.view_liabilitysnapshot",
     ],
     "approvers": [
         "backoffice.approve_adjustment",

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from .amounts import format_amount
-from .models import Account, Asset, JournalEntry, Posting
+from .models import Account, Asset, JournalBlock, JournalEntry, Posting, SigningKey
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -107,3 +107,19 @@ class PostingAdmin(ReadOnlyAdmin):
     @admin.display(description="reason")
     def reason(self, posting):
         return posting.entry.get_reason_display()
+
+
+@admin.register(JournalBlock)
+class JournalBlockAdmin(ReadOnlyAdmin):
+    """The sealed journal's blocks (PROOFS.md section 1); ``manage.py journal_verify`` checks them."""
+
+    list_display = ("height", "sealed_at", "entry_count", "block_hash", "key")
+    fields = ("height", "previous_hash", "entries_root", "entry_count", "sealed_at", "block_hash", "signature", "key")
+    search_fields = ("=height", "block_hash")
+
+
+@admin.register(SigningKey)
+class SigningKeyAdmin(ReadOnlyAdmin):
+    """Every public key that has signed blocks or snapshots (served at ``/api/v1/proofs/keys/``)."""
+
+    list_display = ("key_id", "public_key", "created_at")

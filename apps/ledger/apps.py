@@ -9,5 +9,6 @@ class LedgerConfig(AppConfig):
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the ledger's reconciliation checks)
         from .amounts import configure_decimal_context
+        from .seal import checks as seal_checks  # noqa: F401  (invariant 9: the sealed journal)
 
         configure_decimal_context()

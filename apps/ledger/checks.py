@@ -141,6 +141,9 @@ def held_matches_open_holds(scope: Scope) -> list[dict]:
 
 # The triggers that make journal rows append-only and balanced (see models.py).
 REQUIRED_TRIGGERS = {
+    ("ledger_blockentry", "pgtrigger_immutable_"),
+    ("ledger_journalblock", "pgtrigger_immutable_"),
+    ("ledger_signingkey", "pgtrigger_immutable_"),
     ("ledger_journalentry", "pgtrigger_immutable_"),
     ("ledger_journalentry", "pgtrigger_has_postings_"),
     ("ledger_posting", "pgtrigger_immutable_"),
@@ -150,14 +153,15 @@ REQUIRED_TRIGGERS = {
 
 @register_check(invariant=6, name="journal_append_only")
 def journal_append_only(scope: Scope) -> list[dict]:
-    """The triggers that refuse UPDATE/DELETE of journal rows (and check balance) are installed and enabled."""
+    """The triggers that refuse UPDATE/DELETE of journal rows, blocks and keys (and check balance) are
+    installed and enabled."""
     installed = query_rows(
         """
         SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled
         FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-        WHERE c.relname IN ('ledger_journalentry', 'ledger_posting') AND NOT t.tgisinternal
+        WHERE c.relname = ANY(%s) AND NOT t.tgisinternal
         """,
-        [],
+        [sorted({table for table, _ in REQUIRED_TRIGGERS})],
     )
     problems = []
     for table, prefix in sorted(REQUIRED_TRIGGERS):

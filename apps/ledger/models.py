@@ -290,3 +290,70 @@ class Posting(models.Model):
 
     def __str__(self) -> str:
         return f"{self.amount:+} {self.asset_id} on account {self.account_id}"
+
+
+class SigningKey(models.Model):
+    """An Ed25519 public key that has signed blocks or snapshots (PROOFS.md, the keys endpoint).
+
+    ``key_id`` is the first 16 hex characters of ``SHA256(public key)``; ``public_key`` is the
+    32-byte key in hex. Rows are never removed, so blocks signed before a key rotation stay
+    verifiable.
+    """
+
+    key_id = models.CharField(max_length=16, primary_key=True)
+    public_key = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at"]
+        triggers = [_immutable()]
+
+    def __str__(self) -> str:
+        return self.key_id
+
+
+class JournalBlock(models.Model):
+    """One sealed block of the journal (PROOFS.md section 1): its header fields, hash and signature.
+
+    ``height`` counts from 0; ``previous_hash`` is the block hash of ``height - 1`` (64 zeros
+    for block 0); ``entries_root`` is the RFC 6962 root of the digests of its ``entry_count``
+    entries in id order; ``block_hash = SHA256(canon(header))``, signed by ``key``. Hashes
+    and the signature are lower-case hex. Append-only.
+    """
+
+    height = models.PositiveBigIntegerField(primary_key=True)
+    previous_hash = models.CharField(max_length=64)
+    entries_root = models.CharField(max_length=64)
+    entry_count = models.PositiveIntegerField()
+    sealed_at = models.DateTimeField()
+    block_hash = models.CharField(max_length=64, unique=True)
+    signature = models.CharField(max_length=128)
+    key = models.ForeignKey(SigningKey, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        ordering = ["-height"]
+        triggers = [_immutable()]
+
+    def __str__(self) -> str:
+        return f"block {self.height}"
+
+
+class BlockEntry(models.Model):
+    """Membership of a journal entry in a block: each entry is in exactly one block, at ``position``.
+
+    ``digest`` is the entry's digest (hex) as sealed, so verification names the entry whose
+    rows no longer match. Append-only.
+    """
+
+    block = models.ForeignKey(JournalBlock, on_delete=models.PROTECT, related_name="members")
+    entry = models.OneToOneField(JournalEntry, on_delete=models.PROTECT, related_name="seal")
+    position = models.PositiveIntegerField()
+    digest = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["block", "position"]
+        constraints = [models.UniqueConstraint(fields=["block", "position"], name="block_entry_position")]
+        triggers = [_immutable()]
+
+    def __str__(self) -> str:
+        return f"entry {self.entry_id} in block {self.block_id}"

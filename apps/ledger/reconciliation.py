@@ -102,7 +102,7 @@ def format_amounts(rows: list[dict], *columns: str) -> list[dict]:
 
 
 def register_check(*, invariant: int, name: str) -> Callable[[CheckFunction], CheckFunction]:
-    """Register ``run(scope) -> [offending row, ...]`` as the check ``name`` of ``invariant`` (1 to 8)."""
+    """Register ``run(scope) -> [offending row, ...]`` as the check ``name`` of ``invariant`` (1 to 9)."""
 
     def decorator(run: CheckFunction) -> CheckFunction:
         if not any(check.name == name for check in _checks):

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "apps.web",
     "apps.marketdata",
     "apps.backoffice",
+    "apps.proofs",
     "apps.wallets.custody.simulator",
     "apps.demo",
 ]
@@ -236,6 +237,15 @@ WALLETS_SWEEP_INTERVAL = env.float("WALLETS_SWEEP_INTERVAL", default=30.0)
 # (after posting, before commit). Always 0 in production.
 WALLETS_EVENT_PROCESSING_DELAY = env.float("WALLETS_EVENT_PROCESSING_DELAY", default=0.0)
 
+# Sealed journal and proof of liabilities (PROOFS.md): the Ed25519 private key that signs blocks and
+# snapshots, as 64 hex characters or PEM. Local and test settings supply one; production requires it.
+LEDGER_SIGNING_KEY = env("LEDGER_SIGNING_KEY", default="")
+# The sealer seals at most this many entries per block, every LEDGER_SEAL_INTERVAL seconds (beat).
+LEDGER_SEAL_BATCH = env.int("LEDGER_SEAL_BATCH", default=5000)
+LEDGER_SEAL_INTERVAL = env.float("LEDGER_SEAL_INTERVAL", default=5.0)
+# Reconciliation (invariant 9) reports entries still unsealed this many seconds after they were posted.
+LEDGER_SEAL_GRACE = env.int("LEDGER_SEAL_GRACE", default=60)
+
 CELERY_BEAT_SCHEDULE: dict = {
     "reconcile-hourly": {"task": "apps.backoffice.tasks.reconcile_scheduled", "schedule": crontab(minute=0)},
     "wallets-requeue-custody-events": {
@@ -245,6 +255,14 @@ CELERY_BEAT_SCHEDULE: dict = {
     "wallets-requeue-approved-withdrawals": {
         "task": "apps.wallets.tasks.withdrawals_sweep",
         "schedule": WALLETS_SWEEP_INTERVAL,
+    },
+    "ledger-journal-seal": {
+        "task": "apps.ledger.tasks.journal_seal_scheduled",
+        "schedule": LEDGER_SEAL_INTERVAL,
+    },
+    "proofs-liabilities-snapshot-daily": {
+        "task": "apps.proofs.tasks.liabilities_snapshot_scheduled",
+        "schedule": crontab(minute=5, hour=0),
     },
 }
 

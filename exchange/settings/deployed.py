@@ -6,6 +6,8 @@ rule the soak cannot follow: a real custody provider, named explicitly.
 
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.ledger.signing import SigningKeyError, private_key_load
+
 from .base import *  # noqa: F403
 from .base import LOGGING, MIDDLEWARE, env
 
@@ -33,6 +35,14 @@ for _name in ("DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPT
 for _name in ("CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPTION_KEY"):
     if len(env(_name)) < 32:
         raise ImproperlyConfigured(f"{_name} must be at least 32 characters.")
+
+# Blocks and liabilities snapshots are signed with this key: without it nothing could be verified.
+if not env("LEDGER_SIGNING_KEY", default=""):
+    raise ImproperlyConfigured("Set the LEDGER_SIGNING_KEY environment variable (an Ed25519 private key, hex or PEM).")
+try:
+    private_key_load(env("LEDGER_SIGNING_KEY"))
+except SigningKeyError as exc:
+    raise ImproperlyConfigured(f"LEDGER_SIGNING_KEY is not usable: {exc}") from None
 
 # Static files served by the app itself (collectstatic at deploy time).
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]

@@ -20,10 +20,28 @@ SIMULATED_CUSTODY_ADAPTER = "apps.wallets.custody.simulator.provider.SimulatedCu
 
 
 def load_local_services_env() -> None:
-    folder = Path(os.environ.get("LOCAL_DATA_DIR", Path(__file__).resolve().parents[2] / ".local"))
-    services_env = folder / "services.env"
+    services_env = local_data_dir() / "services.env"
     if services_env.exists():
         environ.Env.read_env(services_env)
+
+
+def local_data_dir() -> Path:
+    """The embedded services' data folder (``LOCAL_DATA_DIR``, default ``.local`` in the checkout)."""
+    return Path(os.environ.get("LOCAL_DATA_DIR", Path(__file__).resolve().parents[2] / ".local"))
+
+
+def local_signing_key() -> str:
+    """The development ``LEDGER_SIGNING_KEY`` (hex): read from ``<LOCAL_DATA_DIR>/ledger-signing-key``,
+    generated there (readable by its owner only) on first use."""
+    from apps.ledger.signing import private_key_generate_hex
+
+    path = local_data_dir() / "ledger-signing-key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(private_key_generate_hex() + "\n")
+    return path.read_text().strip()
 
 
 def database_from_url(url: str) -> dict:

@@ -2,12 +2,16 @@
 
 import os
 
+from apps.ledger.signing import private_key_generate_hex
+
 from .environment import load_local_services_env
 
 load_local_services_env()
 os.environ.setdefault("API_SECRET_ENCRYPTION_KEY", "test-only-api-secret-encryption-key")
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key")
 os.environ.setdefault("CUSTODY_WEBHOOK_SECRET", "test-only-custody-webhook-secret")
+# A key generated per test session (worker processes started by the tests inherit it).
+os.environ.setdefault("LEDGER_SIGNING_KEY", private_key_generate_hex())
 
 from .base import *  # noqa: E402,F403
 from .base import DATABASES, env  # noqa: E402

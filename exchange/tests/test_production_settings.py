@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from apps.ledger.signing import private_key_generate_hex
 from exchange.tests.settings_defaults import development_default
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,12 +23,15 @@ PRODUCTION_ENV = {
     "API_SECRET_ENCRYPTION_KEY": "production-encryption-key-for-api-signing-secrets",
     # a deployment's own adapter for its custody provider (settings only name it; nothing here imports it)
     "CUSTODY_ADAPTER": "custody_provider.adapter.ProviderCustody",
+    "LEDGER_SIGNING_KEY": private_key_generate_hex(),
 }
 
 
 def manage(*args: str, env: dict) -> subprocess.CompletedProcess:
     clean = {
-        k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_", "API_"))
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_", "API_", "LEDGER_"))
     }
     clean["LOCAL_DATA_DIR"] = "/nonexistent"  # production never reads the embedded services' file
     return subprocess.run(
@@ -57,6 +61,7 @@ def test_check_deploy_is_clean_with_production_settings():
         "CUSTODY_WEBHOOK_SECRET",
         "CUSTODY_ADAPTER",
         "API_SECRET_ENCRYPTION_KEY",
+        "LEDGER_SIGNING_KEY",
     ],
 )
 def test_production_refuses_to_start_without_a_secret(missing):
@@ -132,6 +137,13 @@ def test_the_soak_settings_are_the_deployed_ones_with_the_simulated_custody():
         "apps.wallets.custody.simulator.provider.SimulatedCustody",
         "True",
     ]
+
+
+@pytest.mark.parametrize("value", ["change-me-to-an-ed25519-private-key", "ab" * 31])
+def test_production_refuses_a_signing_key_it_cannot_read(value):
+    result = manage("check", env={**PRODUCTION_ENV, "LEDGER_SIGNING_KEY": value})
+    assert result.returncode != 0
+    assert "LEDGER_SIGNING_KEY is not usable: expected 64 hex characters" in result.stderr
 
 
 SECURITY_SETTINGS = """

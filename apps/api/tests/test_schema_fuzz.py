@@ -27,9 +27,12 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from apps.ledger.models import Posting
+from apps.ledger.seal.services import journal_seal
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import FeeSchedule
 from apps.orders.services import market_create, order_place
+from apps.proofs.services import liabilities_snapshot_take
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
@@ -82,10 +85,17 @@ def exchange(db, key_for) -> dict:
     book_address(trader, usdt, address)
     withdrawal_request(user_id=trader.id, asset_code="USDT", amount="10", address=address)  # approved
     pending = withdrawal_request(user_id=trader.id, asset_code="USDT", amount="2000", address=address)
+    journal_seal()  # the proof endpoints answer with real blocks, entry proofs and a liabilities snapshot
+    liabilities_snapshot_take()
+    sealed_entry = Posting.objects.filter(account__owner=trader).order_by("id").first().entry_id
     return {
         "headers": {"Authorization": f"Token {key_for(trader, 'read', 'trade', 'withdraw')}"},
-        "path": {"symbol": "BTC-USDT", "asset": "BTC"},
-        "ids": {"/api/v1/orders/{id}/": open_order.id, "/api/v1/withdrawals/{id}/": pending.id},
+        "path": {"symbol": "BTC-USDT", "asset": "BTC", "height": "0"},
+        "ids": {
+            "/api/v1/orders/{id}/": open_order.id,
+            "/api/v1/withdrawals/{id}/": pending.id,
+            "/api/v1/ledger/entries/{id}/proof/": sealed_entry,
+        },
         "query": {"market": "BTC-USDT", "asset": "USDT", "status": "open", "interval": "1m", "paginate": "1"},
         # Bodies: a limit order that rests between the best bid and ask, a withdrawal to a valid address.
         "body": {

@@ -17,9 +17,12 @@ from apps.accounts.enrolment import second_factor_enrol
 from apps.accounts.models import Scope
 from apps.accounts.services import api_key_create
 from apps.accounts.tests.otp import totp_code
+from apps.ledger.models import Posting
+from apps.ledger.seal.services import journal_seal
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import FeeSchedule, Order, OrderStatus
 from apps.orders.services import market_create, order_place
+from apps.proofs.services import liabilities_snapshot_take
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalAddress, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
@@ -56,6 +59,12 @@ ENDPOINTS = [
     ("delete", "/api/v1/withdrawal-addresses/{id}/", "withdraw"),
     ("post", "/api/v1/account/otp/", "withdraw"),
     ("post", "/api/v1/account/otp/confirm/", "withdraw"),
+    ("get", "/api/v1/ledger/entries/{id}/proof/", "read"),
+    ("get", "/api/v1/proofs/keys/", None),
+    ("get", "/api/v1/proofs/journal/head/", None),
+    ("get", "/api/v1/proofs/journal/blocks/{height}/", None),
+    ("get", "/api/v1/proofs/liabilities/", None),
+    ("get", "/api/v1/proofs/liabilities/latest/", "read"),
 ]
 SCOPED = [endpoint for endpoint in ENDPOINTS if endpoint[2]]
 BODIES = {
@@ -103,6 +112,10 @@ def world(db):
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
     second_factor_enrol(user_id=trader.id)  # an authenticator waiting for its confirmation
     return {"trader": trader, "order": order, "withdrawal": withdrawal, "entry": entry}
+    journal_seal()  # so the proof endpoints have a block, an entry proof and a liabilities snapshot to serve
+    liabilities_snapshot_take()
+    entry_id = Posting.objects.filter(account__owner=trader).order_by("id").first().entry_id
+    return {"trader": trader, "order": order, "withdrawal": withdrawal, "entry_id": entry_id}
 
 
 def call(client: APIClient, method: str, path: str, world: dict):
@@ -112,6 +125,8 @@ def call(client: APIClient, method: str, path: str, world: dict):
         .replace("orders/{id}", f"orders/{world['order'].id}")
         .replace("withdrawals/{id}", f"withdrawals/{world['withdrawal'].id}")
         .replace("withdrawal-addresses/{id}", f"withdrawal-addresses/{world['entry'].id}")
+        .replace("entries/{id}", f"entries/{world['entry_id']}")
+        .replace("{height}", "0")
     )
     body = BODIES.get((method, path))
     if path == "/api/v1/account/otp/confirm/":

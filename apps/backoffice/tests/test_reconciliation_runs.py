@@ -108,8 +108,8 @@ def test_planted_hold_that_no_open_order_explains_is_found(db, usdt, user):
     ]
 
 
-def test_reconcile_checks_all_eight_invariants(db):
+def test_reconcile_checks_all_nine_invariants(db):
     from apps.ledger.reconciliation import registered_invariants
 
-    assert registered_invariants() == {1, 2, 3, 4, 5, 6, 7, 8}
-    assert {check["invariant"] for check in reconciliation_run().report["checks"]} == set(range(1, 9))
+    assert registered_invariants() == {1, 2, 3, 4, 5, 6, 7, 8, 9}
+    assert {check["invariant"] for check in reconciliation_run().report["checks"]} == set(range(1, 10))

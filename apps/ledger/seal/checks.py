@@ -1,0 +1,30 @@
+"""Invariant 9 of reconciliation: every entry older than a minute is sealed, and the chain verifies."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..reconciliation import ROW_LIMIT, Scope, query_rows, register_check
+from .verification import journal_verify
+
+
+@register_check(invariant=9, name="journal_sealed")
+def journal_sealed(scope: Scope) -> list[dict]:
+    """Entries posted more than ``LEDGER_SEAL_GRACE`` seconds ago that are in no block, and the first block
+    (and entry) where recomputing the digests, roots, chain links and signatures from the rows fails."""
+    cutoff = timezone.now() - timedelta(seconds=settings.LEDGER_SEAL_GRACE)
+    problems = query_rows(
+        """
+        SELECT e.id AS entry, e.idempotency_key, e.created_at, 'not sealed' AS problem
+        FROM ledger_journalentry e
+        WHERE e.created_at < %s AND NOT EXISTS (SELECT 1 FROM ledger_blockentry b WHERE b.entry_id = e.id)
+        ORDER BY e.id LIMIT %s
+        """,
+        [cutoff, ROW_LIMIT],
+    )
+    result = journal_verify()
+    if result.discrepancy:
+        found = result.discrepancy
+        problems.append({"block": found.height, "entry": found.entry, "problem": found.problem})
+    return problems

@@ -1,0 +1,67 @@
+"""Reads behind the proof endpoints of PROOFS.md section 1: blocks, keys, an entry's inclusion proof."""
+
+from ..errors import InvalidState, NotFound
+from ..merkle import audit_path
+from ..models import BlockEntry, JournalBlock, JournalEntry, Posting
+from .documents import block_header, entry_documents
+
+
+def block_served(block: JournalBlock) -> dict:
+    """``{"block": B, "block_hash", "signature", "key_id"}``."""
+    return {
+        "block": block_header(block),
+        "block_hash": block.block_hash,
+        "signature": block.signature,
+        "key_id": block.key_id,
+    }
+
+
+def journal_head() -> JournalBlock:
+    """The latest block; :class:`NotFound` while nothing is sealed."""
+    block = JournalBlock.objects.order_by("-height").first()
+    if block is None:
+        raise NotFound("Nothing is sealed yet.")
+    return block
+
+
+def journal_block(height: int) -> JournalBlock:
+    """The block at ``height``; :class:`NotFound` naming ``height`` otherwise."""
+    block = JournalBlock.objects.filter(height=height).first()
+    if block is None:
+        raise NotFound(f"No block at height {height}.", fields={"height": "No such block."})
+    return block
+
+
+def entry_visible_to(entry_id: int, *, user_id: int, is_staff: bool) -> bool:
+    """Whether the entry exists and the user may see it: staff, or a posting of it is on one of the user's accounts."""
+    if is_staff:
+        return JournalEntry.objects.filter(id=entry_id).exists()
+    return Posting.objects.filter(entry_id=entry_id, account__owner_id=user_id).exists()
+
+
+def entry_proof(entry_id: int, *, user_id: int, is_staff: bool) -> dict:
+    """The entry's inclusion proof: ``{"entry": E, "block": B, "block_hash", "signature", "key_id",
+    "leaf_index", "tree_size", "audit_path": [hex, ...]}`` (RFC 6962 audit path, leaf to root).
+
+    Raises :class:`NotFound` when the entry does not exist or the user may not see it (the
+    same answer, so ids of others' entries leak nothing), :class:`InvalidState` while the
+    entry is not sealed yet.
+    """
+    if not entry_visible_to(entry_id, user_id=user_id, is_staff=is_staff):
+        raise NotFound(f"No entry {entry_id}.", fields={"id": "No such entry."})
+    member = BlockEntry.objects.filter(entry_id=entry_id).select_related("block").first()
+    if member is None:
+        raise InvalidState(f"Entry {entry_id} is not sealed yet; blocks are sealed every few seconds.")
+    digests = [
+        bytes.fromhex(digest)
+        for digest in BlockEntry.objects.filter(block_id=member.block_id)
+        .order_by("position")
+        .values_list("digest", flat=True)
+    ]
+    return {
+        "entry": entry_documents([entry_id])[entry_id],
+        **block_served(member.block),
+        "leaf_index": member.position,
+        "tree_size": member.block.entry_count,
+        "audit_path": [sibling.hex() for sibling in audit_path(digests, member.position)],
+    }

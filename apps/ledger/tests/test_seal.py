@@ -1,0 +1,299 @@
+"""The sealed journal: blocks, chain, signatures, the proof endpoints, and tampering caught by
+``journal_verify`` and ``reconcile`` (invariant 9)."""
+
+import hashlib
+import json
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from apps.ledger.canonical import canon
+from apps.ledger.merkle import root_from_audit_path, tree_hash
+from apps.ledger.models import BlockEntry, EntryReason, JournalBlock, Posting
+from apps.ledger.reconciliation import reconcile
+from apps.ledger.seal.services import journal_seal
+from apps.ledger.signing import private_key_generate_hex, signature_valid
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, run_command, verify_json
+
+
+def _verify_proof(proof: dict, keys: dict) -> bool:
+    """What an outside verifier of PROOFS.md section 1 does with an entry's proof."""
+    digest = hashlib.sha256(canon(proof["entry"])).digest()
+    path = [bytes.fromhex(h) for h in proof["audit_path"]]
+    root = root_from_audit_path(digest, proof["leaf_index"], proof["tree_size"], path)
+    block_hash = hashlib.sha256(canon(proof["block"])).digest()
+    public_key = {key["key_id"]: key["public_key"] for key in keys["keys"]}[proof["key_id"]]
+    return (
+        root is not None
+        and root.hex() == proof["block"]["entries_root"]
+        and block_hash.hex() == proof["block_hash"]
+        and signature_valid(public_key, block_hash, proof["signature"])
+    )
+
+
+def test_sealing_puts_every_entry_in_one_signed_block_in_id_order(db, usdt, user):
+    fund(user, usdt, "100")
+    fund(user, usdt, "0.5")
+
+    blocks = journal_seal()
+
+    assert [b.height for b in blocks] == [0]
+    block = blocks[0]
+    members = list(BlockEntry.objects.filter(block=block).order_by("position"))
+    assert [m.entry_id for m in members] == sorted(m.entry_id for m in members)
+    assert block.entry_count == 2 and block.previous_hash == "0" * 64
+    assert block.entries_root == tree_hash([bytes.fromhex(m.digest) for m in members]).hex()
+    header = {
+        "version": 1,
+        "height": 0,
+        "previous_hash": "0" * 64,
+        "entries_root": block.entries_root,
+        "entry_count": 2,
+        "sealed_at": block.sealed_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+    }
+    assert block.block_hash == hashlib.sha256(canon(header)).hexdigest()
+    assert signature_valid(block.key.public_key, bytes.fromhex(block.block_hash), block.signature)
+    assert journal_seal() == []  # nothing left: no empty block
+
+
+def test_the_entry_digest_is_the_hash_of_the_documented_entry(db, usdt, user):
+    fund(user, usdt, "100")
+    journal_seal()
+    member = BlockEntry.objects.get()
+    entry = member.entry
+    postings = list(Posting.objects.filter(entry=entry).order_by("id"))
+    document = {
+        "version": 1,
+        "id": entry.id,
+        "idempotency_key": entry.idempotency_key,
+        "reason": EntryReason.ADJUSTMENT,
+        "reference_type": "",
+        "reference_id": "",
+        "created_at": entry.created_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "postings": [
+            {"id": postings[0].id, "account_id": postings[0].account_id, "asset": "USDT",
+             "amount": "100.000000", "balance_after": "-100.000000"},
+            {"id": postings[1].id, "account_id": postings[1].account_id, "asset": "USDT",
+             "amount": "-100.000000", "balance_after": "100.000000"},
+        ],
+    }  # fmt: skip
+    assert member.digest == hashlib.sha256(canon(document)).hexdigest()
+
+
+def test_blocks_chain_to_each_other_and_verify(db, usdt, user):
+    fund(user, usdt, "1")
+    first = journal_seal()[0]
+    fund(user, usdt, "2")
+    second = journal_seal()[0]
+
+    assert second.height == 1 and second.previous_hash == first.block_hash
+    assert verify_json() == (0, {"ok": True, "blocks": 2, "entries": 2, "head_height": 1, "discrepancy": None})
+    assert verify_json("--from-height", "1")[1]["blocks"] == 1
+    assert run_command("journal_verify")[1].startswith("ok: 2 blocks, 2 entries, head 1")
+
+
+def test_a_block_holds_at_most_the_batch_and_the_rest_follows(db, usdt, user, settings):
+    settings.LEDGER_SEAL_BATCH = 2
+    for amount in ("1", "2", "3"):
+        fund(user, usdt, amount)
+
+    assert [b.entry_count for b in journal_seal()] == [2, 1]
+
+
+def test_old_blocks_stay_verifiable_after_a_key_rotation(db, usdt, user, settings, api):
+    fund(user, usdt, "1")
+    old = journal_seal()[0]
+    settings.LEDGER_SIGNING_KEY = private_key_generate_hex()
+    fund(user, usdt, "2")
+    new = journal_seal()[0]
+
+    keys = api.get("/api/v1/proofs/keys/").json()["keys"]
+    assert old.key_id != new.key_id
+    assert {k["key_id"] for k in keys} == {old.key_id, new.key_id}
+    assert verify_json()[0] == 0
+
+
+# Tampering ---------------------------------------------------------------------------------------
+
+
+def _sealed_ledger(usdt, user) -> list[JournalBlock]:
+    fund(user, usdt, "10")
+    fund(user, usdt, "20")
+    blocks = journal_seal()
+    fund(user, usdt, "30")
+    return blocks + journal_seal()
+
+
+def _journal_sealed_details() -> list[dict]:
+    check = next(c for c in reconcile().checks if c.name == "journal_sealed")
+    assert not check.ok
+    return check.details
+
+
+def test_a_changed_posting_amount_is_caught_and_named(db, usdt, user):
+    _sealed_ledger(usdt, user)
+    victim = BlockEntry.objects.get(block_id=0, position=1).entry_id
+    posting_ids = list(Posting.objects.filter(entry_id=victim).order_by("id").values_list("id", flat=True))
+    as_superuser_without_triggers(
+        ("UPDATE ledger_posting SET amount = amount + 1 WHERE id = %s", [posting_ids[0]]),
+        ("UPDATE ledger_posting SET amount = amount - 1 WHERE id = %s", [posting_ids[1]]),
+    )
+
+    code, result = verify_json()
+
+    assert code == 1
+    assert result["discrepancy"] == {
+        "height": 0,
+        "entry": victim,
+        "problem": f"entry {victim} differs from the digest it was sealed with",
+    }
+    assert run_command("journal_verify")[1].startswith(f"FAIL block 0, entry {victim}:")
+    assert _journal_sealed_details() == [{"block": 0, "entry": victim, "problem": result["discrepancy"]["problem"]}]
+
+
+def test_a_deleted_entry_is_caught_and_named(db, usdt, user):
+    _sealed_ledger(usdt, user)
+    victim = BlockEntry.objects.get(block_id=1, position=0).entry_id
+    as_superuser_without_triggers(
+        ("DELETE FROM ledger_posting WHERE entry_id = %s", [victim]),
+        ("DELETE FROM ledger_journalentry WHERE id = %s", [victim]),
+    )
+
+    code, result = verify_json()
+
+    assert code == 1
+    assert result["discrepancy"] == {"height": 1, "entry": victim, "problem": f"entry {victim} is missing"}
+    assert _journal_sealed_details()[-1]["entry"] == victim
+
+
+def test_an_entry_inserted_into_an_old_block_is_caught_and_named(db, usdt, user):
+    _sealed_ledger(usdt, user)
+    fund(user, usdt, "40")  # a real, balanced entry, then slipped into block 0 with its true digest
+    from apps.ledger.seal.documents import entry_digest, entry_documents
+
+    intruder = Posting.objects.order_by("-id").first().entry_id
+    digest = entry_digest(entry_documents([intruder])[intruder]).hex()
+    as_superuser_without_triggers(
+        (
+            "INSERT INTO ledger_blockentry (block_id, entry_id, position, digest) VALUES (0, %s, 2, %s)",
+            [intruder, digest],
+        ),
+    )
+
+    code, result = verify_json()
+
+    assert code == 1
+    assert result["discrepancy"] == {
+        "height": 0,
+        "entry": intruder,
+        "problem": f"entry {intruder} sits at position 2 of a block sealed with 2 entries",
+    }
+    assert _journal_sealed_details()[-1]["entry"] == intruder
+
+
+def test_a_rewritten_block_header_is_caught(db, usdt, user):
+    _sealed_ledger(usdt, user)
+    as_superuser_without_triggers(("UPDATE ledger_journalblock SET entry_count = 3 WHERE height = 0", []))
+
+    assert verify_json()[1]["discrepancy"] == {
+        "height": 0,
+        "entry": None,
+        "problem": "the block holds 2 entries, its header says 3",
+    }
+
+
+def test_an_entry_left_unsealed_past_the_grace_period_fails_reconcile(db, usdt, user, settings):
+    fund(user, usdt, "1")
+    assert next(c for c in reconcile().checks if c.name == "journal_sealed").ok  # just posted: not late yet
+    settings.LEDGER_SEAL_GRACE = 0
+
+    details = _journal_sealed_details()
+
+    assert [row["problem"] for row in details] == ["not sealed"]
+    journal_seal()
+    assert next(c for c in reconcile().checks if c.name == "journal_sealed").ok
+
+
+def test_blocks_and_membership_are_append_only(db, usdt, user):
+    from django.db import DatabaseError, transaction
+
+    _sealed_ledger(usdt, user)
+    for sql in (
+        "UPDATE ledger_journalblock SET entry_count = 9 WHERE height = 0",
+        "DELETE FROM ledger_blockentry WHERE block_id = 0",
+        "DELETE FROM ledger_journalblock WHERE height = 1",
+    ):
+        with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql)
+    assert verify_json()[0] == 0
+
+
+# Endpoints ---------------------------------------------------------------------------------------
+
+
+def test_head_and_blocks_are_served_with_their_signature(db, usdt, user, api):
+    fund(user, usdt, "1")
+    block = journal_seal()[0]
+
+    head = api.get("/api/v1/proofs/journal/head/")
+    by_height = api.get("/api/v1/proofs/journal/blocks/0/")
+
+    assert head.status_code == 200 and head.json() == by_height.json()
+    assert head.json()["block_hash"] == block.block_hash
+    assert head.json()["block"]["entries_root"] == block.entries_root
+    assert head.json()["key_id"] == block.key_id
+    assert api.get("/api/v1/proofs/journal/blocks/1/").status_code == 404
+    assert api.get("/api/v1/proofs/journal/blocks/-1/").json()["error"]["code"] == "not_found"
+
+
+def test_head_is_404_before_anything_is_sealed(db, api):
+    assert api.get("/api/v1/proofs/journal/head/").status_code == 404
+
+
+def test_an_entry_proof_verifies_for_its_owner_and_staff_only(db, usdt, user, api, api_as, admin_user):
+    other = UserFactory()
+    fund(other, usdt, "5")
+    fund(user, usdt, "1")
+    fund(user, usdt, "2")
+    journal_seal()
+    entry_id = Posting.objects.filter(account__owner=user).order_by("-id").first().entry_id
+    url = f"/api/v1/ledger/entries/{entry_id}/proof/"
+
+    mine = api_as(user).get(url)
+    keys = api.get("/api/v1/proofs/keys/").json()
+
+    assert mine.status_code == 200
+    proof = mine.json()
+    assert proof["entry"]["id"] == entry_id and proof["tree_size"] == 3
+    assert _verify_proof(proof, keys)
+    forged = json.loads(json.dumps(proof))
+    forged["entry"]["postings"][1]["amount"] = "-3.000000"
+    assert not _verify_proof(forged, keys)
+    assert api_as(other).get(url).status_code == 404
+    assert api.get(url).status_code in (401, 403)
+    api.force_authenticate(admin_user)
+    assert api.get(url).status_code == 200
+
+
+def test_an_unsealed_entry_has_no_proof_yet(db, usdt, user, api_as):
+    fund(user, usdt, "1")
+    entry_id = Posting.objects.filter(account__owner=user).get().entry_id
+
+    response = api_as(user).get(f"/api/v1/ledger/entries/{entry_id}/proof/")
+
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "invalid_state"
+
+
+def test_a_proof_for_a_missing_entry_is_404(db, user, api_as):
+    assert api_as(user).get("/api/v1/ledger/entries/99999999/proof/").status_code == 404
+    assert api_as(user).get("/api/v1/ledger/entries/abc/proof/").status_code == 404
+
+
+def test_journal_seal_command_reports_what_it_sealed(db, usdt, user):
+    assert run_command("journal_seal") == (0, "nothing to seal\n")
+    fund(user, usdt, Decimal("1"))
+    code, out = run_command("journal_seal")
+    assert code == 0 and out.startswith("sealed block 0: 1 entries, hash ")

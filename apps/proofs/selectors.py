@@ -1,0 +1,101 @@
+"""Reads of liabilities snapshots: the published list, a user's proof, the solvency figures."""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Q
+
+from apps.ledger.errors import NotFound
+
+from .documents import snapshot_served
+from .models import LiabilityLeaf, LiabilityNode, LiabilitySnapshot
+from .sumtree import format_units, path_steps
+
+
+def snapshots_published(*, limit: int = 100) -> list[LiabilitySnapshot]:
+    """The newest ``limit`` snapshots, newest first."""
+    return list(LiabilitySnapshot.objects.order_by("-id")[:limit])
+
+
+def snapshot_latest() -> LiabilitySnapshot | None:
+    """The newest snapshot, if any."""
+    return LiabilitySnapshot.objects.order_by("-id").first()
+
+
+def _sums(encoded: bytes, assets: list[dict]) -> list[str]:
+    """u128 sums back to amount strings in the snapshot's asset order."""
+    return [
+        format_units(int.from_bytes(encoded[16 * i : 16 * i + 16], "big"), asset["decimals"])
+        for i, asset in enumerate(assets)
+    ]
+
+
+def liabilities_proof(user_id: int) -> dict:
+    """The user's proof in the newest snapshot (PROOFS.md section 2):
+    ``{"snapshot": S, "snapshot_hash", "signature", "key_id", "user_id", "nonce", "balances", "path"}``.
+
+    Raises :class:`NotFound` when there is no snapshot or the user had nothing in it.
+    """
+    snapshot = snapshot_latest()
+    if snapshot is None:
+        raise NotFound("No liabilities snapshot has been taken yet.")
+    leaf = LiabilityLeaf.objects.filter(snapshot=snapshot, user_id=user_id).first()
+    if leaf is None:
+        raise NotFound("You had no balance in the latest liabilities snapshot, so it holds no leaf of yours.")
+    steps = path_steps(leaf.position, snapshot.leaf_count)
+    wanted = Q(level=0, position=leaf.position)
+    for level, position, _ in steps:
+        wanted |= Q(level=level, position=position)
+    nodes = {(node.level, node.position): node for node in LiabilityNode.objects.filter(wanted, snapshot=snapshot)}
+    return {
+        **snapshot_served(snapshot),
+        "user_id": user_id,
+        "nonce": bytes(leaf.nonce).hex(),
+        "balances": _sums(bytes(nodes[0, leaf.position].sums), snapshot.assets),
+        "path": [
+            {
+                "side": side,
+                "hash": bytes(nodes[level, position].hash).hex(),
+                "sums": _sums(bytes(nodes[level, position].sums), snapshot.assets),
+            }
+            for level, position, side in steps
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class Solvency:
+    """One asset of a snapshot: customer liabilities (the root sum) against what custody reported.
+
+    ``ratio`` is custody / liabilities (``None`` without liabilities or a custody report);
+    ``short`` when liabilities exceed custody.
+    """
+
+    asset: str
+    liabilities: Decimal
+    custody: Decimal | None
+    decimals: int
+
+    @property
+    def ratio(self) -> Decimal | None:
+        if self.custody is None or not self.liabilities:
+            return None
+        return self.custody / self.liabilities
+
+    @property
+    def short(self) -> bool:
+        return self.custody is not None and self.liabilities > self.custody
+
+
+def snapshot_solvency(snapshot: LiabilitySnapshot) -> list[Solvency]:
+    """Per asset of ``snapshot``: root sum against the custody holdings reported when it was taken."""
+    holdings = snapshot.custody_holdings
+    return [
+        Solvency(
+            asset=asset["code"],
+            liabilities=Decimal(total),
+            custody=None if holdings is None else Decimal(holdings.get(asset["code"], "0")),
+            decimals=asset["decimals"],
+        )
+        for asset, total in zip(snapshot.assets, snapshot.root_sums, strict=True)
+    ]

@@ -1,0 +1,131 @@
+"""Attacks on proofs of liabilities: each forged proof is refused by the standalone verifier, even when the
+exchange signs it with its own key (the exchange is the party a customer checks)."""
+
+import copy
+
+import pytest
+
+from apps.ledger.seal.services import journal_seal
+from apps.ledger.tests.factories import fund
+from apps.proofs.services import liabilities_snapshot_take
+from apps.proofs.sumtree import Leaf, TreeError, format_units, leaves_ordered
+
+from .forgery import forge, maxwell_node, path_units, resign
+
+
+@pytest.fixture
+def keys(api):
+    return api.get("/api/v1/proofs/keys/").json()
+
+
+@pytest.fixture
+def proof(snapshot, funded, api_as):
+    """Ann's real proof (BTC 0.5, USDT 12) in a tree of three users."""
+    return api_as(funded[0]).get("/api/v1/proofs/liabilities/latest/").json()
+
+
+def refusal(verifier, proof, keys) -> str:
+    with pytest.raises(verifier.Refused) as refused:
+        verifier.verify(proof, keys)
+    return str(refused.value)
+
+
+def test_the_real_proof_verifies(verifier, proof, keys):
+    assert verifier.verify(proof, keys) == ["0.50000000", "12.000000"]
+    assert proof["snapshot"]["root_sums"] == ["1.75000000", "12.000001"]
+
+
+def test_a_path_that_only_recomputes_itself_is_accepted_only_when_sound(verifier, proof, keys):
+    """The forging helper is honest when asked to be: the same path, re-signed, still verifies."""
+    assert verifier.verify(forge(proof, path_units(proof)), keys) == ["0.50000000", "12.000000"]
+
+
+def test_a_maxwell_tree_that_hashes_only_the_parent_sum_is_refused(verifier, proof, keys):
+    forged = forge(proof, path_units(proof), node=maxwell_node)
+    assert "does not lead to the snapshot's root_hash" in refusal(verifier, forged, keys)
+
+
+def test_a_negative_balance_is_refused(verifier, proof, keys):
+    path = path_units(proof)
+    side, sibling, sums = path[0]
+    path[0] = (side, sibling, [-sums[0] - 1, sums[1]])  # a sibling that "owes" BTC, hiding Ann's 0.5
+    assert "is not a non-negative amount" in refusal(verifier, forge(proof, path), keys)
+
+
+def test_value_shifted_between_siblings_is_refused(verifier, funded, btc, api_as, keys):
+    from apps.ledger.tests.factories import UserFactory
+
+    for n in range(5):  # eight users: every path has three steps
+        fund(UserFactory(username=f"extra{n}"), btc, "0.1")
+    journal_seal()
+    liabilities_snapshot_take()
+    proof = api_as(funded[0]).get("/api/v1/proofs/liabilities/latest/").json()
+    path = path_units(proof)
+    donor, receiver = (0, 1) if path[0][2][0] else (1, 0)
+    # Lower one sibling's BTC and raise the other's by as much: every total, and the root sums, stay the same.
+    forged = copy.deepcopy(proof)
+    for step, change in ((donor, -1), (receiver, +1)):
+        units = path[step][2][0] + change
+        forged["path"][step]["sums"][0] = format_units(units, 8)
+
+    assert len(path) == 3 and forged["snapshot"] == proof["snapshot"]
+    assert "does not lead to the snapshot's root_hash" in refusal(verifier, forged, keys)
+
+
+def test_a_truncated_hash_is_refused(verifier, proof, keys):
+    forged = copy.deepcopy(proof)
+    forged["path"][0]["hash"] = forged["path"][0]["hash"][:16]  # 64 bits, as some published trees used
+    assert "is not a SHA-256 hash of 64 lower-case hex characters" in refusal(verifier, forged, keys)
+
+
+def test_an_amount_with_too_many_decimals_is_refused(verifier, proof, keys):
+    forged = copy.deepcopy(proof)
+    forged["balances"][0] = "0.500000000"
+    assert "is not a non-negative amount with exactly 8 decimals" in refusal(verifier, resign(forged), keys)
+
+
+def test_an_amount_without_its_decimals_is_refused(verifier, proof, keys):
+    forged = copy.deepcopy(proof)
+    forged["balances"][1] = "12"
+    assert "exactly 6 decimals" in refusal(verifier, forged, keys)
+
+
+def test_a_sum_that_overflows_2_128_is_refused(verifier, proof, keys):
+    path = path_units(proof)
+    side, sibling, sums = path[-1]
+    # A sibling of 2**128 - 1 units wraps the total round to just below Ann's own balance.
+    path[-1] = (side, sibling, [2**128 - 1, sums[1]])
+    forged = forge(proof, path, wrap=True)
+    assert "reaches 2**128" in refusal(verifier, forged, keys)
+
+
+def test_a_proof_against_another_snapshots_signature_is_refused(verifier, proof, keys, funded, usdt):
+    fund(funded[3], usdt, "7")
+    journal_seal()
+    newer = liabilities_snapshot_take()
+
+    forged = copy.deepcopy(proof)
+    forged["signature"] = newer.signature
+    assert "the signature does not verify" in refusal(verifier, forged, keys)
+    forged["snapshot_hash"] = newer.snapshot_hash
+    assert "snapshot_hash is not the SHA-256 of the snapshot" in refusal(verifier, forged, keys)
+
+
+def test_an_unpublished_key_is_refused(verifier, proof, keys):
+    forged = copy.deepcopy(proof)
+    forged["key_id"] = "0" * 16
+    assert "is not among the exchange's published keys" in refusal(verifier, forged, keys)
+
+
+def test_the_builder_refuses_two_leaves_for_one_user():
+    with pytest.raises(TreeError, match="user 7 has two leaves"):
+        leaves_ordered([Leaf(7, b"\x01" * 32, (1,)), Leaf(7, b"\x02" * 32, (0,))])
+
+
+def test_the_database_refuses_two_leaves_for_one_user(snapshot, funded):
+    from django.db import IntegrityError, transaction
+
+    from apps.proofs.models import LiabilityLeaf
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        LiabilityLeaf.objects.create(snapshot=snapshot, user=funded[0], position=99, nonce=b"\x00" * 32)

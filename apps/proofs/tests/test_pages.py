@@ -1,0 +1,90 @@
+"""The customer's proof of liabilities page and downloads, the activity page's entry proofs, the admin's
+solvency screen, and the standalone verifier run as a program."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from apps.ledger.models import Posting
+from apps.ledger.tests.factories import UserFactory
+
+VERIFIER = Path(__file__).resolve().parents[3] / "tools" / "verify_liabilities.py"
+
+
+def test_the_page_shows_my_balances_the_totals_and_the_steps(snapshot, funded, client):
+    client.force_login(funded[0])
+
+    page = client.get("/proofs/liabilities/").content.decode()
+
+    assert f"Snapshot {snapshot.id}" in page and snapshot.root_hash in page
+    assert '<td>BTC</td><td class="num">0.50000000</td><td class="num">1.75000000</td>' in page
+    assert 'href="/proofs/liabilities/proof.json"' in page and 'href="/proofs/verify_liabilities.py"' in page
+    assert "--keys http://testserver/api/v1/proofs/keys/" in page
+
+
+def test_a_user_without_a_leaf_is_told_so(snapshot, funded, client):
+    client.force_login(funded[3])
+    assert "holds no leaf of yours" in client.get("/proofs/liabilities/").content.decode()
+    assert client.get("/proofs/liabilities/proof.json").status_code == 404
+
+
+def test_the_page_needs_a_login(db, client):
+    assert client.get("/proofs/liabilities/").status_code == 302
+
+
+def test_the_downloaded_proof_verifies_with_the_standalone_program(snapshot, funded, client, tmp_path):
+    client.force_login(funded[0])
+    download = client.get("/proofs/liabilities/proof.json")
+    (tmp_path / "proof.json").write_bytes(download.content)
+    (tmp_path / "keys.json").write_bytes(client.get("/api/v1/proofs/keys/").content)
+    program = tmp_path / "verify_liabilities.py"
+    program.write_bytes(b"".join(client.get("/proofs/verify_liabilities.py").streaming_content))
+
+    def run(*args):
+        # Run from a scratch folder with nothing of the project on the path: the verifier stands alone.
+        return subprocess.run(
+            [sys.executable, "-I", str(program), "proof.json", "--keys", "keys.json", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    assert download["Content-Disposition"] == f'attachment; filename="liabilities-proof-{snapshot.id}.json"'
+    good = run("--expect", "BTC=0.50000000", "--expect", "USDT=12.000000")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert good.stdout.startswith(f"OK: user {funded[0].id} is in snapshot {snapshot.id}")
+    assert run("--expect", "BTC=0.60000000").stdout == (
+        "REFUSED: your BTC balance in the snapshot is 0.50000000, not 0.60000000\n"
+    )
+    forged = json.loads(download.content)
+    forged["balances"][0] = "0.40000000"
+    (tmp_path / "proof.json").write_text(json.dumps(forged))
+    refused = run()
+    assert refused.returncode == 1
+    assert refused.stdout.startswith("REFUSED: the path does not lead to the snapshot's root_hash")
+
+
+def test_the_activity_page_offers_each_entrys_proof(snapshot, funded, client, api):
+    ann = funded[0]
+    client.force_login(ann)
+    entry_id = Posting.objects.filter(account__owner=ann).order_by("-id").first().entry_id
+
+    page = client.get("/activity/").content.decode()
+    download = client.get(f"/proofs/entries/{entry_id}/proof.json")
+
+    assert f'href="/proofs/entries/{entry_id}/proof.json" download' in page
+    assert download.status_code == 200 and json.loads(download.content)["entry"]["id"] == entry_id
+    client.force_login(UserFactory())
+    assert client.get(f"/proofs/entries/{entry_id}/proof.json").status_code == 404
+
+
+def test_the_admin_screen_flags_assets_whose_liabilities_exceed_custody(snapshot, admin_client):
+    # The users were funded from equity, not deposits: custody holds nothing of what they are owed.
+    listing = admin_client.get("/admin/proofs/liabilitysnapshot/").content.decode()
+    page = admin_client.get(f"/admin/proofs/liabilitysnapshot/{snapshot.id}/change/").content.decode()
+
+    assert "BTC, USDT" in listing
+    assert "LIABILITIES EXCEED CUSTODY" in page and "1.75000000" in page and "12.000001" in page
+    assert "custody / liabilities" in page

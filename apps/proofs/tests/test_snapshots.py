@@ -1,0 +1,95 @@
+"""Taking snapshots at a sealed block, serving them, and the command."""
+
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from apps.ledger.services import funds_hold
+from apps.ledger.tests.factories import fund
+from apps.proofs.models import LiabilityLeaf, LiabilityNode
+from apps.proofs.services import liabilities_snapshot_take
+
+
+def test_a_snapshot_holds_every_user_with_a_balance_and_signs_its_header(snapshot, funded, api, verifier):
+    listed = api.get("/api/v1/proofs/liabilities/").json()
+
+    assert snapshot.leaf_count == 3  # dan has nothing: no leaf
+    assert set(LiabilityLeaf.objects.filter(snapshot=snapshot).values_list("user_id", flat=True)) == {
+        u.id for u in funded[:3]
+    }
+    assert snapshot.assets == [{"code": "BTC", "decimals": 8}, {"code": "USDT", "decimals": 6}]
+    assert snapshot.root_sums == ["1.75000000", "12.000001"]
+    assert LiabilityNode.objects.filter(snapshot=snapshot).count() == 3 + 2 + 1  # 3 leaves, 2, the root
+    assert listed == [
+        {
+            "snapshot": listed[0]["snapshot"],
+            "snapshot_hash": snapshot.snapshot_hash,
+            "signature": snapshot.signature,
+            "key_id": snapshot.key_id,
+        }
+    ]
+    assert listed[0]["snapshot"]["block_height"] == 0 and listed[0]["snapshot"]["leaf_count"] == 3
+
+
+def test_every_users_proof_verifies_and_the_user_without_a_balance_has_none(snapshot, funded, api, api_as, verifier):
+    keys = api.get("/api/v1/proofs/keys/").json()
+
+    balances = [verifier.verify(api_as(u).get("/api/v1/proofs/liabilities/latest/").json(), keys) for u in funded[:3]]
+
+    assert balances == [["0.50000000", "12.000000"], ["1.25000000", "0.000000"], ["0.00000000", "0.000001"]]
+    missing = api_as(funded[3]).get("/api/v1/proofs/liabilities/latest/")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert api.get("/api/v1/proofs/liabilities/latest/").status_code in (401, 403)
+
+
+def test_held_funds_count_and_unsealed_entries_wait_for_the_next_snapshot(funded, usdt, btc, api_as):
+    ann = funded[0]
+    funds_hold(user_id=ann.id, asset=usdt, amount=Decimal("2"), idempotency_key="order:1:hold")  # unsealed
+    fund(ann, btc, "9")  # unsealed
+
+    first = liabilities_snapshot_take()
+    from apps.ledger.seal.services import journal_seal
+
+    journal_seal()
+    second = liabilities_snapshot_take()
+
+    assert first.root_sums == ["1.75000000", "12.000001"]  # as of block 0
+    assert second.root_sums == ["10.75000000", "12.000001"]  # the hold moved 2 USDT to held: same total
+    proof = api_as(ann).get("/api/v1/proofs/liabilities/latest/").json()
+    assert proof["snapshot"]["snapshot_id"] == second.id and proof["balances"] == ["9.50000000", "12.000000"]
+
+
+def test_a_snapshot_needs_a_sealed_block(db, usdt, user):
+    fund(user, usdt, "1")
+    with pytest.raises(CommandError, match="Nothing is sealed yet"):
+        call_command("liabilities_snapshot")
+
+
+def test_the_command_prints_the_snapshot(funded):
+    out = StringIO()
+    call_command("liabilities_snapshot", stdout=out)
+    assert "at block 0: 3 users" in out.getvalue() and "BTC 1.75000000, USDT 12.000001" in out.getvalue()
+
+
+def test_the_snapshot_rows_are_append_only(snapshot):
+    from django.db import DatabaseError, connection, transaction
+
+    for sql in ("UPDATE proofs_liabilitysnapshot SET leaf_count = 9", "DELETE FROM proofs_liabilitynode"):
+        with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql)
+
+
+def test_custody_holdings_are_recorded_with_the_snapshot(db, usdt, btc, user):
+    from apps.ledger.seal.services import journal_seal
+    from apps.wallets.tests.factories import deposit_through_custody
+
+    deposit_through_custody(user, btc, "0.3")
+    journal_seal()
+
+    snapshot = liabilities_snapshot_take()
+
+    assert snapshot.custody_error == ""
+    assert snapshot.custody_holdings == {"BTC": "0.30000000"}
+    assert snapshot.root_sums == ["0.30000000", "0.000000"]

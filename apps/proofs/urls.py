@@ -1,0 +1,14 @@
+from django.urls import path
+
+from . import views
+
+# <id:...> is exchange.converters.ObjectIdConverter, registered by apps.web.urls (imported first by exchange.urls).
+
+app_name = "proofs"
+
+urlpatterns = [
+    path("liabilities/", views.liabilities, name="liabilities"),
+    path("liabilities/proof.json", views.liabilities_proof_download, name="liabilities-proof"),
+    path("verify_liabilities.py", views.verifier_download, name="verifier"),
+    path("entries/<id:entry_id>/proof.json", views.entry_proof_download, name="entry-proof"),
+]

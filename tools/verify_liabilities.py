@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Check a proof of liabilities downloaded from the exchange, without trusting the exchange's code.
+
+Usage::
+
+    python verify_liabilities.py my-proof.json --keys https://exchange.example/api/v1/proofs/keys/
+    python verify_liabilities.py my-proof.json --keys keys.json --expect BTC=0.50000000 --expect USDT=12.000000
+
+Needs Python 3.10+ and the ``cryptography`` package (Ed25519), nothing else; it imports no
+code of the exchange. It does what PROOFS.md section 2 says a verifier must do, and refuses
+otherwise:
+
+1. recompute your leaf from ``nonce``, ``user_id`` and ``balances``
+   (``SHA256(0x00 || SHA256(nonce || user_id as 8 bytes) || u128(balance)...)``);
+2. fold the path up to the root, hashing both children's hashes and sums at every node;
+   every amount must be non-negative with exactly its asset's decimals, every sum below 2**128;
+3. compare the result with the snapshot's ``root_hash`` and ``root_sums``;
+4. check ``snapshot_hash = SHA256(canon(snapshot))`` and its Ed25519 signature with the key
+   ``key_id`` from the keys endpoint (a URL, or a saved copy of its JSON);
+5. show the balances so you can check they are yours at the snapshot's time (``--expect``
+   checks them for you).
+
+Exit status 0 when the proof holds, 1 with the reason when it does not.
+"""
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import urllib.request
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+U128_LIMIT = 2**128
+MAX_PATH = 64
+_HASH = re.compile(r"[0-9a-f]{64}")
+_SIGNATURE = re.compile(r"[0-9a-f]{128}")
+_CODE = re.compile(r"[A-Z0-9]{2,10}")
+
+
+class Refused(Exception):
+    """The proof does not hold; the message says why."""
+
+
+def canon(value) -> bytes:
+    """Canonical JSON: keys sorted, no insignificant whitespace, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def parse_hash(value, what: str) -> bytes:
+    if not isinstance(value, str) or not _HASH.fullmatch(value):
+        raise Refused(f"{what} is not a SHA-256 hash of 64 lower-case hex characters: {value!r}")
+    return bytes.fromhex(value)
+
+
+def parse_units(value, decimals: int, what: str) -> int:
+    """An amount string with exactly ``decimals`` places, as smallest units below 2**128."""
+    pattern = r"(0|[1-9][0-9]*)" + (rf"\.[0-9]{{{decimals}}}" if decimals else "")
+    if not isinstance(value, str) or not re.fullmatch(pattern, value):
+        raise Refused(f"{what} {value!r} is not a non-negative amount with exactly {decimals} decimals")
+    units = int(value.replace(".", ""))
+    if units >= U128_LIMIT:
+        raise Refused(f"{what} {value!r} does not fit in 128 bits")
+    return units
+
+
+def parse_vector(values, assets: list[dict], what: str) -> list[int]:
+    if not isinstance(values, list) or len(values) != len(assets):
+        raise Refused(f"{what} must list one amount per asset ({len(assets)})")
+    return [parse_units(v, a["decimals"], f"{what} ({a['code']})") for v, a in zip(values, assets, strict=True)]
+
+
+def u128s(units: list[int]) -> bytes:
+    return b"".join(value.to_bytes(16, "big") for value in units)
+
+
+def parse_assets(snapshot: dict) -> list[dict]:
+    assets = snapshot.get("assets")
+    if not isinstance(assets, list) or not assets:
+        raise Refused("the snapshot lists no assets")
+    for asset in assets:
+        if not (
+            isinstance(asset, dict)
+            and set(asset) == {"code", "decimals"}
+            and isinstance(asset["code"], str)
+            and _CODE.fullmatch(asset["code"])
+            and type(asset["decimals"]) is int
+            and 0 <= asset["decimals"] <= 18
+        ):
+            raise Refused(f"the snapshot's asset {asset!r} is not a code with its decimals (0 to 18)")
+    codes = [asset["code"] for asset in assets]
+    if codes != sorted(set(codes)):
+        raise Refused("the snapshot's assets are not in alphabetical order without repeats")
+    return assets
+
+
+def check_signature(proof: dict, keys: dict) -> None:
+    snapshot_hash = parse_hash(proof.get("snapshot_hash"), "snapshot_hash")
+    if sha256(canon(proof["snapshot"])) != snapshot_hash:
+        raise Refused("snapshot_hash is not the SHA-256 of the snapshot: the snapshot was altered")
+    published = {key.get("key_id"): key.get("public_key") for key in keys.get("keys", []) if isinstance(key, dict)}
+    public_key = published.get(proof.get("key_id"))
+    if not isinstance(public_key, str) or not re.fullmatch(r"[0-9a-f]{64}", public_key):
+        raise Refused(f"key {proof.get('key_id')!r} is not among the exchange's published keys")
+    signature = proof.get("signature")
+    if not isinstance(signature, str) or not _SIGNATURE.fullmatch(signature):
+        raise Refused("the signature is not 128 lower-case hex characters")
+    try:
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key)).verify(bytes.fromhex(signature), snapshot_hash)
+    except InvalidSignature:
+        raise Refused(f"the signature does not verify with key {proof['key_id']}") from None
+
+
+def fold(proof: dict, assets: list[dict]) -> tuple[bytes, list[int]]:
+    """The root hash and sums that the leaf and path prove."""
+    user_id = proof.get("user_id")
+    if type(user_id) is not int or not 0 <= user_id < 2**64:
+        raise Refused(f"user_id {user_id!r} is not an unsigned 64-bit integer")
+    nonce = proof.get("nonce")
+    if not isinstance(nonce, str) or not _HASH.fullmatch(nonce):
+        raise Refused("the nonce is not 32 bytes of lower-case hex")
+    sums = parse_vector(proof.get("balances"), assets, "balance")
+    leaf_id = sha256(bytes.fromhex(nonce) + user_id.to_bytes(8, "big"))
+    current = sha256(b"\x00" + leaf_id + u128s(sums))
+    path = proof.get("path")
+    if not isinstance(path, list) or len(path) > MAX_PATH:
+        raise Refused("the path is not a list of at most 64 steps")
+    for depth, step in enumerate(path):
+        if not isinstance(step, dict) or set(step) != {"side", "hash", "sums"} or step["side"] not in ("left", "right"):
+            raise Refused(f"path step {depth} is not {{side: left|right, hash, sums}}")
+        sibling = parse_hash(step["hash"], f"path step {depth} hash")
+        sibling_sums = parse_vector(step["sums"], assets, f"path step {depth} sum")
+        if step["side"] == "left":
+            current = sha256(b"\x01" + sibling + u128s(sibling_sums) + current + u128s(sums))
+        else:
+            current = sha256(b"\x01" + current + u128s(sums) + sibling + u128s(sibling_sums))
+        sums = [a + b for a, b in zip(sums, sibling_sums, strict=True)]
+        if any(value >= U128_LIMIT for value in sums):
+            raise Refused(f"the sum at path step {depth} reaches 2**128")
+    return current, sums
+
+
+def verify(proof: dict, keys: dict) -> list[str]:
+    """Check ``proof`` against the exchange's published ``keys``; return the balances (amount strings).
+
+    Raises :class:`Refused` saying why the proof does not hold.
+    """
+    if not isinstance(proof, dict) or not isinstance(proof.get("snapshot"), dict):
+        raise Refused("this is not a proof of liabilities (no snapshot)")
+    snapshot = proof["snapshot"]
+    if snapshot.get("version") != 1:
+        raise Refused(f"snapshot version {snapshot.get('version')!r} is not one this verifier knows (1)")
+    assets = parse_assets(snapshot)
+    root_hash = parse_hash(snapshot.get("root_hash"), "root_hash")
+    root_sums = parse_vector(snapshot.get("root_sums"), assets, "root sum")
+    check_signature(proof, keys)
+    computed_hash, computed_sums = fold(proof, assets)
+    if computed_hash != root_hash:
+        raise Refused("the path does not lead to the snapshot's root_hash: this leaf is not in the tree")
+    if computed_sums != root_sums:
+        raise Refused("the path's sums do not add up to the snapshot's root_sums")
+    return list(proof["balances"])
+
+
+def load_keys(source: str) -> dict:
+    """The keys endpoint's JSON from a URL (``http(s)://``) or a saved file."""
+    if source.startswith(("https://", "http://")):
+        with urllib.request.urlopen(source, timeout=30) as response:  # noqa: S310 (the user's own choice)
+            return json.load(response)
+    with open(source, encoding="utf-8") as file:
+        return json.load(file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Verify a proof of liabilities (PROOFS.md section 2).")
+    parser.add_argument("proof", help="the proof JSON file downloaded from the exchange")
+    parser.add_argument("--keys", required=True, help="the keys endpoint URL, or a saved copy of its JSON")
+    parser.add_argument("--expect", action="append", default=[], metavar="CODE=AMOUNT", help="your balance of an asset")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.proof, encoding="utf-8") as file:
+            proof = json.load(file)
+        keys = load_keys(args.keys)
+    except (OSError, ValueError) as exc:
+        print(f"REFUSED: cannot read the proof or the keys: {exc}")
+        return 1
+    try:
+        balances = verify(proof, keys)
+        mine = {a["code"]: b for a, b in zip(proof["snapshot"]["assets"], balances, strict=True)}
+        for expectation in args.expect:
+            code, _, amount = expectation.partition("=")
+            if mine.get(code) != amount:
+                raise Refused(f"your {code} balance in the snapshot is {mine.get(code)}, not {amount}")
+    except Refused as exc:
+        print(f"REFUSED: {exc}")
+        return 1
+    snapshot = proof["snapshot"]
+    print(
+        f"OK: user {proof['user_id']} is in snapshot {snapshot.get('snapshot_id')} "
+        f"(block {snapshot.get('block_height')}, {snapshot.get('taken_at')}) of {snapshot.get('leaf_count')} users."
+    )
+    for code, amount in mine.items():
+        print(f"  {code}: {amount}  (total of all customers: {snapshot['root_sums'][list(mine).index(code)]})")
+    print("Check that these balances are yours at that time (your statement shows each balance after).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
