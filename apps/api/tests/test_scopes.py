@@ -111,11 +111,10 @@ def world(db):
     withdrawal = withdrawal_request(user_id=trader.id, asset_code="USDT", amount="100", address=ADDRESS)
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
     second_factor_enrol(user_id=trader.id)  # an authenticator waiting for its confirmation
-    return {"trader": trader, "order": order, "withdrawal": withdrawal, "entry": entry}
     journal_seal()  # so the proof endpoints have a block, an entry proof and a liabilities snapshot to serve
     liabilities_snapshot_take()
     entry_id = Posting.objects.filter(account__owner=trader).order_by("id").first().entry_id
-    return {"trader": trader, "order": order, "withdrawal": withdrawal, "entry_id": entry_id}
+    return {"trader": trader, "order": order, "withdrawal": withdrawal, "entry": entry, "entry_id": entry_id}
 
 
 def call(client: APIClient, method: str, path: str, world: dict):
