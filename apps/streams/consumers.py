@@ -37,17 +37,18 @@ class StreamConsumer(AsyncWebsocketConsumer):
         self.last: dict[str, int] = {}
         self.depth_groups: set[str] = set()
         path = self.scope["path"]
-        await self.accept()
-        if path == "/stream":
-            self.combined = True
+        self.combined = path == "/stream"
+        if self.combined:
             names = parse_qs(self.scope["query_string"].decode("latin-1")).get("streams", [""])[0].split("/")
         elif path.startswith("/ws/"):
-            self.combined = False
             names = [path.removeprefix("/ws/")]
         else:
+            await self.accept()
             await self._refuse("No such stream path: /ws/<stream> or /stream?streams=<stream>/<stream>.", "path")
             return
+        # Subscribed before the handshake completes: an event published after it reaches the client.
         error = await self._subscribe([name for name in names if name])
+        await self.accept()
         if error:
             await self._refuse(error, "streams")
 

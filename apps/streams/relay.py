@@ -109,6 +109,7 @@ class Relay:
         run: list[events.BookChange] = []
         run_market: int | None = None
         touched: dict[int, set[int]] = defaultdict(set)  # user -> asset ids whose balance to publish
+        wallet_objects: set[tuple[str, int]] = set()
         for _, kind, market_id, update_id, user_id, object_id, payload in rows:
             if kind == StreamEventKind.BOOK:
                 payload = json.loads(payload)  # Django's cursor leaves jsonb as text; amounts in it are strings
@@ -117,7 +118,8 @@ class Relay:
                     run = []
                 run_market = market_id
                 run.append(events.BookChange(update_id, payload))
-            else:
+            elif (kind, object_id) not in wallet_objects:  # published as it is now: once per round is enough
+                wallet_objects.add((kind, object_id))
                 out += self.wallet_message(kind, user_id, object_id, touched)
         if run:
             out += self.book_messages(self.market(run_market), run, touched)

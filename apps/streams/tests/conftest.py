@@ -38,3 +38,23 @@ def stream_servers(django_db_setup, tmp_path_factory):
     finally:
         for process in processes:
             process.stop()
+
+
+@pytest.fixture
+def usdt(db):
+    """USDT (6 decimals) on simnet: withdrawals from 1, approved automatically up to 1,000."""
+    from decimal import Decimal
+
+    from apps.ledger.tests.factories import AssetFactory
+
+    return AssetFactory(
+        code="USDT",
+        name="Tether",
+        decimals=6,
+        network="simnet",
+        confirmations_required=1,
+        withdrawal_fee=Decimal(0),
+        min_withdrawal=Decimal(1),
+        withdrawal_auto_approve_limit=Decimal(1000),
+        withdrawal_daily_limit=Decimal(100000),
+    )

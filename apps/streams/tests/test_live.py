@@ -145,3 +145,29 @@ def test_a_dropped_connection_resumes_from_a_fresh_snapshot(stream_servers, btc_
         again.close()
 
     assert book.levels() == rest_levels(final)
+
+
+def test_a_depth_event_that_skips_updates_closes_the_connection_so_the_client_resyncs(stream_servers, btc_usdt):
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from apps.streams.relay import _message
+
+    reader = StreamReader(f"ws://{stream_servers.webs[0]}/ws/btcusdt@depth")
+    group = "market.btcusdt.depth"
+    event = {"e": "depthUpdate", "E": 0, "s": "BTCUSDT", "U": 0, "u": 0, "b": [], "a": []}
+
+    async def send(first: int, last: int) -> None:  # as the relay would, on the same Redis channels
+        await get_channel_layer().group_send(
+            group, {**_message({**event, "U": first, "u": last}, first, last), "group": group}
+        )
+
+    try:
+        for first, last in ((7, 7), (7, 7), (8, 9), (12, 12)):  # a duplicate, a continuation, then a gap
+            async_to_sync(send)(first, last)
+        reader.thread.join(timeout=20)
+        received = reader.take()
+    finally:
+        reader.close()
+    assert [(e["U"], e["u"]) for e in received] == [(7, 7), (8, 9)]
+    assert reader.closed_code == 4409
