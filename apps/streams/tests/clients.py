@@ -6,6 +6,7 @@ that the first one left spans ``last_update_id + 1`` and that each later one sta
 previous ended, and apply each level (quantity 0 removes it).
 """
 
+import contextlib
 import json
 import threading
 import time
@@ -20,7 +21,8 @@ class StreamReader:
     """A WebSocket connection read by a thread: every text message, parsed, in ``messages``."""
 
     def __init__(self, url: str):
-        self.connection = connect(url, open_timeout=10, max_size=2**24)
+        self._stack = contextlib.ExitStack()
+        self.connection = self._stack.enter_context(connect(url, open_timeout=10, max_size=2**24))
         self.messages: list[dict] = []
         self.closed_code: int | None = None
         self.lock = threading.Lock()
@@ -59,7 +61,7 @@ class StreamReader:
         raise AssertionError(f"no matching message in {len(seen)} received: {seen[-3:]}")
 
     def close(self) -> None:
-        self.connection.close()
+        self._stack.close()
         self.thread.join(timeout=10)
 
 
