@@ -15,8 +15,9 @@ import requests
 from apps.accounts.services import api_key_create
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Market
+from apps.streams.book import LocalBook
 
-from .clients import LocalBook, StreamReader, rest_depth, rest_levels
+from .clients import StreamReader, rest_depth, rest_levels
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
