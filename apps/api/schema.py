@@ -2,7 +2,9 @@
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, inline_serializer
+from rest_framework import serializers
 
 from .permissions import HasScope, view_scope
 
@@ -85,3 +87,40 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     description="Up to 255 printable characters, unique per request you mean: the same key and body again "
     "returns the original response; the same key with another body is a 409 idempotency_conflict.",
 )
+
+
+# The paging and time parameters of every list (apps.api.pagination).
+LIST_PARAMETERS = [
+    OpenApiParameter(
+        "cursor",
+        str,
+        required=False,
+        description="The `next` of the previous page: continue the walk there (implies a paginated answer).",
+    ),
+    OpenApiParameter(
+        "paginate",
+        str,
+        required=False,
+        enum=["1", "0"],
+        description='1: answer a page `{"results": [...], "next": <cursor or null>}` instead of the plain list.',
+    ),
+    OpenApiParameter(
+        "start", OpenApiTypes.DATETIME, required=False, description="Only rows at or after this time (ISO 8601)."
+    ),
+    OpenApiParameter("end", OpenApiTypes.DATETIME, required=False, description="Only rows before this time."),
+    OpenApiParameter("limit", int, required=False, description="1 to 1000; 100 by default."),
+]
+
+
+def list_of(item: type[serializers.Serializer], name: str) -> PolymorphicProxySerializer:
+    """The answer of a list: the plain array of ``item``, or (with ``cursor`` or ``paginate=1``) a page of them."""
+    page = inline_serializer(
+        name=f"{name}Page",
+        fields={
+            "results": item(many=True),
+            "next": serializers.CharField(allow_null=True, help_text="Cursor of the next page; null after the last."),
+        },
+    )
+    return PolymorphicProxySerializer(
+        component_name=f"{name}List", serializers=[item(many=True), page], resource_type_field_name=None, many=False
+    )

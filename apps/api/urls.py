@@ -10,6 +10,7 @@ from django.urls import path, re_path
 from apps.accounts.apis import TokenApi
 from apps.api.views import api_not_found
 from apps.ledger.apis import AssetListApi, BalanceListApi, PostingListApi
+from apps.marketdata.apis import CandleListApi, ServerTimeApi, TickerApi, TickerListApi
 from apps.orders.apis import (
     FillListApi,
     MarketDepthApi,
@@ -27,6 +28,10 @@ urlpatterns = [
     path("markets/", MarketListApi.as_view(), name="api-markets"),
     path("markets/<str:symbol>/depth/", MarketDepthApi.as_view(), name="api-market-depth"),
     path("markets/<str:symbol>/trades/", MarketTradeListApi.as_view(), name="api-market-trades"),
+    path("markets/<str:symbol>/candles/", CandleListApi.as_view(), name="api-market-candles"),
+    path("markets/<str:symbol>/ticker/", TickerApi.as_view(), name="api-market-ticker"),
+    path("tickers/", TickerListApi.as_view(), name="api-tickers"),
+    path("time/", ServerTimeApi.as_view(), name="api-time"),
     path("balances/", BalanceListApi.as_view(), name="api-balances"),
     path("orders/", OrderListApi.as_view(), name="api-orders"),
     path("orders/<str:id>/", OrderDetailApi.as_view(), name="api-order"),

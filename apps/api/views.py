@@ -24,6 +24,25 @@ class ScopedApiView(APIView):
     required_scope = "read"
     method_scopes: dict[str, str] = {}
     schema = ScopedAutoSchema()
+    # The query parameters the view's GET reads; any other is refused (:func:`check_query_params`).
+    query_params: tuple[str, ...] = ()
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if request.method in ("GET", "HEAD") and hasattr(self, "get"):  # else the answer is a 405
+            check_query_params(request, self.query_params)
+
+
+def check_query_params(request, known: tuple[str, ...]) -> None:
+    """Refuse a query parameter the view does not read: 400 ``invalid_request`` naming it, never ignored.
+
+    Checked once authentication, permissions and throttles have passed, for every GET of every
+    :class:`ScopedApiView`; the view lists what it reads in ``query_params``.
+    """
+    unknown = sorted(name for name in request.query_params if name not in known)
+    if unknown:
+        message = "Unknown query parameter." if len(unknown) == 1 else "Unknown query parameters."
+        raise DomainError(f"{message[:-1]}: {', '.join(unknown)}.", fields=dict.fromkeys(unknown, "Unknown parameter."))
 
 
 def limit_param(request, default: int = 100, maximum: int = 1000) -> int:

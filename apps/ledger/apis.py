@@ -5,7 +5,9 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.api.views import ScopedApiView, api_time, limit_param, text_param
+from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
+from apps.api.schema import LIST_PARAMETERS, list_of
+from apps.api.views import ScopedApiView, api_time, text_param
 
 from .amounts import format_amount
 from .models import AccountKind, Asset
@@ -80,25 +82,30 @@ class BalanceListApi(ScopedApiView):
 class PostingListApi(ScopedApiView):
     """The user's ledger statement: each posting on their available and held accounts, newest first."""
 
+    query_params = ("asset", *LIST_PARAMS)
+
     @extend_schema(
-        parameters=[OpenApiParameter("asset", str, required=False), OpenApiParameter("limit", int, required=False)],
-        responses=PostingOut(many=True),
+        parameters=[OpenApiParameter("asset", str, required=False), *LIST_PARAMETERS],
+        operation_id="v1_ledger_entries_list",
+        responses=list_of(PostingOut, "Posting"),
     )
     def get(self, request):
-        postings = user_postings(request.user.id, asset_code=text_param(request, "asset"))[: limit_param(request)]
-        return Response(
-            [
-                {
-                    "entry_id": posting.entry_id,
-                    "time": api_time(posting.entry.created_at),
-                    "asset": posting.asset.code,
-                    "account": "available" if posting.account.kind == AccountKind.USER_AVAILABLE else "held",
-                    # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
-                    "amount": format_amount(-posting.amount, posting.asset.decimals),
-                    "balance_after": format_amount(posting.balance_after, posting.asset.decimals),
-                    "reason": posting.entry.reason,
-                    "reference": f"{posting.entry.reference_type}:{posting.entry.reference_id}".strip(":"),
-                }
-                for posting in postings
-            ]
+        """The user's postings, newest first; ``start``/``end`` bound their entries' time."""
+        page = page_params(request, list_name="postings", scope=f"user:{request.user.id}", key=(int,))
+        postings = user_postings(request.user.id, asset_code=text_param(request, "asset"))
+        return page_response(
+            page,
+            id_page(postings, page, time_field="entry__created_at"),
+            key_of=lambda posting: (posting.id,),
+            out=lambda posting: {
+                "entry_id": posting.entry_id,
+                "time": api_time(posting.entry.created_at),
+                "asset": posting.asset.code,
+                "account": "available" if posting.account.kind == AccountKind.USER_AVAILABLE else "held",
+                # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
+                "amount": format_amount(-posting.amount, posting.asset.decimals),
+                "balance_after": format_amount(posting.balance_after, posting.asset.decimals),
+                "reason": posting.entry.reason,
+                "reference": f"{posting.entry.reference_type}:{posting.entry.reference_id}".strip(":"),
+            },
         )

@@ -6,6 +6,7 @@ public trades) is public; a user's orders and fills need ``read``, placing and c
 orders ``trade``.
 """
 
+from datetime import datetime
 from decimal import Decimal
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -15,7 +16,8 @@ from rest_framework.response import Response
 
 from apps.api.fields import AmountInput, Text
 from apps.api.idempotency import idempotent
-from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER
+from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
+from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
 from apps.api.views import ScopedApiView, api_time, limit_param, path_id, path_name, text_param
 from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError, NotFound
@@ -228,6 +230,7 @@ class MarketDepthApi(ScopedApiView):
     """The order book aggregated by price level: bids best first, asks best first."""
 
     permission_classes = [AllowAny]
+    query_params = ("limit",)
 
     @extend_schema(parameters=[_SYMBOL, _LIMIT], responses=DepthOut, auth=[])
     def get(self, request, symbol: str):
@@ -248,23 +251,38 @@ class MarketTradeListApi(ScopedApiView):
     """The market's recent trades, newest first; ``side`` is the taker's."""
 
     permission_classes = [AllowAny]
+    query_params = LIST_PARAMS
 
-    @extend_schema(parameters=[_SYMBOL, _LIMIT], responses=MarketTradeOut(many=True), auth=[])
+    @extend_schema(
+        operation_id="v1_markets_trades_list",
+        parameters=[_SYMBOL, *LIST_PARAMETERS[:-1], _LIMIT],
+        responses=list_of(MarketTradeOut, "MarketTrade"),
+        auth=[],
+    )
     def get(self, request, symbol: str):
         market = market_get(symbol=path_name(symbol, what="market"))
-        trades = recent_trades(market=market.symbol, limit=limit_param(request, default=DEFAULT_MARKET_DATA_LIMIT))
+        page = page_params(
+            request,
+            list_name="market_trades",
+            scope=f"market:{market.symbol}",
+            key=(int, int),
+            default_limit=DEFAULT_MARKET_DATA_LIMIT,
+        )
+        trades = recent_trades(
+            market=market.symbol, limit=page.limit, before=page.before, start=page.start, end=page.end
+        )
         base, quote = market.base.decimals, market.quote.decimals
-        return Response(
-            [
-                {
-                    "id": trade.id,
-                    "price": format_amount(trade.price, quote),
-                    "qty": format_amount(trade.qty, base),
-                    "side": trade.taker_side,
-                    "time": api_time(trade.created_at),
-                }
-                for trade in trades
-            ]
+        return page_response(
+            page,
+            trades,
+            key_of=lambda trade: (trade.taker_order_id, trade.seq),
+            out=lambda trade: {
+                "id": trade.id,
+                "price": format_amount(trade.price, quote),
+                "qty": format_amount(trade.qty, base),
+                "side": trade.taker_side,
+                "time": api_time(trade.created_at),
+            },
         )
 
 
@@ -304,6 +322,7 @@ class OrderListApi(ScopedApiView):
     """``GET``: the user's orders, newest first. ``POST``: place an order, matched at once."""
 
     method_scopes = {"GET": "read", "POST": "trade"}
+    query_params = ("market", "status", *LIST_PARAMS)
 
     @extend_schema(
         parameters=[
@@ -315,19 +334,26 @@ class OrderListApi(ScopedApiView):
                 enum=["open", "closed"],
                 description="open: resting in the book; closed: ended.",
             ),
-            OpenApiParameter("limit", int, required=False, description="1 to 1000; 100 by default."),
+            *LIST_PARAMETERS,
         ],
-        responses=OrderOut(many=True),
+        operation_id="v1_orders_list",
+        responses=list_of(OrderOut, "Order"),
     )
     def get(self, request):
-        """The user's orders, newest first, optionally of one market and open or closed."""
+        """The user's orders, newest first, optionally of one market and open or closed, placed in [start, end)."""
+        page = page_params(request, list_name="orders", scope=f"user:{request.user.id}", key=(int,))
         orders = orders_for_user(
             user_id=request.user.id,
             market=text_param(request, "market"),
             status=text_param(request, "status"),
-        )[: limit_param(request)]
+        )
         markets = _markets_by_id()
-        return Response([order_out(order, markets[order.market_id]) for order in orders])
+        return page_response(
+            page,
+            id_page(orders, page),
+            key_of=lambda order: (order.id,),
+            out=lambda order: order_out(order, markets[order.market_id]),
+        )
 
     @extend_schema(
         request=OrderIn,
@@ -366,35 +392,43 @@ class OrderDetailApi(ScopedApiView):
 class FillListApi(ScopedApiView):
     """The user's fills (``GET /trades/``), as maker or taker, newest first."""
 
+    query_params = ("market", *LIST_PARAMS)
+
     @extend_schema(
         parameters=[
             OpenApiParameter("market", str, required=False, description="Only this market (symbol)."),
-            OpenApiParameter("limit", int, required=False, description="1 to 1000; 100 by default."),
+            *LIST_PARAMETERS,
         ],
-        responses=FillOut(many=True),
+        operation_id="v1_trades_list",
+        responses=list_of(FillOut, "Fill"),
     )
     def get(self, request):
+        page = page_params(request, list_name="fills", scope=f"user:{request.user.id}", key=(datetime, int, int))
         fills = fills_for_user(
-            user_id=request.user.id, market=text_param(request, "market"), limit=limit_param(request)
+            user_id=request.user.id,
+            market=text_param(request, "market"),
+            limit=page.limit,
+            before=page.before,
+            start=page.start,
+            end=page.end,
         )
         markets = {market.symbol: market for market in market_list()}
-        rows = []
-        for fill in fills:
-            market = markets[fill.market]
-            base, quote = market.base.decimals, market.quote.decimals
-            rows.append(
-                {
-                    "id": fill.id,
-                    "order_id": fill.order_id,
-                    "market": fill.market,
-                    "side": fill.side,
-                    "price": format_amount(fill.price, quote),
-                    "qty": format_amount(fill.qty, base),
-                    "quote_qty": format_amount(fill.quote_qty, quote),
-                    "fee": format_amount(fill.fee, base if fill.side == Side.BUY else quote),
-                    "fee_asset": fill.fee_asset,
-                    "liquidity": fill.liquidity,
-                    "time": api_time(fill.time),
-                }
-            )
-        return Response(rows)
+        return page_response(page, fills, key_of=lambda fill: fill.key, out=lambda fill: _fill_out(fill, markets))
+
+
+def _fill_out(fill, markets: dict[str, Market]) -> dict:
+    market = markets[fill.market]
+    base, quote = market.base.decimals, market.quote.decimals
+    return {
+        "id": fill.id,
+        "order_id": fill.order_id,
+        "market": fill.market,
+        "side": fill.side,
+        "price": format_amount(fill.price, quote),
+        "qty": format_amount(fill.qty, base),
+        "quote_qty": format_amount(fill.quote_qty, quote),
+        "fee": format_amount(fill.fee, base if fill.side == Side.BUY else quote),
+        "fee_asset": fill.fee_asset,
+        "liquidity": fill.liquidity,
+        "time": api_time(fill.time),
+    }

@@ -86,16 +86,37 @@ def order_book_depth(*, market: str, limit: int = 50) -> Depth:
     )
 
 
-def recent_trades(*, market: str, limit: int = 50) -> list[Trade]:
+def _time_window(trades: QuerySet[Trade], start: datetime | None, end: datetime | None) -> QuerySet[Trade]:
+    if start is not None:
+        trades = trades.filter(created_at__gte=start)
+    if end is not None:
+        trades = trades.filter(created_at__lt=end)
+    return trades
+
+
+def recent_trades(
+    *,
+    market: str,
+    limit: int = 50,
+    before: tuple[int, int] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> list[Trade]:
     """The market's last ``limit`` trades, newest first (``taker_side`` is the API's ``side``).
 
-    Raises :class:`NotFound`, :class:`DomainError` (``limit``).
+    ``before``: only trades older than the ``(taker order id, fill number)`` key (the order of the
+    list, which follows the market lock); ``start`` (inclusive) and ``end`` (exclusive) bound the
+    trades' time. Raises :class:`NotFound`, :class:`DomainError` (``limit``).
     """
     limit = _limit(limit)
     market_id = Market.objects.filter(symbol=market).values_list("id", flat=True).first()
     if market_id is None:
         raise NotFound(f"No market {market}.", fields={"market": "No such market."})
-    return list(Trade.objects.filter(market_id=market_id).order_by("-taker_order_id", "-seq")[:limit])
+    trades = _time_window(Trade.objects.filter(market_id=market_id), start, end)
+    if before is not None:
+        order_id, seq = before
+        trades = trades.filter(Q(taker_order_id__lt=order_id) | Q(taker_order_id=order_id, seq__lt=seq))
+    return list(trades.order_by("-taker_order_id", "-seq")[:limit])
 
 
 def orders_for_user(*, user_id: int, market: str | None = None, status: str | None = None) -> QuerySet[Order]:
@@ -144,11 +165,28 @@ class UserFill:
     fee_rate: Decimal
     liquidity: str
     time: datetime
+    taker_order_id: int
+    seq: int
+
+    @property
+    def key(self) -> tuple[datetime, int, int]:
+        """The fill's place in the list (``fills_for_user``'s ``before``): time, taker order id, fill number."""
+        return self.time, self.taker_order_id, self.seq
 
 
-def fills_for_user(*, user_id: int, market: str | None = None, limit: int = 100) -> list[UserFill]:
+def fills_for_user(
+    *,
+    user_id: int,
+    market: str | None = None,
+    limit: int = 100,
+    before: tuple[datetime, int, int] | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> list[UserFill]:
     """The user's last ``limit`` fills, as maker or taker, newest first.
 
+    ``before``: only fills after the :attr:`UserFill.key` ``(time, taker order id, fill number)``
+    in the list's order; ``start`` (inclusive) and ``end`` (exclusive) bound their time.
     Raises :class:`DomainError` (``limit``).
     """
     limit = _limit(limit)
@@ -157,6 +195,14 @@ def fills_for_user(*, user_id: int, market: str | None = None, limit: int = 100)
     )
     if market is not None:
         trades = trades.filter(market__symbol=market)
+    trades = _time_window(trades, start, end)
+    if before is not None:
+        time, order_id, seq = before
+        trades = trades.filter(
+            Q(created_at__lt=time)
+            | Q(created_at=time, taker_order_id__lt=order_id)
+            | Q(created_at=time, taker_order_id=order_id, seq__lt=seq)
+        )
     fills = []
     for trade in trades.order_by("-created_at", "-taker_order_id", "-seq")[:limit]:
         taker = trade.taker_user_id == user_id
@@ -175,6 +221,8 @@ def fills_for_user(*, user_id: int, market: str | None = None, limit: int = 100)
                 fee_rate=trade.taker_fee_rate if taker else trade.maker_fee_rate,
                 liquidity="taker" if taker else "maker",
                 time=trade.created_at,
+                taker_order_id=trade.taker_order_id,
+                seq=trade.seq,
             )
         )
     return fills

@@ -56,6 +56,7 @@ from apps.ledger.errors import (
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import Leg, entry_post, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
+from apps.marketdata.services import candles_record
 from apps.streams.services import book_event_record
 
 from .errors import (
@@ -1027,6 +1028,7 @@ def _execute(
         )
     if settlements or plan.expired_makers:
         _record_trades_and_update_makers(cursor, market, order, taker_rate, settlements, plan.expired_makers, accounts)
+    candles_record(market_id=market.id, time=now, fills=plan.fills)
     book_event_record(
         market_id=market.id,
         update_id=market.sequence,

@@ -15,9 +15,9 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
+from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import NotFound
 
 from .models import StreamEvent, StreamEventKind, StreamToken
@@ -36,7 +36,7 @@ _INSERT_BOOK_EVENT = f"""
                 SELECT sum(o.qty - o.filled_qty) FROM orders_order o
                 WHERE o.market_id = %(market)s AND o.side = t.side AND o.price = t.price AND o.{_OPEN}
             ), 0)::text) ORDER BY t.side, t.price)
-            FROM (SELECT DISTINCT side, price FROM orders_order WHERE id = ANY(%(orders)s) AND price IS NOT NULL) t
+            FROM (SELECT DISTINCT side, price FROM orders_order WHERE id = ANY(%(orders)s::bigint[]) AND price IS NOT NULL) t
         ), '[]'::jsonb),
         'bid', (
             SELECT jsonb_build_array(price::text, sum(qty - filled_qty)::text) FROM orders_order
@@ -63,7 +63,7 @@ _INSERT_BOOK_EVENT = f"""
                 'filled_quote_qty', filled_quote_qty::text, 'fee_total', fee_total::text, 'status', status,
                 'reject_reason', reject_reason, 'created_at', (extract(epoch FROM created_at) * 1000)::bigint,
                 'updated_at', (extract(epoch FROM updated_at) * 1000)::bigint) ORDER BY id)
-            FROM orders_order WHERE id = ANY(%(orders)s)
+            FROM orders_order WHERE id = ANY(%(orders)s::bigint[])
         ), '[]'::jsonb)
     ), now()
 """
@@ -81,7 +81,7 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
     """
     if not settings.STREAMS_PUBLISH:
         return
-    with connection.cursor() as cursor:
+    with PreparedCursor() as cursor:  # planned once per connection: it runs in every placement
         cursor.execute(
             _INSERT_BOOK_EVENT,
             {"market": market_id, "update_id": update_id, "orders": order_ids, "taker": taker_order_id},

@@ -12,8 +12,9 @@ from rest_framework.response import Response
 from apps.accounts.models import ApiKey
 from apps.api.fields import AmountInput, Text
 from apps.api.idempotency import idempotent
-from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER
-from apps.api.views import ScopedApiView, api_time, limit_param, path_id, path_name
+from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
+from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
+from apps.api.views import ScopedApiView, api_time, path_id, path_name
 from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError, NotFound, PermissionDenied
 from apps.ledger.models import Asset
@@ -107,25 +108,28 @@ class DepositAddressApi(ScopedApiView):
 class DepositListApi(ScopedApiView):
     """The user's deposits, newest first: pending until confirmed, then credited."""
 
+    query_params = LIST_PARAMS
+
     @extend_schema(
-        parameters=[OpenApiParameter("limit", int, required=False, description="1 to 1000; 100 by default.")],
-        responses=DepositOut(many=True),
+        operation_id="v1_deposits_list", parameters=LIST_PARAMETERS, responses=list_of(DepositOut, "Deposit")
     )
     def get(self, request):
-        return Response(
-            [
-                {
-                    "id": deposit.id,
-                    "asset": deposit.asset.code,
-                    "amount": format_amount(deposit.amount, deposit.asset.decimals),
-                    "txid": deposit.txid,
-                    "vout": deposit.vout,
-                    "status": deposit.status,
-                    "confirmations": deposit.confirmations,
-                    "time": api_time(deposit.created_at),
-                }
-                for deposit in deposits_for_user(user_id=request.user.id)[: limit_param(request)]
-            ]
+        """The user's deposits, newest first; ``start``/``end`` bound when they were first seen."""
+        page = page_params(request, list_name="deposits", scope=f"user:{request.user.id}", key=(int,))
+        return page_response(
+            page,
+            id_page(deposits_for_user(user_id=request.user.id), page),
+            key_of=lambda deposit: (deposit.id,),
+            out=lambda deposit: {
+                "id": deposit.id,
+                "asset": deposit.asset.code,
+                "amount": format_amount(deposit.amount, deposit.asset.decimals),
+                "txid": deposit.txid,
+                "vout": deposit.vout,
+                "status": deposit.status,
+                "confirmations": deposit.confirmations,
+                "time": api_time(deposit.created_at),
+            },
         )
 
 
@@ -141,15 +145,20 @@ class WithdrawalListApi(ScopedApiView):
     """``GET``: the user's withdrawals, newest first. ``POST``: request a withdrawal."""
 
     method_scopes = {"GET": "read", "POST": "withdraw"}
+    query_params = LIST_PARAMS
 
     @extend_schema(
-        parameters=[OpenApiParameter("limit", int, required=False, description="1 to 1000; 100 by default.")],
-        responses=WithdrawalOut(many=True),
+        operation_id="v1_withdrawals_list", parameters=LIST_PARAMETERS, responses=list_of(WithdrawalOut, "Withdrawal")
     )
     def get(self, request):
-        """The user's withdrawals, newest first."""
-        withdrawals = withdrawals_for_user(user_id=request.user.id)[: limit_param(request)]
-        return Response([withdrawal_out(withdrawal) for withdrawal in withdrawals])
+        """The user's withdrawals, newest first; ``start``/``end`` bound when they were requested."""
+        page = page_params(request, list_name="withdrawals", scope=f"user:{request.user.id}", key=(int,))
+        return page_response(
+            page,
+            id_page(withdrawals_for_user(user_id=request.user.id), page),
+            key_of=lambda withdrawal: (withdrawal.id,),
+            out=withdrawal_out,
+        )
 
     @extend_schema(
         request=WithdrawalIn,

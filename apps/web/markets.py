@@ -6,6 +6,7 @@ recent trades, balances, open orders), each swapped into place out of band.
 """
 
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 
 from django.contrib import messages
@@ -13,16 +14,18 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.selectors import balances_for_user
+from apps.marketdata.models import Interval
+from apps.marketdata.selectors import Ticker, candles, tickers_24h
 from apps.orders.models import Market, Order
 from apps.orders.selectors import (
     fills_for_user,
     market_get,
-    market_list,
     order_book_depth,
     orders_for_user,
     recent_trades,
@@ -30,6 +33,7 @@ from apps.orders.selectors import (
 from apps.orders.services import order_cancel, order_place
 
 from .forms import OrderForm, add_domain_error, with_new_key
+from .sparkline import HOURS, Sparkline, sparkline
 
 BOOK_LEVELS = 12
 RECENT_TRADES = 25
@@ -38,28 +42,32 @@ MY_ROWS = 50
 
 @dataclass(frozen=True)
 class MarketSummary:
-    """A row of the markets list: the market, its last trade price and best bid and ask (``None`` if none)."""
+    """A row of the markets list: the market, its last trade price and best bid and ask (``None`` if none),
+    its 24-hour ticker and the price line of its last 24 hourly candles (``None`` without trades)."""
 
     market: Market
     last_price: Decimal | None
     best_bid: Decimal | None
     best_ask: Decimal | None
+    ticker: Ticker
+    sparkline: Sparkline | None
 
 
 def markets(request):
-    """Every market with its last price and best bid and ask."""
-    rows = []
-    for market in market_list():
-        depth = order_book_depth(market=market.symbol, limit=1)
-        last = recent_trades(market=market.symbol, limit=1)
-        rows.append(
-            MarketSummary(
-                market=market,
-                last_price=last[0].price if last else None,
-                best_bid=depth.bids[0][0] if depth.bids else None,
-                best_ask=depth.asks[0][0] if depth.asks else None,
-            )
+    """Every market with its last price, best bid and ask, 24-hour change and volume, and a price line."""
+    now = timezone.now()
+    start = (now - timedelta(hours=HOURS - 1)).replace(minute=0, second=0, microsecond=0)
+    rows = [
+        MarketSummary(
+            market=ticker.market,
+            last_price=ticker.last,
+            best_bid=ticker.bid,
+            best_ask=ticker.ask,
+            ticker=ticker,
+            sparkline=sparkline(candles(market=ticker.symbol, interval=Interval.H1, start=start), start=start),
         )
+        for ticker in tickers_24h(now=now)
+    ]
     return render(request, "web/markets.html", {"rows": rows})
 
 

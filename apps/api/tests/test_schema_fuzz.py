@@ -85,7 +85,7 @@ def exchange(db, key_for) -> dict:
         "headers": {"Authorization": f"Token {key_for(trader, 'read', 'trade', 'withdraw')}"},
         "path": {"symbol": "BTC-USDT", "asset": "BTC"},
         "ids": {"/api/v1/orders/{id}/": open_order.id, "/api/v1/withdrawals/{id}/": pending.id},
-        "query": {"market": "BTC-USDT", "asset": "USDT", "status": "open"},
+        "query": {"market": "BTC-USDT", "asset": "USDT", "status": "open", "interval": "1m", "paginate": "1"},
         # Bodies: a limit order that rests between the best bid and ask, a withdrawal to a valid address.
         "body": {
             "market": "BTC-USDT",

@@ -29,6 +29,10 @@ ENDPOINTS = [
     ("get", "/api/v1/markets/", None),
     ("get", "/api/v1/markets/{symbol}/depth/", None),
     ("get", "/api/v1/markets/{symbol}/trades/", None),
+    ("get", "/api/v1/markets/{symbol}/candles/", None),
+    ("get", "/api/v1/markets/{symbol}/ticker/", None),
+    ("get", "/api/v1/tickers/", None),
+    ("get", "/api/v1/time/", None),
     ("get", "/api/v1/balances/", "read"),
     ("get", "/api/v1/orders/", "read"),
     ("post", "/api/v1/orders/", "trade"),
@@ -53,6 +57,7 @@ BODIES = {
         "qty": "0.01",
     },
     ("post", "/api/v1/withdrawals/"): {"asset": "USDT", "amount": "10", "address": ADDRESS},
+    ("get", "/api/v1/markets/{symbol}/candles/"): {"interval": "1h"},  # a GET's data is its query
 }
 
 

@@ -1,0 +1,350 @@
+"""Market data benchmark: reading candles at 10 million trades, the 24-hour ticker, and what keeping the
+candles costs an order placement.
+
+Run by ``make bench`` (or ``python bench/marketdata.py [--trades N] [--placements N]`` under
+``python -m devtools.localservices exec --``). Prints one JSON line per case::
+
+    {"bench": "marketdata", "case": "candles", "interval": "1m", "trades": 10000000, "candles": 1000,
+     "selector_p50_ms": ..., "selector_p99_ms": ..., "api_p50_ms": ..., "reference_p50_ms": ..., ...}
+    {"bench": "marketdata", "case": "ticker", "ticker_p50_ms": ..., "tickers_p50_ms": ..., "reference_p50_ms": ...}
+    {"bench": "marketdata", "case": "placement", "with_candles_p50_ms": ..., "without_candles_p50_ms": ...,
+     "added_p50_ms": ..., ...}
+
+History: a year of ``--trades`` trades (10 million by default, one every 3.15 s up to now, prices
+wandering around 50,000 on the 0.01 tick, quantities on the 0.0001 step) is generated with
+``generate_series`` and aggregated set-based straight into the candle table: the 1m candles from
+the trade series (first and last price in trade order, exact NUMERIC sums), the wider intervals
+rolled up from the 1m candles. The generated trades are not written to ``orders_trade`` (10 million
+trades would need 10 million journal entries); reading candles never touches that table. The
+trades of the last minutes, which the ticker's window edges read, are real: placed through
+:func:`apps.orders.services.order_place`. A check compares the roll-ups with the 1m candles.
+
+Cases:
+
+- ``candles``: per interval, the latest 1,000 candles and 1,000 from the middle of the history,
+  through the selector (:func:`apps.marketdata.selectors.candles`) and through the API view
+  (``GET /api/v1/markets/BTC-USDT/candles/``, formatting included). Reference, same run: the same
+  1,000 rows read by plain SQL on the same index (the floor for any design).
+- ``ticker``: :func:`ticker_24h` and :func:`tickers_24h` (1,440 one-minute candles and the edge
+  minutes' trades). Reference, same run: the order book's best level (``order_book_depth(limit=1)``).
+- ``placement``: a placement that fills one resting order (the maker's ask is placed beforehand,
+  untimed), with the candle upsert and, interleaved in blocks in the same run, with
+  ``apps.orders.services.candles_record`` replaced by a function that does nothing.
+
+It runs in its own database (``<name>_bench_marketdata``, created and dropped here).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
+
+D = Decimal
+SYMBOL = "BTC-USDT"
+EPOCH = "TIMESTAMPTZ '1970-01-01 00:00:00+00'"
+HISTORY = timedelta(days=365)
+
+# The generated trade n (1..N): its time, price (0.01 tick, around 50,000) and quantity (0.0001 step).
+_TRADE_SERIES = """
+    SELECT n, %(t0)s::timestamptz + n * %(spacing)s::interval AS at,
+           round((50000 + 5000 * sin(n / 200000.0))::numeric, 2) + ((n * 7919) %% 201 - 100) * 0.01 AS price,
+           (1 + (n * 31) %% 200) * 0.0001 AS qty
+    FROM generate_series(1::bigint, %(trades)s::bigint) AS n
+"""
+_FILL_1M = f"""
+    INSERT INTO marketdata_candle (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades)
+    SELECT %(market)s, '1m', date_bin('1 minute', at, {EPOCH}) AS bucket,
+           (array_agg(price ORDER BY n))[1], max(price), min(price), (array_agg(price ORDER BY n DESC))[1],
+           sum(qty), sum(qty * price), count(*)
+    FROM ({_TRADE_SERIES}) AS g
+    GROUP BY bucket
+"""
+_ROLL_UP = f"""
+    INSERT INTO marketdata_candle (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades)
+    SELECT c.market_id, i.name, date_bin(i.width, c.open_time, {EPOCH}) AS bucket,
+           (array_agg(c.open ORDER BY c.open_time))[1], max(c.high), min(c.low),
+           (array_agg(c.close ORDER BY c.open_time DESC))[1], sum(c.volume), sum(c.quote_volume), sum(c.trades)
+    FROM marketdata_candle c
+    CROSS JOIN (VALUES ('5m', INTERVAL '5 minutes'), ('15m', INTERVAL '15 minutes'), ('1h', INTERVAL '1 hour'),
+                       ('4h', INTERVAL '4 hours'), ('1d', INTERVAL '1 day')) AS i(name, width)
+    WHERE c.market_id = %(market)s AND c.interval = '1m'
+    GROUP BY c.market_id, i.name, bucket
+"""
+_CHECK = """
+    SELECT interval, sum(volume), sum(quote_volume), sum(trades) FROM marketdata_candle
+    WHERE market_id = %s GROUP BY interval
+"""
+_REFERENCE_CANDLES = """
+    SELECT open_time, open, high, low, close, volume, quote_volume, trades FROM marketdata_candle
+    WHERE market_id = %s AND interval = %s ORDER BY open_time DESC LIMIT 1000
+"""
+
+
+def bench_database_url() -> tuple[str, str]:
+    """``(development URL, bench URL)``: the same server, database ``<name>_bench_marketdata``."""
+    from exchange.settings.environment import load_local_services_env
+
+    load_local_services_env()
+    url = os.environ["DATABASE_URL"]
+    parts = urlsplit(url)
+    return url, urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_bench_marketdata"))
+
+
+def recreate_database(admin_url: str, bench_url: str, *, drop_only: bool = False) -> None:
+    import psycopg
+
+    name = urlsplit(bench_url).path.lstrip("/")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def setup_django() -> None:
+    import django
+    from django.conf import settings
+
+    django.setup()
+    settings.DEBUG = False  # no query log
+
+
+def ms(seconds: list[float]) -> tuple[float, float]:
+    """``(p50, p99)`` in milliseconds."""
+    ordered = sorted(seconds)
+    return round(statistics.median(ordered) * 1000, 3), round(ordered[max(0, int(len(ordered) * 0.99) - 1)] * 1000, 3)
+
+
+def timed(call, repeat: int) -> list[float]:
+    call()  # warm: plans, caches
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def prepare() -> tuple:
+    """Assets, the market, the default fee schedule and two funded users: ``(market, maker id, taker id)``."""
+    from django.contrib.auth import get_user_model
+    from django.db import transaction
+
+    from apps.ledger.models import AccountKind, Asset, EntryReason
+    from apps.ledger.services import credit, debit, entry_post, system_account, user_account, user_accounts
+    from apps.orders.models import FeeSchedule
+    from apps.orders.services import market_create
+
+    FeeSchedule.objects.update_or_create(  # the migrations made a default schedule: 0.1 % both ways
+        is_default=True, defaults={"name": "default", "maker_rate": D("0.001"), "taker_rate": D("0.001")}
+    )
+    usdt = Asset.objects.create(code="USDT", name="Tether", decimals=6)
+    btc = Asset.objects.create(code="BTC", name="Bitcoin", decimals=8)
+    market = market_create(
+        base=btc, quote=usdt, tick_size=D("0.01"), step_size=D("0.0001"), min_qty=D("0.0001"), max_qty=D("1000")
+    )
+    users = [get_user_model().objects.create(username=name).id for name in ("maker", "taker")]
+    for user_id in users:
+        for asset, amount in ((btc, D("1000000")), (usdt, D("100000000000"))):
+            user_accounts(user_id, asset)
+            with transaction.atomic():
+                entry_post(  # owner capital, not a deposit
+                    idempotency_key=f"funding:bench:{uuid.uuid4()}",
+                    reason=EntryReason.ADJUSTMENT,
+                    legs=[
+                        debit(system_account(AccountKind.EQUITY, asset), amount),
+                        credit(user_account(user_id, asset), amount),
+                    ],
+                )
+    return market, users[0], users[1]
+
+
+def generate_history(market, trades: int) -> dict:
+    """Candles of ``trades`` generated trades over the year up to now (set-based); returns the figures."""
+    from django.db import connection
+    from django.utils import timezone
+
+    spacing = HISTORY / trades
+    t0 = timezone.now() - HISTORY - timedelta(seconds=1)
+    params = {"market": market.id, "t0": t0, "spacing": spacing, "trades": trades}
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(_FILL_1M, params)
+        one_minute = cursor.rowcount
+        cursor.execute(_ROLL_UP, params)
+        cursor.execute("ANALYZE marketdata_candle")
+        cursor.execute(_CHECK, [market.id])
+        totals = {row[0]: row[1:] for row in cursor.fetchall()}
+    return {
+        "trades": trades,
+        "candles_1m": one_minute,
+        "generate_s": round(time.perf_counter() - started, 1),
+        # Every interval holds every trade exactly once: the same volumes and count as the 1m candles.
+        "rollup_ok": len(set(totals.values())) == 1 and totals["1m"][2] == trades,
+    }
+
+
+def bench_candles(market, history: dict) -> list[dict]:
+    from django.db import connection
+    from django.test import Client
+
+    from apps.marketdata.models import INTERVAL_WIDTHS, Candle
+    from apps.marketdata.selectors import candles
+
+    client = Client()
+    lines = []
+    for interval in INTERVAL_WIDTHS:
+        total = Candle.objects.filter(market_id=market.id, interval=interval).count()
+        first = Candle.objects.filter(market_id=market.id, interval=interval).order_by("open_time").first()
+        middle = first.open_time + (HISTORY / 2 if total > 2000 else timedelta(0))
+
+        def reference(interval=interval):
+            with connection.cursor() as cursor:
+                cursor.execute(_REFERENCE_CANDLES, [market.id, interval])
+                cursor.fetchall()
+
+        latest = timed(lambda interval=interval: candles(market=SYMBOL, interval=interval, limit=1000), 100)
+        mid = timed(
+            lambda interval=interval, middle=middle: candles(
+                market=SYMBOL, interval=interval, start=middle, limit=1000
+            ),
+            100,
+        )
+        api = timed(
+            lambda interval=interval: client.get(
+                f"/api/v1/markets/{SYMBOL}/candles/", {"interval": interval, "limit": "1000"}
+            ),
+            50,
+        )
+        ref = timed(reference, 100)
+        returned = len(candles(market=SYMBOL, interval=interval, limit=1000))
+        (s50, s99), (m50, m99), (a50, a99), (r50, r99) = ms(latest), ms(mid), ms(api), ms(ref)
+        lines.append(
+            {
+                "bench": "marketdata",
+                "case": "candles",
+                "interval": interval,
+                "trades": history["trades"],
+                "candles_in_table": total,
+                "candles": returned,
+                "selector_p50_ms": s50,
+                "selector_p99_ms": s99,
+                "selector_from_middle_p50_ms": m50,
+                "selector_from_middle_p99_ms": m99,
+                "api_p50_ms": a50,
+                "api_p99_ms": a99,
+                "reference_sql_p50_ms": r50,
+                "reference_sql_p99_ms": r99,
+                "under_50ms": a99 < 50,
+            }
+        )
+    return lines
+
+
+def place_pair(maker: int, taker: int, price: str) -> None:
+    """The maker's ask (untimed by the caller) is placed by :func:`crossing`; this is the taker's buy that fills it."""
+    from apps.orders.services import order_place
+
+    order_place(user_id=taker, market=SYMBOL, side="buy", price=price, qty="0.0100", time_in_force="IOC")
+
+
+def bench_placement(maker: int, taker: int, placements: int) -> dict:
+    import apps.orders.services as order_services
+    from apps.orders.services import order_place
+
+    recording = order_services.candles_record
+
+    def skip(**kwargs) -> None:
+        """The candle upsert switched off (this benchmark only)."""
+
+    timings = {"with": [], "without": []}
+    block = 50
+    for n in range(placements // block):
+        mode = "with" if n % 2 == 0 else "without"
+        order_services.candles_record = recording if mode == "with" else skip
+        for _ in range(block):
+            price = "50000.00"
+            order_place(user_id=maker, market=SYMBOL, side="sell", price=price, qty="0.0100")
+            started = time.perf_counter()
+            place_pair(maker, taker, price)
+            timings[mode].append(time.perf_counter() - started)
+    order_services.candles_record = recording
+    (w50, w99), (o50, o99) = ms(timings["with"]), ms(timings["without"])
+    return {
+        "bench": "marketdata",
+        "case": "placement",
+        "placements": placements,
+        "fills_per_placement": 1,
+        "with_candles_p50_ms": w50,
+        "with_candles_p99_ms": w99,
+        "without_candles_p50_ms": o50,
+        "without_candles_p99_ms": o99,
+        "added_p50_ms": round(w50 - o50, 3),
+        "added_p50_percent": round((w50 - o50) / o50 * 100, 1),
+    }
+
+
+def bench_ticker(market) -> dict:
+    from apps.marketdata.selectors import ticker_24h, tickers_24h
+    from apps.orders.selectors import order_book_depth
+
+    ticker = ticker_24h(market=SYMBOL)
+    (t50, t99), (a50, a99), (r50, r99) = (
+        ms(timed(lambda: ticker_24h(market=SYMBOL), 200)),
+        ms(timed(tickers_24h, 200)),
+        ms(timed(lambda: order_book_depth(market=SYMBOL, limit=1), 200)),
+    )
+    return {
+        "bench": "marketdata",
+        "case": "ticker",
+        "window_trades": ticker.trades,
+        "ticker_p50_ms": t50,
+        "ticker_p99_ms": t99,
+        "tickers_p50_ms": a50,
+        "tickers_p99_ms": a99,
+        "reference_depth_p50_ms": r50,
+        "reference_depth_p99_ms": r99,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trades", type=int, default=10_000_000, help="generated trades of history")
+    parser.add_argument("--placements", type=int, default=2000, help="timed placements (half with candles)")
+    args = parser.parse_args()
+
+    admin_url, bench_url = bench_database_url()
+    recreate_database(admin_url, bench_url)
+    os.environ["DATABASE_URL"] = bench_url
+    setup_django()
+    from django.core.management import call_command
+    from django.db import connections
+
+    call_command("migrate", verbosity=0)
+    try:
+        market, maker, taker = prepare()
+        history = generate_history(market, args.trades)
+        print(json.dumps({"bench": "marketdata", "case": "history", **history}), flush=True)
+        placement = bench_placement(maker, taker, args.placements)  # also the real trades of the last minutes
+        for line in bench_candles(market, history):
+            print(json.dumps(line), flush=True)
+        print(json.dumps(bench_ticker(market)), flush=True)
+        print(json.dumps(placement), flush=True)
+    finally:
+        connections.close_all()
+        recreate_database(admin_url, bench_url, drop_only=True)
+    return 0 if history["rollup_ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
