@@ -238,3 +238,75 @@ def account_position(balances: list[tuple[str, int, Decimal, Decimal]], now_ms: 
             for code, decimals, available, held in balances
         ],
     }
+
+
+def _ms(moment) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def kline(market: MarketInfo, candle, now_ms: int) -> dict:
+    """``kline`` for a candle (:class:`apps.marketdata.selectors.Kline`); ``x`` is true once it has closed.
+
+    Binance's trade-id fields ``f``/``L`` and taker-buy volumes ``V``/``Q`` are not kept by the
+    candles and are left out.
+    """
+    close_ms = _ms(candle.close_time)
+    return {
+        "e": "kline",
+        "E": now_ms,
+        "s": market.event_symbol,
+        "k": {
+            "t": _ms(candle.open_time),
+            "T": close_ms,
+            "s": market.event_symbol,
+            "i": candle.interval,
+            "o": market.price(candle.open),
+            "c": market.price(candle.close),
+            "h": market.price(candle.high),
+            "l": market.price(candle.low),
+            "v": market.qty(candle.volume),
+            "n": candle.trades,
+            "x": close_ms < now_ms,
+            "q": format_amount(candle.quote_volume, market.quote_decimals),
+        },
+    }
+
+
+def ticker_24h(market: MarketInfo, ticker, now_ms: int) -> dict:
+    """``24hrTicker`` from :class:`apps.marketdata.selectors.Ticker`: ``p``/``P`` change and change %, ``w``
+    the volume-weighted average price (rounded half-even), ``c`` last, ``o``/``h``/``l`` of the window, ``v``/``q`` base and
+    quote volume, ``b``/``B``/``a``/``A`` the best bid and ask, ``O``/``C`` the window, ``n`` its trades.
+
+    Missing figures (no trade in the window, an empty side) are ``"0"``. Binance's ``x``, ``Q``, ``F``
+    and ``L`` (previous close, last quantity, trade ids) are not kept and are left out.
+    """
+    zero = Decimal(0)
+
+    def price(value):
+        return market.price(value if value is not None else zero)
+
+    def qty(value):
+        return market.qty(value if value is not None else zero)
+
+    weighted = ticker.quote_volume / ticker.volume if ticker.volume else zero
+    return {
+        "e": "24hrTicker",
+        "E": now_ms,
+        "s": market.event_symbol,
+        "p": price(ticker.change),
+        "P": f"{ticker.change_percent:.2f}" if ticker.change_percent is not None else "0.00",
+        "w": price(weighted.quantize(Decimal(1).scaleb(-market.quote_decimals))),
+        "c": price(ticker.last),
+        "b": price(ticker.bid),
+        "B": qty(ticker.bid_qty),
+        "a": price(ticker.ask),
+        "A": qty(ticker.ask_qty),
+        "o": price(ticker.open),
+        "h": price(ticker.high),
+        "l": price(ticker.low),
+        "v": qty(ticker.volume),
+        "q": format_amount(ticker.quote_volume, market.quote_decimals),
+        "O": _ms(ticker.open_time),
+        "C": _ms(ticker.close_time),
+        "n": ticker.trades,
+    }

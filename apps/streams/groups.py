@@ -1,7 +1,10 @@
 """Channel-layer group names of the streams (Channels allows ``[a-zA-Z0-9._-]`` only, no ``@``)."""
 
+from apps.marketdata.models import Interval
+
 # The public streams a market has (Binance's names after the ``@``).
-MARKET_STREAMS = ("depth", "trade", "bookTicker")
+KLINE_STREAMS = tuple(f"kline_{interval}" for interval in Interval.values)
+MARKET_STREAMS = ("depth", "trade", "bookTicker", "ticker", *KLINE_STREAMS)
 
 
 def market_group(stream_symbol: str, stream: str) -> str:

@@ -10,7 +10,10 @@ commit) or ``STREAMS_RELAY_IDLE_SECONDS``.
 
 Order: a market's rows are written under its row lock, so they become visible in update id
 order and a round never sees update ``n + 1`` without ``n``; consecutive rows of a market
-within a round are merged into one ``depthUpdate`` (``U``..``u``). Deposit and withdrawal
+within a round are merged into one ``depthUpdate`` (``U``..``u``); a run with trades also publishes the
+candles they went into (``kline_<interval>``, read from :mod:`apps.marketdata`, whose candles are
+kept in the fill's transaction), and markets whose book changed get a ``24hrTicker`` at most once
+a second (:func:`apps.marketdata.selectors.ticker_24h`). Deposit and withdrawal
 rows are published as their objects are when the relay reads them, with the user's
 balance of the asset; after a book change the balances of the users it touched.
 """
@@ -27,6 +30,8 @@ from django.db import connection, transaction
 
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_users
+from apps.marketdata.models import Interval
+from apps.marketdata.selectors import candles, ticker_24h
 from apps.orders.models import Market
 from apps.wallets.apis import withdrawal_out
 from apps.wallets.models import Deposit, Withdrawal
@@ -37,6 +42,7 @@ from .models import NOTIFY_CHANNEL, StreamEventKind
 
 log = logging.getLogger(__name__)
 
+TICKER_SECONDS = 1.0
 RELAY_LOCK_KEY = 0x5354524D  # "STRM": pg_advisory_lock key held by the active relay
 
 _TAKE = """
@@ -58,6 +64,8 @@ class Relay:
         self.loop = asyncio.new_event_loop()
         self.layer = get_channel_layer()
         self.markets: dict[int, events.MarketInfo] = {}
+        self.tickers_due: set[int] = set()
+        self.tickers_sent = 0.0
         self.stopped = False
 
     def stop(self) -> None:
@@ -77,6 +85,10 @@ class Relay:
                 connection.close_if_unusable_or_obsolete()
                 time.sleep(0.5)
                 continue
+            try:
+                self.publish_tickers()
+            except Exception:  # the next change publishes them again
+                log.exception("stream relay tickers failed")
             if published < self.batch:
                 self.wait()
 
@@ -139,7 +151,28 @@ class Relay:
                 touched[user_id] |= {market.base_id, market.quote_id}
         ticker = events.book_ticker(market, run[-1])
         out.append((market_group(symbol, "bookTicker"), _message(ticker, last, last)))
+        if any(change.payload["trades"] for change in run):
+            for interval in Interval.values:  # the candles the trades went into (kept in their transaction)
+                for candle in candles(market=market.symbol, interval=interval, limit=1):
+                    kline = events.kline(market, candle, stamp)
+                    out.append((market_group(symbol, f"kline_{interval}"), _message(kline, last, last)))
+        self.tickers_due.add(market.id)
         return out
+
+    def publish_tickers(self) -> None:
+        """``24hrTicker`` of each market whose book changed, at most once per ``TICKER_SECONDS`` (Binance: 1 s)."""
+        now = time.monotonic()
+        if not self.tickers_due or now - self.tickers_sent < TICKER_SECONDS:
+            return
+        self.tickers_sent = now
+        due, self.tickers_due = self.tickers_due, set()
+        stamp = now_ms()
+        messages = []
+        for market_id in sorted(due):
+            market = self.market(market_id)
+            ticker = events.ticker_24h(market, ticker_24h(market=market.symbol), stamp)
+            messages.append((market_group(market.stream_symbol, "ticker"), _message(ticker)))
+        self.loop.run_until_complete(self.publish(messages))
 
     def wallet_message(self, kind: str, user_id: int, object_id: int, touched) -> list:
         if kind == StreamEventKind.DEPOSIT:

@@ -169,3 +169,54 @@ def test_deposit_reports_and_withdrawal_transitions_reach_only_their_users_strea
         {"a": "BTC", "f": "1.50000000", "l": "0.00000000"},
         {"a": "USDT", "f": "100.000000", "l": "0.000000"},
     ]
+
+
+def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(traders, btc_usdt):
+    from apps.marketdata.selectors import ticker_24h
+    from apps.streams import events
+
+    maker, taker = traders
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="102", qty="0.5")
+    order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="102", qty="0.7")
+
+    relay = Relay()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, kind, market_id, update_id, user_id, object_id, payload FROM streams_streamevent")
+        messages = relay.messages(sorted(cursor.fetchall()))
+
+    klines = {group: json.loads(m["data"])["k"] for group, m in messages if ".kline_" in group}
+    assert set(klines) == {f"market.btcusdt.kline_{i}" for i in ("1m", "5m", "15m", "1h", "4h", "1d")}
+    one_minute = klines["market.btcusdt.kline_1m"]
+    assert {k: one_minute[k] for k in ("i", "o", "h", "l", "c", "v", "q", "n", "x")} == {
+        "i": "1m",
+        "o": "100.000000",
+        "h": "102.000000",
+        "l": "100.000000",
+        "c": "102.000000",
+        "v": "0.70000000",
+        "q": "70.400000",
+        "n": 2,
+        "x": False,
+    }
+    assert one_minute["T"] - one_minute["t"] == 59_999
+    assert relay.tickers_due == {btc_usdt.id}
+
+    ticker = events.ticker_24h(relay.market(btc_usdt.id), ticker_24h(market="BTC-USDT"), 0)
+    assert {k: ticker[k] for k in ("e", "s", "p", "P", "w", "c", "o", "h", "l", "v", "q", "a", "A", "b", "n")} == {
+        "e": "24hrTicker",
+        "s": "BTCUSDT",
+        "p": "2.000000",
+        "P": "2.00",
+        "w": "100.571429",  # 70.4 / 0.7, half-even at the quote precision
+        "c": "102.000000",
+        "o": "100.000000",
+        "h": "102.000000",
+        "l": "100.000000",
+        "v": "0.70000000",
+        "q": "70.400000",
+        "a": "102.000000",
+        "A": "0.30000000",
+        "b": "0.000000",
+        "n": 2,
+    }
