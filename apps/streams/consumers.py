@@ -81,6 +81,18 @@ class StreamConsumer(AsyncWebsocketConsumer):
         else:
             await self._error(request_id, "method is SUBSCRIBE, UNSUBSCRIBE or LIST_SUBSCRIPTIONS.", "method")
 
+    async def dispatch(self, message):
+        """Relay events go straight to :meth:`stream_event`.
+
+        Channels runs ``close_old_connections`` in its one database thread before every message it
+        dispatches; relay events touch no database, and at hundreds of connections that thread hop
+        per event and connection is what limits the fan-out. Other messages take Channels' path.
+        """
+        if message["type"] == "stream.event":
+            await self.stream_event(message)
+        else:
+            await super().dispatch(message)
+
     async def stream_event(self, message):
         """An event from the relay for one of this connection's groups (``message["group"]``)."""
         group = message["group"]
