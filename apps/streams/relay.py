@@ -28,6 +28,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection, transaction
 
+from apps.ledger.amounts import format_amount
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_users
 from apps.marketdata.models import Interval
@@ -72,25 +73,30 @@ class Relay:
         self.stopped = True
 
     def run(self) -> None:
-        """Take the relay lock (waiting for another relay to end), LISTEN, then publish until stopped."""
+        """Publish until stopped; after any failure (Redis or the database away) start again on a new connection.
+
+        Each start takes the relay lock anew (a lost connection loses it, and a standby may have
+        taken over meanwhile: this relay then waits) and LISTENs again. A failed round deleted nothing.
+        """
+        while not self.stopped:
+            try:
+                self.activate()
+                while not self.stopped:
+                    published = self.round()
+                    self.publish_tickers()
+                    if published < self.batch:
+                        self.wait()
+            except Exception:
+                log.exception("stream relay failed; starting again")
+                connection.close()
+                time.sleep(0.5)
+
+    def activate(self) -> None:
+        """Take the relay lock (waiting while another relay holds it) and LISTEN, on this connection."""
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_lock(%s)", [RELAY_LOCK_KEY])
             cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")
         log.info("stream relay active")
-        while not self.stopped:
-            try:
-                published = self.round()
-            except Exception:  # Redis or the database away: nothing was deleted; try again shortly
-                log.exception("stream relay round failed")
-                connection.close_if_unusable_or_obsolete()
-                time.sleep(0.5)
-                continue
-            try:
-                self.publish_tickers()
-            except Exception:  # the next change publishes them again
-                log.exception("stream relay tickers failed")
-            if published < self.batch:
-                self.wait()
 
     def wait(self) -> None:
         """Until a notification arrives (or ``idle`` seconds pass); notifications already queued return at once."""
@@ -186,7 +192,7 @@ class Relay:
                 "d": {
                     "id": deposit.id,
                     "asset": deposit.asset.code,
-                    "amount": events.format_amount(deposit.amount, deposit.asset.decimals),
+                    "amount": format_amount(deposit.amount, deposit.asset.decimals),
                     "txid": deposit.txid,
                     "vout": deposit.vout,
                     "status": deposit.status,

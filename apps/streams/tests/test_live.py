@@ -172,3 +172,34 @@ def test_a_depth_event_that_skips_updates_closes_the_connection_so_the_client_re
         reader.close()
     assert [(e["U"], e["u"]) for e in received] == [(7, 7), (8, 9)]
     assert reader.closed_code == 4409
+
+
+def test_the_relay_takes_its_lock_again_and_goes_on_after_its_database_connection_is_terminated(
+    stream_servers, btc_usdt, btc, usdt
+):
+    from django.db import connection
+
+    from apps.streams.relay import RELAY_LOCK_KEY
+
+    def relay_backends() -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = %s"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                [RELAY_LOCK_KEY],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    (backend,) = relay_backends()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
+    _, key = trader(btc, usdt)
+    reader = StreamReader(f"ws://{stream_servers.webs[0]}/ws/btcusdt@depth")
+    try:
+        storm(stream_servers.webs, [key], operations=1, seed=6)
+        (event,) = reader.wait_for(lambda message: message["u"] == Market.objects.get().sequence)
+    finally:
+        reader.close()
+    assert event["U"] == event["u"] == 1
+    assert len(relay_backends()) == 1 and relay_backends() != [backend]
+    assert "stream relay failed; starting again" in stream_servers.relay.log()
