@@ -83,7 +83,7 @@ class Relay:
                 self.activate()
                 while not self.stopped:
                     published = self.round()
-                    self.publish_tickers()
+                    self.tickers()
                     if published < self.batch:
                         self.wait()
             except Exception:
@@ -164,6 +164,13 @@ class Relay:
                     out.append((market_group(symbol, f"kline_{interval}"), _message(kline, last, last)))
         self.tickers_due.add(market.id)
         return out
+
+    def tickers(self) -> None:
+        """:meth:`publish_tickers`; a failure is logged and left to the next change (no outbox row is at stake)."""
+        try:
+            self.publish_tickers()
+        except Exception:
+            log.exception("stream relay tickers failed")
 
     def publish_tickers(self) -> None:
         """``24hrTicker`` of each market whose book changed, at most once per ``TICKER_SECONDS`` (Binance: 1 s)."""

@@ -190,6 +190,9 @@ def test_the_relay_takes_its_lock_again_and_goes_on_after_its_database_connectio
             )
             return [row[0] for row in cursor.fetchall()]
 
+    deadline = time.monotonic() + 30
+    while not relay_backends() and time.monotonic() < deadline:  # the relay takes its lock at start
+        time.sleep(0.1)
     (backend,) = relay_backends()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [backend])

@@ -1,6 +1,7 @@
 """The outbox rows the services write, in their own transactions, and the events the relay makes of them."""
 
 import json
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -84,13 +85,17 @@ def test_with_publishing_off_nothing_is_recorded(traders, settings):
     assert not StreamEvent.objects.exists()
 
 
-def relay_messages() -> list[tuple[str, dict]]:
+def relay_rows() -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id, kind, market_id, update_id, user_id, object_id, payload FROM streams_streamevent ORDER BY id"
         )
-        rows = cursor.fetchall()
-    return [(group, {**message, "data": json.loads(message["data"])}) for group, message in Relay().messages(rows)]
+        return cursor.fetchall()
+
+
+def relay_messages() -> list[tuple[str, dict]]:
+    messages = Relay().messages(relay_rows())
+    return [(group, {**message, "data": json.loads(message["data"])}) for group, message in messages]
 
 
 def test_the_relay_merges_consecutive_changes_into_one_depth_update_and_sends_each_user_only_theirs(traders):
@@ -220,3 +225,16 @@ def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(trade
         "b": "0.000000",
         "n": 2,
     }
+
+
+def test_a_ticker_that_cannot_be_read_is_logged_and_leaves_the_relay_running(traders, btc_usdt, caplog):
+    maker, _ = traders
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    relay = Relay()
+    relay.messages(relay_rows())
+    relay.markets[btc_usdt.id] = replace(relay.markets[btc_usdt.id], symbol="DOGE-USDT")  # names no market
+
+    relay.tickers()
+
+    assert "stream relay tickers failed" in caplog.text
+    assert relay.tickers_due == set()  # taken; the next book change makes it due again
