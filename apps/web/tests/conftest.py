@@ -22,11 +22,8 @@ def usdt(db):
     )
 
 
-from apps.streams.tests.conftest import stream_servers  # noqa: E402, F401  (fixture: uvicorn and the relay)
-
-
 @pytest.fixture
-def live_streams(stream_servers, settings):  # noqa: F811
+def live_streams(stream_servers, settings):
     """The pages open the streams of the live uvicorn process (the relay publishes the test's commits)."""
     settings.STREAMS_URL = f"ws://{stream_servers.webs[0]}"
     return stream_servers
