@@ -16,6 +16,7 @@ from apps.accounts.services import api_key_create
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import FeeSchedule, Order, OrderStatus
 from apps.orders.services import market_create, order_place
+from apps.streams.services import stream_token_create
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
@@ -45,6 +46,9 @@ ENDPOINTS = [
     ("post", "/api/v1/withdrawals/", "withdraw"),
     ("delete", "/api/v1/withdrawals/{id}/", "withdraw"),
     ("get", "/api/v1/ledger/entries/", "read"),
+    ("post", "/api/v1/stream-token/", "read"),
+    ("put", "/api/v1/stream-token/", "read"),
+    ("delete", "/api/v1/stream-token/", "read"),
 ]
 SCOPED = [endpoint for endpoint in ENDPOINTS if endpoint[2]]
 BODIES = {
@@ -88,7 +92,8 @@ def world(db):
     order = order_place(user_id=trader.id, market="BTC-USDT", side="buy", price="40000", qty="0.01")
     withdrawal = withdrawal_request(user_id=trader.id, asset_code="USDT", amount="100", address=ADDRESS)
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
-    return {"trader": trader, "order": order, "withdrawal": withdrawal}
+    stream_key = stream_token_create(user_id=trader.id)[1]
+    return {"trader": trader, "order": order, "withdrawal": withdrawal, "stream_key": stream_key}
 
 
 def call(client: APIClient, method: str, path: str, world: dict):
@@ -98,7 +103,10 @@ def call(client: APIClient, method: str, path: str, world: dict):
         .replace("orders/{id}", f"orders/{world['order'].id}")
         .replace("withdrawals/{id}", f"withdrawals/{world['withdrawal'].id}")
     )
-    return getattr(client, method)(concrete, BODIES.get((method, path)), format="json")
+    body = BODIES.get((method, path))
+    if path == "/api/v1/stream-token/" and method in ("put", "delete"):
+        body = {"token": world["stream_key"]}  # the trader's own stream key
+    return getattr(client, method)(concrete, body, format="json")
 
 
 def nothing_changed(world: dict) -> bool:
