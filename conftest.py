@@ -1,6 +1,7 @@
 """Fixtures shared by every app's tests: assets of SCENARIOS.md, users, API clients; the browser-test rule."""
 
 import os
+from dataclasses import dataclass
 
 import pytest
 from rest_framework.test import APIClient
@@ -98,3 +99,33 @@ def smtp_server(settings):
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
     yield server
     server.stop()
+
+
+@dataclass
+class StreamServers:
+    """``webs``: two ``host:port`` of live uvicorn processes (``exchange.asgi``); ``relay`` the stream relay."""
+
+    webs: list
+    relay: object
+
+
+@pytest.fixture(scope="session")
+def stream_servers(django_db_setup, tmp_path_factory):
+    """Two uvicorn processes and the relay against the test database, once per session (one relay holds the
+    relay lock of a database: a second one would wait). Tests using them are ``transaction=True``."""
+    from apps.streams.tests.processes import start_relay, start_web
+
+    log_dir = tmp_path_factory.mktemp("streams")
+    processes = []
+    try:
+        webs = []
+        for name in ("web1", "web2"):
+            process, address = start_web(log_dir, name)
+            processes.append(process)
+            webs.append(address)
+        relay = start_relay(log_dir)
+        processes.append(relay)
+        yield StreamServers(webs, relay)
+    finally:
+        for process in processes:
+            process.stop()

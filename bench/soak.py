@@ -4,7 +4,8 @@
 under ``python -m devtools.localservices exec --``. In a PostgreSQL database and a Celery queue
 of its own (created here, dropped at the end) it starts, each in a process group of its own:
 
-- a gunicorn web server (production settings, ``exchange.settings.soak``);
+- a gunicorn web server (production settings, ``exchange.settings.soak``), and the streams:
+  uvicorn serving the WebSockets and the stream relay (SIGKILLed among the faults);
 - Celery worker processes (prefork pool), Celery beat (the sweeps every few seconds) and the
   simulated custody provider's delivery loop (``manage.py run_custody_simulator``);
 - client processes: traders that log in through ``POST /api/v1/auth/token/``, fund themselves
@@ -47,7 +48,9 @@ stopped and the outcome is read from the database:
   matching the provider's books and the ledger's entries; each request (``Idempotency-Key``,
   ``client_order_id``) was applied at most once, and no order or withdrawal exists that no
   request accounts for;
-- no ended order holds anything; no process is left running.
+- no ended order holds anything; no process is left running;
+- each market's book kept from its depth stream (a thread per market, starting again from a fresh
+  snapshot whenever its connection drops) equals the REST depth at the end (``stream_books``).
 
 *Lost* counts what was acknowledged but is not reflected, and what was applied twice. Prints
 JSON lines ``{"bench": "soak", "figure": ...}``: ``operations`` (attempted, acknowledged,
@@ -72,6 +75,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -90,7 +94,14 @@ HTTP_TIMEOUT = 15  # seconds of one HTTP request
 RETRY_WINDOW = 45  # seconds a client keeps retrying one operation without a definite answer
 START_TIMEOUT = 120  # seconds for the services to become healthy
 PR_SET_PDEATHSIG = 1
-FAULT_KINDS = ("worker_killed", "worker_process_killed", "db_connections_terminated", "web_killed", "web_restarted")
+FAULT_KINDS = (
+    "worker_killed",
+    "worker_process_killed",
+    "db_connections_terminated",
+    "web_killed",
+    "web_restarted",
+    "relay_killed",
+)
 SIMULATOR_CONFIRMATIONS = 2  # deposits are reported with 0, 1 and 2 confirmations; 2 are required
 
 # (code, decimals, withdrawal fee, min withdrawal, auto-approved up to, daily limit)
@@ -286,6 +297,78 @@ class Web:
             return requests.get(f"{self.base_url}/healthz", timeout=5).status_code == 200
         except requests.RequestException:
             return False
+
+
+class Streams:
+    """The streams: uvicorn serving WebSockets (``exchange.asgi``) and the relay; the fault injector kills the relay.
+
+    A thread per market follows its depth stream with :class:`apps.streams.book.LocalBook`, starting
+    again from a fresh snapshot whenever the connection drops or closes on a gap (``resyncs``).
+    """
+
+    def __init__(self, processes: Processes, port: int):
+        self.processes, self.port = processes, port
+        self.relay: Process | None = None
+        self.books: dict[str, object] = {}
+        self.resyncs: Counter = Counter()
+        self.stopped = threading.Event()
+        self.threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "uvicorn", "exchange.asgi:application", "--host", "127.0.0.1"]
+        self.web = self.processes.start("streams", [*command, "--port", str(self.port), "--log-level", "warning"])
+        self.start_relay()
+
+    def start_relay(self) -> None:
+        self.relay = self.processes.start("relay", [sys.executable, "manage.py", "run_stream_relay"])
+
+    def kill_relay(self) -> None:
+        """SIGKILL the relay (mid-round, its rows are published again) and start another."""
+        self.relay.kill()
+        self.start_relay()
+
+    def alive(self) -> bool:
+        return self.web.alive() and self.relay.alive()
+
+    def follow(self, symbols: list[str], base_url: str) -> None:
+        """Follow each market's depth stream in a thread of its own until :meth:`stop`."""
+        for symbol in symbols:
+            thread = threading.Thread(target=self._follow, args=(symbol, base_url), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _follow(self, symbol: str, base_url: str) -> None:
+        import requests
+        from websockets.exceptions import WebSocketException
+        from websockets.sync.client import connect
+
+        from apps.streams.book import Gap, LocalBook
+
+        stream = f"ws://127.0.0.1:{self.port}/ws/{symbol.replace('-', '').lower()}@depth"
+        while not self.stopped.is_set():
+            book = LocalBook()
+            try:
+                with connect(stream, open_timeout=10) as connection:
+                    while not self.stopped.is_set():
+                        try:
+                            book.on_event(json.loads(connection.recv(timeout=0.5)))
+                        except TimeoutError:
+                            pass
+                        if book.last_update_id is None and book.buffer:
+                            depth = requests.get(f"{base_url}/api/v1/markets/{symbol}/depth/?limit=1000", timeout=10)
+                            book.snapshot(depth.json())
+                        if book.last_update_id is not None:
+                            self.books[symbol] = book
+            except (OSError, WebSocketException, Gap, ValueError, requests.RequestException):
+                pass
+            if not self.stopped.is_set():
+                self.resyncs[symbol] += 1
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        for thread in self.threads:
+            thread.join(timeout=10)
 
 
 class WorkerPool:
@@ -1283,6 +1366,7 @@ class Soak:
             # Blocks and snapshots are signed; the sealer (beat) runs every 2 seconds.
             "LEDGER_SIGNING_KEY": self.signing_key,
             "LEDGER_SEAL_INTERVAL": "2",
+            "STREAMS_CHANNEL_PREFIX": self.queue,
             "WALLETS_SWEEP_AFTER": "10",
             "WALLETS_SWEEP_INTERVAL": "3",
             # Each custody event's transaction stays open 0.1 s, so that a worker killed is often killed mid-task
@@ -1388,6 +1472,8 @@ class Soak:
 
         web = Web(self.processes, port)
         web.start()
+        streams = self.streams = Streams(self.processes, free_port())
+        streams.start()
         workers = WorkerPool(self.processes, self.queue, self.args.workers, self.run_id)
         workers.replenish()
         beat = self.processes.start(
@@ -1409,6 +1495,9 @@ class Soak:
             "custody", [sys.executable, "manage.py", "run_custody_simulator", "--interval", "0.5"]
         )
         wait_for(web.healthy, "the web server, database, Redis and a worker (/healthz)", START_TIMEOUT)
+        from apps.orders.models import Market
+
+        streams.follow(list(Market.objects.values_list("symbol", flat=True)), base_url)
 
         me = [sys.executable, str(Path(__file__).resolve())]
         records: dict[Process, Path] = {}
@@ -1441,7 +1530,9 @@ class Soak:
         self.ensure_services(web, workers, beat, custody)
         self.wait_exit(approver, self.args.drain_timeout)
         drained = self.wait_drained(self.args.drain_timeout)
-        for process in [beat, custody, *workers.workers, web.process]:
+        stream_books = self.check_stream_books(base_url)
+        streams.stop()
+        for process in [beat, custody, *workers.workers, web.process, streams.web, streams.relay]:
             process.stop()
 
         results = []
@@ -1474,6 +1565,7 @@ class Soak:
             errors=self.fault_errors[:10],
         )
         checks, lost = Checks(results, config).run()
+        checks.append(stream_books)
         if not drained:
             checks.insert(0, {"name": "drained", "ok": False, "checked": 1, "problems": [self.drain_state]})
         for check in checks:
@@ -1514,6 +1606,8 @@ class Soak:
             web.restart(kill=True)
         elif kind == "web_restarted":
             web.restart(kill=False)
+        elif kind == "relay_killed":
+            self.streams.kill_relay()
         self.faults[kind] += 1
 
     def ensure_services(self, web: Web, workers: WorkerPool, beat: Process, custody: Process) -> None:
@@ -1523,8 +1617,38 @@ class Soak:
                 raise RuntimeError(f"{process.name} died:\n{process.log_tail()}")
         if not web.process.alive():
             raise RuntimeError(f"the web server died:\n{web.process.log_tail()}")
+        if not self.streams.alive():
+            raise RuntimeError(f"the streams died:\n{self.streams.web.log_tail()}{self.streams.relay.log_tail()}")
         workers.replenish()
         wait_for(web.healthy, "the services to be healthy after the faults", START_TIMEOUT)
+
+    def check_stream_books(self, base_url: str) -> dict:
+        """Each market's book kept from its depth stream through the faults equals its REST depth at the end."""
+        import requests
+
+        problems = []
+        for symbol in sorted(self.streams.books) or ["(none)"]:
+            deadline = time.monotonic() + 30
+            depth = requests.get(f"{base_url}/api/v1/markets/{symbol}/depth/?limit=1000", timeout=10).json()
+            book = self.streams.books.get(symbol)
+            while book is not None and book.last_update_id < depth["last_update_id"] and time.monotonic() < deadline:
+                time.sleep(0.2)
+                book = self.streams.books.get(symbol)
+            rest = (
+                [[Decimal(p), Decimal(q)] for p, q in depth["bids"]],
+                [[Decimal(p), Decimal(q)] for p, q in depth["asks"]],
+            )
+            if book is None or book.last_update_id != depth["last_update_id"] or book.levels() != rest:
+                where = None if book is None else book.last_update_id
+                problems.append(f"{symbol}: stream book at {where}, REST depth at {depth['last_update_id']} differs")
+        return {
+            "name": "stream_books",
+            "ok": not problems and bool(self.streams.books),
+            "checked": len(self.streams.books),
+            "lost": 0,
+            "problems": problems,
+            "resyncs": dict(self.streams.resyncs),
+        }
 
     def wait_exit(self, process: Process, timeout: float) -> None:
         """Wait for a client to finish; a client that does not is stopped and reported."""
@@ -1541,6 +1665,7 @@ class Soak:
         from django.db import DatabaseError, close_old_connections
 
         from apps.ledger.models import JournalEntry
+        from apps.streams.models import StreamEvent
         from apps.wallets.custody.simulator.models import SimCallback
         from apps.wallets.models import WITHDRAWAL_PENDING, CustodyEvent, EventState, Withdrawal
 
@@ -1552,6 +1677,7 @@ class Soak:
                 state = {
                     "events_unprocessed": CustodyEvent.objects.filter(state=EventState.RECEIVED).count(),
                     "callbacks_undelivered": SimCallback.objects.filter(delivered_at__isnull=True).count(),
+                    "stream_events_unpublished": StreamEvent.objects.count(),
                     "withdrawals_in_flight": dict(
                         Counter(
                             Withdrawal.objects.filter(status__in=WITHDRAWAL_PENDING).values_list("status", flat=True)
@@ -1570,6 +1696,7 @@ class Soak:
                     "callbacks_undelivered": 0,
                     "withdrawals_in_flight": {},
                     "entries_unsealed": 0,
+                    "stream_events_unpublished": 0,
                 }
                 else 0
             )

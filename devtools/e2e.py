@@ -3,10 +3,11 @@
 In a data folder and port of its own it starts ``make run`` in the background, waits for
 ``/healthz``, logs in as the demo trader alice through the API, waits for her funding
 deposits, places a marketable order against the market-making bot and sees the trade and
-her balances change, requests a withdrawal below the auto-approval limit (to the active
-address ``seed_demo`` put in her address book) and sees it
-completed through the simulated custody and the worker, sees her latest entry sealed (its
-proof served), runs ``manage.py reconcile`` (exit 0), stops everything with Ctrl-C (SIGINT) and checks that no process it started
+her balances change (and the trade and her fill arrive on the WebSocket streams), requests a
+withdrawal below the auto-approval limit (to the active address ``seed_demo`` put in her address
+book) and sees it completed through the simulated custody and the worker, sees her latest entry
+sealed (its proof served), runs ``manage.py reconcile`` (exit 0), stops everything with Ctrl-C
+(SIGINT) and checks that no process it started
 is left. Prints one JSON line of figures; exits 1 on the first failure. Bounded to 5 minutes.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 import psutil
 import requests
 from django_otp.oath import totp
+from websockets.sync.client import connect
 
 from apps.demo.credentials import DEMO_TOTP_KEYS
 
@@ -60,10 +62,17 @@ def wait_for(what: str, probe, timeout: float):
 class Exchange:
     """A ``make run`` in its own session, data folder and port."""
 
-    def __init__(self, data_dir: Path, port: int, log_path: Path):
+    def __init__(self, data_dir: Path, port: int, log_path: Path, streams_port: int):
         self.data_dir = data_dir
         self.base = f"http://127.0.0.1:{port}"
-        self.env = {**os.environ, "LOCAL_DATA_DIR": str(data_dir), "WEB_PORT": str(port)}
+        self.streams = f"ws://127.0.0.1:{streams_port}"
+        self.env = {
+            **os.environ,
+            "LOCAL_DATA_DIR": str(data_dir),
+            "WEB_PORT": str(port),
+            "STREAMS_PORT": str(streams_port),
+        }
+        self.env.pop("STREAMS_URL", None)
         for name in ("DATABASE_URL", "REDIS_URL"):  # always the embedded services of this data folder
             self.env.pop(name, None)
         self.log = open(log_path, "wb")
@@ -116,6 +125,24 @@ def balances(client: requests.Session, exchange: Exchange) -> dict[str, Decimal]
     return {row["asset"]: Decimal(row["available"]) for row in rows}
 
 
+def own_fill_on_stream(stream, stream_key: str, order_id: int) -> int:
+    """Read the combined stream until the order's fill arrives on the user stream; how many events that took.
+
+    Every event on the user stream must be about alice's own order or balances."""
+    for count in range(1, 10000):
+        try:
+            message = json.loads(stream.recv(timeout=30))
+        except TimeoutError:
+            raise Failure("the order's fill never arrived on the user stream") from None
+        data = message["data"]
+        if message["stream"] == stream_key and data["e"] == "executionReport":
+            if data["i"] != order_id:
+                raise Failure(f"another order on alice's user stream: {data}")
+            if data["x"] == "TRADE":
+                return count
+    raise Failure("the order's fill never arrived on the user stream")
+
+
 def scenario(exchange: Exchange, figures: dict) -> None:
     started = time.monotonic()
     wait_for("/healthz 200", lambda: requests.get(f"{exchange.base}/healthz", timeout=5).status_code == 200, 240)
@@ -141,13 +168,16 @@ def scenario(exchange: Exchange, figures: dict) -> None:
         60,
     )
 
-    order = client.post(
-        exchange.url("orders/"),
-        timeout=10,
-        json={"market": "BTC-USDT", "side": "buy", "type": "market", "quote_qty": "1000"},
-    )
-    if order.status_code != 201:
-        raise Failure(f"marketable order refused: {order.status_code} {order.text}")
+    stream_key = client.post(exchange.url("stream-token/"), timeout=10).json()["token"]
+    with connect(f"{exchange.streams}/stream?streams=btcusdt@trade/{stream_key}", open_timeout=30) as stream:
+        order = client.post(
+            exchange.url("orders/"),
+            timeout=10,
+            json={"market": "BTC-USDT", "side": "buy", "type": "market", "quote_qty": "1000"},
+        )
+        if order.status_code != 201:
+            raise Failure(f"marketable order refused: {order.status_code} {order.text}")
+        figures["stream_events_to_own_fill"] = own_fill_on_stream(stream, stream_key, order.json()["id"])
     fills = wait_for("alice's fill", lambda: client.get(exchange.url("trades/?market=BTC-USDT"), timeout=10).json(), 30)
     after_trade = balances(client, exchange)
     if not (after_trade["BTC"] > funded["BTC"] and after_trade["USDT"] < funded["USDT"]):
@@ -200,7 +230,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="exchange-e2e-") as folder:
         data_dir = Path(folder) / "data"
         log_path = Path(folder) / "make-run.log"
-        exchange = Exchange(data_dir, free_port(), log_path)
+        exchange = Exchange(data_dir, free_port(), log_path, free_port())
         failure = None
         try:
             scenario(exchange, figures)

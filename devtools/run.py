@@ -2,8 +2,9 @@
 
 Starts the embedded PostgreSQL and Redis unless ``DATABASE_URL`` / ``REDIS_URL`` are set,
 migrates, loads the demo data (idempotent), prints where to go, then runs the Procfile
-under honcho: web server, Celery worker, Celery beat, the simulated custody's confirmation
-loop and the market-making bot. Ctrl-C stops every process; the embedded services this
+under honcho: web server, the streams' ASGI server (uvicorn, on ``STREAMS_PORT``, by default
+the web port plus one) and relay, Celery worker, Celery beat, the simulated custody's
+confirmation loop and the market-making bot. Ctrl-C stops every process; the embedded services this
 run started are stopped too (the data stays in the data folder until ``make reset``).
 """
 
@@ -21,6 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def main() -> int:
     port = os.environ.setdefault("WEB_PORT", "8000")
+    streams_port = os.environ.setdefault("STREAMS_PORT", str(int(port) + 1))
+    os.environ.setdefault("STREAMS_URL", f"ws://127.0.0.1:{streams_port}")  # where the pages open the streams
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
     os.environ.setdefault("LOCAL_DATA_DIR", str(localservices.data_dir()))
     already_running = localservices.running()
@@ -35,6 +38,7 @@ def main() -> int:
             f"\nExchange:    http://127.0.0.1:{port}/\n"
             f"Back office: http://127.0.0.1:{port}/{admin}\n"
             f"API docs:    http://127.0.0.1:{port}/api/docs/\n"
+            f"Streams:     ws://127.0.0.1:{streams_port}/ws/btcusdt@depth (or /stream?streams=...)\n"
             f"Custody webhook secret (development): {env.get('CUSTODY_WEBHOOK_SECRET', DEV_CUSTODY_WEBHOOK_SECRET)}\n"
             "Ctrl-C stops everything.\n",
             flush=True,

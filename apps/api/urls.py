@@ -22,6 +22,7 @@ from apps.orders.apis import (
     OrderListApi,
 )
 from apps.proofs.apis import LiabilityProofApi, LiabilitySnapshotListApi
+from apps.streams.apis import StreamTokenApi
 from apps.wallets.apis import (
     DepositAddressApi,
     DepositListApi,
@@ -60,5 +61,6 @@ urlpatterns = [
     path("proofs/journal/blocks/<str:height>/", JournalBlockApi.as_view(), name="api-proofs-journal-block"),
     path("proofs/liabilities/", LiabilitySnapshotListApi.as_view(), name="api-proofs-liabilities"),
     path("proofs/liabilities/latest/", LiabilityProofApi.as_view(), name="api-proofs-liabilities-latest"),
+    path("stream-token/", StreamTokenApi.as_view(), name="api-stream-token"),
     re_path(r"", api_not_found),  # last: not a DRF view, so not in the schema
 ]

@@ -1,14 +1,16 @@
 """The traders' market pages: the markets list, and per market the book, trades, the order form and the
 user's orders and fills. Thin views over :mod:`apps.orders.selectors` and :mod:`apps.orders.services`.
 
-The market page polls itself with htmx: for an htmx request it answers only the live parts (book,
-recent trades, balances, open orders), each swapped into place out of band.
+The market page is rendered whole (it reads without JavaScript); ``static/js/market.js`` then keeps
+the book, the depth and price charts, trades, the 24-hour strip, balances and open orders live from
+the WebSocket streams (:mod:`apps.streams`), with no polling.
 """
 
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -21,7 +23,7 @@ from django.views.decorators.http import require_POST
 from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.selectors import balances_for_user
 from apps.marketdata.models import Interval
-from apps.marketdata.selectors import Ticker, candles, tickers_24h
+from apps.marketdata.selectors import Ticker, candles, ticker_24h, tickers_24h
 from apps.orders.models import Market, Order
 from apps.orders.selectors import (
     fills_for_user,
@@ -31,6 +33,7 @@ from apps.orders.selectors import (
     recent_trades,
 )
 from apps.orders.services import order_cancel, order_place
+from apps.streams.selectors import stream_symbol
 
 from .forms import OrderForm, add_domain_error, with_new_key
 from .sparkline import HOURS, Sparkline, sparkline
@@ -79,7 +82,7 @@ def _market_or_404(symbol: str) -> Market:
 
 
 def _live_context(request, market: Market) -> dict:
-    """What the live parts show: the book, recent trades and, for a logged-in user, balances and open orders."""
+    """What the page shows first: the book, recent trades and, for a logged-in user, balances and open orders."""
     depth = order_book_depth(market=market.symbol, limit=BOOK_LEVELS)
     context = {
         "market": market,
@@ -98,6 +101,10 @@ def _live_context(request, market: Market) -> dict:
 
 def _render_market(request, market: Market, form: OrderForm | None = None, status: int = 200):
     context = _live_context(request, market)
+    context["ticker"] = ticker_24h(market=market.symbol)
+    context["intervals"] = Interval.values
+    context["streams_url"] = settings.STREAMS_URL
+    context["stream_symbol"] = stream_symbol(market.symbol)
     if request.user.is_authenticated:
         context["form"] = form or OrderForm(market=market)
         context["closed_orders"] = list(
@@ -108,11 +115,8 @@ def _render_market(request, market: Market, form: OrderForm | None = None, statu
 
 
 def market(request, symbol: str):
-    """A market's page; for htmx polling, only its live parts (swapped out of band)."""
-    found = _market_or_404(symbol)
-    if request.htmx:
-        return render(request, "web/_market_live.html", _live_context(request, found))
-    return _render_market(request, found)
+    """A market's page: rendered whole, then kept live by ``static/js/market.js`` from the streams."""
+    return _render_market(request, _market_or_404(symbol))
 
 
 def _placed_message(order: Order) -> str:

@@ -75,6 +75,7 @@ def test_the_short_soak_loses_nothing_and_reconciles(soak):
         "orders",
         "order_holds",
         "withdrawals",
+        "stream_books",
     }
     assert result["left_running"] == []
     assert soak["returncode"] == 0, soak["stderr"]
@@ -82,7 +83,8 @@ def test_the_short_soak_loses_nothing_and_reconciles(soak):
 
 def test_the_short_soak_injected_every_kind_of_fault(soak):
     injected = soak["faults"]["injected"]
-    for kind in ("worker_killed", "worker_process_killed", "db_connections_terminated", "web_killed", "web_restarted"):
+    kinds = ("worker_killed", "worker_process_killed", "db_connections_terminated", "web_killed", "web_restarted")
+    for kind in (*kinds, "relay_killed"):
         assert injected.get(kind, 0) >= 1, injected
     assert soak["faults"]["errors"] == []
 

@@ -23,6 +23,7 @@ from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import FeeSchedule, Order, OrderStatus
 from apps.orders.services import market_create, order_place
 from apps.proofs.services import liabilities_snapshot_take
+from apps.streams.services import stream_token_create
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalAddress, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
@@ -65,6 +66,9 @@ ENDPOINTS = [
     ("get", "/api/v1/proofs/journal/blocks/{height}/", None),
     ("get", "/api/v1/proofs/liabilities/", None),
     ("get", "/api/v1/proofs/liabilities/latest/", "read"),
+    ("post", "/api/v1/stream-token/", "read"),
+    ("put", "/api/v1/stream-token/", "read"),
+    ("delete", "/api/v1/stream-token/", "read"),
 ]
 SCOPED = [endpoint for endpoint in ENDPOINTS if endpoint[2]]
 BODIES = {
@@ -111,10 +115,18 @@ def world(db):
     withdrawal = withdrawal_request(user_id=trader.id, asset_code="USDT", amount="100", address=ADDRESS)
     assert withdrawal.status == WithdrawalStatus.AWAITING_APPROVAL
     second_factor_enrol(user_id=trader.id)  # an authenticator waiting for its confirmation
+    stream_key = stream_token_create(user_id=trader.id)[1]
     journal_seal()  # so the proof endpoints have a block, an entry proof and a liabilities snapshot to serve
     liabilities_snapshot_take()
     entry_id = Posting.objects.filter(account__owner=trader).order_by("id").first().entry_id
-    return {"trader": trader, "order": order, "withdrawal": withdrawal, "entry": entry, "entry_id": entry_id}
+    return {
+        "trader": trader,
+        "order": order,
+        "withdrawal": withdrawal,
+        "entry": entry,
+        "entry_id": entry_id,
+        "stream_key": stream_key,
+    }
 
 
 def call(client: APIClient, method: str, path: str, world: dict):
@@ -133,6 +145,8 @@ def call(client: APIClient, method: str, path: str, world: dict):
     if path == "/api/v1/account/otp/":  # replacing a second factor needs a current code (a withdraw key has one)
         confirmed = TOTPDevice.objects.filter(user=world["trader"], confirmed=True).first()
         body = {"otp": totp_code(confirmed)} if confirmed else {}
+    if path == "/api/v1/stream-token/" and method in ("put", "delete"):
+        body = {"token": world["stream_key"]}  # the trader's own stream key
     return getattr(client, method)(concrete, body, format="json")
 
 

@@ -20,3 +20,10 @@ def usdt(db):
         withdrawal_auto_approve_limit=Decimal(100),
         withdrawal_daily_limit=Decimal(100000),
     )
+
+
+@pytest.fixture
+def live_streams(stream_servers, settings):
+    """The pages open the streams of the live uvicorn process (the relay publishes the test's commits)."""
+    settings.STREAMS_URL = f"ws://{stream_servers.webs[0]}"
+    return stream_servers

@@ -2,10 +2,13 @@
 
 Sign up, show the deposit address, receive a deposit through the simulated custody, place a
 limit order on the market page, see it under open orders and its funds under "In orders",
-see the book refresh by itself, cancel the order and see the funds available again. A
-screenshot of the market page is saved to ``artifacts/market-page.png``. Turn the second factor on
-from the security page's QR code and secret (screenshot ``artifacts/security-page.png``), then add a
-withdrawal address with a code.
+see the book update from the streams, cancel the order and see the funds available again. On a
+market with trades: the candlestick chart draws the candles, another trader's order fills the
+user's resting order and the fill arrives on the page without a reload (a toast, the balances,
+the open orders), the book updates and marks the user's own order. A screenshot of the market
+page is saved to ``artifacts/market-page.png``. Turn the second factor on from the security
+page's QR code and secret (screenshot ``artifacts/security-page.png``), then add a withdrawal
+address with a code.
 
 Chromium comes from Debian (``/usr/bin/chromium``; ``.ci/run`` installs it with apt), never
 from Playwright's own download.
@@ -19,9 +22,11 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections
+from django.urls import reverse
 from playwright.sync_api import expect, sync_playwright
 
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.marketdata.selectors import candles
 from apps.orders.models import Order, OrderStatus
 from apps.orders.services import order_place
 from apps.wallets.tests.factories import deposit_through_custody
@@ -29,7 +34,7 @@ from devtools.chromium import CHROMIUM, CHROMIUM_ARGS
 
 SCREENSHOT = Path(settings.BASE_DIR) / "artifacts" / "market-page.png"
 PASSWORD = "a long and unusual passphrase 42"
-# The live parts poll every 2 or 3 s; allow several polls on a busy machine before giving up.
+# The wallet's live parts poll every 2 or 3 s, the market page follows the streams; allow a busy machine time.
 LIVE_TIMEOUT_MS = 20_000
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -71,7 +76,7 @@ def balance_cell(page, container: str, asset: str, field: str):
     return page.locator(f"{container} tr[data-asset='{asset}'] td[data-field='{field}']")
 
 
-def test_sign_up_deposit_place_and_cancel_a_limit_order(browser_page, busy_market, usdt):
+def test_sign_up_deposit_place_and_cancel_a_limit_order(browser_page, busy_market, usdt, live_streams):
     page = browser_page
 
     # Sign up.
@@ -168,3 +173,69 @@ def test_turn_on_the_second_factor_from_the_qr_page_and_add_a_withdrawal_address
     expect(page.locator(".messages")).to_contain_text("confirm it with the link we e-mailed you")
     expect(page.locator("#withdrawal-addresses")).to_contain_text("Waiting for e-mail confirmation")
     assert WithdrawalAddress.objects.get(user=trader).label == "hardware wallet"
+
+
+def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
+    browser_page, busy_market, btc, usdt, live_streams
+):
+    page = browser_page
+    trader = UserFactory(username="chart-trader")
+    trader.set_password(PASSWORD)
+    trader.save()
+    fund(trader, usdt, "10000")
+    resting = order_place(user_id=trader.id, market="BTC-USDT", side="buy", price="59800", qty="0.05")
+    page.goto(reverse("login"))
+    page.fill("#id_username", "chart-trader")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto("/markets/BTC-USDT/")
+    live = page.locator("#market-live")
+    expect(live).to_have_attribute("data-stream", "open", timeout=LIVE_TIMEOUT_MS)
+
+    # The chart: the busy market's trade is a candle (REST), drawn on the chart's canvas.
+    expect(live).to_have_attribute("data-candles", "1", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#price-chart canvas").first).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#depth-chart canvas").first).to_be_visible(timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("60000.000000", timeout=LIVE_TIMEOUT_MS)
+
+    # The book updates from the depth stream and marks the trader's own order.
+    expect(page.locator("#book tr.bid.own")).to_contain_text("59800.000000", timeout=LIVE_TIMEOUT_MS)
+    order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="60900", qty="0.01")
+    expect(page.locator("#book")).to_contain_text("60900.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#book tr.spread")).to_contain_text("Spread 200.000000")  # 60000 ask, 59800 bid
+
+    # Another trader sells into the resting order: the fill arrives without a reload, in two parts.
+    order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="59800", qty="0.02")
+    expect(page.locator(".toast").last).to_contain_text(
+        f"order #{resting.id} partly filled: 0.02000000 at 59800.000000"
+    )
+    expect(page.locator(f"#open-orders tr[data-order='{resting.id}'] [data-field='filled']")).to_have_text(
+        "0.02000000", timeout=LIVE_TIMEOUT_MS
+    )
+    order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="59800", qty="0.03")
+    expect(page.locator(".toast").last).to_contain_text(
+        f"order #{resting.id} filled: 0.03000000 at 59800.000000", timeout=LIVE_TIMEOUT_MS
+    )
+    expect(page.locator(f"#open-orders tr[data-order='{resting.id}']")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#book tr.own")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
+    expect(balance_cell(page, "#market-balances", "BTC", "available")).to_have_text("0.04995000")  # less 0.1 % fee
+    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0.000000", timeout=LIVE_TIMEOUT_MS)
+
+    # The 24-hour strip follows the ticker stream.
+    expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("59800.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#ticker-strip [data-field='low']")).to_have_text("59800.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#ticker-strip [data-field='volume']")).to_have_text("0.07000000", timeout=LIVE_TIMEOUT_MS)
+
+    # The fills' candle arrived on the kline stream; the 5m switch loads the 5m candles.
+    latest = candles(market="BTC-USDT", interval="1m")[-1]
+    expect(live).to_have_attribute(
+        "data-last-kline", str(int(latest.open_time.timestamp() * 1000)), timeout=LIVE_TIMEOUT_MS
+    )
+    page.click("#intervals button[data-interval='5m']")
+    expect(page.locator("#intervals button[data-interval='5m']")).to_have_attribute(
+        "aria-pressed", "true", timeout=LIVE_TIMEOUT_MS
+    )
+    expect(live).to_have_attribute(
+        "data-candles", str(len(candles(market="BTC-USDT", interval="5m"))), timeout=LIVE_TIMEOUT_MS
+    )
+    page.screenshot(path=str(SCREENSHOT.with_name("market-page-live.png")), full_page=True)

@@ -68,17 +68,20 @@ def test_an_unknown_market_is_404(btc_usdt, client):
     assert client.get("/markets/DOGE-USDT/").status_code == 404
 
 
-def test_htmx_polling_gets_only_the_live_parts_out_of_band(book, trader, client):
+def test_the_page_is_kept_live_by_the_streams_script_not_by_polling(book, trader, client, settings):
+    settings.STREAMS_URL = "wss://streams.example"
     client.force_login(trader)
-    place(trader, side="buy", price="50000", qty="0.1")
 
-    partial = client.get(MARKET, HTTP_HX_REQUEST="true").content.decode()
+    page = client.get(MARKET).content.decode()
 
-    assert "<html" not in partial
-    for part in ("book", "trades", "market-balances", "open-orders"):
-        assert f'<div id="{part}" hx-swap-oob="true">' in partial
-    assert 'data-field="held">5000.000000<' in partial
-    assert "50000.000000" in partial
+    assert "hx-trigger" not in page and "every 2s" not in page
+    assert 'data-stream-symbol="btcusdt"' in page and 'data-streams-url="wss://streams.example"' in page
+    assert 'data-authenticated="true"' in page
+    assert "js/market.js" in page and "vendor/lightweight-charts-5.2.1.standalone.production.js" in page
+    assert 'id="price-chart"' in page and 'id="depth-chart"' in page and 'id="ticker-strip"' in page
+    for interval in ("1m", "5m", "15m", "1h", "4h", "1d"):
+        assert f'data-interval="{interval}"' in page
+    assert "<script>" not in page  # no inline script (Content-Security-Policy)
 
 
 def test_placing_a_limit_order_from_the_form(trader, client, usdt):

@@ -1,0 +1,17 @@
+"""Channel-layer group names of the streams (Channels allows ``[a-zA-Z0-9._-]`` only, no ``@``)."""
+
+from apps.marketdata.models import Interval
+
+# The public streams a market has (Binance's names after the ``@``).
+KLINE_STREAMS = tuple(f"kline_{interval}" for interval in Interval.values)
+MARKET_STREAMS = ("depth", "trade", "bookTicker", "ticker", *KLINE_STREAMS)
+
+
+def market_group(stream_symbol: str, stream: str) -> str:
+    """``btcusdt``, ``depth`` -> ``market.btcusdt.depth``."""
+    return f"market.{stream_symbol}.{stream}"
+
+
+def user_group(user_id: int) -> str:
+    """The group of one user's private events."""
+    return f"user.{user_id}"

@@ -1,0 +1,61 @@
+"""``/api/v1/stream-token/``: create, keep alive and revoke a user stream key."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.streams.models import StreamToken
+from apps.streams.selectors import stream_token_user_id
+
+pytestmark = pytest.mark.django_db
+
+URL = "/api/v1/stream-token/"
+
+
+def test_a_read_key_creates_a_stream_key_that_opens_its_users_stream_only(api_as, user):
+    response = api_as(user, "read").post(URL)
+
+    assert response.status_code == 201
+    key = response.json()["token"]
+    assert len(key) == 64 and stream_token_user_id(key=key) == user.id
+    assert not StreamToken.objects.filter(key_hash=key).exists()  # stored hashed
+
+
+def test_without_authentication_there_is_no_stream_key(api):
+    response = api.post(URL)
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "not_authenticated"
+
+
+def test_keep_alive_moves_the_expiry_and_revoke_ends_the_key(api_as, user, settings):
+    client = api_as(user, "read")
+    key = client.post(URL).json()["token"]
+    StreamToken.objects.update(expires_at=timezone.now() + timedelta(seconds=5))
+
+    extended = client.put(URL, {"token": key}, format="json")
+    assert extended.status_code == 200
+    assert StreamToken.objects.get().expires_at > timezone.now() + timedelta(seconds=settings.STREAMS_TOKEN_TTL - 60)
+
+    assert client.delete(URL, {"token": key}, format="json").status_code == 204
+    assert stream_token_user_id(key=key) is None
+    gone = client.put(URL, {"token": key}, format="json")
+    assert gone.status_code == 404 and gone.json()["error"]["fields"] == {"key": "Unknown or expired."}
+
+
+def test_an_expired_key_opens_nothing_and_another_users_key_cannot_be_extended(api_as, user):
+    from apps.ledger.tests.factories import UserFactory
+
+    key = api_as(user, "read").post(URL).json()["token"]
+    other = api_as(UserFactory(), "read")
+    assert other.put(URL, {"token": key}, format="json").status_code == 404
+    assert other.delete(URL, {"token": key}, format="json").status_code == 404
+
+    StreamToken.objects.update(expires_at=timezone.now())
+    assert stream_token_user_id(key=key) is None
+
+
+def test_a_malformed_body_is_a_400_naming_the_field(api_as, user):
+    response = api_as(user, "read").put(URL, {"token": ["x"]}, format="json")
+    assert response.status_code == 400
+    assert "token" in response.json()["error"]["fields"]

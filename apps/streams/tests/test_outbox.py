@@ -1,0 +1,240 @@
+"""The outbox rows the services write, in their own transactions, and the events the relay makes of them."""
+
+import json
+from dataclasses import replace
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from apps.ledger.errors import InsufficientFunds, InvalidState
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.models import Market
+from apps.orders.services import market_halt, market_resume, order_cancel, order_place
+from apps.streams.models import StreamEvent
+from apps.streams.relay import Relay
+
+D = Decimal
+
+
+@pytest.fixture
+def traders(btc_usdt, btc, usdt):
+    maker, taker = UserFactory(), UserFactory()
+    fund(maker, btc, "10")
+    fund(taker, usdt, "100000")
+    return maker, taker
+
+
+def book_events() -> list[StreamEvent]:
+    return list(StreamEvent.objects.filter(kind="book").order_by("id"))
+
+
+def test_every_book_change_records_one_event_numbered_by_the_market_sequence(traders, btc_usdt):
+    maker, taker = traders
+    first = order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="101", qty="0.5")
+    order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="101", qty="0.7")  # takes 0.5 + 0.2
+    with pytest.raises(InvalidState):
+        order_cancel(order_id=first.id, user_id=maker.id)  # already filled: refused, nothing recorded
+    market_halt(market_id=btc_usdt.id)
+    market_resume(market_id=btc_usdt.id)
+    market_halt(market_id=btc_usdt.id)
+    market_halt(market_id=btc_usdt.id)  # already halted: no change, no event
+
+    events = book_events()
+    assert (
+        [event.update_id for event in events] == [1, 2, 3, 4, 5, 6] == list(range(1, Market.objects.get().sequence + 1))
+    )
+    take = events[2].payload
+    assert take["levels"] == [
+        ["buy", "101.000000000000000000", "0"],  # the taker's price: it did not rest
+        ["sell", "100.000000000000000000", "0"],  # filled: gone
+        ["sell", "101.000000000000000000", "0.300000000000000000"],
+    ]
+    assert [(t["price"], t["qty"], t["taker_side"]) for t in take["trades"]] == [
+        ("100.000000000000000000", "0.500000000000000000", "buy"),
+        ("101.000000000000000000", "0.200000000000000000", "buy"),
+    ]
+    assert take["bid"] is None and take["ask"] == ["101.000000000000000000", "0.300000000000000000"]
+    assert [(o["id"], o["status"]) for o in take["orders"]] == [
+        (first.id, "filled"),
+        (first.id + 1, "partially_filled"),
+        (first.id + 2, "filled"),
+    ]
+    assert events[3].payload["levels"] == [] and events[3].payload["trades"] == []
+
+
+def test_a_refused_placement_records_nothing_and_a_replay_records_an_empty_change(traders):
+    maker, taker = traders
+    with pytest.raises(InsufficientFunds):
+        order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="200", qty="999")
+    assert not StreamEvent.objects.exists()
+
+    order = order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5", client_order_id="a")
+    again = order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5", client_order_id="a")
+
+    assert again.id == order.id
+    assert [(e.update_id, e.payload["levels"]) for e in book_events()][1] == (2, [])
+    assert Market.objects.get().sequence == 2
+
+
+def test_with_publishing_off_nothing_is_recorded(traders, settings):
+    settings.STREAMS_PUBLISH = False
+    maker, _ = traders
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    assert not StreamEvent.objects.exists()
+
+
+def relay_rows() -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, kind, market_id, update_id, user_id, object_id, payload FROM streams_streamevent ORDER BY id"
+        )
+        return cursor.fetchall()
+
+
+def relay_messages() -> list[tuple[str, dict]]:
+    messages = Relay().messages(relay_rows())
+    return [(group, {**message, "data": json.loads(message["data"])}) for group, message in messages]
+
+
+def test_the_relay_merges_consecutive_changes_into_one_depth_update_and_sends_each_user_only_theirs(traders):
+    maker, taker = traders
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100.5", qty="0.25")
+    taken = order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="100", qty="0.2")
+
+    messages = relay_messages()
+
+    depth = [m for g, m in messages if g == "market.btcusdt.depth"]
+    assert len(depth) == 1
+    assert (depth[0]["first"], depth[0]["last"]) == (1, 3)
+    assert {k: depth[0]["data"][k] for k in ("e", "s", "U", "u", "b", "a")} == {
+        "e": "depthUpdate",
+        "s": "BTCUSDT",
+        "U": 1,
+        "u": 3,
+        "b": [["100.000000", "0.00000000"]],  # the taker's price: nothing rests there
+        "a": [["100.000000", "0.30000000"], ["100.500000", "0.25000000"]],
+    }
+    trade = next(m["data"] for g, m in messages if g == "market.btcusdt.trade")
+    assert (trade["t"], trade["p"], trade["q"], trade["m"]) == (f"{taken.id}-1", "100.000000", "0.20000000", False)
+    ticker = [m["data"] for g, m in messages if g == "market.btcusdt.bookTicker"]
+    assert ticker == [
+        {"u": 3, "s": "BTCUSDT", "b": "0.000000", "B": "0.00000000", "a": "100.000000", "A": "0.30000000"}
+    ]
+    taker_reports = [
+        m["data"] for g, m in messages if g == f"user.{taker.id}" and m["data"].get("e") == "executionReport"
+    ]
+    assert [(r["i"], r["x"], r["X"], r["n"], r["N"]) for r in taker_reports] == [
+        (taken.id, "NEW", "NEW", "0", None),
+        (taken.id, "TRADE", "FILLED", "0.00020000", "BTC"),
+    ]
+    maker_reports = [
+        m["data"] for g, m in messages if g == f"user.{maker.id}" and m["data"].get("e") == "executionReport"
+    ]
+    assert {r["i"] for r in maker_reports} == {taken.id - 2, taken.id - 1}
+    assert not {r["i"] for r in maker_reports} & {taken.id}
+    positions = {g: m["data"]["B"] for g, m in messages if m["data"].get("e") == "outboundAccountPosition"}
+    assert positions[f"user.{taker.id}"] == [
+        {"a": "BTC", "f": "0.19980000", "l": "0.00000000"},
+        {"a": "USDT", "f": "99980.000000", "l": "0.000000"},
+    ]
+
+
+def test_deposit_reports_and_withdrawal_transitions_reach_only_their_users_stream(btc, usdt, user):
+    from apps.wallets.services import (
+        custody_event_process,
+        custody_event_receive,
+        deposit_address_get_or_create,
+        withdrawal_cancel,
+        withdrawal_request,
+    )
+    from apps.wallets.tests.factories import deposit_payload, signed
+
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_auto_approve_limit=0, withdrawal_daily_limit=1000)
+    address = deposit_address_get_or_create(user_id=user.id, asset=btc).address
+    type(btc).objects.filter(pk=btc.pk).update(confirmations_required=1)
+    event, _ = custody_event_receive(body=signed(deposit_payload(address, "1.5", txid="d1", confirmations=1))[0])
+    custody_event_process(event_pk=event.pk)
+    fund(user, usdt, "100")
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="30", address=address)
+    withdrawal_cancel(withdrawal_id=withdrawal.id, user_id=user.id)
+
+    messages = relay_messages()
+
+    assert {group for group, _ in messages} == {f"user.{user.id}"}
+    data = [message["data"] for _, message in messages]
+    deposit = next(d["d"] for d in data if d["e"] == "depositUpdate")
+    assert (deposit["asset"], deposit["amount"], deposit["status"]) == ("BTC", "1.50000000", "credited")
+    statuses = [d["w"]["status"] for d in data if d["e"] == "withdrawalUpdate"]
+    assert statuses == ["cancelled"]  # awaiting approval, then cancelled: published once, as it is now
+    position = next(d["B"] for d in data if d["e"] == "outboundAccountPosition")
+    assert position == [
+        {"a": "BTC", "f": "1.50000000", "l": "0.00000000"},
+        {"a": "USDT", "f": "100.000000", "l": "0.000000"},
+    ]
+
+
+def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(traders, btc_usdt):
+    from apps.marketdata.selectors import ticker_24h
+    from apps.streams import events
+
+    maker, taker = traders
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="102", qty="0.5")
+    order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="102", qty="0.7")
+
+    relay = Relay()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, kind, market_id, update_id, user_id, object_id, payload FROM streams_streamevent")
+        messages = relay.messages(sorted(cursor.fetchall()))
+
+    klines = {group: json.loads(m["data"])["k"] for group, m in messages if ".kline_" in group}
+    assert set(klines) == {f"market.btcusdt.kline_{i}" for i in ("1m", "5m", "15m", "1h", "4h", "1d")}
+    one_minute = klines["market.btcusdt.kline_1m"]
+    assert {k: one_minute[k] for k in ("i", "o", "h", "l", "c", "v", "q", "n", "x")} == {
+        "i": "1m",
+        "o": "100.000000",
+        "h": "102.000000",
+        "l": "100.000000",
+        "c": "102.000000",
+        "v": "0.70000000",
+        "q": "70.400000",
+        "n": 2,
+        "x": False,
+    }
+    assert one_minute["T"] - one_minute["t"] == 59_999
+    assert relay.tickers_due == {btc_usdt.id}
+
+    ticker = events.ticker_24h(relay.market(btc_usdt.id), ticker_24h(market="BTC-USDT"), 0)
+    assert {k: ticker[k] for k in ("e", "s", "p", "P", "w", "c", "o", "h", "l", "v", "q", "a", "A", "b", "n")} == {
+        "e": "24hrTicker",
+        "s": "BTCUSDT",
+        "p": "2.000000",
+        "P": "2.00",
+        "w": "100.571429",  # 70.4 / 0.7, half-even at the quote precision
+        "c": "102.000000",
+        "o": "100.000000",
+        "h": "102.000000",
+        "l": "100.000000",
+        "v": "0.70000000",
+        "q": "70.400000",
+        "a": "102.000000",
+        "A": "0.30000000",
+        "b": "0.000000",
+        "n": 2,
+    }
+
+
+def test_a_ticker_that_cannot_be_read_is_logged_and_leaves_the_relay_running(traders, btc_usdt, caplog):
+    maker, _ = traders
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    relay = Relay()
+    relay.messages(relay_rows())
+    relay.markets[btc_usdt.id] = replace(relay.markets[btc_usdt.id], symbol="DOGE-USDT")  # names no market
+
+    relay.tickers()
+
+    assert "stream relay tickers failed" in caplog.text
+    assert relay.tickers_due == set()  # taken; the next book change makes it due again

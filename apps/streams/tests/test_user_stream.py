@@ -1,0 +1,89 @@
+"""The private user stream against the live servers: a user's own events, and never anyone else's."""
+
+import pytest
+import requests
+
+from apps.accounts.services import api_key_create
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.services import order_cancel, order_place
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.services import withdrawal_request
+
+from .clients import StreamReader
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def stream_key(web: str, user) -> str:
+    """A stream key asked for over the API with a read-only API key."""
+    api_key = api_key_create(user_id=user.id, name="read", scopes=["read"])[1]
+    response = requests.post(
+        f"http://{web}/api/v1/stream-token/", headers={"Authorization": f"Token {api_key}"}, timeout=30
+    )
+    assert response.status_code == 201, response.text
+    return response.json()["token"]
+
+
+def funded(btc, usdt):
+    user = UserFactory()
+    fund(user, btc, "10")
+    fund(user, usdt, "100000")
+    return user
+
+
+def test_a_user_stream_carries_the_users_orders_fills_balances_and_withdrawals_and_nobody_elses(
+    stream_servers, btc_usdt, btc, usdt
+):
+    web1, web2 = stream_servers.webs
+    alice, bob, carol = funded(btc, usdt), funded(btc, usdt), funded(btc, usdt)
+    alice_stream = StreamReader(f"ws://{web1}/ws/{stream_key(web1, alice)}")
+    bob_key = stream_key(web2, bob)
+    bob_stream = StreamReader(f"ws://{web2}/stream?streams={bob_key}/btcusdt@trade")
+    try:
+        resting = order_place(user_id=alice.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+        order_place(user_id=carol.id, market="BTC-USDT", side="buy", price="100", qty="0.2")  # fills alice in part
+        carols = order_place(user_id=carol.id, market="BTC-USDT", side="buy", price="90", qty="1")
+        order_cancel(order_id=carols.id, user_id=carol.id)
+        bobs = order_place(user_id=bob.id, market="BTC-USDT", side="buy", price="80", qty="1")
+        order_cancel(order_id=bobs.id, user_id=bob.id)
+        withdrawal = withdrawal_request(user_id=alice.id, asset_code="USDT", amount="25", address=new_address())
+
+        held_for_withdrawal = {"a": "USDT", "f": "99994.980000", "l": "25.000000"}  # 100,000 + 20 - 0.02 fee - 25
+        alice_events = alice_stream.wait_for(
+            lambda event: event["e"] == "outboundAccountPosition" and held_for_withdrawal in event["B"]
+        )
+        bob_events = bob_stream.wait_for(
+            lambda message: message["data"].get("e") == "executionReport" and message["data"]["x"] == "CANCELED"
+        )
+    finally:
+        alice_stream.close()
+        bob_stream.close()
+
+    reports = [event for event in alice_events if event["e"] == "executionReport"]
+    assert {report["i"] for report in reports} == {resting.id}
+    assert [(r["x"], r["X"], r["l"], r["z"]) for r in reports] == [
+        ("NEW", "NEW", "0", "0.00000000"),
+        ("TRADE", "PARTIALLY_FILLED", "0.20000000", "0.20000000"),
+    ]
+    assert reports[1]["m"] is True and reports[1]["n"] == "0.020000" and reports[1]["N"] == "USDT"
+    withdrawals = [event["w"] for event in alice_events if event["e"] == "withdrawalUpdate"]
+    assert [(w["id"], w["status"], w["amount"]) for w in withdrawals] == [(withdrawal.id, "approved", "25.000000")]
+
+    bob_reports = [m["data"] for m in bob_events if m["stream"] == bob_key]
+    assert {report["i"] for report in bob_reports if report["e"] == "executionReport"} == {bobs.id}
+    assert [r["x"] for r in bob_reports if r["e"] == "executionReport"] == ["NEW", "CANCELED"]
+    assert all(m["stream"] in (bob_key, "btcusdt@trade") for m in bob_events)
+    assert [m["data"]["q"] for m in bob_events if m["stream"] == "btcusdt@trade"] == ["0.20000000"]
+
+
+def test_an_unknown_stream_key_or_stream_name_is_refused_with_the_reason(stream_servers, btc_usdt):
+    web = stream_servers.webs[0]
+    for path, field in (("/ws/" + "0" * 64, "streams"), ("/ws/btcusdt@nothing", "streams"), ("/elsewhere", "path")):
+        reader = StreamReader(f"ws://{web}{path}")
+        try:
+            error = reader.wait_for(lambda message: "error" in message)[-1]
+            reader.thread.join(timeout=10)
+        finally:
+            reader.close()
+        assert error["error"]["code"] == "invalid_request" and field in error["error"]["fields"]
+        assert reader.closed_code == 4400
