@@ -418,6 +418,8 @@ class Trade(models.Model):
         ordering = ["-created_at", "-taker_order_id", "-seq"]
         indexes = [
             models.Index(fields=["market", "-taker_order", "-seq"], name="trade_market_recent"),
+            # The market's trades by time: the 24-hour ticker's window edges (apps.marketdata.selectors).
+            models.Index(fields=["market", "created_at"], name="trade_market_time"),
             models.Index(fields=["taker_user", "-created_at"], name="trade_taker_user"),
             models.Index(fields=["maker_user", "-created_at"], name="trade_maker_user"),
             models.Index(fields=["maker_order"], name="trade_maker_order"),

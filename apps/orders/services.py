@@ -52,6 +52,7 @@ from apps.ledger.errors import (
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import Leg, entry_post, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
+from apps.marketdata.services import candles_record
 
 from .errors import (
     FokNotFillable,
@@ -1020,6 +1021,7 @@ def _execute(
         )
     if settlements or plan.expired_makers:
         _record_trades_and_update_makers(cursor, market, order, taker_rate, settlements, plan.expired_makers, accounts)
+    candles_record(market_id=market.id, time=now, fills=plan.fills)
     return order
 
 

@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "apps.accounts",
     "apps.api",
     "apps.web",
+    "apps.marketdata",
     "apps.backoffice",
     "apps.wallets.custody.simulator",
     "apps.demo",

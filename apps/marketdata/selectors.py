@@ -1,0 +1,204 @@
+"""Reads of market data: candles and 24-hour tickers.
+
+Amounts are ``Decimal`` (prices in quote per base, ``volume`` in base, ``quote_volume`` in
+quote); format them at the market's assets' precisions. Times are aware UTC datetimes.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+
+from django.db import connection
+from django.utils import timezone
+
+from apps.ledger.errors import DomainError, NotFound
+from apps.orders.models import Market
+
+from .models import Candle, Interval
+
+MAX_CANDLES = 1000
+DEFAULT_CANDLES = 500
+TICKER_WINDOW = timedelta(hours=24)
+
+
+def _check_window(start: datetime | None, end: datetime | None) -> None:
+    if start is not None and end is not None and end <= start:
+        message = "Must be later than start."
+        raise DomainError(message, fields={"end": message})
+
+
+def candles(
+    *,
+    market: str,
+    interval: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    limit: int = DEFAULT_CANDLES,
+) -> list[Candle]:
+    """The candles of ``market`` (symbol) for ``interval``, oldest first; buckets without trades are absent.
+
+    ``start`` (inclusive) and ``end`` (exclusive) bound the candles' ``open_time``. With a
+    ``start``: the first ``limit`` candles from it; otherwise the last ``limit`` before ``end``
+    (or up to now). ``limit`` is 1..1000. One index range scan of the candle table (its primary
+    key), whatever the number of trades. Raises :class:`NotFound` (market), :class:`DomainError`
+    naming ``interval``, ``limit`` or ``end`` (not after ``start``).
+    """
+    if interval not in Interval.values:
+        message = f"Must be one of {', '.join(Interval.values)}."
+        raise DomainError(message, fields={"interval": message})
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_CANDLES:
+        message = f"Must be a whole number from 1 to {MAX_CANDLES}."
+        raise DomainError(message, fields={"limit": message})
+    _check_window(start, end)
+    market_id = Market.objects.filter(symbol=market).values_list("id", flat=True).first()
+    if market_id is None:
+        raise NotFound(f"No market {market}.", fields={"market": "No such market."})
+    rows = Candle.objects.filter(market_id=market_id, interval=interval)
+    if start is not None:
+        rows = rows.filter(open_time__gte=start)
+    if end is not None:
+        rows = rows.filter(open_time__lt=end)
+    if start is not None:
+        return list(rows.order_by("open_time")[:limit])
+    return list(reversed(rows.order_by("-open_time")[:limit]))
+
+
+@dataclass(frozen=True)
+class Ticker:
+    """A market's figures over the rolling window ``[open_time, close_time]`` (24 hours up to ``close_time``).
+
+    ``last`` is the price of the last trade at or before ``close_time`` (even older than the
+    window; ``None`` when the market never traded). ``open``, ``high``, ``low`` are of the
+    trades inside the window (``None`` when there were none); ``change = last - open``,
+    ``change_percent = change / open * 100`` rounded half-even to 2 places (``None`` without
+    trades in the window). ``volume`` (base), ``quote_volume`` (quote) and ``trades`` count the
+    window's trades exactly. ``bid``/``ask`` are the best resting prices and ``bid_qty``/
+    ``ask_qty`` the base quantity resting at them, as of the read (``None`` on an empty side).
+    """
+
+    market: Market
+    open_time: datetime
+    close_time: datetime
+    last: Decimal | None
+    open: Decimal | None
+    high: Decimal | None
+    low: Decimal | None
+    volume: Decimal
+    quote_volume: Decimal
+    trades: int
+    bid: Decimal | None
+    bid_qty: Decimal | None
+    ask: Decimal | None
+    ask_qty: Decimal | None
+
+    @property
+    def symbol(self) -> str:
+        return self.market.symbol
+
+    @property
+    def change(self) -> Decimal | None:
+        if self.open is None or self.last is None:
+            return None
+        return self.last - self.open
+
+    @property
+    def change_percent(self) -> Decimal | None:
+        if self.change is None:
+            return None
+        with localcontext(prec=80):
+            return (self.change * 100 / self.open).quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)
+
+
+# The window [t0, t1] in three parts, so that every trade is counted once and exactly: the trades of
+# the partial minute at its start ([t0, m0), m0 = t0 rounded up to a minute), the 1m candles of the
+# whole minutes [m0, m1), and the trades of the partial minute at its end ([m1, t1], m1 = t1 rounded
+# down). At most two minutes of trades (index trade_market_time) and 1,440 candles (their primary key).
+_TICKERS = """
+    WITH w AS (
+        SELECT t0, t1, date_bin('1 minute', t0, TIMESTAMPTZ '1970-01-01 00:00:00+00')
+                       + CASE WHEN date_bin('1 minute', t0, TIMESTAMPTZ '1970-01-01 00:00:00+00') = t0
+                              THEN INTERVAL '0' ELSE INTERVAL '1 minute' END AS m0,
+               date_bin('1 minute', t1, TIMESTAMPTZ '1970-01-01 00:00:00+00') AS m1
+        FROM (SELECT %s::timestamptz - %s::interval AS t0, %s::timestamptz AS t1) AS bounds
+    )
+    SELECT m.id, agg.open, agg.high, agg.low, COALESCE(agg.volume, 0), COALESCE(agg.quote_volume, 0),
+           COALESCE(agg.trades, 0), last.price, bid.price, bid.qty, ask.price, ask.qty
+    FROM orders_market m CROSS JOIN w
+    CROSS JOIN LATERAL (
+        SELECT (array_agg(p.open ORDER BY p.at, p.taker_order_id, p.seq))[1] AS open, max(p.high) AS high,
+               min(p.low) AS low,
+               (array_agg(p.close ORDER BY p.at DESC, p.taker_order_id DESC, p.seq DESC))[1] AS close,
+               sum(p.volume) AS volume, sum(p.quote_volume) AS quote_volume, sum(p.trades) AS trades
+        FROM (
+            SELECT t.created_at AS at, t.taker_order_id, t.seq, t.price AS open, t.price AS high, t.price AS low,
+                   t.price AS close, t.qty AS volume, t.quote_qty AS quote_volume, 1 AS trades
+            FROM orders_trade t
+            WHERE t.market_id = m.id AND ((t.created_at >= w.t0 AND t.created_at < w.m0)
+                                          OR (t.created_at >= w.m1 AND t.created_at <= w.t1))
+            UNION ALL
+            SELECT c.open_time, 0, 0, c.open, c.high, c.low, c.close, c.volume, c.quote_volume, c.trades
+            FROM marketdata_candle c
+            WHERE c.market_id = m.id AND c.interval = '1m' AND c.open_time >= w.m0 AND c.open_time < w.m1
+        ) AS p
+    ) AS agg
+    LEFT JOIN LATERAL (
+        SELECT t.price FROM orders_trade t WHERE t.market_id = m.id AND t.created_at <= w.t1
+        ORDER BY t.created_at DESC, t.taker_order_id DESC, t.seq DESC LIMIT 1
+    ) AS last ON true
+    LEFT JOIN LATERAL (
+        SELECT o.price, sum(o.qty - o.filled_qty) AS qty FROM orders_order o
+        WHERE o.market_id = m.id AND o.side = 'buy' AND o.status IN ('open', 'partially_filled')
+        GROUP BY o.price ORDER BY o.price DESC LIMIT 1
+    ) AS bid ON true
+    LEFT JOIN LATERAL (
+        SELECT o.price, sum(o.qty - o.filled_qty) AS qty FROM orders_order o
+        WHERE o.market_id = m.id AND o.side = 'sell' AND o.status IN ('open', 'partially_filled')
+        GROUP BY o.price ORDER BY o.price LIMIT 1
+    ) AS ask ON true
+    WHERE m.id = ANY(%s::bigint[])
+"""
+
+
+def _tickers(markets: list[Market], now: datetime | None) -> list[Ticker]:
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(_TICKERS, [now, TICKER_WINDOW, now, [market.id for market in markets]])
+        rows = {row[0]: row[1:] for row in cursor.fetchall()}
+    tickers = []
+    for market in markets:
+        open_, high, low, volume, quote_volume, trades, last, bid, bid_qty, ask, ask_qty = rows[market.id]
+        tickers.append(
+            Ticker(
+                market=market,
+                open_time=now - TICKER_WINDOW,
+                close_time=now,
+                last=last,
+                open=open_,
+                high=high,
+                low=low,
+                volume=volume,
+                quote_volume=quote_volume,
+                trades=int(trades),
+                bid=bid,
+                bid_qty=bid_qty,
+                ask=ask,
+                ask_qty=ask_qty,
+            )
+        )
+    return tickers
+
+
+def ticker_24h(*, market: str, now: datetime | None = None) -> Ticker:
+    """The 24-hour ticker of ``market`` (symbol) for the window ending at ``now`` (default: the current time).
+
+    One statement. Raises :class:`NotFound` for an unknown market.
+    """
+    found = Market.objects.select_related("base", "quote").filter(symbol=market).first()
+    if found is None:
+        raise NotFound(f"No market {market}.", fields={"market": "No such market."})
+    return _tickers([found], now)[0]
+
+
+def tickers_24h(*, now: datetime | None = None) -> list[Ticker]:
+    """The 24-hour ticker of every market, by symbol, all for the same window ending at ``now``; one statement."""
+    return _tickers(list(Market.objects.select_related("base", "quote").order_by("symbol")), now)

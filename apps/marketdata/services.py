@@ -1,0 +1,75 @@
+"""The only writes of market data: candles, kept in the fill transaction.
+
+:func:`candles_record` is called by the orders app's placement (``apps.orders.services``)
+after it has written the placement's trades, in the same transaction and under the
+market's row lock, so candles commit or roll back with the trades they count and two
+placements on one market never update its candles at once.
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol
+
+from apps.ledger.db import PreparedCursor
+
+# One statement per placement, whatever its number of fills: the fills are aggregated in SQL
+# (exact NUMERIC sums; first and last price in matching order) and upserted into the bucket of
+# every interval. All fills of a placement share its time, so they fall in one bucket per interval.
+_UPSERT = """
+    WITH f AS (
+        SELECT * FROM unnest(%s::numeric[], %s::numeric[], %s::numeric[]) WITH ORDINALITY AS f(price, qty, quote_qty, n)
+    ), a AS (
+        SELECT (array_agg(price ORDER BY n))[1] AS open, max(price) AS high, min(price) AS low,
+               (array_agg(price ORDER BY n DESC))[1] AS close, sum(qty) AS volume, sum(quote_qty) AS quote_volume,
+               count(*) AS trades
+        FROM f
+    )
+    INSERT INTO marketdata_candle AS c
+        (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades)
+    SELECT %s, i.name, date_bin(i.width, %s::timestamptz, TIMESTAMPTZ '1970-01-01 00:00:00+00'),
+           a.open, a.high, a.low, a.close, a.volume, a.quote_volume, a.trades
+    FROM a, (VALUES ('1m', INTERVAL '1 minute'), ('5m', INTERVAL '5 minutes'), ('15m', INTERVAL '15 minutes'),
+                    ('1h', INTERVAL '1 hour'), ('4h', INTERVAL '4 hours'), ('1d', INTERVAL '1 day')) AS i(name, width)
+    ON CONFLICT (market_id, interval, open_time) DO UPDATE SET
+        high = GREATEST(c.high, EXCLUDED.high),
+        low = LEAST(c.low, EXCLUDED.low),
+        close = EXCLUDED.close,
+        volume = c.volume + EXCLUDED.volume,
+        quote_volume = c.quote_volume + EXCLUDED.quote_volume,
+        trades = c.trades + EXCLUDED.trades
+"""
+
+
+class Print(Protocol):
+    """What a candle needs of a fill: ``price`` (quote per base), ``qty`` (base), ``quote_qty`` (quote)."""
+
+    price: Decimal
+    qty: Decimal
+    quote_qty: Decimal
+
+
+def candles_record(*, market_id: int, time: datetime, fills: Sequence[Print]) -> None:
+    """Count a placement's fills, in matching order, all made at ``time``, into the market's candles.
+
+    For each interval (1m, 5m, 15m, 1h, 4h, 1d) the bucket holding ``time`` (UTC, aligned on
+    the epoch) is created with the fills' figures or updated: ``high``/``low`` widened,
+    ``close`` set to the last fill's price, volumes and the trade count added. Exact:
+    NUMERIC arithmetic on the fills' exact amounts. One statement; nothing when ``fills`` is
+    empty. Call it inside the placement's transaction, under the market's row lock (placements
+    of a market then count in commit order, so ``open`` stays the first trade's and ``close``
+    the last's). Raises nothing of its own; a database error aborts the placement with it.
+    """
+    if not fills:
+        return
+    with PreparedCursor() as cursor:
+        cursor.execute(
+            _UPSERT,
+            [
+                [fill.price for fill in fills],
+                [fill.qty for fill in fills],
+                [fill.quote_qty for fill in fills],
+                market_id,
+                time,
+            ],
+        )

@@ -1,0 +1,202 @@
+"""Candles: exact figures from known trades, interval boundaries, empty intervals absent, the selector's window."""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.db import transaction
+
+from apps.ledger.errors import DomainError, NotFound
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.marketdata.models import Candle, Interval
+from apps.marketdata.selectors import candles
+from apps.marketdata.services import candles_record
+from apps.orders.models import Trade
+from apps.orders.tests.helpers import place
+
+D = Decimal
+
+
+@dataclass(frozen=True)
+class Fill:
+    price: Decimal
+    qty: Decimal
+    quote_qty: Decimal
+
+
+def fill(price: str, qty: str) -> Fill:
+    return Fill(D(price), D(qty), D(price) * D(qty))
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def figures(candle: Candle) -> tuple:
+    return (
+        candle.open_time,
+        candle.open,
+        candle.high,
+        candle.low,
+        candle.close,
+        candle.volume,
+        candle.quote_volume,
+        candle.trades,
+    )
+
+
+@pytest.fixture
+def boundary_trades(btc_usdt):
+    """Four placements on both sides of 12:00 and 12:05 UTC; the second fills twice (two price levels)."""
+    candles_record(market_id=btc_usdt.id, time=at("2026-12-01T11:59:59.999999"), fills=[fill("60000.00", "0.1000")])
+    candles_record(
+        market_id=btc_usdt.id,
+        time=at("2026-12-01T12:00:00"),
+        fills=[fill("60010.00", "0.0500"), fill("60020.50", "0.0250")],
+    )
+    candles_record(market_id=btc_usdt.id, time=at("2026-12-01T12:04:59.999999"), fills=[fill("59990.01", "0.0001")])
+    candles_record(market_id=btc_usdt.id, time=at("2026-12-01T12:05:00"), fills=[fill("60005.00", "1.0000")])
+    return btc_usdt
+
+
+def test_interval_boundaries_and_empty_minutes_absent(boundary_trades):
+    one_minute = candles(market="BTC-USDT", interval="1m")
+
+    assert [figures(c) for c in one_minute] == [
+        (at("2026-12-01T11:59"), D("60000"), D("60000"), D("60000"), D("60000"), D("0.1"), D("6000"), 1),
+        (at("2026-12-01T12:00"), D("60010"), D("60020.5"), D("60010"), D("60020.5"), D("0.075"), D("4501.0125"), 2),
+        (
+            at("2026-12-01T12:04"),
+            D("59990.01"),
+            D("59990.01"),
+            D("59990.01"),
+            D("59990.01"),
+            D("0.0001"),
+            D("5.999001"),
+            1,
+        ),
+        (at("2026-12-01T12:05"), D("60005"), D("60005"), D("60005"), D("60005"), D("1"), D("60005"), 1),
+    ]  # 12:01 to 12:03 had no trade: no candle
+    assert one_minute[0].close_time == at("2026-12-01T11:59:59.999999")
+
+
+def test_wider_intervals_add_up_exactly(boundary_trades):
+    five = [figures(c) for c in candles(market="BTC-USDT", interval="5m")]
+    fifteen = [figures(c) for c in candles(market="BTC-USDT", interval="15m")]
+    day = [figures(c) for c in candles(market="BTC-USDT", interval="1d")]
+
+    assert five == [
+        (at("2026-12-01T11:55"), D("60000"), D("60000"), D("60000"), D("60000"), D("0.1"), D("6000"), 1),
+        (
+            at("2026-12-01T12:00"),
+            D("60010"),
+            D("60020.5"),
+            D("59990.01"),
+            D("59990.01"),
+            D("0.0751"),
+            D("4507.011501"),
+            3,
+        ),
+        (at("2026-12-01T12:05"), D("60005"), D("60005"), D("60005"), D("60005"), D("1"), D("60005"), 1),
+    ]
+    assert fifteen == [
+        (at("2026-12-01T11:45"), D("60000"), D("60000"), D("60000"), D("60000"), D("0.1"), D("6000"), 1),
+        (
+            at("2026-12-01T12:00"),
+            D("60010"),
+            D("60020.5"),
+            D("59990.01"),
+            D("60005"),
+            D("1.0751"),
+            D("64512.011501"),
+            4,
+        ),
+    ]
+    assert [c[0] for c in (figures(c) for c in candles(market="BTC-USDT", interval="1h"))] == [
+        at("2026-12-01T11:00"),
+        at("2026-12-01T12:00"),
+    ]
+    assert [c[0] for c in (figures(c) for c in candles(market="BTC-USDT", interval="4h"))] == [
+        at("2026-12-01T08:00"),
+        at("2026-12-01T12:00"),
+    ]
+    assert day == [
+        (at("2026-12-01T00:00"), D("60000"), D("60020.5"), D("59990.01"), D("60005"), D("1.1751"), D("70512.011501"), 5)
+    ]
+
+
+def test_window_and_limit(boundary_trades):
+    def times(**kwargs):
+        return [c.open_time.strftime("%H:%M") for c in candles(market="BTC-USDT", interval="1m", **kwargs)]
+
+    assert times(limit=2) == ["12:04", "12:05"]  # the latest, oldest first
+    assert times(start=at("2026-12-01T12:00"), limit=2) == ["12:00", "12:04"]
+    assert times(start=at("2026-12-01T12:00"), end=at("2026-12-01T12:05")) == ["12:00", "12:04"]  # end exclusive
+    assert times(end=at("2026-12-01T12:00")) == ["11:59"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"interval": "2m"}, "interval"),
+        ({"interval": "1m", "limit": 0}, "limit"),
+        ({"interval": "1m", "limit": 1001}, "limit"),
+        ({"interval": "1m", "start": at("2026-12-01T12:00"), "end": at("2026-12-01T12:00")}, "end"),
+    ],
+)
+def test_bad_arguments_name_the_field(btc_usdt, kwargs, field):
+    with pytest.raises(DomainError) as error:
+        candles(market="BTC-USDT", **kwargs)
+    assert list(error.value.fields) == [field]
+
+
+def test_unknown_market(db):
+    with pytest.raises(NotFound):
+        candles(market="NOPE-USDT", interval="1m")
+
+
+def test_placements_record_their_fills_at_the_makers_prices(btc_usdt, btc, usdt):
+    """Price improvement: a bid at 60,000 fills at the makers' 59,900 and 59,950; the candles say so."""
+    maker, taker, seller = UserFactory(), UserFactory(), UserFactory()
+    fund(maker, btc, "1")
+    fund(taker, usdt, "100000")
+    fund(seller, btc, "1")
+    place(maker, side="sell", price="59900", qty="0.1")
+    place(maker, side="sell", price="59950", qty="0.2")
+    place(taker, side="buy", price="60000", qty="0.3")  # two fills, one placement
+    place(taker, side="buy", price="59800", qty="0.05")  # rests
+    place(seller, side="sell", price="59700", qty="0.05")  # fills at the bid's 59,800
+
+    assert Trade.objects.count() == 3
+    for interval in Interval.values:
+        rows = candles(market="BTC-USDT", interval=interval)
+        # However the three trades fall across buckets, the candles hold exactly what traded.
+        assert rows[0].open == D("59900") and rows[-1].close == D("59800"), interval
+        assert max(c.high for c in rows) == D("59950") and min(c.low for c in rows) == D("59800")
+        assert sum(c.volume for c in rows) == D("0.35")
+        assert sum(c.quote_volume for c in rows) == D("20970")  # 5,990 + 11,990 + 2,990
+        assert sum(c.trades for c in rows) == 3
+
+
+def test_a_placement_without_fills_records_nothing(btc_usdt, btc):
+    maker = UserFactory()
+    fund(maker, btc, "1")
+    place(maker, side="sell", price="59900", qty="0.1")
+
+    assert not Candle.objects.exists()
+
+
+def test_candles_roll_back_with_the_placement(btc_usdt, btc, usdt):
+    """Written in the placement's transaction: when it rolls back, its candles go with its trades."""
+    maker, taker = UserFactory(), UserFactory()
+    fund(maker, btc, "1")
+    fund(taker, usdt, "100000")
+    place(maker, side="sell", price="59900", qty="0.1")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        place(taker, side="buy", price="60000", qty="0.1")
+        assert Candle.objects.count() == len(Interval.values)
+        raise RuntimeError("roll back")
+
+    assert not Trade.objects.exists()
+    assert not Candle.objects.exists()
