@@ -8,8 +8,7 @@ from apps.orders.tests.helpers import place
 
 
 @pytest.fixture
-@pytest.mark.usefixtures("btc_usdt")
-def traded(btc, usdt):
+def traded(btc_usdt, btc, usdt):  # noqa: F811 (the imported fixture, requested)
     """A buys 0.1 at 59,900 from M (one fill), then B sells 0.3 into M's bids at 59,000 and 58,900 (two fills).
 
     Left resting: M's bid 0.1 at 58,900 and ask 0.5 at 61,000. Returns (M, A, B).
@@ -26,3 +25,17 @@ def traded(btc, usdt):
     place(seller, side="sell", price="58900", qty="0.3")
     place(maker, side="sell", price="61000", qty="0.5")
     return maker, buyer, seller
+
+
+@pytest.fixture
+def signing_key():
+    """``signing_key(user, "read", "trade")`` -> ``(api key, signing secret)`` of a new key with those scopes."""
+    from apps.accounts.models import ApiKey
+    from apps.accounts.services import api_key_create
+    from apps.binance.keys import signing_secret
+
+    def make(user, *scopes):
+        key, raw = api_key_create(user_id=user.id, name="bot", scopes=scopes or ("read",))
+        return raw, signing_secret(ApiKey.objects.get(id=key.id))
+
+    return make
