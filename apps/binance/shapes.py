@@ -9,7 +9,7 @@ prevention ended it. A post-only limit order is ``LIMIT_MAKER``.
 from datetime import datetime
 from decimal import Decimal
 
-from apps.ledger.amounts import format_amount
+from apps.ledger.amounts import MAX_INTEGER_DIGITS, format_amount
 from apps.orders.models import (
     EndReason,
     Market,
@@ -61,6 +61,7 @@ def qty_text(value: Decimal | None, market: Market) -> str:
 def market_info(market: Market) -> dict:
     """One entry of ``exchangeInfo.symbols``."""
     tick, step = price_text(market.tick_size, market), qty_text(market.step_size, market)
+    largest = Decimal(10) ** MAX_INTEGER_DIGITS  # every amount stays below it (apps.ledger.amounts)
     min_qty, max_qty = qty_text(market.min_qty, market), qty_text(market.max_qty, market)
     return {
         "symbol": binance_symbol(market),
@@ -86,7 +87,7 @@ def market_info(market: Market) -> dict:
             {
                 "filterType": "PRICE_FILTER",
                 "minPrice": tick,
-                "maxPrice": price_text(Decimal(0), market),
+                "maxPrice": price_text(largest - market.tick_size, market),
                 "tickSize": tick,
             },
             {"filterType": "LOT_SIZE", "minQty": min_qty, "maxQty": max_qty, "stepSize": step},
@@ -95,7 +96,7 @@ def market_info(market: Market) -> dict:
                 "filterType": "NOTIONAL",
                 "minNotional": price_text(market.min_notional, market),
                 "applyMinToMarket": True,
-                "maxNotional": price_text(Decimal(0), market),
+                "maxNotional": price_text(largest - market.quote.quantum, market),
                 "applyMaxToMarket": False,
                 "avgPriceMins": 0,
             },
