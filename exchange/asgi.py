@@ -1,4 +1,9 @@
-"""ASGI entry point."""
+"""ASGI entry point (uvicorn): HTTP to Django, WebSocket to the streams (Django Channels).
+
+``make run``, the soak and production serve HTTP with a WSGI server (runserver, gunicorn) and
+the streams with ``uvicorn exchange.asgi:application``; this application also answers HTTP, so
+one uvicorn can serve both where that is simpler.
+"""
 
 import os
 
@@ -6,4 +11,10 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
 
-application = get_asgi_application()
+django_application = get_asgi_application()  # sets Django up before the consumers are imported
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+
+from apps.streams.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter({"http": django_application, "websocket": URLRouter(websocket_urlpatterns)})

@@ -18,6 +18,7 @@ from apps.orders.apis import (
     OrderDetailApi,
     OrderListApi,
 )
+from apps.streams.apis import StreamTokenApi
 from apps.wallets.apis import DepositAddressApi, DepositListApi, WithdrawalDetailApi, WithdrawalListApi
 
 urlpatterns = [
@@ -35,5 +36,6 @@ urlpatterns = [
     path("withdrawals/", WithdrawalListApi.as_view(), name="api-withdrawals"),
     path("withdrawals/<str:id>/", WithdrawalDetailApi.as_view(), name="api-withdrawal"),
     path("ledger/entries/", PostingListApi.as_view(), name="api-ledger-entries"),
+    path("stream-token/", StreamTokenApi.as_view(), name="api-stream-token"),
     re_path(r"", api_not_found),  # last: not a DRF view, so not in the schema
 ]

@@ -65,3 +65,31 @@ def account_balance_at(account_id: int, at: datetime) -> Decimal:
         .first()
     )
     return last if last is not None else Decimal(0)
+
+
+def balances_for_users(*, user_ids: set[int], asset_ids: set[int]) -> dict[int, list[UserBalance]]:
+    """Available and held of each of ``user_ids`` in each of ``asset_ids`` (zero without an account), one query.
+
+    ``{user id: [UserBalance by asset code]}``; the streams publish them after a change.
+    """
+    assets = list(Asset.objects.filter(id__in=asset_ids).order_by("code"))
+    stored = {
+        (account.owner_id, account.asset_id, account.kind): account.balance
+        for account in Account.objects.filter(
+            owner_id__in=user_ids,
+            asset_id__in=asset_ids,
+            kind__in=(AccountKind.USER_AVAILABLE, AccountKind.USER_HELD),
+        ).only("owner_id", "asset_id", "kind", "balance")
+    }
+    return {
+        user_id: [
+            UserBalance(
+                asset=asset.code,
+                decimals=asset.decimals,
+                available=stored.get((user_id, asset.id, AccountKind.USER_AVAILABLE), Decimal(0)),
+                held=stored.get((user_id, asset.id, AccountKind.USER_HELD), Decimal(0)),
+            )
+            for asset in assets
+        ]
+        for user_id in user_ids
+    }

@@ -71,6 +71,9 @@ class DepthOut(serializers.Serializer):
         help_text="[price, quantity] levels, best (lowest) first.",
     )
     sequence = serializers.IntegerField(help_text="The book's sequence: it rises with every placement and cancel.")
+    last_update_id = serializers.IntegerField(
+        help_text="The last book update in this snapshot: apply the depth stream's events with u above it."
+    )
 
 
 class MarketTradeOut(serializers.Serializer):
@@ -236,6 +239,7 @@ class MarketDepthApi(ScopedApiView):
                 "bids": [[format_amount(price, quote), format_amount(qty, base)] for price, qty in depth.bids],
                 "asks": [[format_amount(price, quote), format_amount(qty, base)] for price, qty in depth.asks],
                 "sequence": depth.sequence,
+                "last_update_id": depth.sequence,
             }
         )
 

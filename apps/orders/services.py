@@ -27,7 +27,11 @@ Round trips (DESIGN.md section 6, speed from fewer round trips): BEGIN, the lock
 first book page go in one pipeline; the order row and the account lock in one
 statement; the trades and the resting orders' updates in one statement; this module's
 statements are prepared once per connection (:class:`apps.ledger.db.PreparedCursor`). A resting
-order costs 7 round trips, 4 of them its hold's ``entry_post``.
+order costs 8 round trips, 4 of them its hold's ``entry_post``, one the stream event.
+
+Streams: every transaction that bumps a market's sequence records exactly one book event
+(:func:`apps.streams.services.book_event_record`) with that sequence as its update id, as
+its last statement under the lock; the relay publishes them in that order.
 """
 
 import zlib
@@ -53,6 +57,7 @@ from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import Leg, entry_post, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
 from apps.marketdata.services import candles_record
+from apps.streams.services import book_event_record
 
 from .errors import (
     FokNotFillable,
@@ -154,6 +159,7 @@ def _market_set_status(market_id: int, status: str) -> Market:
         market.status = status
         market.sequence += 1
         market.save(update_fields=["status", "sequence", "updated_at"])
+        book_event_record(market_id=market.id, update_id=market.sequence, order_ids=[], taker_order_id=None)
     return market
 
 
@@ -906,7 +912,8 @@ def order_place(
             request = _request_parse(locked, **inputs)
         if request.client_order_id:
             replay = _find_replay(request, locked)
-            if replay is not None:
+            if replay is not None:  # the lock bumped the sequence: an event with no change keeps ids gapless
+                book_event_record(market_id=locked.id, update_id=locked.sequence, order_ids=[], taker_order_id=None)
                 return replay
         _check_limits(locked, request)
         book = _book_for(cursor, locked, request, first_page=first_page)
@@ -1022,6 +1029,12 @@ def _execute(
     if settlements or plan.expired_makers:
         _record_trades_and_update_makers(cursor, market, order, taker_rate, settlements, plan.expired_makers, accounts)
     candles_record(market_id=market.id, time=now, fills=plan.fills)
+    book_event_record(
+        market_id=market.id,
+        update_id=market.sequence,
+        order_ids=[order.id, *(fill.maker.id for fill in plan.fills), *(maker.id for maker in plan.expired_makers)],
+        taker_order_id=order.id,
+    )
     return order
 
 
@@ -1199,4 +1212,5 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
         _post_release(
             order_id=order.id, user_id=order.user_id, asset_id=order.held_asset_id, amount=release, accounts=accounts
         )
+        book_event_record(market_id=market.id, update_id=market.sequence, order_ids=[order.id], taker_order_id=None)
     return order

@@ -30,6 +30,7 @@ from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, 
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import credit, debit, entry_post, funds_hold, funds_release, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
+from apps.streams.services import user_event_record
 
 from . import selectors
 from .addresses import address_validate
@@ -281,6 +282,7 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
     deposit = Deposit.objects.select_for_update(of=("self",)).get(
         network=asset.network, txid=event.txid, vout=event.vout
     )
+    user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)  # published as committed
     if (deposit.asset_id, deposit.address_id, deposit.amount) != (asset.id, address.id, event.amount):
         raise EventRejected(
             f"The report ({asset.code} {event.amount} to {event.address}) contradicts deposit #{deposit.pk}."
@@ -378,6 +380,7 @@ def deposit_credit(*, deposit_id: int) -> Deposit:
         raise InvalidState(
             f"Deposit #{deposit.pk} has {deposit.confirmations} of {asset.confirmations_required} confirmations."
         )
+    user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)
     return _deposit_credit_locked(deposit, asset, confirmations=deposit.confirmations)
 
 
@@ -426,7 +429,9 @@ def _transition(
         if current is None or (user_id is not None and current[1] != user_id):
             raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"withdrawal": "Unknown withdrawal."})
         raise InvalidState(f"Withdrawal #{withdrawal_id} is {current[0]}; it cannot become {to}.")
-    return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
+    withdrawal = Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
+    user_event_record(kind="withdrawal", user_id=withdrawal.user_id, object_id=withdrawal.pk)
+    return withdrawal
 
 
 def _ended(**fields) -> dict:

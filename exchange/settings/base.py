@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "apps.backoffice",
     "apps.wallets.custody.simulator",
     "apps.demo",
+    "apps.streams",
 ]
 
 MIDDLEWARE = [
@@ -245,3 +246,23 @@ LOGGING = {
     "loggers": {"axes": {"level": "WARNING"}},
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Streams (apps.streams): WebSockets served by the ASGI app (exchange/asgi.py, uvicorn) through Django
+# Channels; events cross processes on Redis pub/sub. Book, trade and user events are written to an
+# outbox in the transaction of their change and published in order by one relay (run_stream_relay).
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": env("STREAMS_CHANNEL_PREFIX", default="streams")},
+    }
+}
+# Record stream events (off only to measure what they cost: with it off there are no streams).
+STREAMS_PUBLISH = env.bool("STREAMS_PUBLISH", default=True)
+# Seconds a user stream key lives (extended by PUT /api/v1/stream-token/, like Binance's listenKey).
+STREAMS_TOKEN_TTL = env.int("STREAMS_TOKEN_TTL", default=3600)
+# Where browsers open the streams: empty means the page's own host (a proxy routes /ws/ and /stream
+# to the ASGI server); make run serves them on their own port.
+STREAMS_URL = env("STREAMS_URL", default="")
+# Outbox rows the relay publishes per transaction, and how long it waits for a notification.
+STREAMS_RELAY_BATCH = env.int("STREAMS_RELAY_BATCH", default=500)
+STREAMS_RELAY_IDLE_SECONDS = env.float("STREAMS_RELAY_IDLE_SECONDS", default=1.0)

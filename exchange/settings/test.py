@@ -31,3 +31,6 @@ CUSTODY_SIMULATOR_DELAY = 0.0
 CUSTODY_SIMULATOR_FAILURE_RATE = 0.0
 CUSTODY_SIMULATOR_NETWORK_FEES = {"BTC": "0.00001", "USDT": "0.5"}
 CUSTODY_SIMULATOR_HTTP_TIMEOUT = 10.0
+
+# Each test session's stream events travel on Redis channels of its own.
+CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = os.environ.get("STREAMS_CHANNEL_PREFIX") or CELERY_TASK_DEFAULT_QUEUE  # noqa: F405

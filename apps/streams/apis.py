@@ -1,0 +1,47 @@
+"""REST API of the streams: the key that opens the caller's user stream (``/api/v1/stream-token/``).
+
+Like Binance's listenKey: ``POST`` creates one (shown once), ``PUT`` keeps it alive another
+``STREAMS_TOKEN_TTL`` seconds, ``DELETE`` revokes it. A browser session or an API key with
+the ``read`` scope may ask; the key opens that user's stream at ``/ws/<token>``.
+"""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from apps.api.fields import Text
+from apps.api.views import ScopedApiView, api_time
+
+from .services import stream_token_create, stream_token_extend, stream_token_revoke
+
+
+class StreamTokenIn(serializers.Serializer):
+    token = Text(max_length=64, help_text="A stream key this user created.")
+
+
+class StreamTokenOut(serializers.Serializer):
+    token = serializers.CharField(help_text="Open the user stream at /ws/<token> (or name it in /stream?streams=).")
+    expires_at = serializers.DateTimeField()
+
+
+class StreamTokenApi(ScopedApiView):
+    """The caller's user stream key: create, keep alive, revoke."""
+
+    @extend_schema(request=None, responses={201: StreamTokenOut})
+    def post(self, request):
+        token, key = stream_token_create(user_id=request.user.id)
+        return Response({"token": key, "expires_at": api_time(token.expires_at)}, status=201)
+
+    @extend_schema(request=StreamTokenIn, responses=StreamTokenOut)
+    def put(self, request):
+        body = StreamTokenIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        token = stream_token_extend(user_id=request.user.id, key=body.validated_data["token"])
+        return Response({"token": body.validated_data["token"], "expires_at": api_time(token.expires_at)})
+
+    @extend_schema(request=StreamTokenIn, responses={204: None})
+    def delete(self, request):
+        body = StreamTokenIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        stream_token_revoke(user_id=request.user.id, key=body.validated_data["token"])
+        return Response(status=204)

@@ -1,0 +1,137 @@
+"""The WebSocket endpoint of the streams, Binance's paths: ``/ws/<stream>`` and ``/stream?streams=a/b``.
+
+A raw connection (``/ws/btcusdt@depth``) receives each event as it is; a combined one
+(``/stream?streams=btcusdt@depth/btcusdt@trade``) receives ``{"stream": name, "data": event}``.
+A 64-character stream key (``POST /api/v1/stream-token/``) in place of a stream name opens
+its user's private stream; only that user's events are ever sent on it. Binance's
+``SUBSCRIBE``, ``UNSUBSCRIBE`` and ``LIST_SUBSCRIPTIONS`` messages change the streams of an
+open connection. Cookies authenticate nothing here (so no other site can open a user's
+stream with them): the browser asks for a stream key over the authenticated API.
+
+Order and gaps: every ``depthUpdate`` continues the previous one (``U`` is the last ``u``
+plus one). An event already seen (``u`` not above the last one: the relay published a
+round twice) is dropped; a depth event that does not continue the last one (a message
+lost while Redis reconnected) closes the connection with code 4409, and the client starts
+again from a fresh snapshot, as Binance's book procedure says.
+"""
+
+import json
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from .groups import user_group
+from .names import MAX_STREAMS, InvalidStream, PublicStream, parse_stream
+from .selectors import stream_symbols, stream_token_user_id
+
+CLOSE_INVALID = 4400  # a stream name or message that names nothing
+CLOSE_GAP = 4409  # an event was lost: resubscribe and take a fresh snapshot
+
+
+class StreamConsumer(AsyncWebsocketConsumer):
+    """One client connection: its subscriptions (group -> stream name) and the last update id per group."""
+
+    async def connect(self):
+        self.streams: dict[str, str] = {}  # group -> stream name
+        self.last: dict[str, int] = {}
+        self.depth_groups: set[str] = set()
+        path = self.scope["path"]
+        await self.accept()
+        if path == "/stream":
+            self.combined = True
+            names = parse_qs(self.scope["query_string"].decode("latin-1")).get("streams", [""])[0].split("/")
+        elif path.startswith("/ws/"):
+            self.combined = False
+            names = [path.removeprefix("/ws/")]
+        else:
+            await self._refuse("No such stream path: /ws/<stream> or /stream?streams=<stream>/<stream>.", "path")
+            return
+        error = await self._subscribe([name for name in names if name])
+        if error:
+            await self._refuse(error, "streams")
+
+    async def disconnect(self, code):
+        for group in getattr(self, "streams", {}):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None):
+        """Binance's live subscription messages: ``{"method": "SUBSCRIBE", "params": [names], "id": n}``."""
+        try:
+            request = json.loads(text_data or "")
+            method, request_id = request["method"], request.get("id")
+            params = request.get("params", [])
+            if not isinstance(params, list) or not all(isinstance(name, str) for name in params):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            await self._error(None, 'Send {"method": ..., "params": [...], "id": ...}.', "method")
+            return
+        if method == "SUBSCRIBE":
+            error = await self._subscribe(params)
+            await (self._error(request_id, error, "params") if error else self._result(request_id, None))
+        elif method == "UNSUBSCRIBE":
+            for group in [group for group, name in self.streams.items() if name in params]:
+                await self.channel_layer.group_discard(group, self.channel_name)
+                del self.streams[group]
+                self.last.pop(group, None)
+            await self._result(request_id, None)
+        elif method == "LIST_SUBSCRIPTIONS":
+            await self._result(request_id, list(self.streams.values()))
+        else:
+            await self._error(request_id, "method is SUBSCRIBE, UNSUBSCRIBE or LIST_SUBSCRIPTIONS.", "method")
+
+    async def stream_event(self, message):
+        """An event from the relay for one of this connection's groups (``message["group"]``)."""
+        group = message["group"]
+        name = self.streams.get(group)
+        if name is None:
+            return  # unsubscribed meanwhile
+        first, last = message["first"], message["last"]
+        if last is not None:
+            seen = self.last.get(group)
+            if seen is not None and last <= seen:
+                return  # published twice (a relay round that did not commit)
+            if seen is not None and group in self.depth_groups and first != seen + 1:
+                await self.close(code=CLOSE_GAP, reason="Missed book updates: take a fresh snapshot.")
+                return
+            self.last[group] = last
+        data = message["data"]
+        await self.send(text_data=f'{{"stream":{json.dumps(name)},"data":{data}}}' if self.combined else data)
+
+    async def _subscribe(self, names: list[str]) -> str | None:
+        """Join the groups of ``names``; the reason none was joined when one names nothing."""
+        if not names:
+            return "Name at least one stream."
+        if len(self.streams) + len(names) > MAX_STREAMS:
+            return f"At most {MAX_STREAMS} streams per connection."
+        symbols = set(await database_sync_to_async(stream_symbols)())
+        groups: dict[str, tuple[str, bool]] = {}
+        for name in names:
+            try:
+                stream = parse_stream(name, symbols)
+            except InvalidStream as exc:
+                return str(exc)
+            if isinstance(stream, PublicStream):
+                groups[stream.group] = (name, stream.stream == "depth")
+            else:
+                user_id = await database_sync_to_async(stream_token_user_id)(key=stream)
+                if user_id is None:
+                    return "Unknown or expired stream key."
+                groups[user_group(user_id)] = (name, False)
+        for group, (name, depth) in groups.items():
+            await self.channel_layer.group_add(group, self.channel_name)
+            self.streams[group] = name
+            if depth:
+                self.depth_groups.add(group)
+        return None
+
+    async def _refuse(self, message: str, field: str) -> None:
+        await self._error(None, message, field)
+        await self.close(code=CLOSE_INVALID)
+
+    async def _error(self, request_id, message: str, field: str) -> None:
+        body = {"error": {"code": "invalid_request", "message": message, "fields": {field: message}}, "id": request_id}
+        await self.send(text_data=json.dumps(body))
+
+    async def _result(self, request_id, result) -> None:
+        await self.send(text_data=json.dumps({"result": result, "id": request_id}))

@@ -1,0 +1,240 @@
+"""Binance-shaped stream events built from outbox rows; pure functions, no database.
+
+Shapes follow Binance's spot WebSocket streams (``depthUpdate``, ``trade``, ``bookTicker``)
+and user data stream (``executionReport``, ``outboundAccountPosition``); deposits and
+withdrawals, which Binance's user stream does not carry, are ``depositUpdate`` and
+``withdrawalUpdate`` holding the REST API's object. Symbols are Binance's (``BTCUSDT``),
+amounts plain decimal strings at the asset's precision, times epoch milliseconds.
+"""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from apps.ledger.amounts import format_amount
+
+STATUS = {
+    "open": "NEW",
+    "partially_filled": "PARTIALLY_FILLED",
+    "filled": "FILLED",
+    "cancelled": "CANCELED",
+    "expired": "EXPIRED",
+    "rejected": "REJECTED",
+}
+
+
+@dataclass(frozen=True)
+class MarketInfo:
+    """What formatting a market's events needs: its symbols and its assets' codes and precisions."""
+
+    id: int
+    symbol: str  # BTC-USDT
+    base_id: int
+    base: str
+    base_decimals: int
+    quote_id: int
+    quote: str
+    quote_decimals: int
+
+    @classmethod
+    def of(cls, market) -> "MarketInfo":
+        """From a :class:`~apps.orders.models.Market` with its ``base`` and ``quote`` loaded."""
+        base, quote = market.base, market.quote
+        return cls(market.id, market.symbol, base.id, base.code, base.decimals, quote.id, quote.code, quote.decimals)
+
+    @property
+    def stream_symbol(self) -> str:
+        """``btcusdt``: the symbol in stream names."""
+        return self.symbol.replace("-", "").lower()
+
+    @property
+    def event_symbol(self) -> str:
+        """``BTCUSDT``: the symbol inside events."""
+        return self.symbol.replace("-", "")
+
+    def price(self, value) -> str:
+        return format_amount(Decimal(value), self.quote_decimals)
+
+    def qty(self, value) -> str:
+        return format_amount(Decimal(value), self.base_decimals)
+
+
+@dataclass(frozen=True)
+class BookChange:
+    """One outbox ``book`` row: the market's update ``update_id`` and its payload."""
+
+    update_id: int
+    payload: dict
+
+
+def depth_update(market: MarketInfo, changes: list[BookChange], now_ms: int) -> dict:
+    """One ``depthUpdate`` for consecutive changes: ``U`` the first update id, ``u`` the last.
+
+    Each level changed in ``U..u`` appears once with the quantity resting there after ``u``
+    (``"0..."``: gone), so a book at any update id from ``U - 1`` to ``u`` becomes the book at ``u``.
+    """
+    levels: dict[tuple[str, str], str] = {}
+    for change in changes:
+        for side, price, qty in change.payload["levels"]:
+            levels[(side, market.price(price))] = market.qty(qty)
+    bids = sorted(((p, q) for (s, p), q in levels.items() if s == "buy"), key=lambda level: -Decimal(level[0]))
+    asks = sorted(((p, q) for (s, p), q in levels.items() if s == "sell"), key=lambda level: Decimal(level[0]))
+    return {
+        "e": "depthUpdate",
+        "E": now_ms,
+        "s": market.event_symbol,
+        "U": changes[0].update_id,
+        "u": changes[-1].update_id,
+        "b": [list(level) for level in bids],
+        "a": [list(level) for level in asks],
+    }
+
+
+def book_ticker(market: MarketInfo, change: BookChange) -> dict:
+    """``bookTicker``: the best bid and ask (price, quantity) after update ``u``; empty sides are ``"0"``."""
+    bid = change.payload.get("bid") or ["0", "0"]
+    ask = change.payload.get("ask") or ["0", "0"]
+    return {
+        "u": change.update_id,
+        "s": market.event_symbol,
+        "b": market.price(bid[0]),
+        "B": market.qty(bid[1]),
+        "a": market.price(ask[0]),
+        "A": market.qty(ask[1]),
+    }
+
+
+def trades(market: MarketInfo, change: BookChange, now_ms: int) -> list[dict]:
+    """One ``trade`` event per trade of the change; ``m`` is true when the buyer was the maker."""
+    return [
+        {
+            "e": "trade",
+            "E": now_ms,
+            "s": market.event_symbol,
+            "t": trade["id"],
+            "p": market.price(trade["price"]),
+            "q": market.qty(trade["qty"]),
+            "T": trade["time"],
+            "m": trade["taker_side"] == "sell",
+            "M": True,
+        }
+        for trade in change.payload["trades"]
+    ]
+
+
+def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status: str, filled, filled_quote) -> dict:
+    """An ``executionReport`` of ``order`` (an outbox order dict) without fill fields."""
+    return {
+        "e": "executionReport",
+        "E": now_ms,
+        "s": market.event_symbol,
+        "c": order["client_order_id"],
+        "S": order["side"].upper(),
+        "o": order["type"].upper(),
+        "f": order["time_in_force"],
+        "q": market.qty(order["qty"]) if order["qty"] is not None else "0",
+        "p": market.price(order["price"]) if order["price"] is not None else "0",
+        "x": execution,
+        "X": status,
+        "r": order["reject_reason"] or "NONE",
+        "i": order["id"],
+        "l": "0",
+        "z": market.qty(filled),
+        "L": "0",
+        "n": "0",
+        "N": None,
+        "T": order["updated_at"],
+        "t": -1,
+        "m": False,
+        "O": order["created_at"],
+        "Z": market.price(filled_quote),
+        "Q": market.price(order["quote_qty"]) if order["quote_qty"] is not None else "0",
+    }
+
+
+def execution_reports(market: MarketInfo, change: BookChange, now_ms: int) -> list[tuple[int, dict]]:
+    """``(user id, executionReport)`` for every order the change wrote, in the order they happened.
+
+    A placed order: ``NEW``, then one ``TRADE`` per fill (cumulative ``z``/``Z`` growing), then
+    ``EXPIRED`` when it ended unfilled. A resting order filled: one ``TRADE`` (``m`` true);
+    expired by self-trade prevention: ``EXPIRED``; cancelled: ``CANCELED``. ``n``/``N`` are the
+    fill's fee and the asset it was taken in.
+    """
+    orders = {order["id"]: order for order in change.payload["orders"]}
+    trade_rows = change.payload["trades"]
+    reports: list[tuple[int, dict]] = []
+    taker = orders.get(change.payload.get("taker"))
+    filled, filled_quote = Decimal(0), Decimal(0)
+    if taker is not None:
+        reports.append((taker["user_id"], _report(market, taker, now_ms, "NEW", "NEW", 0, 0)))
+    for trade in trade_rows:
+        qty, quote_qty = Decimal(trade["qty"]), Decimal(trade["quote_qty"])
+        maker = orders.get(trade["maker_order_id"])
+        if taker is not None:
+            filled, filled_quote = filled + qty, filled_quote + quote_qty
+            last = filled == Decimal(taker["filled_qty"]) and trade is trade_rows[-1]
+            status = STATUS[taker["status"]] if last and taker["status"] == "filled" else "PARTIALLY_FILLED"
+            reports.append(
+                (taker["user_id"], _fill(market, taker, trade, now_ms, status, filled, filled_quote, maker=False))
+            )
+        if maker is not None:
+            status = STATUS[maker["status"]]
+            reports.append(
+                (
+                    maker["user_id"],
+                    _fill(market, maker, trade, now_ms, status, maker["filled_qty"], maker["filled_quote_qty"], True),
+                )
+            )
+    traded = {trade["maker_order_id"] for trade in trade_rows}
+    for order in orders.values():
+        if order["id"] in traded:
+            continue
+        if order is taker and order["status"] in ("open", "partially_filled", "filled"):
+            continue
+        if order["status"] in ("cancelled", "expired", "rejected"):
+            execution = "CANCELED" if order["status"] == "cancelled" else order["status"].upper()
+            reports.append(
+                (
+                    order["user_id"],
+                    _report(
+                        market,
+                        order,
+                        now_ms,
+                        execution,
+                        STATUS[order["status"]],
+                        order["filled_qty"],
+                        order["filled_quote_qty"],
+                    ),
+                )
+            )
+    return reports
+
+
+def _fill(market: MarketInfo, order: dict, trade: dict, now_ms: int, status: str, filled, filled_quote, maker: bool):
+    report = _report(market, order, now_ms, "TRADE", status, filled, filled_quote)
+    buyer = order["side"] == "buy"
+    fee = trade["maker_fee"] if maker else trade["taker_fee"]
+    report.update(
+        {
+            "l": market.qty(trade["qty"]),
+            "L": market.price(trade["price"]),
+            "n": market.qty(fee) if buyer else market.price(fee),
+            "N": market.base if buyer else market.quote,
+            "T": trade["time"],
+            "t": trade["id"],
+            "m": maker,
+        }
+    )
+    return report
+
+
+def account_position(balances: list[tuple[str, int, Decimal, Decimal]], now_ms: int) -> dict:
+    """``outboundAccountPosition``: ``(asset code, decimals, available, held)`` as ``a``, ``f`` (free), ``l`` (locked)."""
+    return {
+        "e": "outboundAccountPosition",
+        "E": now_ms,
+        "u": now_ms,
+        "B": [
+            {"a": code, "f": format_amount(available, decimals), "l": format_amount(held, decimals)}
+            for code, decimals, available, held in balances
+        ],
+    }

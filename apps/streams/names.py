@@ -1,0 +1,45 @@
+"""Stream names as Binance spells them: ``<symbol>@<stream>``, or a user stream key."""
+
+import re
+from dataclasses import dataclass
+
+from .groups import MARKET_STREAMS, market_group
+
+MAX_STREAMS = 200  # per connection
+_KEY = re.compile(r"^[0-9a-f]{64}$")
+
+
+class InvalidStream(ValueError):
+    """A stream name that names nothing (the message says why)."""
+
+
+@dataclass(frozen=True)
+class PublicStream:
+    """``btcusdt@depth``: ``symbol`` as in stream names, ``stream`` what follows the ``@``."""
+
+    name: str
+    symbol: str
+    stream: str
+
+    @property
+    def group(self) -> str:
+        return market_group(self.symbol, self.stream)
+
+
+def parse_stream(name: str, symbols: set[str]) -> PublicStream | str:
+    """A :class:`PublicStream`, or the user stream key ``name`` is; raises :class:`InvalidStream`.
+
+    ``symbols`` are the markets' stream symbols (``btcusdt``). A key is 64 lower-case hex
+    characters (:func:`apps.streams.services.stream_token_create`); whether it is valid is
+    for the caller to check.
+    """
+    if "@" not in name:
+        if _KEY.match(name):
+            return name
+        raise InvalidStream(f"{name[:80]!r} is neither <symbol>@<stream> nor a stream key.")
+    symbol, _, stream = name.partition("@")
+    if symbol not in symbols:
+        raise InvalidStream(f"No market {symbol[:40]!r} (symbols are lower case without a dash: btcusdt).")
+    if stream not in MARKET_STREAMS:
+        raise InvalidStream(f"No stream {stream[:40]!r}: one of {', '.join(MARKET_STREAMS)}.")
+    return PublicStream(name, symbol, stream)

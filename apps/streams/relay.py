@@ -1,0 +1,190 @@
+"""The relay: publishes committed outbox rows (:class:`~apps.streams.models.StreamEvent`) in order.
+
+One relay runs at a time (a PostgreSQL advisory lock; a second one waits as a standby).
+Each round, in one transaction, it deletes up to ``STREAMS_RELAY_BATCH`` rows in id order
+(``DELETE ... RETURNING``), publishes them to the channel layer (Redis pub/sub, one
+connection, so every subscriber receives them in publish order) and commits. A crash
+before the commit publishes the rows again: consumers drop what they have seen by update
+id. When there is nothing to do it waits for the outbox trigger's notification (sent at
+commit) or ``STREAMS_RELAY_IDLE_SECONDS``.
+
+Order: a market's rows are written under its row lock, so they become visible in update id
+order and a round never sees update ``n + 1`` without ``n``; consecutive rows of a market
+within a round are merged into one ``depthUpdate`` (``U``..``u``). Deposit and withdrawal
+rows are published as their objects are when the relay reads them, with the user's
+balance of the asset; after a book change the balances of the users it touched.
+"""
+
+import asyncio
+import json
+import logging
+import time
+from collections import defaultdict
+
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import connection, transaction
+
+from apps.ledger.models import Asset
+from apps.ledger.selectors import balances_for_users
+from apps.orders.models import Market
+from apps.wallets.apis import withdrawal_out
+from apps.wallets.models import Deposit, Withdrawal
+
+from . import events
+from .groups import market_group, user_group
+from .models import NOTIFY_CHANNEL, StreamEventKind
+
+log = logging.getLogger(__name__)
+
+RELAY_LOCK_KEY = 0x5354524D  # "STRM": pg_advisory_lock key held by the active relay
+
+_TAKE = """
+    DELETE FROM streams_streamevent WHERE id IN (SELECT id FROM streams_streamevent ORDER BY id LIMIT %s)
+    RETURNING id, kind, market_id, update_id, user_id, object_id, payload
+"""
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Relay:
+    """Drains the outbox into the channel layer; :meth:`run` loops until :meth:`stop`."""
+
+    def __init__(self, *, batch: int | None = None, idle: float | None = None):
+        self.batch = batch or settings.STREAMS_RELAY_BATCH
+        self.idle = settings.STREAMS_RELAY_IDLE_SECONDS if idle is None else idle
+        self.loop = asyncio.new_event_loop()
+        self.layer = get_channel_layer()
+        self.markets: dict[int, events.MarketInfo] = {}
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def run(self) -> None:
+        """Take the relay lock (waiting for another relay to end), LISTEN, then publish until stopped."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [RELAY_LOCK_KEY])
+            cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        log.info("stream relay active")
+        while not self.stopped:
+            try:
+                published = self.round()
+            except Exception:  # Redis or the database away: nothing was deleted; try again shortly
+                log.exception("stream relay round failed")
+                connection.close_if_unusable_or_obsolete()
+                time.sleep(0.5)
+                continue
+            if published < self.batch:
+                self.wait()
+
+    def wait(self) -> None:
+        """Until a notification arrives (or ``idle`` seconds pass); notifications already queued return at once."""
+        connection.ensure_connection()
+        for _ in connection.connection.notifies(timeout=self.idle, stop_after=1):
+            pass
+
+    def round(self) -> int:
+        """Publish one batch of outbox rows in one transaction; returns how many rows it took."""
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(_TAKE, [self.batch])
+                rows = sorted(cursor.fetchall())
+            if rows:
+                self.loop.run_until_complete(self.publish(self.messages(rows)))
+        return len(rows)
+
+    def market(self, market_id: int) -> events.MarketInfo:
+        info = self.markets.get(market_id)
+        if info is None:
+            market = Market.objects.select_related("base", "quote").get(id=market_id)
+            info = self.markets[market_id] = events.MarketInfo.of(market)
+        return info
+
+    def messages(self, rows: list[tuple]) -> list[tuple[str, dict]]:
+        """``(group, message)`` pairs for the rows (sorted by id), in publish order."""
+        out: list[tuple[str, dict]] = []
+        run: list[events.BookChange] = []
+        run_market: int | None = None
+        touched: dict[int, set[int]] = defaultdict(set)  # user -> asset ids whose balance to publish
+        for _, kind, market_id, update_id, user_id, object_id, payload in rows:
+            if kind == StreamEventKind.BOOK:
+                payload = json.loads(payload)  # Django's cursor leaves jsonb as text; amounts in it are strings
+                if run and market_id != run_market:
+                    out += self.book_messages(self.market(run_market), run, touched)
+                    run = []
+                run_market = market_id
+                run.append(events.BookChange(update_id, payload))
+            else:
+                out += self.wallet_message(kind, user_id, object_id, touched)
+        if run:
+            out += self.book_messages(self.market(run_market), run, touched)
+        out += self.balance_messages(touched)
+        return out
+
+    def book_messages(self, market: events.MarketInfo, run: list[events.BookChange], touched) -> list:
+        stamp = now_ms()
+        symbol = market.stream_symbol
+        first, last = run[0].update_id, run[-1].update_id
+        out = [(market_group(symbol, "depth"), _message(events.depth_update(market, run, stamp), first, last))]
+        for change in run:
+            for trade in events.trades(market, change, stamp):
+                out.append((market_group(symbol, "trade"), _message(trade, change.update_id, change.update_id)))
+            for user_id, report in events.execution_reports(market, change, stamp):
+                out.append((user_group(user_id), _message(report)))
+                touched[user_id] |= {market.base_id, market.quote_id}
+        ticker = events.book_ticker(market, run[-1])
+        out.append((market_group(symbol, "bookTicker"), _message(ticker, last, last)))
+        return out
+
+    def wallet_message(self, kind: str, user_id: int, object_id: int, touched) -> list:
+        if kind == StreamEventKind.DEPOSIT:
+            deposit = Deposit.objects.select_related("asset").filter(pk=object_id).first()
+            if deposit is None:
+                return []
+            touched[user_id].add(deposit.asset_id)
+            data = {
+                "e": "depositUpdate",
+                "E": now_ms(),
+                "d": {
+                    "id": deposit.id,
+                    "asset": deposit.asset.code,
+                    "amount": events.format_amount(deposit.amount, deposit.asset.decimals),
+                    "txid": deposit.txid,
+                    "vout": deposit.vout,
+                    "status": deposit.status,
+                    "confirmations": deposit.confirmations,
+                },
+            }
+        else:
+            withdrawal = Withdrawal.objects.select_related("asset").filter(pk=object_id).first()
+            if withdrawal is None:
+                return []
+            touched[user_id].add(withdrawal.asset_id)
+            data = {"e": "withdrawalUpdate", "E": now_ms(), "w": withdrawal_out(withdrawal)}
+        return [(user_group(user_id), _message(data))]
+
+    def balance_messages(self, touched: dict[int, set[int]]) -> list:
+        """One ``outboundAccountPosition`` per user: the balances of the assets the round changed for them."""
+        if not touched:
+            return []
+        balances = balances_for_users(user_ids=set(touched), asset_ids=set().union(*touched.values()))
+        codes = dict(Asset.objects.filter(id__in=set().union(*touched.values())).values_list("id", "code"))
+        stamp = now_ms()
+        out = []
+        for user_id, asset_ids in touched.items():
+            wanted = {codes[asset_id] for asset_id in asset_ids}
+            rows = [(b.asset, b.decimals, b.available, b.held) for b in balances[user_id] if b.asset in wanted]
+            out.append((user_group(user_id), _message(events.account_position(rows, stamp))))
+        return out
+
+    async def publish(self, messages: list[tuple[str, dict]]) -> None:
+        for group, message in messages:
+            await self.layer.group_send(group, {**message, "group": group})
+
+
+def _message(data: dict, first: int | None = None, last: int | None = None) -> dict:
+    """A channel-layer message: the event serialised once (consumers forward the text), with its update ids."""
+    return {"type": "stream.event", "data": json.dumps(data, separators=(",", ":")), "first": first, "last": last}

@@ -1,0 +1,144 @@
+"""Every write of the streams app: the outbox rows of committed changes, and user stream tokens.
+
+The outbox writers run inside the caller's transaction (they never open one): a book
+change is recorded by :func:`book_event_record` from :mod:`apps.orders.services` under the
+market's row lock, a deposit or withdrawal change by :func:`user_event_record` from
+:mod:`apps.wallets.services`. Nothing is published from here: the relay
+(:mod:`apps.streams.relay`) publishes committed rows in order.
+
+``settings.STREAMS_PUBLISH`` (default on) switches the recording off; the benchmark
+compares a placement's cost with and without it. With it off there are no streams.
+"""
+
+import hashlib
+import secrets
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from apps.ledger.errors import NotFound
+
+from .models import StreamEvent, StreamEventKind, StreamToken
+
+# The levels a book change touched (every limit order it wrote: the taker's and the makers' prices),
+# each with the quantity resting there after the change (0: the level is gone); the best bid and ask;
+# the trades of the taker order; the orders written. Read in the statement that inserts the row, so
+# inside the transaction that made the change and after all its writes. Amounts are text (exact).
+_OPEN = "status IN ('open', 'partially_filled')"
+_INSERT_BOOK_EVENT = f"""
+    INSERT INTO streams_streamevent (kind, market_id, update_id, payload, created_at)
+    SELECT 'book', %(market)s, %(update_id)s, jsonb_build_object(
+        'taker', %(taker)s::bigint,
+        'levels', COALESCE((
+            SELECT jsonb_agg(jsonb_build_array(t.side, t.price::text, COALESCE((
+                SELECT sum(o.qty - o.filled_qty) FROM orders_order o
+                WHERE o.market_id = %(market)s AND o.side = t.side AND o.price = t.price AND o.{_OPEN}
+            ), 0)::text) ORDER BY t.side, t.price)
+            FROM (SELECT DISTINCT side, price FROM orders_order WHERE id = ANY(%(orders)s) AND price IS NOT NULL) t
+        ), '[]'::jsonb),
+        'bid', (
+            SELECT jsonb_build_array(price::text, sum(qty - filled_qty)::text) FROM orders_order
+            WHERE market_id = %(market)s AND side = 'buy' AND {_OPEN} GROUP BY price ORDER BY price DESC LIMIT 1
+        ),
+        'ask', (
+            SELECT jsonb_build_array(price::text, sum(qty - filled_qty)::text) FROM orders_order
+            WHERE market_id = %(market)s AND side = 'sell' AND {_OPEN} GROUP BY price ORDER BY price LIMIT 1
+        ),
+        'trades', COALESCE((
+            SELECT jsonb_agg(jsonb_build_object(
+                'id', id, 'price', price::text, 'qty', qty::text, 'quote_qty', quote_qty::text,
+                'taker_side', taker_side, 'taker_order_id', taker_order_id, 'maker_order_id', maker_order_id,
+                'taker_user_id', taker_user_id, 'maker_user_id', maker_user_id,
+                'taker_fee', taker_fee::text, 'maker_fee', maker_fee::text,
+                'time', (extract(epoch FROM created_at) * 1000)::bigint) ORDER BY seq)
+            FROM orders_trade WHERE taker_order_id = %(taker)s
+        ), '[]'::jsonb),
+        'orders', COALESCE((
+            SELECT jsonb_agg(jsonb_build_object(
+                'id', id, 'user_id', user_id, 'client_order_id', client_order_id, 'side', side, 'type', type,
+                'time_in_force', time_in_force, 'price', price::text, 'qty', qty::text,
+                'quote_qty', quote_qty::text, 'filled_qty', filled_qty::text,
+                'filled_quote_qty', filled_quote_qty::text, 'fee_total', fee_total::text, 'status', status,
+                'reject_reason', reject_reason, 'created_at', (extract(epoch FROM created_at) * 1000)::bigint,
+                'updated_at', (extract(epoch FROM updated_at) * 1000)::bigint) ORDER BY id)
+            FROM orders_order WHERE id = ANY(%(orders)s)
+        ), '[]'::jsonb)
+    ), now()
+"""
+
+
+def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], taker_order_id: int | None) -> None:
+    """Record the book change ``update_id`` of the market (one statement, in the caller's transaction).
+
+    Call it under the market's row lock, after every write of the change: ``update_id`` is
+    the market's sequence as the change left it (every sequence bump records exactly one
+    event, so a market's update ids have no gaps); ``order_ids`` the orders the change
+    wrote (their price levels are published with the quantity resting there now);
+    ``taker_order_id`` the placed order whose trades are published (``None`` for a cancel,
+    a halt or a resume).
+    """
+    if not settings.STREAMS_PUBLISH:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSERT_BOOK_EVENT,
+            {"market": market_id, "update_id": update_id, "orders": order_ids, "taker": taker_order_id},
+        )
+
+
+def user_event_record(*, kind: str, user_id: int, object_id: int) -> None:
+    """Record that the user's deposit or withdrawal ``object_id`` changed (in the caller's transaction).
+
+    ``kind`` is ``deposit`` or ``withdrawal``; the relay publishes the object as it then is,
+    with the user's balance in its asset.
+    """
+    if not settings.STREAMS_PUBLISH:
+        return
+    StreamEvent.objects.create(
+        kind=StreamEventKind(kind), user_id=user_id, object_id=object_id, created_at=timezone.now()
+    )
+
+
+def _key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def stream_token_create(*, user_id: int) -> tuple[StreamToken, str]:
+    """A new user stream key for ``user_id``, valid ``settings.STREAMS_TOKEN_TTL`` seconds.
+
+    Returns the row and the key (64 hex characters), which is shown only here; expired
+    keys of the user are deleted on the way.
+    """
+    now = timezone.now()
+    StreamToken.objects.filter(user_id=user_id, expires_at__lte=now).delete()
+    key = secrets.token_hex(32)
+    token = StreamToken.objects.create(
+        user_id=user_id, key_hash=_key_hash(key), expires_at=now + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
+    )
+    return token, key
+
+
+def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
+    """Keep the user's stream key alive for another ``STREAMS_TOKEN_TTL`` seconds from now.
+
+    Raises :class:`NotFound` for a key that is unknown, expired or another user's.
+    """
+    now = timezone.now()
+    expires_at = now + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
+    updated = StreamToken.objects.filter(user_id=user_id, key_hash=_key_hash(key), expires_at__gt=now).update(
+        expires_at=expires_at
+    )
+    if not updated:
+        raise NotFound("No such stream key.", fields={"key": "Unknown or expired."})
+    return StreamToken.objects.get(key_hash=_key_hash(key))
+
+
+def stream_token_revoke(*, user_id: int, key: str) -> None:
+    """Delete the user's stream key; streams opened with it stay open until they disconnect.
+
+    Raises :class:`NotFound` for a key that is unknown or another user's.
+    """
+    if not StreamToken.objects.filter(user_id=user_id, key_hash=_key_hash(key)).delete()[0]:
+        raise NotFound("No such stream key.", fields={"key": "Unknown or expired."})

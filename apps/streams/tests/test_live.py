@@ -1,0 +1,147 @@
+"""The streams end to end: a real WebSocket client against two live uvicorn processes and the relay.
+
+Orders arrive over HTTP at both web processes at once (real threads), so placements and
+cancels of one market commit from two processes; the depth stream is read from one of them.
+"""
+
+import random
+import threading
+import time
+from decimal import Decimal
+
+import pytest
+import requests
+
+from apps.accounts.services import api_key_create
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.models import Market
+
+from .clients import LocalBook, StreamReader, rest_depth, rest_levels
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+D = Decimal
+
+
+def trader(btc, usdt, scopes=("read", "trade")):
+    user = UserFactory()
+    fund(user, btc, "100")
+    fund(user, usdt, "1000000")
+    return user, api_key_create(user_id=user.id, name="test", scopes=scopes)[1]
+
+
+def storm(webs: list[str], keys: list[str], *, operations: int, seed: int, changes: list | None = None) -> None:
+    """``operations`` random limit orders and cancels per key, each key on its own thread and web process.
+
+    Appends to ``changes`` one item per book change committed (a placement, a cancel that was not a 409).
+    """
+    errors: list[BaseException] = []
+    changes = [] if changes is None else changes
+
+    def run(index: int, key: str) -> None:
+        rng = random.Random(seed + index)
+        session = requests.Session()
+        session.headers["Authorization"] = f"Token {key}"
+        base = f"http://{webs[index % len(webs)]}/api/v1"
+        open_orders: list[int] = []
+        try:
+            for _ in range(operations):
+                if open_orders and rng.random() < 0.35:
+                    order_id = open_orders.pop(rng.randrange(len(open_orders)))
+                    response = session.delete(f"{base}/orders/{order_id}/", timeout=30)
+                    assert response.status_code in (200, 409), response.text
+                    if response.status_code == 200:
+                        changes.append(order_id)
+                    continue
+                body = {
+                    "market": "BTC-USDT",
+                    "side": rng.choice(["buy", "sell"]),
+                    "type": "limit",
+                    "price": str(D(rng.randrange(9900, 10100, 25)) / 100),
+                    "qty": str(D(rng.randrange(2, 9)) / 100),
+                }
+                response = session.post(f"{base}/orders/", json=body, timeout=30)
+                assert response.status_code == 201, response.text
+                changes.append(response.json()["id"])
+                if response.json()["status"] in ("open", "partially_filled"):
+                    open_orders.append(response.json()["id"])
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i, key)) for i, key in enumerate(keys)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def synced_book(reader: StreamReader, web: str, unwrap=lambda message: message) -> LocalBook:
+    """Binance's procedure: buffer the stream, take a snapshot once an event is buffered (again while the
+    buffer starts after it), apply the buffer."""
+    book = LocalBook()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for message in reader.take():
+            book.on_event(unwrap(message))
+        if book.buffer and book.snapshot(rest_depth(web)):
+            return book
+        time.sleep(0.02)
+    raise AssertionError("no snapshot met the buffered events")
+
+
+def catch_up(book: LocalBook, reader: StreamReader, target: int, unwrap=lambda message: message) -> None:
+    """Apply the stream until the book is at update ``target``."""
+    while book.last_update_id < target:
+        for message in reader.wait_for(lambda _: True):
+            book.on_event(unwrap(message))
+
+
+def in_background(**kwargs) -> threading.Thread:
+    thread = threading.Thread(target=storm, kwargs=kwargs)
+    thread.start()
+    return thread
+
+
+def test_the_book_rebuilt_from_the_depth_stream_equals_the_rest_depth_after_a_storm(
+    stream_servers, btc_usdt, btc, usdt
+):
+    webs = stream_servers.webs
+    keys = [trader(btc, usdt)[1] for _ in range(4)]
+    changes = []
+    storm(webs, keys[:2], operations=15, seed=1, changes=changes)  # a book to start from
+    reader = StreamReader(f"ws://{webs[0]}/ws/btcusdt@depth")
+    try:
+        running = in_background(webs=webs, keys=keys, operations=60, seed=2, changes=changes)
+        book = synced_book(reader, webs[1])  # the snapshot is taken in the middle of the storm
+        running.join()
+        final = rest_depth(webs[1])
+        catch_up(book, reader, final["last_update_id"])
+    finally:
+        reader.close()
+
+    assert final["last_update_id"] == Market.objects.get().sequence == len(changes)  # one update per change
+    assert book.last_update_id == final["last_update_id"]
+    assert book.levels() == rest_levels(final)
+    assert book.bids and book.asks
+
+
+def test_a_dropped_connection_resumes_from_a_fresh_snapshot(stream_servers, btc_usdt, btc, usdt):
+    webs = stream_servers.webs
+    keys = [trader(btc, usdt)[1] for _ in range(2)]
+    storm(webs, keys, operations=10, seed=3)
+    dropped = StreamReader(f"ws://{webs[0]}/stream?streams=btcusdt@depth")
+    dropped.close()
+    storm(webs, keys, operations=20, seed=4)  # missed by the dropped connection
+    again = StreamReader(f"ws://{webs[1]}/stream?streams=btcusdt@depth")
+    try:
+        running = in_background(webs=webs, keys=keys, operations=20, seed=5)
+        book = synced_book(again, webs[0], unwrap=lambda message: message["data"])
+        running.join()
+        final = rest_depth(webs[0])
+        catch_up(book, again, final["last_update_id"], unwrap=lambda message: message["data"])
+    finally:
+        again.close()
+
+    assert book.levels() == rest_levels(final)
