@@ -3,7 +3,7 @@
 from django.urls import path, re_path
 
 from . import market_data as md
-from . import trading
+from . import trading, user_stream
 from .endpoint import not_found, route
 
 urlpatterns = [
@@ -36,5 +36,14 @@ urlpatterns = [
     path("myTrades", route(GET=trading.my_trades), name="binance-my-trades"),
     path("account", route(GET=trading.account), name="binance-account"),
     path("account/commission", route(GET=trading.account_commission), name="binance-account-commission"),
+    path(
+        "userDataStream",
+        route(
+            POST=user_stream.listen_key_create,
+            PUT=user_stream.listen_key_keepalive,
+            DELETE=user_stream.listen_key_close,
+        ),
+        name="binance-user-data-stream",
+    ),
     re_path(r"", not_found),
 ]

@@ -380,3 +380,22 @@ def test_order_count_limit(trader, settings):
     response = signed("POST", "order", **ORDER)
     assert (response.status_code, response.json()["code"]) == (429, -1015)
     assert response.headers["Retry-After"] and Order.objects.count() == 0
+
+
+def test_listen_key_create_keep_alive_close(client, trader, signing_key):
+    user, signed = trader
+    headers = {"HTTP_X_MBX_APIKEY": signed.raw_key}
+    form = {"content_type": "application/x-www-form-urlencoded", **headers}
+    created = client.post("/api/v3/userDataStream", "", **form)
+    assert created.status_code == 200, created.content
+    key = created.json()["listenKey"]
+    assert len(key) == 64
+    assert client.put("/api/v3/userDataStream", f"listenKey={key}", **form).json() == {}
+    assert client.delete(f"/api/v3/userDataStream?listenKey={key}", **headers).json() == {}
+    gone = client.put("/api/v3/userDataStream", f"listenKey={key}", **form)
+    assert (gone.status_code, gone.json()["code"]) == (400, -1125)
+    assert client.put("/api/v3/userDataStream", **form).json()["code"] == -1102
+    assert (
+        client.post("/api/v3/userDataStream", "", content_type="application/x-www-form-urlencoded").json()["code"]
+        == -2014
+    )
