@@ -6,7 +6,7 @@ cancelled CANCELED, rejected REJECTED, expired EXPIRED, and EXPIRED_IN_MATCH whe
 prevention ended it. A post-only limit order is ``LIMIT_MAKER``.
 """
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from apps.ledger.amounts import MAX_INTEGER_DIGITS, format_amount
@@ -41,9 +41,13 @@ STP_NAMES = {ours: theirs for theirs, ours in STP_MODES.items()}
 ORDER_TYPES = ("LIMIT", "MARKET", "LIMIT_MAKER")
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def ms(value: datetime) -> int:
-    """Milliseconds since the epoch."""
-    return int(value.timestamp() * 1000)
+    """Milliseconds since the epoch, rounded half up from the microsecond (exactly, with integers), as
+    PostgreSQL's ``(extract(epoch FROM t) * 1000)::bigint`` gives them to the streams' events."""
+    return ((value - _EPOCH) // timedelta(microseconds=1) + 500) // 1000
 
 
 def binance_symbol(market: Market) -> str:
