@@ -6,6 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from apps.accounts.services import api_key_create
+from apps.accounts.tests.otp import fresh_code
 from apps.ledger.tests.factories import AssetFactory, UserFactory
 from devtools.chromium import CHROMIUM
 
@@ -48,10 +49,13 @@ def api():
 
 @pytest.fixture
 def key_for():
-    """``key_for(user, "read", "trade")`` -> a raw API key with those scopes."""
+    """``key_for(user, "read", "trade")`` -> a raw API key with those scopes.
+
+    A key with ``withdraw`` needs the user's second factor: the user gets an authenticator and its code."""
 
     def make(user, *scopes):
-        return api_key_create(user_id=user.id, name="test", scopes=scopes or ("read",))[1]
+        otp = fresh_code(user) if "withdraw" in scopes else None
+        return api_key_create(user_id=user.id, name="test", scopes=scopes or ("read",), otp=otp).raw_key
 
     return make
 

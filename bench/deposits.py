@@ -114,12 +114,13 @@ def main() -> None:
     env = {
         **os.environ,
         "DATABASE_URL": with_database(base_url, scratch),
-        "DJANGO_SETTINGS_MODULE": "exchange.settings.production",
+        "DJANGO_SETTINGS_MODULE": "exchange.settings.soak",  # production's, with the simulated custody
         "DJANGO_SECRET_KEY": secrets.token_hex(32),
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DJANGO_ADMIN_URL": "admin/",
         "DJANGO_SECURE_SSL_REDIRECT": "false",
         "CUSTODY_WEBHOOK_SECRET": secrets.token_hex(32),
+        "API_SECRET_ENCRYPTION_KEY": secrets.token_hex(32),
         "CELERY_TASK_DEFAULT_QUEUE": f"bench-deposits-{run}",
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",

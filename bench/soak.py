@@ -578,14 +578,29 @@ class Trader(Client):
     # Setting up ---------------------------------------------------------------------------------
 
     def log_in(self) -> None:
-        """Exchange the password for an API key (``POST /auth/token/``), retrying until answered."""
-        answer = self._until_answered(
-            "log_in",
-            "POST",
-            "/api/v1/auth/token/",
-            json_body={"username": self.user["username"], "password": self.user["password"]},
-        )
-        self.http.session.headers["Authorization"] = f"Token {answer.body['token']}"
+        """Exchange the password and a one-time password for an API key that may trade and withdraw
+        (``POST /auth/token/``), retrying until answered. A code is accepted once: when an attempt whose answer
+        was lost used it, the retry is refused (``invalid_otp``) and the next time step's code is sent."""
+        from django_otp.oath import totp
+
+        for _ in range(3):
+            step = int(time.time()) // 30
+            body = {
+                "username": self.user["username"],
+                "password": self.user["password"],
+                "scopes": ["read", "trade", "withdraw"],
+                "otp": f"{totp(bytes.fromhex(self.user['otp_key'])):06d}",
+            }
+            try:
+                answer = self._until_answered("log_in", "POST", "/api/v1/auth/token/", json_body=body)
+            except RuntimeError as refused:
+                if "invalid_otp" not in str(refused):
+                    raise
+                time.sleep(max(0.0, (step + 1) * 30 - time.time()) + 0.1)
+                continue
+            self.http.session.headers["Authorization"] = f"Token {answer.body['token']}"
+            return
+        raise RuntimeError("the one-time password was refused three times")
 
     def _until_answered(self, kind: str, method: str, path: str, **request) -> Answer:
         """A request the client cannot do without: retried for up to three windows; a refusal is fatal."""
@@ -1117,6 +1132,7 @@ def prepare(*, traders: int, seed: str) -> dict:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
     from django.core.management import call_command
+    from django_otp.plugins.otp_totp.models import TOTPDevice
 
     from apps.ledger.models import Asset
     from apps.orders.services import market_create
@@ -1162,7 +1178,8 @@ def prepare(*, traders: int, seed: str) -> dict:
     for n in range(traders):
         password = secrets.token_urlsafe(16)
         user = User.objects.create_user(username=f"soak-trader-{n}", password=password)
-        trader_list.append({"username": user.username, "password": password})
+        device = TOTPDevice.objects.create(user=user, name="soak", confirmed=True)  # withdraw keys need it
+        trader_list.append({"username": user.username, "password": password, "otp_key": device.key})
     approver_password = secrets.token_urlsafe(16)
     approver = User.objects.create_user(username="soak-approver", password=approver_password, is_staff=True)
     approver.groups.add(*Group.objects.filter(name__in=["operators", "approvers"]))
@@ -1240,6 +1257,7 @@ class Soak:
             "DJANGO_ADMIN_URL": "admin/",
             "DJANGO_SECURE_SSL_REDIRECT": "false",
             "CUSTODY_WEBHOOK_SECRET": self.webhook_secret,
+            "API_SECRET_ENCRYPTION_KEY": secrets.token_urlsafe(32),
             "CUSTODY_CALLBACK_URL": f"{base_url}/custody/callbacks/",
             "CUSTODY_SIMULATOR_CONFIRMATIONS": str(SIMULATOR_CONFIRMATIONS),
             "CUSTODY_SIMULATOR_DELAY": "0.5",

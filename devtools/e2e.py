@@ -23,6 +23,9 @@ from pathlib import Path
 
 import psutil
 import requests
+from django_otp.oath import totp
+
+from apps.demo.credentials import DEMO_TOTP_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
 DEADLINE = time.monotonic() + 300
@@ -117,8 +120,11 @@ def scenario(exchange: Exchange, figures: dict) -> None:
     wait_for("/healthz 200", lambda: requests.get(f"{exchange.base}/healthz", timeout=5).status_code == 200, 240)
     figures["seconds_to_healthy"] = round(time.monotonic() - started, 1)
 
+    otp = f"{totp(bytes.fromhex(DEMO_TOTP_KEYS['alice'])):06d}"  # seed_demo enrols alice's authenticator
     token = requests.post(
-        exchange.url("auth/token/"), json={"username": "alice", "password": PASSWORD}, timeout=10
+        exchange.url("auth/token/"),
+        json={"username": "alice", "password": PASSWORD, "scopes": ["read", "trade", "withdraw"], "otp": otp},
+        timeout=10,
     ).json()["token"]
     client = requests.Session()
     client.headers["Authorization"] = f"Token {token}"

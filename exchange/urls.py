@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.backoffice.second_factor import second_factor
 from apps.web.urls import auth_urlpatterns
@@ -16,7 +16,7 @@ urlpatterns = [
     path("api/v1/", include("apps.api.urls")),
     path("api/v3/", include("apps.binance.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("accounts/", include(auth_urlpatterns)),
     path("", include("apps.web.urls")),
 ]

@@ -1,4 +1,4 @@
-"""REST API of the accounts app: exchanging a password for an API key."""
+"""REST API of the accounts app: exchanging a password (and a second factor) for an API key."""
 
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
@@ -10,22 +10,44 @@ from rest_framework.views import APIView
 
 from apps.api.authentication import ApiKeyAuthentication
 from apps.api.throttles import IpRateThrottle, LoginRateThrottle
+from apps.api.views import api_time
 
 from .models import Scope
-from .services import api_key_create
+from .second_factor import user_has_second_factor
+from .services import api_key_create, second_factor_require
+
+DEFAULT_NAME = "token (API log-in)"
 
 
 class TokenIn(serializers.Serializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=128, trim_whitespace=False)
+    scopes = serializers.ListField(
+        child=serializers.ChoiceField(choices=Scope.values), min_length=1, max_length=3, default=["read"]
+    )
+    otp = serializers.CharField(
+        max_length=16, required=False, allow_blank=True, help_text="A code from the user's authenticator."
+    )
+    expires_in = serializers.IntegerField(required=False, help_text="Seconds from now (60 or more).")
+    name = serializers.CharField(max_length=100, required=False, default=DEFAULT_NAME)
 
 
 class TokenOut(serializers.Serializer):
-    token = serializers.CharField()
+    token = serializers.CharField(help_text="Authorization: Token <token> (X-MBX-APIKEY on /api/v3/).")
+    secret = serializers.CharField(help_text="Signs /api/v3/ requests (HMAC-SHA256); shown only here.")
+    scopes = serializers.ListField(child=serializers.CharField())
+    expires_at = serializers.DateTimeField(allow_null=True)
 
 
 class TokenApi(APIView):
-    """``POST /auth/token/``: a new API key with every scope, for a valid username and password."""
+    """``POST /auth/token/``: a new API key for a valid username and password (API.md).
+
+    Scopes default to ``read``. A second factor code (``otp``) is required for the ``withdraw``
+    scope (a user without a second factor gets ``second_factor_required``: enrol first), and for
+    any scope once the user has a second factor (``invalid_otp`` when missing or wrong). The key
+    is permanent unless ``expires_in`` (seconds) is given. Wrong passwords count towards the
+    log-in lockout (django-axes) and the ``login`` rate.
+    """
 
     authentication_classes = [ApiKeyAuthentication]  # gives 401s their WWW-Authenticate header
     permission_classes = [AllowAny]
@@ -33,10 +55,26 @@ class TokenApi(APIView):
 
     @extend_schema(request=TokenIn, responses=TokenOut, auth=[])
     def post(self, request):
-        credentials = TokenIn(data=request.data)
-        credentials.is_valid(raise_exception=True)
-        user = authenticate(request._request, **credentials.validated_data)
+        body = TokenIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        user = authenticate(request._request, username=data["username"], password=data["password"])
         if user is None:
             raise AuthenticationFailed("Invalid username or password.")
-        _, raw_key = api_key_create(user_id=user.id, name="token (API log-in)", scopes=Scope.values)
-        return Response({"token": raw_key})
+        if Scope.WITHDRAW not in data["scopes"] and user_has_second_factor(user_id=user.id):
+            second_factor_require(user_id=user.id, otp=data.get("otp"), purpose="An API log-in")
+        created = api_key_create(
+            user_id=user.id,
+            name=data["name"],
+            scopes=data["scopes"],
+            expires_in=data.get("expires_in"),
+            otp=data.get("otp"),
+        )
+        return Response(
+            {
+                "token": created.raw_key,
+                "secret": created.secret,
+                "scopes": created.key.scopes,
+                "expires_at": api_time(created.key.expires_at),
+            }
+        )

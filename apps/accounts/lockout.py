@@ -7,6 +7,6 @@ MESSAGE = "Too many failed log-ins. Try again later."
 
 
 def lockout_response(request, original_response=None, credentials=None):
-    if request.path.startswith("/api/"):
+    if request.path_info.startswith("/api/"):
         return JsonResponse({"error": {"code": "rate_limited", "message": MESSAGE, "fields": {}}}, status=429)
     return render(request, "registration/locked.html", {"message": MESSAGE}, status=429)

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class Scope(models.TextChoices):
@@ -18,7 +19,11 @@ class ApiKey(models.Model):
     """A user's API key ``ex_<prefix>_<secret>``: only ``prefix`` and the SHA-256 of the whole key are stored.
 
     ``withdrawal_addresses``, when not empty, is the only list of addresses this key
-    may withdraw to. A revoked key (``revoked_at`` set) authenticates nothing.
+    may withdraw to; ``allowed_ips``, when not empty, the only client addresses or networks
+    (``203.0.113.7``, ``2001:db8::/48``) it is accepted from. A revoked key (``revoked_at`` set)
+    or an expired one (``expires_at`` passed) authenticates nothing. ``signing_secret_sealed``
+    is the HMAC secret that signs ``/api/v3/`` requests, encrypted (``apps.accounts.secret_box``;
+    empty for keys made before there were secrets).
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
@@ -27,6 +32,9 @@ class ApiKey(models.Model):
     secret_hash = models.CharField(max_length=64)
     scopes = ArrayField(models.CharField(max_length=16, choices=Scope.choices))
     withdrawal_addresses = ArrayField(models.CharField(max_length=128), default=list, blank=True)
+    allowed_ips = ArrayField(models.CharField(max_length=43), default=list, blank=True)
+    signing_secret_sealed = models.TextField(blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
@@ -44,4 +52,9 @@ class ApiKey(models.Model):
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        """Neither revoked nor expired."""
+        return self.revoked_at is None and not self.is_expired
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()

@@ -1,18 +1,24 @@
-"""Writes of the accounts app: trader sign-up and API keys."""
+"""Writes of the accounts app: API keys (scoped, expiring, IP-restricted, stored hashed) and their secrets."""
 
 import hashlib
 import hmac
+import ipaddress
 import secrets
 from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.utils import timezone
 
-from apps.ledger.errors import DomainError, NotFound
+from apps.ledger.errors import DomainError, NotFound, PermissionDenied
 from apps.wallets.addresses import address_validate
 from apps.wallets.errors import InvalidAddress
 
+from .errors import InvalidOtp, SecondFactorRequired
 from .models import ApiKey, Scope
+from .second_factor import second_factor_verify, user_has_second_factor
+from .secret_box import SecretUnreadable, secret_open, secret_seal
 
 KEY_PREFIX = "ex"
 
@@ -21,17 +27,40 @@ def _digest(raw_key: str) -> str:
     return hashlib.sha256(raw_key.encode()).hexdigest()
 
 
+class NewApiKey(NamedTuple):
+    """What :func:`api_key_create` returns: the stored key, and the two values shown to the user once."""
+
+    key: ApiKey
+    raw_key: str  # ex_<prefix>_<secret>: Authorization: Token <raw_key> (X-MBX-APIKEY on /api/v3/)
+    secret: str  # the HMAC-SHA256 secret that signs /api/v3/ requests (64 hex digits)
+
+
 def api_key_create(
-    *, user_id: int, name: str, scopes: Sequence[str], withdrawal_addresses: Sequence[str] = ()
-) -> tuple[ApiKey, str]:
-    """Create an API key; return it and the raw key ``ex_<prefix>_<secret>``, which is never stored or shown again.
+    *,
+    user_id: int,
+    name: str,
+    scopes: Sequence[str],
+    withdrawal_addresses: Sequence[str] = (),
+    allowed_ips: Sequence[str] = (),
+    expires_in: int | None = None,
+    otp: str | None = None,
+) -> NewApiKey:
+    """Create an API key; return it with its raw key and signing secret, which are never shown again.
 
     ``scopes`` is a non-empty subset of ``read``, ``trade``, ``withdraw``. ``withdrawal_addresses``
-    (optional) restricts withdrawals made with this key to those addresses.
-    Raises :class:`DomainError` naming ``name`` or ``scopes`` when they are invalid.
+    (optional) restricts withdrawals made with this key to those addresses; ``allowed_ips``
+    (optional, IP addresses or networks, at most 20) the client addresses it is accepted from;
+    ``expires_in`` (optional, whole seconds from now, 60 to ``API_KEY_MAX_LIFETIME``) its life.
+    The ``withdraw`` scope needs the user's second factor: ``otp``, a valid code now (issue 14).
+    The raw key is stored as its SHA-256 only; the signing secret encrypted (``secret_box``).
+
+    Raises :class:`DomainError` naming ``name``, ``scopes``, ``withdrawal_addresses``, ``allowed_ips``
+    or ``expires_in`` when invalid; then, for ``withdraw``, :class:`SecondFactorRequired` when the
+    user has no second factor and :class:`InvalidOtp` for a missing or wrong code. Nothing is
+    written when it raises.
     """
-    name = name.strip()
-    if not name or len(name) > 100:
+    name = name.strip() if isinstance(name, str) else ""
+    if not name or len(name) > 100 or not name.isprintable():
         raise DomainError("A name of 1 to 100 characters is required.", fields={"name": "1 to 100 characters."})
     unknown = set(scopes) - set(Scope.values)
     if not scopes or unknown:
@@ -39,8 +68,13 @@ def api_key_create(
             "Choose at least one of read, trade, withdraw.", fields={"scopes": "Unknown or empty scopes."}
         )
     withdrawal_addresses = _checked_addresses(withdrawal_addresses)
+    networks = _checked_networks(allowed_ips)
+    expires_at = _expiry(expires_in)
+    if Scope.WITHDRAW in scopes:
+        second_factor_require(user_id=user_id, otp=otp, purpose="An API key with the withdraw scope")
     prefix = secrets.token_hex(4)
     raw_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    signing_secret = secrets.token_hex(32)
     key = ApiKey.objects.create(
         user_id=user_id,
         name=name,
@@ -48,8 +82,51 @@ def api_key_create(
         secret_hash=_digest(raw_key),
         scopes=sorted(set(scopes)),
         withdrawal_addresses=withdrawal_addresses,
+        allowed_ips=networks,
+        expires_at=expires_at,
+        signing_secret_sealed=secret_seal(signing_secret, context=prefix),
     )
-    return key, raw_key
+    return NewApiKey(key, raw_key, signing_secret)
+
+
+def second_factor_require(*, user_id: int, otp: str | None, purpose: str) -> None:
+    """Check that the user has a second factor and that ``otp`` is a valid code of it now.
+
+    Raises :class:`SecondFactorRequired` (enrol first) or :class:`InvalidOtp`; ``purpose`` names what
+    needs it in the message.
+    """
+    if not user_has_second_factor(user_id=user_id):
+        raise SecondFactorRequired(f"{purpose} needs a second factor: enrol an authenticator first.")
+    if not second_factor_verify(user_id=user_id, code=otp if isinstance(otp, str) else None):
+        raise InvalidOtp()
+
+
+MAX_ALLOWED_IPS = 20
+
+
+def _checked_networks(values: Sequence[str]) -> list[str]:
+    """The IP allow-list as networks in canonical form (a bare address is a /32 or /128), at most 20."""
+    if len(values) > MAX_ALLOWED_IPS:
+        message = f"At most {MAX_ALLOWED_IPS} IP addresses or networks."
+        raise DomainError(message, fields={"allowed_ips": message})
+    networks = set()
+    for value in values:
+        try:
+            networks.add(str(ipaddress.ip_network(value.strip() if isinstance(value, str) else value)))
+        except (TypeError, ValueError):
+            message = f"{str(value)[:64]!r} is not an IP address or network (203.0.113.7, 2001:db8::/48)."
+            raise DomainError(message, fields={"allowed_ips": message}) from None
+    return sorted(networks)
+
+
+def _expiry(expires_in: int | None) -> datetime | None:
+    if expires_in is None:
+        return None
+    longest = settings.API_KEY_MAX_LIFETIME
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int) or not 60 <= expires_in <= longest:
+        message = f"Whole seconds from 60 to {longest}."
+        raise DomainError(f"expires_in: {message}", fields={"expires_in": message})
+    return timezone.now() + timedelta(seconds=expires_in)
 
 
 MAX_ALLOWED_ADDRESSES = 20
@@ -86,15 +163,46 @@ def api_key_revoke(*, user_id: int, key_id: int) -> ApiKey:
     return key
 
 
-def api_key_authenticate(raw_key: str) -> ApiKey | None:
-    """The active key matching ``raw_key`` (compared by hash in constant time), or None; records its last use."""
+def api_key_authenticate(raw_key: str, *, client_ip: str) -> ApiKey | None:
+    """The active key matching ``raw_key`` (compared by hash in constant time), or None; records its last use.
+
+    None for an unknown, revoked or expired key, or one whose user is inactive. ``client_ip`` is the
+    request's client (:func:`exchange.client_ip.client_ip`): a key with an IP allow-list raises
+    :class:`PermissionDenied` (403) for any other address, and is not marked used.
+    """
     parts = raw_key.split("_")
     if len(parts) < 3 or parts[0] != KEY_PREFIX:
         return None
     key = ApiKey.objects.select_related("user").filter(prefix=parts[1], revoked_at__isnull=True).first()
     if key is None or not hmac.compare_digest(key.secret_hash, _digest(raw_key)) or not key.user.is_active:
         return None
+    if key.is_expired:
+        return None
+    if key.allowed_ips and not _ip_allowed(client_ip, key.allowed_ips):
+        raise PermissionDenied(f"This API key does not accept requests from {client_ip}.")
     now = timezone.now()
     if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
         ApiKey.objects.filter(id=key.id).update(last_used_at=now)  # at most once a minute per key
     return key
+
+
+def _ip_allowed(client_ip: str, networks: Sequence[str]) -> bool:
+    try:
+        address = ipaddress.ip_address(client_ip)
+    except ValueError:
+        return False
+    return any(address in ipaddress.ip_network(network) for network in networks)
+
+
+def api_key_signing_secret(*, key: ApiKey) -> str:
+    """The HMAC secret of ``key`` (an authenticated, active key), decrypted, for checking a request's signature.
+
+    Never log or return it. Raises :class:`NotFound` for a key that has none (made before signing
+    secrets existed) and :class:`DomainError` when it does not open with ``API_SECRET_ENCRYPTION_KEY``.
+    """
+    if not key.signing_secret_sealed:
+        raise NotFound("This API key has no signing secret: create a new key.")
+    try:
+        return secret_open(key.signing_secret_sealed, context=key.prefix)
+    except SecretUnreadable:
+        raise DomainError("This API key's signing secret cannot be read: create a new key.") from None

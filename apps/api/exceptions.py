@@ -5,7 +5,7 @@
 
 import logging
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -16,7 +16,17 @@ from apps.ledger.errors import DomainError
 
 log = logging.getLogger(__name__)
 
+
+class PayloadTooLarge(exceptions.APIException):
+    """A request body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes: 413 ``payload_too_large``."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request body is too large."
+    default_code = "payload_too_large"
+
+
 _CODES = {
+    PayloadTooLarge: "payload_too_large",
     exceptions.NotAuthenticated: "not_authenticated",
     exceptions.AuthenticationFailed: "not_authenticated",
     exceptions.PermissionDenied: "permission_denied",
@@ -60,6 +70,8 @@ def exception_handler(exc, context):
         return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = PayloadTooLarge()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
     if isinstance(exc, exceptions.ValidationError):

@@ -4,12 +4,17 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from apps.accounts.models import ApiKey
+from exchange.client_ip import client_ip
 
 
 class _Throttle(SimpleRateThrottle):
     def get_rate(self):
         # Read the rates when asked, not when the class is defined, so settings changes apply.
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def get_ident(self, request):
+        """The client's IP address as :func:`exchange.client_ip.client_ip` decides it (``TRUSTED_PROXY_COUNT``)."""
+        return client_ip(request)
 
 
 class IpRateThrottle(_Throttle):

@@ -5,11 +5,13 @@ password once per session before any admin page opens; on their first visit they
 enrol an authenticator app. Other staff sign in with their password only.
 """
 
+from urllib.parse import quote
+
 from django import forms
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django_otp import login as otp_login
 from django_otp.plugins.otp_totp.models import TOTPDevice
@@ -25,24 +27,32 @@ def needs_second_factor(user) -> bool:
 class SecondFactorMiddleware:
     """Send approvers without a confirmed one-time password this session to the verification page.
 
-    Covers every admin URL except log-out and the verification page itself. Must come
-    after ``django_otp.middleware.OTPMiddleware``.
+    Covers every admin URL except log-out, log-in and the verification page itself. The page is
+    judged by ``request.path_info`` (the path below any ``SCRIPT_NAME`` / ``FORCE_SCRIPT_NAME``
+    prefix) and by the view it resolves to: a page is exempt only when it resolves to one of the
+    exempt views, so anything in doubt asks for the second factor (fail closed). Must come after
+    ``django_otp.middleware.OTPMiddleware``.
     """
+
+    EXEMPT_VIEWS = ("second-factor", "admin:logout", "admin:login")
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        admin_root = f"/{settings.ADMIN_URL}"
-        exempt = tuple(f"{admin_root}{page}/" for page in ("second-factor", "logout", "login"))
-        if (
-            request.path.startswith(admin_root)
-            and not request.path.startswith(exempt)
-            and needs_second_factor(request.user)
-            and not request.user.is_verified()
-        ):
-            return redirect(f"{exempt[0]}?next={request.get_full_path()}")
+        if needs_second_factor(request.user) and not request.user.is_verified() and _is_guarded(request.path_info):
+            return redirect(f"{reverse('second-factor')}?next={quote(request.get_full_path(), safe='/')}")
         return self.get_response(request)
+
+
+def _is_guarded(path_info: str) -> bool:
+    """Whether ``path_info`` (a path below the script prefix) is an admin page that needs the second factor."""
+    try:
+        match = resolve(path_info)
+    except Resolver404:
+        match = None
+    in_admin = path_info.startswith(f"/{settings.ADMIN_URL}") or (match is not None and "admin" in match.namespaces)
+    return in_admin and (match is None or match.view_name not in SecondFactorMiddleware.EXEMPT_VIEWS)
 
 
 class TokenForm(forms.Form):

@@ -11,12 +11,15 @@ from decimal import Decimal
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.ledger.models import Asset
 from apps.orders.models import Market
 from apps.orders.services import market_create
 from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.services import deposit_address_get_or_create
+
+from .credentials import DEMO_TOTP_KEYS
 
 D = Decimal
 
@@ -107,6 +110,8 @@ def seed_markets(assets: dict[str, Asset]) -> list[Market]:
 
 
 def seed_users() -> list:
+    """The demo users; the demo traders with a second factor (their published TOTP keys), so that their API
+    keys may withdraw."""
     User = get_user_model()
     users = []
     for demo in USERS:
@@ -114,6 +119,9 @@ def seed_users() -> list:
         if user is None:
             user = User.objects.create_user(username=demo.username, password=demo.password, is_staff=demo.is_staff)
             user.groups.set(Group.objects.filter(name__in=demo.groups))
+        key = DEMO_TOTP_KEYS.get(demo.username)
+        if key and not TOTPDevice.objects.filter(user=user, confirmed=True).exists():
+            TOTPDevice.objects.create(user=user, name="demo authenticator", key=key, confirmed=True)
         users.append(user)
     return users
 

@@ -262,9 +262,15 @@ def custody_event_process(*, event_pk: int) -> CustodyEvent:
 
 def _deposit_event_apply(event: CustodyEvent) -> None:
     asset = event.asset
-    address = DepositAddress.objects.filter(network=asset.network, address=event.address).first()
+    address = (
+        DepositAddress.objects.select_related("asset").filter(network=asset.network, address=event.address).first()
+    )
     if address is None:
         raise EventRejected(f"{event.address} is not one of our deposit addresses on {asset.network}.")
+    if address.asset_id != asset.id:
+        raise EventRejected(
+            f"{event.address} is our deposit address for {address.asset.code}; the report credits {asset.code} to it."
+        )
     Deposit.objects.bulk_create(
         [
             Deposit(
@@ -464,13 +470,15 @@ def withdrawal_request(
     """Request a withdrawal of ``amount`` (units of the asset, a plain decimal string or Decimal) to ``address``.
 
     Checks, in order: the asset exists (field ``asset``); the amount is positive and within the
-    asset's precision (``amount``); the address is valid on the asset's network (``address``,
-    ``invalid_address``); the amount is at least ``min_withdrawal`` and, with what the user
+    asset's precision (``amount``); the address is valid on the asset's network and is not one
+    of our deposit addresses for another asset (``address``, ``invalid_address``); the amount is at least ``min_withdrawal`` and, with what the user
     asked to withdraw of this asset in the last 24 hours (released ones excluded), at most
     ``withdrawal_daily_limit`` (``withdrawal_limit``; a limit of 0 allows nothing). Then holds
     ``amount + fee`` (Dr available, Cr held; ``insufficient_funds`` if short) with key
     ``withdrawal:<id>:hold``. Amounts up to ``withdrawal_auto_approve_limit`` are approved at
-    once and queued for submission; larger ones await an operator.
+    once and queued for submission; larger ones await an operator. A withdrawal to one of our
+    deposit addresses (of this asset) is settled at submission as an internal transfer
+    (:func:`withdrawal_submit`).
 
     ``request_key`` (the client's idempotency key): the same key with the same asset, amount
     and address returns the first withdrawal; with others it raises :class:`IdempotencyConflict`.
@@ -481,6 +489,7 @@ def withdrawal_request(
         raise DomainError("Unknown asset.", fields={"asset": "Unknown asset."})
     value = parse_amount(amount, decimals=asset.decimals)
     address_validate(network=asset.network, address=address)
+    _own_deposit_address(asset, address)  # another asset's is refused here
     if len(request_key) > 64:
         raise DomainError("The idempotency key is too long.", fields={"request_key": "At most 64 characters."})
     if value < asset.min_withdrawal:
@@ -610,7 +619,9 @@ def withdrawal_cancel(*, withdrawal_id: int, user_id: int) -> Withdrawal:
 def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     """Submit an approved withdrawal to custody, with its id as the custody idempotency key; mark it submitted.
 
-    Call it outside a transaction (the custody call must not hold locks). Anything but an
+    A withdrawal to one of our own deposit addresses never goes to custody: it is settled at
+    once as an internal transfer (:func:`_withdrawal_settle_internally`). Call it outside a
+    transaction (the custody call must not hold locks). Anything but an
     approved withdrawal is returned untouched, so a duplicate task is harmless. When custody
     does not answer it raises :class:`CustodyUnavailable` and keeps the hold: the caller
     retries with the same id and custody sends it at most once. A definite refusal by
@@ -621,6 +632,12 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
         raise NotFound(f"Unknown withdrawal {withdrawal_id}.")
     if withdrawal.status != WithdrawalStatus.APPROVED:
         return withdrawal
+    try:
+        recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
+    except InvalidAddress as exc:
+        return _withdrawal_refused_by_custody(withdrawal_id=withdrawal.pk, reason=exc.message)
+    if recipient is not None:
+        return _withdrawal_settle_internally(withdrawal_id=withdrawal.pk, recipient=recipient)
     try:
         receipt = get_adapter().submit_withdrawal(
             withdrawal_id=str(withdrawal.pk),
@@ -637,6 +654,61 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     except CustodyRejected as exc:
         return _withdrawal_refused_by_custody(withdrawal_id=withdrawal.pk, reason=str(exc))
     return _withdrawal_submitted(withdrawal_id=withdrawal.pk, reference=receipt.reference)
+
+
+def _own_deposit_address(asset: Asset, address: str) -> DepositAddress | None:
+    """Our deposit address ``address`` on ``asset``'s network if it is one, else None.
+
+    Raises :class:`InvalidAddress` when it is our deposit address for another asset: on a real
+    chain those coins would be lost or credited in the wrong asset.
+    """
+    own = DepositAddress.objects.select_related("asset").filter(network=asset.network, address=address).first()
+    if own is not None and own.asset_id != asset.id:
+        raise InvalidAddress(
+            f"{address} is one of our deposit addresses for {own.asset.code}: it cannot receive {asset.code}."
+        )
+    return own
+
+
+@retrying_atomic
+def _withdrawal_settle_internally(*, withdrawal_id: int, recipient: DepositAddress) -> Withdrawal:
+    """Settle an approved withdrawal to our own deposit address ``recipient`` in one transaction, exactly once.
+
+    No custody call and no network fee: the coins never leave custody. The withdrawal is
+    submitted and completed with the transaction id ``internal-<id>`` (Dr sender held
+    ``amount + fee``; Cr custody ``amount``; Cr fee revenue ``fee``; key ``withdrawal:<id>:complete``),
+    and the recipient gets a credited deposit of ``amount`` with that transaction id (Dr custody,
+    Cr recipient available; key ``deposit:<network>:internal-<id>:0``). Custody is debited and
+    credited the same amount, so it still matches what the provider holds (invariant 5). A
+    withdrawal that is no longer approved is returned as it is.
+    """
+    now = timezone.now()
+    claimed = Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
+        status=WithdrawalStatus.SUBMITTED,
+        submitted_at=now,
+        custody_reference="internal",
+        last_error="",
+        submit_attempts=F("submit_attempts") + 1,
+        updated_at=now,
+    )
+    if not claimed:
+        return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
+    txid = f"internal-{withdrawal_id}"
+    withdrawal = withdrawal_complete(withdrawal_id=withdrawal_id, txid=txid)
+    asset = withdrawal.asset
+    deposit = Deposit.objects.create(
+        user_id=recipient.user_id,
+        asset=asset,
+        address=recipient,
+        network=asset.network,
+        txid=txid,
+        vout=0,
+        amount=withdrawal.amount,
+        confirmations=asset.confirmations_required,
+    )
+    _deposit_credit_locked(deposit, asset, confirmations=asset.confirmations_required)
+    log.info("withdrawal %s settled internally to deposit %s", withdrawal_id, deposit.pk)
+    return withdrawal
 
 
 @retrying_atomic

@@ -30,17 +30,45 @@ class SignUpForm(UserCreationForm):
         return username
 
 
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 class ApiKeyForm(forms.Form):
+    """A new API key: the service (``api_key_create``) judges every value and names the field at fault."""
+
+    EXPIRY_CHOICES = [("", "Never"), ("86400", "1 day"), ("2592000", "30 days"), ("7776000", "90 days")]
+
     name = forms.CharField(max_length=100)
     scopes = forms.MultipleChoiceField(choices=Scope.choices, widget=forms.CheckboxSelectMultiple, initial=["read"])
+    expires_in = forms.TypedChoiceField(
+        choices=EXPIRY_CHOICES, coerce=int, empty_value=None, required=False, label="Expires"
+    )
+    allowed_ips = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="IP allow-list",
+        help_text="Optional: one IP address or network per line (203.0.113.7, 2001:db8::/48); requests from "
+        "anywhere else are refused.",
+    )
     withdrawal_addresses = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Optional: one address per line; withdrawals with this key may go only there.",
     )
+    otp = forms.CharField(
+        required=False,
+        max_length=16,
+        label="One-time password",
+        help_text="From your authenticator: required for the withdraw scope.",
+        widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "inputmode": "numeric"}),
+    )
+
+    def clean_allowed_ips(self) -> list[str]:
+        return _lines(self.cleaned_data["allowed_ips"])
 
     def clean_withdrawal_addresses(self) -> list[str]:
-        return [line.strip() for line in self.cleaned_data["withdrawal_addresses"].splitlines() if line.strip()]
+        return _lines(self.cleaned_data["withdrawal_addresses"])
 
 
 def _new_request_key() -> str:

@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import ApiKey
+from apps.accounts.second_factor import user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError, IdempotencyConflict
@@ -31,6 +32,7 @@ from apps.wallets.services import (
 from .forms import ApiKeyForm, SignUpForm, WithdrawForm, add_domain_error, with_new_key
 
 HISTORY_ROWS = 50
+ASSET_CODE_MAX_LENGTH = Asset._meta.get_field("code").max_length
 # A user may cancel a withdrawal in these states (DESIGN.md section 8).
 CANCELLABLE_WITHDRAWALS = (WithdrawalStatus.REQUESTED, WithdrawalStatus.AWAITING_APPROVAL)
 
@@ -181,29 +183,35 @@ def deposit_address(request):
 
 @login_required
 def activity(request):
+    """The user's postings, newest first; ``?asset=CODE`` keeps one asset's (400 for a code no asset can have)."""
     asset = request.GET.get("asset") or None
+    if asset is not None and not (len(asset) <= ASSET_CODE_MAX_LENGTH and asset.isprintable()):
+        context = {"postings": [], "asset": None, "error": "Not a valid asset code."}
+        return render(request, "web/activity.html", context, status=400)
     postings = user_postings(request.user.id, asset_code=asset)[:200]
     return render(request, "web/activity.html", {"postings": postings, "asset": asset})
 
 
 @login_required
 def api_keys(request):
+    """The user's API keys (name, scopes, expiry, IP allow-list, last use) and the form to create one; a new
+    key and its signing secret are shown once. The withdraw scope needs the second factor's code."""
     form = ApiKeyForm(request.POST or None)
-    new_key = None
+    created = None
     if request.method == "POST" and form.is_valid():
         try:
-            _, new_key = api_key_create(
-                user_id=request.user.id,
-                name=form.cleaned_data["name"],
-                scopes=form.cleaned_data["scopes"],
-                withdrawal_addresses=form.cleaned_data["withdrawal_addresses"],
-            )
+            created = api_key_create(user_id=request.user.id, **form.cleaned_data)
             form = ApiKeyForm()
         except DomainError as error:
             for field, message in error.fields.items():
                 form.add_error(field if field in form.fields else None, message)
-    keys = ApiKey.objects.filter(user=request.user)
-    return render(request, "web/api_keys.html", {"form": form, "keys": keys, "new_key": new_key})
+    context = {
+        "form": form,
+        "keys": ApiKey.objects.filter(user=request.user),
+        "created": created,
+        "has_second_factor": user_has_second_factor(user_id=request.user.id),
+    }
+    return render(request, "web/api_keys.html", context, status=400 if form.errors else 200)
 
 
 @login_required

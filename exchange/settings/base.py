@@ -8,8 +8,9 @@ from pathlib import Path
 
 import environ
 from celery.schedules import crontab
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 
-from .environment import celery_broker_from_redis_url, database_from_url
+from .environment import SIMULATED_CUSTODY_ADAPTER, celery_broker_from_redis_url, database_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -54,6 +55,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -65,6 +67,25 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns lock-outs into responses
 ]
+
+# Content-Security-Policy on every response (django-csp): scripts only from our own files (the trader UI's
+# htmx, the admin's, Swagger UI's through SpectacularSwaggerSplitView), never inline or from elsewhere; no
+# framing, no plugins, forms post only to us. Inline style attributes stay allowed: the admin's templates and
+# Swagger UI use them, and a style cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 ROOT_URLCONF = "exchange.urls"
 WSGI_APPLICATION = "exchange.wsgi.application"
@@ -92,6 +113,10 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# How many proxies in front of the app append to X-Forwarded-For (API.md; README "Production"): 0 means the
+# socket's peer is the client. exchange.client_ip decides the client's address for throttles, lockouts and keys.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+
 REDIS_URL = env("REDIS_URL")
 CACHES = {
     "default": {
@@ -107,7 +132,14 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "exchange.client_ip.client_ip"
 OTP_TOTP_ISSUER = "Exchange back office"
+
+# API keys: their HMAC signing secrets (for /api/v3/) are stored encrypted with a key derived from this
+# (apps/accounts/secret_box.py): required; local and test settings set a development value.
+API_SECRET_ENCRYPTION_KEY = env("API_SECRET_ENCRYPTION_KEY")
+# Longest lifetime of a key from POST /auth/token/ (seconds; expires_in may ask for less).
+API_KEY_MAX_LIFETIME = env.int("API_KEY_MAX_LIFETIME", default=365 * 24 * 3600)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -178,8 +210,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 
 # Custody (apps.wallets; API.md "Custody webhook"). The adapter talks to the custody provider;
-# the default one is the simulated provider of apps/wallets/custody/simulator.
-CUSTODY_ADAPTER = env("CUSTODY_ADAPTER", default="apps.wallets.custody.simulator.provider.SimulatedCustody")
+# the default one is the simulated provider of apps/wallets/custody/simulator (production requires a real one).
+CUSTODY_ADAPTER = env("CUSTODY_ADAPTER", default=SIMULATED_CUSTODY_ADAPTER)
 # Shared secret of the webhook's HMAC-SHA256 signature: required (local and test settings set a development value).
 CUSTODY_WEBHOOK_SECRET = env("CUSTODY_WEBHOOK_SECRET")
 # A callback whose timestamp is further than this from our clock (seconds) is refused as stale.

@@ -14,6 +14,8 @@ import environ
 
 # The custody webhook's shared secret on developer machines and in tests (production refuses it).
 DEV_CUSTODY_WEBHOOK_SECRET = "dev-only-custody-webhook-secret"
+# The simulated custody provider's adapter: the default for development and tests, refused by production.
+SIMULATED_CUSTODY_ADAPTER = "apps.wallets.custody.simulator.provider.SimulatedCustody"
 
 
 def load_local_services_env() -> None:

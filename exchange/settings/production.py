@@ -1,40 +1,19 @@
-"""Production settings: every secret must come from the environment, or start-up fails."""
+"""Production settings: the deployed settings (``deployed``) with a real custody provider, named explicitly.
+
+Production refuses to start when ``CUSTODY_ADAPTER`` is unset or names the simulated provider
+(hole 2): the simulator mints coins on request (``seed_demo``, ``simulate_deposit``) and is also
+the provider ``reconcile`` compares the ledger with, so nothing would notice.
+"""
 
 from django.core.exceptions import ImproperlyConfigured
 
-from .base import *  # noqa: F403
-from .base import LOGGING, MIDDLEWARE, env
+from .deployed import *  # noqa: F403
+from .deployed import env
+from .environment import SIMULATED_CUSTODY_ADAPTER
 
-DEBUG = False
-ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
-ADMIN_URL = env("DJANGO_ADMIN_URL")
-
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
-SESSION_COOKIE_SECURE = True
-CSRF_COOKIE_SECURE = True
-SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31536000)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = True
-SECURE_HSTS_PRELOAD = True
-SECURE_CONTENT_TYPE_NOSNIFF = True
-
-# Values published in this repository (.env.example's placeholders, the local and test defaults) are no
-# secrets: a deployment copied from the example would let anyone forge custody callbacks or sessions.
-PUBLISHED_SECRET_PREFIXES = ("change-me", "dev-only", "test-only")
-for _name in ("DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET"):
-    if env(_name).strip().lower().startswith(PUBLISHED_SECRET_PREFIXES):
-        raise ImproperlyConfigured(f"{_name} is a published placeholder or development value: set your own secret.")
-
-# The custody webhook's shared secret must be a real secret.
-if len(env("CUSTODY_WEBHOOK_SECRET")) < 32:
-    raise ImproperlyConfigured("CUSTODY_WEBHOOK_SECRET must be at least 32 characters.")
-
-# Static files served by the app itself (collectstatic at deploy time).
-MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
-}
-
-# JSON log lines for the log collector unless LOG_FORMAT says otherwise.
-LOGGING["handlers"]["console"]["formatter"] = env("LOG_FORMAT", default="json")  # type: ignore[index]  # a literal dict of dicts in base
+CUSTODY_ADAPTER = env("CUSTODY_ADAPTER")  # no default: "Set the CUSTODY_ADAPTER environment variable"
+if CUSTODY_ADAPTER.strip().startswith(SIMULATED_CUSTODY_ADAPTER.rsplit(".", 2)[0]):  # the simulator's package
+    raise ImproperlyConfigured(
+        "CUSTODY_ADAPTER names the simulated custody, which is for development and tests only: "
+        "set the dotted path of your custody provider's adapter."
+    )

@@ -19,11 +19,16 @@ PRODUCTION_ENV = {
     "DATABASE_URL": "postgres://exchange@db.internal:5432/exchange",
     "REDIS_URL": "redis://redis.internal:6379/0",
     "CUSTODY_WEBHOOK_SECRET": "production-webhook-secret-of-at-least-32-characters",
+    "API_SECRET_ENCRYPTION_KEY": "production-encryption-key-for-api-signing-secrets",
+    # a deployment's own adapter for its custody provider (settings only name it; nothing here imports it)
+    "CUSTODY_ADAPTER": "custody_provider.adapter.ProviderCustody",
 }
 
 
 def manage(*args: str, env: dict) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_"))}
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_", "API_"))
+    }
     clean["LOCAL_DATA_DIR"] = "/nonexistent"  # production never reads the embedded services' file
     return subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -50,6 +55,8 @@ def test_check_deploy_is_clean_with_production_settings():
         "DATABASE_URL",
         "REDIS_URL",
         "CUSTODY_WEBHOOK_SECRET",
+        "CUSTODY_ADAPTER",
+        "API_SECRET_ENCRYPTION_KEY",
     ],
 )
 def test_production_refuses_to_start_without_a_secret(missing):
@@ -67,7 +74,7 @@ def _example_value(variable: str) -> str:
     raise AssertionError(f"{variable} is not in .env.example")
 
 
-@pytest.mark.parametrize("variable", ["DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET"])
+@pytest.mark.parametrize("variable", ["DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPTION_KEY"])
 @pytest.mark.parametrize("source", ["env.example", "local", "test"])
 def test_production_refuses_the_public_placeholder_and_development_secrets(variable, source):
     """A deployment copied from .env.example, or run with the development defaults, would sign sessions or
@@ -76,6 +83,55 @@ def test_production_refuses_the_public_placeholder_and_development_secrets(varia
     result = manage("check", env={**PRODUCTION_ENV, variable: value})
     assert result.returncode != 0
     assert f"{variable} is a published placeholder or development value" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "adapter",
+    [
+        "apps.wallets.custody.simulator.provider.SimulatedCustody",
+        " apps.wallets.custody.simulator.provider.SimulatedCustody ",
+        "apps.wallets.custody.simulator.provider.AnySubclass",
+    ],
+)
+def test_production_refuses_the_simulated_custody(adapter):
+    """Hole 2: unset, CUSTODY_ADAPTER ran the simulator in production, which mints coins on request and is
+    also what reconcile compares the ledger with."""
+    result = manage("check", env={**PRODUCTION_ENV, "CUSTODY_ADAPTER": adapter})
+    assert result.returncode != 0
+    assert "CUSTODY_ADAPTER names the simulated custody" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["seed_demo"],
+        ["simulate_deposit", "--user", "alice", "--asset", "BTC", "--amount", "1000"],
+        ["run_custody_simulator"],
+    ],
+)
+def test_the_simulated_custodys_commands_refuse_to_run_in_production(command):
+    result = manage(*command, env=PRODUCTION_ENV)
+    assert result.returncode == 1
+    assert f"{command[0]} works only with the simulated custody" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_production_refuses_a_short_api_secret_encryption_key():
+    result = manage("check", env={**PRODUCTION_ENV, "API_SECRET_ENCRYPTION_KEY": "short-but-not-published"})
+    assert result.returncode != 0
+    assert "API_SECRET_ENCRYPTION_KEY must be at least 32 characters" in result.stderr
+
+
+def test_the_soak_settings_are_the_deployed_ones_with_the_simulated_custody():
+    env = {**PRODUCTION_ENV, "DJANGO_SETTINGS_MODULE": "exchange.settings.soak"}
+    env.pop("CUSTODY_ADAPTER")
+    code = "from django.conf import settings; print(settings.CUSTODY_ADAPTER, settings.SESSION_COOKIE_SECURE)"
+    result = manage("shell", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1].split() == [
+        "apps.wallets.custody.simulator.provider.SimulatedCustody",
+        "True",
+    ]
 
 
 SECURITY_SETTINGS = """

@@ -3,11 +3,13 @@ from django.core.cache import cache
 
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
+from apps.accounts.tests.otp import fresh_code
 from apps.ledger.errors import DomainError
 from apps.ledger.tests.factories import UserFactory
 
 
-def test_token_for_valid_credentials_has_every_scope_and_works(db, api):
+def test_token_for_valid_credentials_is_read_only_by_default_and_works(db, api):
+    """Issue 14, hole 7: this minted a permanent key with every scope; the default is now read only."""
     UserFactory(username="alice")
 
     response = api.post(
@@ -16,7 +18,9 @@ def test_token_for_valid_credentials_has_every_scope_and_works(db, api):
 
     assert response.status_code == 200
     token = response.json()["token"]
-    assert ApiKey.objects.get().scopes == ["read", "trade", "withdraw"]
+    assert response.json()["scopes"] == ["read"]
+    assert response.json()["expires_at"] is None
+    assert ApiKey.objects.get().scopes == ["read"]
     api.credentials(HTTP_AUTHORIZATION=f"Token {token}")
     assert api.get("/api/v1/balances/").status_code == 200
 
@@ -41,7 +45,7 @@ def test_token_without_a_password_names_the_field(db, api):
 
 
 def test_keys_are_stored_hashed_and_shown_once(db, user):
-    key, raw = api_key_create(user_id=user.id, name="bot", scopes=["read"])
+    key, raw, _secret = api_key_create(user_id=user.id, name="bot", scopes=["read"])
     stored = ApiKey.objects.get(id=key.id)
     assert raw not in str(stored.__dict__)
     assert raw.startswith(f"ex_{stored.prefix}_")
@@ -61,14 +65,14 @@ def test_malformed_or_unknown_keys_are_401(db, api, header):
 
 
 def test_a_revoked_key_is_refused(db, api, user):
-    key, raw = api_key_create(user_id=user.id, name="bot", scopes=["read"])
+    key, raw, _secret = api_key_create(user_id=user.id, name="bot", scopes=["read"])
     api_key_revoke(user_id=user.id, key_id=key.id)
     api.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
     assert api.get("/api/v1/balances/").status_code == 401
 
 
 def test_a_user_cannot_revoke_another_users_key(db, user):
-    key, _ = api_key_create(user_id=user.id, name="bot", scopes=["read"])
+    key = api_key_create(user_id=user.id, name="bot", scopes=["read"]).key
     with pytest.raises(DomainError):
         api_key_revoke(user_id=UserFactory().id, key_id=key.id)
     assert ApiKey.objects.get(id=key.id).revoked_at is None
@@ -145,5 +149,7 @@ def test_a_key_allow_list_of_valid_addresses_is_kept(db, user):
     from apps.wallets.custody.simnet import new_address
 
     address = new_address()
-    key, _ = api_key_create(user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=[address, address])
+    key = api_key_create(
+        user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=[address, address], otp=fresh_code(user)
+    ).key
     assert key.withdrawal_addresses == [address]

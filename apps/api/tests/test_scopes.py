@@ -204,7 +204,7 @@ def test_requests_are_throttled_per_api_key(db, user, low_rates):
     low_rates(key="3/min")
     clients = []
     for _ in range(2):
-        key, raw = api_key_create(user_id=user.id, name="bot", scopes=["read"])
+        key, raw, _secret = api_key_create(user_id=user.id, name="bot", scopes=["read"])
         cache.delete(f"throttle_key_key{key.id}")
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")

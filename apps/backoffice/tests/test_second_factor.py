@@ -1,3 +1,4 @@
+import pytest
 from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
@@ -57,3 +58,36 @@ def test_a_trader_cannot_open_the_second_factor_page(client, user):
     response = client.get("/admin/second-factor/")
     assert response.status_code == 302
     assert response.url.startswith("/admin/login/")
+
+
+@pytest.mark.parametrize("prefix", ["/exchange", "/ops/exchange"])
+def test_an_approver_needs_the_second_factor_under_a_url_prefix(client, approver, prefix):
+    """Behind a proxy or gunicorn mounting the app under SCRIPT_NAME, request.path starts with the prefix:
+    the admin is still closed to an approver without the second factor."""
+    client.force_login(approver)
+
+    response = client.get("/admin/backoffice/withdrawalapproval/", SCRIPT_NAME=prefix)
+
+    assert response.status_code == 302
+    # (the test client sets no script prefix for reverse(), as gunicorn's WSGI handler does)
+    assert response.url.endswith(f"/admin/second-factor/?next={prefix}/admin/backoffice/withdrawalapproval/")
+    decision = client.post(
+        "/admin/backoffice/withdrawalapproval/1/decide/", {"decision": "approve"}, SCRIPT_NAME=prefix
+    )
+    assert decision.status_code == 302
+    assert "/admin/second-factor/?next=" in decision.url
+
+
+def test_an_approver_needs_the_second_factor_with_force_script_name(client, approver, settings):
+    settings.FORCE_SCRIPT_NAME = "/exchange"
+    client.force_login(approver)
+
+    response = client.get("/admin/")
+
+    assert response.status_code == 302
+    assert response.url.endswith("/admin/second-factor/?next=/exchange/admin/")
+
+
+def test_the_second_factor_page_itself_opens_under_a_url_prefix(client, approver):
+    client.force_login(approver)
+    assert client.get("/admin/second-factor/", SCRIPT_NAME="/exchange").status_code == 200

@@ -9,6 +9,7 @@ from django.db import connections
 from rest_framework.test import APIClient
 
 from apps.accounts.services import api_key_create
+from apps.accounts.tests.otp import fresh_code
 from apps.api.models import IdempotencyRecord
 from apps.ledger.services import user_accounts
 from apps.ledger.tests.factories import AssetFactory, UserFactory
@@ -271,7 +272,9 @@ def test_concurrent_duplicates_request_one_withdrawal(holder, usdt, api_as):
 
 
 def client_with_key(user, addresses):
-    _, raw = api_key_create(user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=addresses)
+    raw = api_key_create(
+        user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=addresses, otp=fresh_code(user)
+    ).raw_key
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
     return client

@@ -132,12 +132,15 @@ def test_a_report_contradicting_the_recorded_deposit_is_rejected(btc, user, addr
     assert available(user, btc) == 0
 
 
-def test_coins_sent_to_the_users_address_of_another_asset_credit_that_user_in_the_coins_received(btc, usdt, user):
+def test_a_report_of_coins_at_the_users_address_of_another_asset_is_rejected_for_an_operator(btc, usdt, user):
+    """Issue 14, hole 4: such a report was credited in the reported asset; a real chain cannot deliver BTC to a
+    USDT address, so the report is wrong and waits for an operator, crediting nothing."""
     usdt_address = deposit_address_get_or_create(user_id=user.id, asset=usdt).address
 
-    receive_and_process(deposit_payload(usdt_address, "0.25", asset="BTC", txid="c9"))
+    event = receive_and_process(deposit_payload(usdt_address, "0.25", asset="BTC", txid="c9"))
 
-    assert available(user, btc) == Decimal("0.25")
+    assert event.state == EventState.REJECTED
+    assert available(user, btc) == 0
     assert available(user, usdt) == 0
 
 

@@ -116,7 +116,8 @@ class SimulatedCustody(CustodyAdapter):
         """Accept a withdrawal once per ``withdrawal_id`` (the amount and network fee leave the wallet).
 
         A repeated id returns the first receipt and only counts the request. Raises
-        :class:`CustodyRejected` for another network, a bad address, or a wallet short of
+        :class:`CustodyRejected` for another network, a bad address, an address it handed out
+        for another asset (a chain refuses to send X to an address of Y), or a wallet short of
         ``amount`` plus the network fee; scripted faults raise :class:`CustodyUnavailable`.
         """
         fault = _fault_take("submit", address)
@@ -128,6 +129,9 @@ class SimulatedCustody(CustodyAdapter):
             raise CustodyRejected(f"The simulated provider runs {NETWORK} only, not {network}.")
         if not simnet.is_valid(address):
             raise CustodyRejected("Simulated custody: not a simnet address.")
+        own = SimAddress.objects.filter(address=address).values_list("asset_code", flat=True).first()
+        if own is not None and own != asset_code:
+            raise CustodyRejected(f"Simulated custody: {address} is a {own} address; it cannot receive {asset_code}.")
         with transaction.atomic():
             wallet = _wallet_locked(asset_code)  # serialises submissions per asset
             withdrawal = SimWithdrawal.objects.filter(client_reference=withdrawal_id).first()

@@ -14,8 +14,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, close_old_connections
 
-from apps.wallets.custody import get_adapter
-from apps.wallets.custody.simulator.provider import SimulatedCustody
+from apps.wallets.custody.simulator.required import simulated_custody_required
 
 log = logging.getLogger("apps.wallets.custody.simulator")
 
@@ -27,9 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=0.5, help="seconds between rounds (default 0.5)")
 
     def handle(self, *args, **options):
-        custody = get_adapter()
-        if not isinstance(custody, SimulatedCustody):
-            raise CommandError("CUSTODY_ADAPTER is not the simulated custody.")
+        custody = simulated_custody_required("run_custody_simulator")
         if options["interval"] <= 0:
             raise CommandError("--interval must be positive.")
         stopping = []

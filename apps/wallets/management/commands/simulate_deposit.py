@@ -17,10 +17,9 @@ from django.utils import timezone
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError
 from apps.ledger.models import Asset
-from apps.wallets.custody import get_adapter
 from apps.wallets.custody.base import CustodyError
 from apps.wallets.custody.simulator.models import SimCallback
-from apps.wallets.custody.simulator.provider import SimulatedCustody
+from apps.wallets.custody.simulator.required import simulated_custody_required
 from apps.wallets.services import TXID, deposit_address_get_or_create
 
 
@@ -43,9 +42,7 @@ class Command(BaseCommand):
             ) from None
 
     def deposit(self, **options):
-        custody = get_adapter()
-        if not isinstance(custody, SimulatedCustody):
-            raise CommandError("CUSTODY_ADAPTER is not the simulated custody.")
+        custody = simulated_custody_required("simulate_deposit")
         user = get_user_model().objects.filter(username=options["user"]).first()
         if user is None:
             raise CommandError(f"No user {options['user']!r}.")

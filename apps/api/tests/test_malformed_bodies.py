@@ -1,0 +1,79 @@
+"""Bodies no client should send are 4xx in the API's error shape, never a 500 (hole 6)."""
+
+import json
+
+import pytest
+from django.test import Client
+
+from apps.api.urls import urlpatterns
+
+NESTED = "[" * 3000 + "]" * 3000
+
+
+def post_paths() -> list[str]:
+    """Every API path that takes a POST (API.md), with a sample id where the route has a parameter."""
+    return ["/api/v1/auth/token/", "/api/v1/orders/", "/api/v1/withdrawals/"]
+
+
+def test_the_list_of_post_paths_covers_every_post_route():
+    """Every view under /api/v1/ with a post method is in :func:`post_paths`."""
+    posting = {
+        f"/api/v1/{pattern.pattern}"
+        for pattern in urlpatterns
+        if hasattr(getattr(pattern.callback, "view_class", None), "post")
+    }
+    assert posting == set(post_paths())
+
+
+@pytest.mark.parametrize("path", post_paths())
+@pytest.mark.parametrize("body", [NESTED, '{"a": ' * 3000 + "1" + "}" * 3000])
+def test_a_deeply_nested_json_body_is_a_400(db, api_as, user, path, body):
+    client = api_as(user, "read", "trade", "withdraw")
+    response = client.generic("POST", path, body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize("path", post_paths())
+def test_a_deeply_nested_body_with_an_idempotency_key_is_a_400(db, api_as, user, path):
+    client = api_as(user, "read", "trade", "withdraw")
+    response = client.generic("POST", path, NESTED, content_type="application/json", HTTP_IDEMPOTENCY_KEY="k1")
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("path", post_paths())
+def test_a_body_over_the_upload_limit_is_a_413_in_the_error_shape(db, api_as, user, path, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    client = api_as(user, "read", "trade", "withdraw")
+    body = json.dumps({"username": "x" * 20_000, "password": "y"})
+
+    response = client.generic("POST", path, body, content_type="application/json")
+
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+
+
+def test_a_body_over_the_upload_limit_is_a_413_without_credentials_too(db, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
+    response = Client().post("/api/v1/auth/token/", "x" * 20_000, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/markets/BTC%00USDT/depth/",
+        "/api/v1/markets/%00/trades/",
+        "/api/v1/deposit-address/%00/",
+        "/api/v1/orders/%00/",
+        "/api/v1/withdrawals/1%00/",
+        "/api/v1/orders/?market=BTC%00USDT",
+        "/api/v1/trades/?market=%00",
+        "/api/v1/ledger/entries/?asset=%00",
+    ],
+)
+def test_a_nul_byte_in_a_url_is_a_4xx(db, api_as, user, path):
+    response = api_as(user, "read").get(path)
+    assert 400 <= response.status_code < 500
+    assert "code" in response.json()["error"]

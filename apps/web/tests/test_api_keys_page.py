@@ -1,0 +1,70 @@
+"""The API keys page (issue 14): scopes, expiry, IP allow-list, name, last use; withdraw needs the second factor."""
+
+import pytest
+from django.utils import timezone
+
+from apps.accounts.models import ApiKey
+from apps.accounts.services import api_key_signing_secret
+from apps.accounts.tests.otp import code_now, enrol
+
+
+@pytest.fixture
+def trader(client, user):
+    client.force_login(user)
+    return user
+
+
+def test_a_key_with_expiry_and_an_ip_allow_list_is_shown_with_its_secret_once(client, trader):
+    page = client.post(
+        "/api-keys/",
+        {"name": "office bot", "scopes": ["read"], "expires_in": "86400", "allowed_ips": "203.0.113.7\n10.0.0.0/8"},
+    ).content.decode()
+
+    key = ApiKey.objects.get(user=trader)
+    assert key.name == "office bot"
+    assert key.allowed_ips == ["10.0.0.0/8", "203.0.113.7/32"]
+    assert 23 * 3600 < (key.expires_at - timezone.now()).total_seconds() <= 24 * 3600
+    assert f'id="new-secret">{api_key_signing_secret(key=key)}<' in page
+    later = client.get("/api-keys/").content.decode()
+    assert 'id="new-secret"' not in later
+    assert "<code>10.0.0.0/8</code>" in later and key.expires_at.strftime("%Y-%m-%d") in later
+    assert "never" in later  # not used yet
+
+
+def test_a_withdraw_key_without_a_second_factor_tells_the_user_to_enrol_first(client, trader):
+    page = client.get("/api-keys/").content.decode()
+    assert 'id="enrol-first"' in page
+
+    response = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "withdraw"]})
+
+    assert response.status_code == 400
+    assert "enrol an authenticator first" in response.context["form"].errors["otp"][0]
+    assert not ApiKey.objects.exists()
+
+
+def test_a_withdraw_key_is_created_with_a_valid_one_time_password(client, trader):
+    device = enrol(trader)
+    assert 'id="enrol-first"' not in client.get("/api-keys/").content.decode()
+
+    granted = client.post("/api-keys/", {"name": "bot", "scopes": ["withdraw"], "otp": code_now(device)})
+
+    assert granted.status_code == 200
+    assert ApiKey.objects.get(user=trader).scopes == ["withdraw"]
+
+
+def test_a_withdraw_key_with_a_wrong_one_time_password_is_refused(client, trader):
+    device = enrol(trader)
+    wrong = "000000" if code_now(device) != "000000" else "111111"
+
+    refused = client.post("/api-keys/", {"name": "bot", "scopes": ["withdraw"], "otp": wrong})
+
+    assert refused.status_code == 400
+    assert "otp" in refused.context["form"].errors
+    assert not ApiKey.objects.exists()
+
+
+def test_a_bad_ip_allow_list_is_shown_next_to_its_field(client, trader):
+    response = client.post("/api-keys/", {"name": "bot", "scopes": ["read"], "allowed_ips": "not-an-ip"})
+    assert response.status_code == 400
+    assert set(response.context["form"].errors) == {"allowed_ips"}
+    assert not ApiKey.objects.exists()

@@ -1,0 +1,42 @@
+"""NUL bytes and other characters no name holds are 4xx on the web UI, never a 500 (hole 6)."""
+
+import pytest
+
+from apps.ledger.tests.factories import UserFactory, fund
+
+from .test_markets import order_form
+
+
+@pytest.fixture
+def trader(client, btc_usdt, usdt):
+    trader = UserFactory()
+    fund(trader, usdt, "10000")
+    client.force_login(trader)
+    return trader
+
+
+@pytest.mark.parametrize("path", ["/markets/BTC%00USDT/", "/markets/%00/", "/markets/BTC-USDT%00/"])
+def test_a_nul_byte_in_a_market_symbol_is_a_404(trader, client, path):
+    assert client.get(path).status_code == 404
+
+
+def test_a_nul_byte_in_the_market_of_the_order_form_is_a_404(trader, client):
+    assert client.post("/markets/BTC%00USDT/orders/", order_form()).status_code == 404
+
+
+@pytest.mark.parametrize("field", ["side", "type", "price", "qty", "time_in_force", "client_order_id"])
+def test_a_nul_byte_in_an_order_form_field_is_a_400(trader, client, field):
+    response = client.post("/markets/BTC-USDT/orders/", order_form(**{field: "1\x00"}))
+    assert response.status_code == 400
+
+
+@pytest.mark.parametrize("asset", ["\x00", "USDT\x00", "U" * 5000])
+def test_a_nul_byte_in_the_activity_filter_is_a_400(trader, client, asset):
+    response = client.get("/activity/", {"asset": asset})
+    assert response.status_code == 400
+    assert "Not a valid asset" in response.content.decode()
+
+
+def test_the_activity_filter_still_filters(trader, client):
+    page = client.get("/activity/", {"asset": "USDT"})
+    assert page.status_code == 200

@@ -1,0 +1,45 @@
+"""Settings of every deployed server (production, and the soak's copy of it): secrets from the environment.
+
+Every secret must come from the environment, or start-up fails. ``production`` adds the one
+rule the soak cannot follow: a real custody provider, named explicitly.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+
+from .base import *  # noqa: F403
+from .base import LOGGING, MIDDLEWARE, env
+
+DEBUG = False
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
+ADMIN_URL = env("DJANGO_ADMIN_URL")
+
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+SESSION_COOKIE_SECURE = True
+CSRF_COOKIE_SECURE = True
+SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31536000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# Values published in this repository (.env.example's placeholders, the local and test defaults) are no
+# secrets: a deployment copied from the example would let anyone forge custody callbacks or sessions.
+PUBLISHED_SECRET_PREFIXES = ("change-me", "dev-only", "test-only")
+for _name in ("DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPTION_KEY"):
+    if env(_name).strip().lower().startswith(PUBLISHED_SECRET_PREFIXES):
+        raise ImproperlyConfigured(f"{_name} is a published placeholder or development value: set your own secret.")
+
+# The custody webhook's shared secret, and the key of API keys' signing secrets, must be real secrets.
+for _name in ("CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPTION_KEY"):
+    if len(env(_name)) < 32:
+        raise ImproperlyConfigured(f"{_name} must be at least 32 characters.")
+
+# Static files served by the app itself (collectstatic at deploy time).
+MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+# JSON log lines for the log collector unless LOG_FORMAT says otherwise.
+LOGGING["handlers"]["console"]["formatter"] = env("LOG_FORMAT", default="json")  # type: ignore[index]  # a literal dict of dicts in base
