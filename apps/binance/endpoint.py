@@ -28,8 +28,8 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from apps.accounts.models import ApiKey
-from apps.accounts.services import api_key_authenticate
 from apps.ledger.errors import DomainError
+from exchange.client_ip import client_ip
 
 from . import limits
 from .errors import (
@@ -42,7 +42,7 @@ from .errors import (
     from_domain,
     rejected_key,
 )
-from .keys import client_ip, key_usable_from, signing_secret
+from .keys import key_authenticate, signing_secret
 from .params import Params, pairs_of
 from .signing import recv_window_check, signature_check, signed_payload
 
@@ -136,9 +136,7 @@ def _authenticate(call: Call, security: Security, query: str, body: str) -> None
     raw_key = call.request.headers.get("X-MBX-APIKEY", "")
     if not raw_key or not raw_key.isascii() or not raw_key.isprintable() or len(raw_key) > 128:
         raise BinanceError(BAD_API_KEY_FMT, "API-key format invalid.", status=401)
-    key = api_key_authenticate(raw_key)
-    if key is None or not key_usable_from(key, client_ip(call.request)):
-        raise rejected_key()
+    key = key_authenticate(raw_key, client_ip=client_ip(call.request))
     if security in (Security.USER_DATA, Security.TRADE):
         payload, signature = signed_payload(query_string=query, body=body)
         recv_window_check(

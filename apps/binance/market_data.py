@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 
-from apps.marketdata.models import Interval
+from apps.marketdata.models import INTERVAL_WIDTHS, Interval
 from apps.marketdata.selectors import candles, ticker_24h, tickers_24h
 from apps.orders.models import Market
 from apps.orders.selectors import market_list, order_book_depth
@@ -192,7 +192,7 @@ def klines(call: Call) -> list:
                 price_text(row.low, market),
                 price_text(row.close, market),
                 qty_text(row.volume, market),
-                ms(row.close_time),
+                ms(row.open_time + INTERVAL_WIDTHS[interval]) - 1,  # Binance: the candle's last millisecond
                 price_text(row.quote_volume, market),
                 row.trades,
                 qty_text(buy_qty, market),

@@ -17,12 +17,11 @@ import time
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from apps.accounts.services import api_key_authenticate
 from apps.streams.consumers import StreamConsumer
 from apps.streams.groups import user_group
 
 from .errors import BAD_API_KEY_FMT, BinanceError, rejected_key
-from .keys import key_usable_from, signing_secret
+from .keys import key_authenticate, signing_secret
 from .params import Params
 from .signing import recv_window_check, signature_check
 
@@ -57,8 +56,8 @@ def _signed_user_id(params: dict, client_ip: str) -> int:
         now_ms=int(time.time() * 1000),
     )
     signature = checked.text("signature", required=True, pattern=re.compile(r"[0-9a-fA-F]{64}"))
-    key = api_key_authenticate(raw_key)
-    if key is None or not key_usable_from(key, client_ip) or "read" not in key.scopes:
+    key = key_authenticate(raw_key, client_ip=client_ip)
+    if "read" not in key.scopes:
         raise rejected_key()
     payload = "&".join(f"{name}={value}" for name, value in sorted(values.items()) if name != "signature")
     signature_check(secret=signing_secret(key), payload=payload, signature=signature)

@@ -30,12 +30,10 @@ def traded(btc_usdt, btc, usdt):  # noqa: F811 (the imported fixture, requested)
 @pytest.fixture
 def signing_key():
     """``signing_key(user, "read", "trade")`` -> ``(api key, signing secret)`` of a new key with those scopes."""
-    from apps.accounts.models import ApiKey
     from apps.accounts.services import api_key_create
-    from apps.binance.keys import signing_secret
 
     def make(user, *scopes):
-        key, raw = api_key_create(user_id=user.id, name="bot", scopes=scopes or ("read",))
-        return raw, signing_secret(ApiKey.objects.get(id=key.id))
+        created = api_key_create(user_id=user.id, name="bot", scopes=scopes or ("read",))
+        return created.raw_key, created.secret
 
     return make

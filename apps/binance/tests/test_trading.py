@@ -399,3 +399,37 @@ def test_listen_key_create_keep_alive_close(client, trader, signing_key):
         client.post("/api/v3/userDataStream", "", content_type="application/x-www-form-urlencoded").json()["code"]
         == -2014
     )
+
+
+def test_a_key_from_the_token_endpoint_signs_requests(client, btc, usdt, btc_usdt):
+    user = UserFactory()
+    fund(user, usdt, "1000")
+    issued = client.post(
+        "/api/v1/auth/token/",
+        {"username": user.username, "password": "correct horse battery staple", "scopes": ["read", "trade"]},
+        content_type="application/json",
+    ).json()
+    signed = Signer(client, issued["token"], issued["secret"])
+    body = signed("GET", "account").json()
+    assert {"asset": "USDT", "free": "1000.000000", "locked": "0.000000"} in body["balances"]
+    assert Signer(client, issued["token"], "0" * 64)("GET", "account").json()["code"] == -1022
+
+
+def test_a_key_used_outside_its_ip_allow_list_is_refused(client, btc_usdt):
+    from apps.accounts.services import api_key_create
+
+    user = UserFactory()
+    created = api_key_create(user_id=user.id, name="bot", scopes=["read"], allowed_ips=["203.0.113.7"])
+    response = Signer(client, created.raw_key, created.secret)("GET", "account")
+    assert (response.status_code, response.json()["code"]) == (401, -2015)
+    allowed = api_key_create(user_id=user.id, name="bot", scopes=["read"], allowed_ips=["127.0.0.1"])
+    assert Signer(client, allowed.raw_key, allowed.secret)("GET", "account").status_code == 200
+
+
+def test_a_revoked_key_is_refused(client, trader):
+    from apps.accounts.models import ApiKey
+    from apps.accounts.services import api_key_revoke
+
+    user, signed = trader
+    api_key_revoke(user_id=user.id, key_id=ApiKey.objects.get(user=user).id)
+    assert signed("GET", "account").json()["code"] == -2015
