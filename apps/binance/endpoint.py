@@ -191,6 +191,7 @@ def route(**handlers: Endpoint) -> Callable[[HttpRequest], HttpResponse]:
                 BinanceError(UNKNOWN, "An unknown error occurred while processing the request.", status=500), headers
             )
 
+    view.endpoints = handlers  # type: ignore[attr-defined]  # what the path serves, by method (tests list them)
     return view
 
 

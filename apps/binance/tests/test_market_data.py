@@ -20,7 +20,8 @@ def test_ping_and_time(client):
     assert isinstance(body["serverTime"], int) and body["serverTime"] > 1_700_000_000_000
 
 
-def test_exchange_info_lists_filters_and_limits(client, btc_usdt):
+def test_exchange_info_lists_filters_and_limits(client, btc_usdt, settings):
+    settings.BINANCE_REQUEST_WEIGHT_PER_MINUTE = 6000
     body = get(client, "exchangeInfo").json()
     assert body["timezone"] == "UTC"
     assert {"rateLimitType": "REQUEST_WEIGHT", "interval": "MINUTE", "intervalNum": 1, "limit": 6000} in body[

@@ -433,3 +433,36 @@ def test_a_revoked_key_is_refused(client, trader):
     user, signed = trader
     api_key_revoke(user_id=user.id, key_id=ApiKey.objects.get(user=user).id)
     assert signed("GET", "account").json()["code"] == -2015
+
+
+def test_a_halted_market_refuses_orders_as_market_closed(trader, btc_usdt):
+    from apps.orders.services import market_halt
+
+    _, signed = trader
+    market_halt(market_id=btc_usdt.id)
+    assert signed("POST", "order", **ORDER).json() == {"code": -2010, "msg": "Market is closed."}
+
+
+def test_fill_or_kill_that_cannot_fill_is_rejected(trader, maker):
+    _, signed = trader
+    place(maker, side="sell", price="59900", qty="0.1")
+    response = signed("POST", "order", **{**ORDER, "timeInForce": "FOK", "quantity": "0.2", "price": "60000"})
+    assert response.json()["code"] == -2010 and "FOK" in response.json()["msg"]
+    assert Order.objects.filter(user=trader[0]).count() == 0
+
+
+def test_a_client_order_id_reused_for_another_order_is_a_duplicate(trader):
+    _, signed = trader
+    first = signed("POST", "order", **ORDER, newClientOrderId="same")
+    again = signed("POST", "order", **ORDER, newClientOrderId="same")
+    assert again.json()["orderId"] == first.json()["orderId"]  # the same order sent twice: the original
+    other = signed("POST", "order", **{**ORDER, "price": "50001"}, newClientOrderId="same")
+    assert other.json() == {"code": -2010, "msg": "Duplicate order sent."}
+
+
+def test_a_body_that_is_not_a_form_is_refused(trader):
+    _, signed = trader
+    response = signed.client.post(
+        "/api/v3/order", '{"symbol": "BTCUSDT"}', content_type="application/json", HTTP_X_MBX_APIKEY=signed.raw_key
+    )
+    assert (response.status_code, response.json()["code"]) == (400, -1100)
