@@ -20,13 +20,19 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from apps.streams.consumers import StreamConsumer
 from apps.streams.groups import user_group
 
-from .errors import BAD_API_KEY_FMT, BinanceError, rejected_key
+from .errors import (
+    BAD_API_KEY_FMT,
+    ILLEGAL_CHARS,
+    MANDATORY_PARAM_EMPTY_OR_MALFORMED,
+    UNSUPPORTED_OPERATION,
+    BinanceError,
+    rejected_key,
+)
 from .keys import key_authenticate, signing_secret
 from .params import Params
 from .signing import recv_window_check, signature_check
 
 _SPEED = re.compile(r"@(100|1000)ms$")
-UNSUPPORTED_OPERATION = -1020
 
 
 class MarketSocket(StreamConsumer):
@@ -44,7 +50,7 @@ class MarketSocket(StreamConsumer):
 def _signed_user_id(params: dict, client_ip: str) -> int:
     """The user of a signed ``userDataStream.subscribe.signature``; raises :class:`BinanceError` as REST would."""
     if not all(isinstance(value, (str, int)) and not isinstance(value, bool) for value in params.values()):
-        raise BinanceError(-1100, "Parameters are strings or numbers.")
+        raise BinanceError(ILLEGAL_CHARS, "Parameters are strings or numbers.")
     values = {name: str(value) for name, value in params.items()}
     raw_key = values.get("apiKey", "")
     if not raw_key or len(raw_key) > 128 or not raw_key.isprintable():
@@ -82,7 +88,11 @@ class WsApiConsumer(AsyncWebsocketConsumer):
             if not isinstance(params, dict):
                 raise TypeError
         except (ValueError, KeyError, TypeError, AttributeError):
-            await self._answer(None, 400, error={"code": -1102, "msg": 'Send {"id", "method", "params": {}}.'})
+            await self._answer(
+                None,
+                400,
+                error={"code": MANDATORY_PARAM_EMPTY_OR_MALFORMED, "msg": 'Send {"id", "method", "params": {}}.'},
+            )
             return
         try:
             if method == "ping":
