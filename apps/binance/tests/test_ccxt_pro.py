@@ -1,8 +1,8 @@
 """``ccxt.pro.binance``, unchanged, against live uvicorn processes and the relay: its watched order book,
 trades and orders agree with REST after a burst of trading.
 
-The servers are apps.streams' test processes (two uvicorn workers of ``exchange.asgi`` serving HTTP and
-WebSocket, and the relay), reading the test database; REST goes to the same process as the streams.
+The server is ``live_asgi`` (uvicorn serving ``exchange.asgi``, HTTP and WebSocket, and the streams' relay),
+reading the test database; REST goes to the same process as the streams.
 """
 
 import asyncio
@@ -12,7 +12,6 @@ import pytest
 
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.tests.helpers import place
-from apps.streams.tests.conftest import stream_servers  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,7 +106,7 @@ async def _burst_and_compare(exchange: ccxt.pro.binance, checks: tuple[str, ...]
         await exchange.close()
 
 
-def _trade_and_watch(webs, btc, usdt, signing_key, checks):
+def _trade_and_watch(web, btc, usdt, signing_key, checks):
     maker, trader = UserFactory(), UserFactory()
     fund(maker, btc, "5")
     fund(maker, usdt, "500000")
@@ -117,12 +116,12 @@ def _trade_and_watch(webs, btc, usdt, signing_key, checks):
         place(maker, side="sell", price="60500", qty=qty)
     place(maker, side="sell", price="60600", qty="0.2")
     place(maker, side="buy", price="58500", qty="0.5")
-    exchange = pro_client(webs[0], *signing_key(trader, "read", "trade"))
+    exchange = pro_client(web, *signing_key(trader, "read", "trade"))
     asyncio.run(_burst_and_compare(exchange, checks))
 
 
-def test_watched_book_and_orders_agree_with_rest(stream_servers, btc, usdt, btc_usdt, signing_key):  # noqa: F811
-    _trade_and_watch(stream_servers.webs, btc, usdt, signing_key, ("book", "orders"))
+def test_watched_book_and_orders_agree_with_rest(live_asgi, btc, usdt, btc_usdt, signing_key):
+    _trade_and_watch(live_asgi, btc, usdt, signing_key, ("book", "orders"))
 
 
 @pytest.mark.xfail(
@@ -130,5 +129,5 @@ def test_watched_book_and_orders_agree_with_rest(stream_servers, btc, usdt, btc_
     reason="apps.streams' consumer drops every trade event of a book change after the first (they share the "
     "change's update id, taken for a duplicate publication): one placement with three fills shows one trade",
 )
-def test_watched_trades_agree_with_rest(stream_servers, btc, usdt, btc_usdt, signing_key):  # noqa: F811
-    _trade_and_watch(stream_servers.webs, btc, usdt, signing_key, ("trades",))
+def test_watched_trades_agree_with_rest(live_asgi, btc, usdt, btc_usdt, signing_key):
+    _trade_and_watch(live_asgi, btc, usdt, signing_key, ("trades",))

@@ -1,6 +1,6 @@
 """``/ws-api/v3`` against a live uvicorn process: signed user-data subscriptions, their refusals, the events.
 
-The servers are apps.streams' test processes (uvicorn serving ``exchange.asgi`` and the relay).
+The server is ``live_asgi`` (uvicorn serving ``exchange.asgi``, and the streams' relay).
 """
 
 import hashlib
@@ -13,7 +13,6 @@ import requests
 from websockets.sync.client import connect
 
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.streams.tests.conftest import stream_servers  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,11 +29,11 @@ def ask(socket, method: str, params: dict | None = None, request_id: str = "1") 
     return json.loads(socket.recv(timeout=10))
 
 
-def test_signed_subscription_and_refusals(stream_servers, btc, usdt, btc_usdt, signing_key):  # noqa: F811
+def test_signed_subscription_and_refusals(live_asgi, btc, usdt, btc_usdt, signing_key):
     user = UserFactory()
     fund(user, usdt, "100000")
     raw_key, secret = signing_key(user, "read", "trade")
-    web = stream_servers.webs[0]
+    web = live_asgi
     with connect(f"ws://{web}/ws-api/v3", open_timeout=10) as socket:
         assert ask(socket, "ping") == {"id": "1", "status": 200, "result": {}}
         unknown = ask(socket, "order.place")
