@@ -466,3 +466,12 @@ def test_a_body_that_is_not_a_form_is_refused(trader):
         "/api/v3/order", '{"symbol": "BTCUSDT"}', content_type="application/json", HTTP_X_MBX_APIKEY=signed.raw_key
     )
     assert (response.status_code, response.json()["code"]) == (400, -1100)
+
+
+def test_a_logged_in_session_authenticates_nothing_here(client, trader):
+    user, _ = trader
+    client.force_login(user)
+    response = client.get("/api/v3/account")
+    assert (response.status_code, response.json()["code"]) == (401, -2014)
+    response = client.post("/api/v3/order", "symbol=BTCUSDT", content_type="application/x-www-form-urlencoded")
+    assert (response.status_code, response.json()["code"]) == (401, -2014)
