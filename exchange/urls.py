@@ -14,6 +14,7 @@ urlpatterns = [
     path(settings.ADMIN_URL, admin.site.urls),
     path("custody/callbacks/", include("apps.wallets.urls")),
     path("api/v1/", include("apps.api.urls")),
+    path("api/v3/", include("apps.binance.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("accounts/", include(auth_urlpatterns)),

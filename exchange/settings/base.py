@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "apps.api",
     "apps.web",
     "apps.marketdata",
+    "apps.binance",
     "apps.backoffice",
     "apps.proofs",
     "apps.wallets.custody.simulator",
@@ -193,6 +194,12 @@ SPECTACULAR_SETTINGS = {
         "apps.api.schema.add_error_responses",
     ],
 }
+
+# The Binance-compatible /api/v3/ (apps.binance): request weight per client IP per minute, new orders per
+# account per 10 seconds and per day (Binance's own spot limits by default), counted in Redis.
+BINANCE_REQUEST_WEIGHT_PER_MINUTE = env.int("BINANCE_REQUEST_WEIGHT_PER_MINUTE", default=6000)
+BINANCE_ORDERS_PER_10_SECONDS = env.int("BINANCE_ORDERS_PER_10_SECONDS", default=100)
+BINANCE_ORDERS_PER_DAY = env.int("BINANCE_ORDERS_PER_DAY", default=200000)
 
 # Celery: Redis is the broker; tasks acknowledge late and are re-queued if a worker dies.
 CELERY_BROKER_URL = celery_broker_from_redis_url(REDIS_URL)

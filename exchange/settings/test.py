@@ -44,3 +44,7 @@ CUSTODY_SIMULATOR_HTTP_TIMEOUT = 10.0
 
 # Each test session's stream events travel on Redis channels of its own.
 CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = os.environ.get("STREAMS_CHANNEL_PREFIX") or CELERY_TASK_DEFAULT_QUEUE  # noqa: F405
+
+# Every test's requests to /api/v3/ come from 127.0.0.1 within the same minutes, the live servers'
+# too: no request-weight limit between tests (apps/binance/tests set a limit where they test it).
+BINANCE_REQUEST_WEIGHT_PER_MINUTE = 10**9

@@ -1,0 +1,128 @@
+"""WebSocket paths Binance's clients use beyond apps.streams' ``/ws/<stream>`` and ``/stream``.
+
+- ``/ws/<n>`` (``n`` a small number: CCXT's connection index) opens a raw connection with no stream
+  yet; ``SUBSCRIBE`` adds them. Binance's update-speed suffix (``btcusdt@depth@100ms``) names the same
+  stream here: every book change is published as it commits.
+- ``/ws-api/v3``: Binance's WebSocket API, the part user-data clients need: ``ping``, ``time`` and
+  ``userDataStream.subscribe.signature`` / ``userDataStream.unsubscribe``. A subscription is signed
+  like a REST request, over ``name=value`` of the parameters sorted by name, joined with ``&``,
+  values not percent-encoded (Binance's "SIGNED request security" of the WebSocket API); events then arrive as ``{"subscriptionId": n, "event": {...}}``
+  (``executionReport``, ``outboundAccountPosition``), the user stream of apps.streams.
+"""
+
+import json
+import re
+import time
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from apps.streams.consumers import StreamConsumer
+from apps.streams.groups import user_group
+
+from .errors import (
+    BAD_API_KEY_FMT,
+    ILLEGAL_CHARS,
+    MANDATORY_PARAM_EMPTY_OR_MALFORMED,
+    UNSUPPORTED_OPERATION,
+    BinanceError,
+    rejected_key,
+)
+from .keys import key_authenticate, signing_secret
+from .params import Params
+from .signing import recv_window_check, signature_check
+
+_SPEED = re.compile(r"@(100|1000)ms$")
+
+
+class MarketSocket(StreamConsumer):
+    """A raw market-data connection opened at ``/ws/<n>``: streams come by ``SUBSCRIBE``."""
+
+    async def connect(self):
+        self.streams, self.last, self.depth_groups = {}, {}, set()
+        self.combined = False
+        await self.accept()
+
+    async def _subscribe(self, names: list[str]) -> str | None:
+        return await super()._subscribe([_SPEED.sub("", name) for name in names])
+
+
+def _signed_user_id(params: dict, client_ip: str) -> int:
+    """The user of a signed ``userDataStream.subscribe.signature``; raises :class:`BinanceError` as REST would."""
+    if not all(isinstance(value, (str, int)) and not isinstance(value, bool) for value in params.values()):
+        raise BinanceError(ILLEGAL_CHARS, "Parameters are strings or numbers.")
+    values = {name: str(value) for name, value in params.items()}
+    raw_key = values.get("apiKey", "")
+    if not raw_key or len(raw_key) > 128 or not raw_key.isprintable():
+        raise BinanceError(BAD_API_KEY_FMT, "API-key format invalid.", status=401)
+    checked = Params(values.items())
+    recv_window_check(
+        timestamp=checked.integer("timestamp"),
+        recv_window=checked.integer("recvWindow", minimum=0),
+        now_ms=int(time.time() * 1000),
+    )
+    signature = checked.text("signature", required=True, pattern=re.compile(r"[0-9a-fA-F]{64}"))
+    key = key_authenticate(raw_key, client_ip=client_ip)
+    if "read" not in key.scopes:
+        raise rejected_key()
+    payload = "&".join(f"{name}={value}" for name, value in sorted(values.items()) if name != "signature")
+    signature_check(secret=signing_secret(key), payload=payload, signature=signature)
+    return key.user_id
+
+
+class WsApiConsumer(AsyncWebsocketConsumer):
+    """One ``/ws-api/v3`` connection: requests ``{"id", "method", "params"}``, answers ``{"id", "status", ...}``."""
+
+    async def connect(self):
+        self.subscriptions: dict[int, str] = {}  # subscription id -> group
+        await self.accept()
+
+    async def disconnect(self, code):
+        for group in getattr(self, "subscriptions", {}).values():
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None):
+        try:
+            request = json.loads(text_data or "")
+            request_id, method, params = request.get("id"), request["method"], request.get("params", {})
+            if not isinstance(params, dict):
+                raise TypeError
+        except (ValueError, KeyError, TypeError, AttributeError):
+            await self._answer(
+                None,
+                400,
+                error={"code": MANDATORY_PARAM_EMPTY_OR_MALFORMED, "msg": 'Send {"id", "method", "params": {}}.'},
+            )
+            return
+        try:
+            if method == "ping":
+                await self._answer(request_id, 200, result={})
+            elif method == "time":
+                await self._answer(request_id, 200, result={"serverTime": int(time.time() * 1000)})
+            elif method == "userDataStream.subscribe.signature":
+                client = (self.scope.get("client") or ("", 0))[0]
+                user_id = await database_sync_to_async(_signed_user_id)(params, client)
+                subscription_id = len(self.subscriptions)
+                group = user_group(user_id)
+                await self.channel_layer.group_add(group, self.channel_name)
+                self.subscriptions[subscription_id] = group
+                await self._answer(request_id, 200, result={"subscriptionId": subscription_id})
+            elif method == "userDataStream.unsubscribe":
+                for group in self.subscriptions.values():
+                    await self.channel_layer.group_discard(group, self.channel_name)
+                self.subscriptions.clear()
+                await self._answer(request_id, 200, result={})
+            else:
+                raise BinanceError(UNSUPPORTED_OPERATION, "This operation is not supported.")
+        except BinanceError as error:
+            await self._answer(request_id, error.status, error=error.body())
+
+    async def stream_event(self, message):
+        """A user event from the relay: sent once per subscription on its group."""
+        for subscription_id, group in self.subscriptions.items():
+            if group == message["group"]:
+                await self.send(text_data=f'{{"subscriptionId":{subscription_id},"event":{message["data"]}}}')
+
+    async def _answer(self, request_id, status: int, *, result=None, error=None) -> None:
+        body = {"id": request_id, "status": status, **({"error": error} if error else {"result": result})}
+        await self.send(text_data=json.dumps(body))

@@ -1,0 +1,61 @@
+"""Fixtures of the Binance surface's tests: the orders tests' market (BTC-USDT of SCENARIOS.md) and a little trading."""
+
+import pytest
+
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (fixtures)
+from apps.orders.tests.helpers import place
+
+
+@pytest.fixture
+def traded(btc_usdt, btc, usdt):  # noqa: F811 (the imported fixture, requested)
+    """A buys 0.1 at 59,900 from M (one fill), then B sells 0.3 into M's bids at 59,000 and 58,900 (two fills).
+
+    Left resting: M's bid 0.1 at 58,900 and ask 0.5 at 61,000. Returns (M, A, B).
+    """
+    maker, buyer, seller = UserFactory(), UserFactory(), UserFactory()
+    fund(maker, btc, "2")
+    fund(maker, usdt, "100000")
+    fund(buyer, usdt, "100000")
+    fund(seller, btc, "1")
+    place(maker, side="sell", price="59900", qty="0.1")
+    place(buyer, side="buy", price="60000", qty="0.1")
+    place(maker, side="buy", price="59000", qty="0.2")
+    place(maker, side="buy", price="58900", qty="0.2")
+    place(seller, side="sell", price="58900", qty="0.3")
+    place(maker, side="sell", price="61000", qty="0.5")
+    return maker, buyer, seller
+
+
+@pytest.fixture
+def signing_key():
+    """``signing_key(user, "read", "trade")`` -> ``(api key, signing secret)`` of a new key with those scopes."""
+    from apps.accounts.services import api_key_create
+
+    def make(user, *scopes):
+        created = api_key_create(user_id=user.id, name="bot", scopes=scopes or ("read",))
+        return created.raw_key, created.secret
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def live_asgi(django_db_setup, tmp_path_factory):
+    """``host:port`` of a uvicorn process serving ``exchange.asgi`` (HTTP and WebSockets) with the streams'
+    relay beside it, both reading the test database (tests using it are ``transaction=True``).
+
+    Started per module and stopped at its end, so that apps.streams' own session-wide servers (whose
+    relay takes the one relay lock) find none running later in the same session.
+    """
+    from apps.streams.tests.processes import start_relay, start_web
+
+    log_dir = tmp_path_factory.mktemp("binance-asgi")
+    processes = []
+    try:
+        web, address = start_web(log_dir, "web")
+        processes.append(web)
+        processes.append(start_relay(log_dir))
+        yield address
+    finally:
+        for process in processes:
+            process.stop()

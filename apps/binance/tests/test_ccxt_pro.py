@@ -1,0 +1,133 @@
+"""``ccxt.pro.binance``, unchanged, against live uvicorn processes and the relay: its watched order book,
+trades and orders agree with REST after a burst of trading.
+
+The server is ``live_asgi`` (uvicorn serving ``exchange.asgi``, HTTP and WebSocket, and the streams' relay),
+reading the test database; REST goes to the same process as the streams.
+"""
+
+import asyncio
+
+import ccxt.pro
+import pytest
+
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.tests.helpers import place
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SYMBOL = "BTC/USDT"
+
+
+def pro_client(web: str, api_key: str, secret: str) -> ccxt.pro.binance:
+    api, ws = f"http://{web}/api/v3", f"ws://{web}"
+    elsewhere = {name: f"http://{web}/not-served/{name}" for name in ccxt.pro.binance().urls["api"]}
+    return ccxt.pro.binance(
+        {
+            "urls": {
+                "api": {
+                    **elsewhere,
+                    "public": api,
+                    "private": api,
+                    "ws": {"spot": f"{ws}/ws", "ws-api": {"spot": f"{ws}/ws-api/v3"}},
+                }
+            },
+            "apiKey": api_key,
+            "secret": secret,
+            "options": {"fetchMarkets": {"types": ["spot"]}, "fetchCurrencies": False, "fetchMargins": False},
+        }
+    )
+
+
+async def _pump(watch):
+    while True:
+        await watch()
+
+
+async def _until(check, timeout: float = 30):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        problem = await check()
+        if problem is None:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(problem)
+        await asyncio.sleep(0.2)
+
+
+async def _burst_and_compare(exchange: ccxt.pro.binance, checks: tuple[str, ...]) -> None:
+    await exchange.load_markets()
+    watchers = [
+        asyncio.create_task(_pump(lambda: exchange.watch_order_book(SYMBOL))),
+        asyncio.create_task(_pump(lambda: exchange.watch_trades(SYMBOL))),
+        asyncio.create_task(_pump(lambda: exchange.watch_orders(SYMBOL))),
+    ]
+    try:
+        await asyncio.sleep(1)  # subscribed (and the book's snapshot taken) before the trading starts
+        placed = []
+        for i in range(6):  # resting bids between the maker's bid (58,500) and asks (60,500 up)
+            placed.append(await exchange.create_order(SYMBOL, "limit", "buy", 0.1, 59000 + 100 * i))
+        placed.append(await exchange.create_order(SYMBOL, "market", "buy", 0.3))  # three fills at 60,500
+        placed.append(await exchange.create_order(SYMBOL, "limit", "buy", 0.5, 61000))  # 60,500 and 60,600, rests
+        placed.append(await exchange.create_order(SYMBOL, "limit", "sell", 0.1, 58000, {"timeInForce": "IOC"}))
+        await exchange.cancel_order(placed[0]["id"], SYMBOL)
+
+        async def book_matches():
+            rest = await exchange.fetch_order_book(SYMBOL)
+            watched = exchange.orderbooks.get(SYMBOL)
+            if watched is None:
+                return "no book watched yet"
+            bids, asks = watched["bids"][: len(rest["bids"])], watched["asks"][: len(rest["asks"])]
+            if (bids, asks) != (rest["bids"], rest["asks"]) or len(watched["bids"]) != len(rest["bids"]):
+                return f"book {bids} {asks} != REST {rest['bids']} {rest['asks']}"
+            return None
+
+        async def trades_match():
+            rest = await exchange.fetch_trades(SYMBOL, limit=1000, params={"fetchTradesMethod": "publicGetTrades"})
+            watched = list(exchange.trades.get(SYMBOL, []))
+            rest_rows = [(t["timestamp"], t["price"], t["amount"], t["side"]) for t in rest]
+            watched_rows = [(t["timestamp"], t["price"], t["amount"], t["side"]) for t in watched]
+            return None if rest_rows and watched_rows == rest_rows else f"trades {watched_rows} != REST {rest_rows}"
+
+        async def orders_match():
+            watched = {order["id"]: order for order in (exchange.orders or [])}
+            for order in placed:
+                rest = await exchange.fetch_order(order["id"], SYMBOL)
+                seen = watched.get(order["id"])
+                if seen is None or (seen["status"], seen["filled"]) != (rest["status"], rest["filled"]):
+                    return f"order {order['id']}: watched {seen and (seen['status'], seen['filled'])}, REST {(rest['status'], rest['filled'])}"
+            return None
+
+        for check in checks:
+            await _until({"book": book_matches, "trades": trades_match, "orders": orders_match}[check])
+    finally:
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+        await exchange.close()
+
+
+def _trade_and_watch(web, btc, usdt, signing_key, checks):
+    maker, trader = UserFactory(), UserFactory()
+    fund(maker, btc, "5")
+    fund(maker, usdt, "500000")
+    fund(trader, btc, "5")
+    fund(trader, usdt, "500000")
+    for qty in ("0.1", "0.1", "0.1", "0.1"):
+        place(maker, side="sell", price="60500", qty=qty)
+    place(maker, side="sell", price="60600", qty="0.2")
+    place(maker, side="buy", price="58500", qty="0.5")
+    exchange = pro_client(web, *signing_key(trader, "read", "trade"))
+    asyncio.run(_burst_and_compare(exchange, checks))
+
+
+def test_watched_book_and_orders_agree_with_rest(live_asgi, btc, usdt, btc_usdt, signing_key):
+    _trade_and_watch(live_asgi, btc, usdt, signing_key, ("book", "orders"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="apps.streams' consumer drops every trade event of a book change after the first (they share the "
+    "change's update id, taken for a duplicate publication): one placement with three fills shows one trade",
+)
+def test_watched_trades_agree_with_rest(live_asgi, btc, usdt, btc_usdt, signing_key):
+    _trade_and_watch(live_asgi, btc, usdt, signing_key, ("trades",))

@@ -1,0 +1,191 @@
+"""Public endpoints of /api/v3/ against Binance's documented shapes, with the values the fixture's trades give."""
+
+import pytest
+
+from apps.orders.models import Trade
+from apps.orders.services import market_halt
+
+pytestmark = pytest.mark.django_db
+
+
+def get(client, path, **params):
+    response = client.get(f"/api/v3/{path}", params)
+    assert response["Content-Type"] == "application/json"
+    return response
+
+
+def test_ping_and_time(client):
+    assert get(client, "ping").json() == {}
+    body = get(client, "time").json()
+    assert isinstance(body["serverTime"], int) and body["serverTime"] > 1_700_000_000_000
+
+
+def test_exchange_info_lists_filters_and_limits(client, btc_usdt, settings):
+    settings.BINANCE_REQUEST_WEIGHT_PER_MINUTE = 6000
+    body = get(client, "exchangeInfo").json()
+    assert body["timezone"] == "UTC"
+    assert {"rateLimitType": "REQUEST_WEIGHT", "interval": "MINUTE", "intervalNum": 1, "limit": 6000} in body[
+        "rateLimits"
+    ]
+    (symbol,) = body["symbols"]
+    assert symbol["symbol"] == "BTCUSDT" and symbol["status"] == "TRADING"
+    assert (symbol["baseAsset"], symbol["baseAssetPrecision"], symbol["quoteAsset"], symbol["quotePrecision"]) == (
+        "BTC",
+        8,
+        "USDT",
+        6,
+    )
+    filters = {f["filterType"]: f for f in symbol["filters"]}
+    assert filters["PRICE_FILTER"]["tickSize"] == "0.010000"
+    assert filters["LOT_SIZE"] == {
+        "filterType": "LOT_SIZE",
+        "minQty": "0.00010000",
+        "maxQty": "1000.00000000",
+        "stepSize": "0.00010000",
+    }
+    assert filters["NOTIONAL"]["minNotional"] == "1.000000"
+    assert symbol["orderTypes"] == ["LIMIT", "MARKET", "LIMIT_MAKER"]
+    assert symbol["isSpotTradingAllowed"] is True and symbol["permissionSets"] == [["SPOT"]]
+
+
+def test_a_halted_market_is_halt(client, btc_usdt):
+    market_halt(market_id=btc_usdt.id)
+    assert get(client, "exchangeInfo", symbol="BTCUSDT").json()["symbols"][0]["status"] == "HALT"
+
+
+def test_depth(client, traded, btc_usdt):
+    body = get(client, "depth", symbol="BTCUSDT", limit=5).json()
+    assert body["bids"] == [["58900.000000", "0.10000000"]]
+    assert body["asks"] == [["61000.000000", "0.50000000"]]
+    btc_usdt.refresh_from_db()
+    assert body["lastUpdateId"] == btc_usdt.sequence
+
+
+def test_trades_oldest_first_with_integer_ids(client, traded):
+    body = get(client, "trades", symbol="BTCUSDT").json()
+    assert [(t["price"], t["qty"], t["isBuyerMaker"]) for t in body] == [
+        ("59900.000000", "0.10000000", False),
+        ("59000.000000", "0.20000000", True),
+        ("58900.000000", "0.10000000", True),
+    ]
+    assert all(isinstance(t["id"], int) for t in body) and body == sorted(body, key=lambda t: t["id"])
+    assert body[0]["quoteQty"] == "5990.000000"
+
+
+def test_historical_trades_from_id(client, traded):
+    ids = [t["id"] for t in get(client, "trades", symbol="BTCUSDT").json()]
+    body = get(client, "historicalTrades", symbol="BTCUSDT", fromId=ids[1]).json()
+    assert [t["id"] for t in body] == ids[1:]
+    assert [t["id"] for t in get(client, "historicalTrades", symbol="BTCUSDT", limit=1).json()] == ids[-1:]
+
+
+def test_agg_trades_sum_one_taker_order_per_price(client, traded):
+    body = get(client, "aggTrades", symbol="BTCUSDT").json()
+    assert [(a["p"], a["q"], a["m"]) for a in body] == [
+        ("59900.000000", "0.10000000", False),
+        ("59000.000000", "0.20000000", True),
+        ("58900.000000", "0.10000000", True),
+    ]
+    assert all(a["f"] == a["l"] == a["a"] for a in body)
+    assert get(client, "aggTrades", symbol="BTCUSDT", fromId=body[2]["a"]).json() == body[2:]
+
+
+def test_avg_price_is_volume_weighted(client, traded):
+    body = get(client, "avgPrice", symbol="BTCUSDT").json()
+    # (5990 + 11800 + 5890) / 0.4 = 59200
+    assert body["mins"] == 5 and body["price"] == "59200.000000"
+
+
+def test_ticker_price_and_book_ticker(client, traded):
+    assert get(client, "ticker/price", symbol="BTCUSDT").json() == {"symbol": "BTCUSDT", "price": "58900.000000"}
+    assert get(client, "ticker/price").json() == [{"symbol": "BTCUSDT", "price": "58900.000000"}]
+    assert get(client, "ticker/bookTicker", symbol="BTCUSDT").json() == {
+        "symbol": "BTCUSDT",
+        "bidPrice": "58900.000000",
+        "bidQty": "0.10000000",
+        "askPrice": "61000.000000",
+        "askQty": "0.50000000",
+    }
+
+
+def test_ticker_24hr(client, traded):
+    body = get(client, "ticker/24hr", symbol="BTCUSDT").json()
+    assert (body["openPrice"], body["highPrice"], body["lowPrice"], body["lastPrice"]) == (
+        "59900.000000",
+        "59900.000000",
+        "58900.000000",
+        "58900.000000",
+    )
+    assert (body["priceChange"], body["priceChangePercent"]) == ("-1000.000000", "-1.670")
+    assert (body["volume"], body["quoteVolume"], body["count"]) == ("0.40000000", "23680.000000", 3)
+    assert body["weightedAvgPrice"] == "59200.000000" and body["lastQty"] == "0.10000000"
+    trades = Trade.objects.order_by("taker_order_id", "seq")
+    assert body["firstId"] < body["lastId"] and body["lastId"] == trades.last().taker_order_id * 10**6 + 2
+    (listed,) = get(client, "ticker/24hr", symbols='["BTCUSDT"]').json()
+    assert (listed["symbol"], listed["lastPrice"], listed["count"]) == ("BTCUSDT", "58900.000000", 3)
+    mini = get(client, "ticker/24hr", symbol="BTCUSDT", type="MINI").json()
+    assert "priceChange" not in mini and mini["lastPrice"] == "58900.000000"
+
+
+def test_klines(client, traded):
+    (kline,) = get(client, "klines", symbol="BTCUSDT", interval="1d").json()
+    assert kline[1:6] == ["59900.000000", "59900.000000", "58900.000000", "58900.000000", "0.40000000"]
+    assert kline[7:11] == ["23680.000000", 3, "0.10000000", "5990.000000"]
+    assert kline[6] == kline[0] + 86_400_000 - 1
+    assert get(client, "uiKlines", symbol="BTCUSDT", interval="1d").json() == [kline]
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "code"),
+    [
+        ("depth", {}, -1102),
+        ("depth", {"symbol": "NOPEUSDT"}, -1121),
+        ("depth", {"symbol": "btc-usdt"}, -1100),
+        ("depth", {"symbol": "BTCUSDT", "limit": "0"}, -1100),
+        ("depth", {"symbol": "BTCUSDT", "limit": "1e3"}, -1100),
+        ("depth", {"symbol": "BTCUSDT", "limit": "99999999999999999999999"}, -1100),
+        ("depth", {"symbol": "BTCUSDT", "colour": "red"}, -1104),
+        ("klines", {"symbol": "BTCUSDT", "interval": "2m"}, -1120),
+        ("klines", {"symbol": "BTCUSDT"}, -1102),
+        ("ticker/price", {"symbols": "BTCUSDT"}, -1100),
+        ("ticker/price", {"symbols": '["NOPE"]'}, -1121),
+        ("ticker", {"symbol": "BTCUSDT", "windowSize": "7d"}, -1130),
+        ("trades", {"symbol": "BTCUSDT\x00"}, -1100),
+    ],
+)
+def test_bad_input_is_a_binance_error(client, btc_usdt, path, params, code):
+    response = get(client, path, **params)
+    assert response.status_code == 400
+    assert response.json()["code"] == code and response.json()["msg"]
+
+
+def test_a_parameter_twice_is_refused(client, btc_usdt):
+    response = client.get("/api/v3/depth?symbol=BTCUSDT&symbol=BTCUSDT")
+    assert (response.status_code, response.json()["code"]) == (400, -1101)
+
+
+def test_unknown_paths_and_methods_answer_in_binance_shape(client):
+    response = client.get("/api/v3/nothing/here")
+    assert response.status_code == 404 and response.json()["code"] == -1099
+    response = client.post("/api/v3/ping")
+    assert response.status_code == 405 and response.json()["code"] == -1099
+
+
+def test_weight_header_counts_per_minute(client, btc_usdt):
+    first = int(get(client, "depth", symbol="BTCUSDT").headers["X-MBX-USED-WEIGHT-1M"])
+    second = int(get(client, "depth", symbol="BTCUSDT").headers["X-MBX-USED-WEIGHT-1M"])
+    assert second - first == 5  # depth with limit <= 100 weighs 5
+
+
+def test_past_the_weight_limit_a_429_with_retry_after(client, btc_usdt, settings):
+    for _ in range(2):  # a second try only if the minute's window ended between the requests
+        used = int(get(client, "ping").headers["X-MBX-USED-WEIGHT-1M"])
+        settings.BINANCE_REQUEST_WEIGHT_PER_MINUTE = used + 20
+        at_limit = get(client, "exchangeInfo")  # weight 20: exactly at the limit
+        response = get(client, "ping")
+        if int(at_limit.headers["X-MBX-USED-WEIGHT-1M"]) == used + 20:
+            break
+    assert at_limit.status_code == 200
+    assert response.status_code == 429 and response.json()["code"] == -1003
+    assert response.headers["X-MBX-USED-WEIGHT-1M"] == str(used + 21)
+    assert 1 <= int(response.headers["Retry-After"]) <= 60

@@ -1,0 +1,70 @@
+"""Every /api/v3/ route, every method, every parameter it reads, given hostile values: a Binance error, never a 500."""
+
+import hashlib
+import hmac
+import time
+from urllib.parse import urlencode
+
+import pytest
+from django.urls import URLPattern
+
+from apps.binance.endpoint import Security
+from apps.binance.urls import urlpatterns
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE = [
+    "",
+    " ",
+    "-1",
+    "0",
+    "1e9",
+    "NaN",
+    "Infinity",
+    "9" * 40,
+    "\x00",
+    "é",
+    "[",
+    '["BTCUSDT"',
+    "BTC-USDT",
+    "x" * 500,
+]
+
+
+def _routes():
+    for pattern in urlpatterns:
+        if isinstance(pattern, URLPattern) and hasattr(pattern.callback, "endpoints"):
+            for method, found in pattern.callback.endpoints.items():
+                yield str(pattern.pattern), method, found
+
+
+ROUTES = list(_routes())
+
+
+def test_every_route_is_covered():
+    assert len(ROUTES) == 27
+
+
+@pytest.mark.parametrize(("path", "method", "found"), ROUTES, ids=[f"{m} {p}" for p, m, _ in ROUTES])
+def test_hostile_parameters_get_a_binance_error(client, btc_usdt, path, method, found, signing_key):
+    """Signed endpoints are called with a valid key and signature, so that their own parameters are judged."""
+    from apps.ledger.tests.factories import UserFactory
+
+    raw_key, secret = signing_key(UserFactory(), "read", "trade")
+    signed = found.security in (Security.USER_DATA, Security.TRADE)
+    for name in [n for n in found.params if n not in ("timestamp", "signature")] or ["anything"]:
+        for value in HOSTILE:
+            query = {"symbol": "BTCUSDT", name: value} if name != "symbol" else {name: value}
+            text = urlencode(query)
+            if signed:
+                text += f"&timestamp={int(time.time() * 1000)}"
+                text += "&signature=" + hmac.new(secret.encode(), text.encode(), hashlib.sha256).hexdigest()
+            url = f"/api/v3/{path}"
+            headers = {"HTTP_X_MBX_APIKEY": raw_key} if found.security is not Security.NONE else {}
+            if method in ("POST", "PUT"):
+                response = client.generic(method, url, text, "application/x-www-form-urlencoded", **headers)
+            else:
+                response = client.generic(method, f"{url}?{text}", **headers)
+            assert response.status_code < 500, (method, path, name, value, response.content)
+            body = response.json()
+            assert response.status_code == 200 or isinstance(body["code"], int), body

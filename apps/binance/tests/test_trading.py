@@ -1,0 +1,477 @@
+"""Signed endpoints of /api/v3/: orders and account through our services, Binance's shapes and error codes."""
+
+import hashlib
+import hmac
+import time
+from decimal import Decimal
+from urllib.parse import urlencode
+
+import pytest
+
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.models import Order
+from apps.orders.tests.helpers import balance, place
+
+pytestmark = pytest.mark.django_db
+
+
+class Signer:
+    """Signs requests as Binance's documentation does: HMAC-SHA256 hex over the query string (GET, DELETE)
+    or the form body (POST), ``timestamp`` in ms."""
+
+    def __init__(self, client, raw_key: str, secret: str):
+        self.client, self.raw_key, self.secret = client, raw_key, secret
+
+    def sign(self, params: dict, *, timestamp: int | None = None) -> str:
+        params = {**params, "timestamp": timestamp if timestamp is not None else int(time.time() * 1000)}
+        payload = urlencode(params)
+        signature = hmac.new(self.secret.encode(), payload.encode(), hashlib.sha256).hexdigest()
+        return f"{payload}&signature={signature}"
+
+    def send(self, method: str, path: str, signed: str):
+        url = f"/api/v3/{path}"
+        headers = {"HTTP_X_MBX_APIKEY": self.raw_key}
+        if method == "POST":
+            return self.client.post(url, signed, content_type="application/x-www-form-urlencoded", **headers)
+        return getattr(self.client, method.lower())(f"{url}?{signed}", **headers)
+
+    def __call__(self, method: str, path: str, **params):
+        return self.send(method, path, self.sign(params))
+
+
+@pytest.fixture
+def trader(client, btc, usdt, btc_usdt, signing_key):
+    user = UserFactory()
+    fund(user, usdt, "100000")
+    fund(user, btc, "1")
+    return user, Signer(client, *signing_key(user, "read", "trade"))
+
+
+@pytest.fixture
+def maker(btc, usdt, btc_usdt):
+    user = UserFactory()
+    fund(user, btc, "2")
+    fund(user, usdt, "100000")
+    return user
+
+
+def test_limit_buy_fills_against_the_book_full_response(trader, maker, btc, usdt):
+    user, signed = trader
+    place(maker, side="sell", price="59900", qty="0.2")
+    response = signed(
+        "POST",
+        "order",
+        symbol="BTCUSDT",
+        side="BUY",
+        type="LIMIT",
+        timeInForce="GTC",
+        quantity="0.5",
+        price="60000",
+        newClientOrderId="my-order-1",
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    order = Order.objects.get(id=body["orderId"])
+    assert (body["clientOrderId"], body["status"], body["type"], body["side"]) == (
+        "my-order-1",
+        "PARTIALLY_FILLED",
+        "LIMIT",
+        "BUY",
+    )
+    assert (body["origQty"], body["executedQty"], body["cummulativeQuoteQty"]) == (
+        "0.50000000",
+        "0.20000000",
+        "11980.000000",
+    )
+    assert body["fills"] == [
+        {
+            "price": "59900.000000",
+            "qty": "0.20000000",
+            "commission": "0.00020000",
+            "commissionAsset": "BTC",
+            "tradeId": order.id * 10**6 + 1,
+        }
+    ]
+    assert isinstance(body["transactTime"], int) and body["selfTradePreventionMode"] == "EXPIRE_TAKER"
+    assert response.headers["X-MBX-ORDER-COUNT-10S"] and response.headers["X-MBX-ORDER-COUNT-1D"]
+    # SCENARIOS.md S1 through this surface: 30,000 held, 11,980 spent, 18,020 still held.
+    assert balance(user, usdt) == (Decimal("70000"), Decimal("18020"))
+
+
+def test_get_cancel_and_the_order_is_gone_from_open_orders(trader):
+    user, signed = trader
+    placed = signed(
+        "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.1", price="50000"
+    ).json()
+    assert placed["status"] == "NEW" and placed["fills"] == []
+    got = signed("GET", "order", symbol="BTCUSDT", origClientOrderId=placed["clientOrderId"]).json()
+    assert (got["orderId"], got["status"], got["price"], got["isWorking"]) == (
+        placed["orderId"],
+        "NEW",
+        "50000.000000",
+        True,
+    )
+    assert [o["orderId"] for o in signed("GET", "openOrders", symbol="BTCUSDT").json()] == [placed["orderId"]]
+    cancelled = signed("DELETE", "order", symbol="BTCUSDT", orderId=placed["orderId"]).json()
+    assert (cancelled["status"], cancelled["origClientOrderId"]) == ("CANCELED", placed["clientOrderId"])
+    assert signed("GET", "openOrders").json() == []
+    again = signed("DELETE", "order", symbol="BTCUSDT", orderId=placed["orderId"])
+    assert (again.status_code, again.json()["code"]) == (400, -2011)
+
+
+def test_limit_maker_would_take_is_rejected_and_holds_nothing(trader, maker, usdt):
+    user, signed = trader
+    place(maker, side="sell", price="59900", qty="0.2")
+    response = signed("POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT_MAKER", quantity="0.1", price="60000")
+    assert response.status_code == 400
+    assert response.json() == {"code": -2010, "msg": "Order would immediately match and take."}
+    assert balance(user, usdt) == (Decimal("100000"), Decimal("0"))
+
+
+def test_market_buy_by_quote_order_qty(trader, maker, btc):
+    user, signed = trader
+    place(maker, side="sell", price="50000", qty="1")
+    body = signed("POST", "order", symbol="BTCUSDT", side="BUY", type="MARKET", quoteOrderQty="5000").json()
+    assert (body["status"], body["type"], body["executedQty"], body["cummulativeQuoteQty"]) == (
+        "FILLED",
+        "MARKET",
+        "0.10000000",
+        "5000.000000",
+    )
+    assert body["origQuoteOrderQty"] == "5000.000000"
+    assert balance(user, btc)[0] == Decimal("1.0999")  # 0.1 less the 0.0001 taker fee
+
+
+def test_ioc_remainder_expires(trader, maker):
+    _, signed = trader
+    place(maker, side="sell", price="59900", qty="0.1")
+    body = signed(
+        "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="IOC", quantity="0.3", price="60000"
+    ).json()
+    assert (body["status"], body["executedQty"]) == ("EXPIRED", "0.10000000")
+
+
+def test_self_trade_prevention_expires_in_match(trader):
+    user, signed = trader
+    place(user, side="sell", price="59900", qty="0.1")
+    body = signed(
+        "POST",
+        "order",
+        symbol="BTCUSDT",
+        side="BUY",
+        type="LIMIT",
+        timeInForce="GTC",
+        quantity="0.1",
+        price="60000",
+        selfTradePreventionMode="EXPIRE_TAKER",
+        newOrderRespType="RESULT",
+    ).json()
+    assert body["status"] == "EXPIRED_IN_MATCH" and "fills" not in body
+
+
+def test_ack_response(trader):
+    _, signed = trader
+    body = signed(
+        "POST",
+        "order",
+        symbol="BTCUSDT",
+        side="SELL",
+        type="LIMIT",
+        timeInForce="GTC",
+        quantity="0.1",
+        price="70000",
+        newOrderRespType="ACK",
+    ).json()
+    assert set(body) == {"symbol", "orderId", "orderListId", "clientOrderId", "transactTime"}
+
+
+def test_order_test_judges_and_writes_nothing(trader, usdt):
+    user, signed = trader
+    ok = signed(
+        "POST",
+        "order/test",
+        symbol="BTCUSDT",
+        side="BUY",
+        type="LIMIT",
+        timeInForce="GTC",
+        quantity="0.1",
+        price="50000",
+    )
+    assert ok.status_code == 200 and ok.json() == {}
+    poor = signed(
+        "POST",
+        "order/test",
+        symbol="BTCUSDT",
+        side="BUY",
+        type="LIMIT",
+        timeInForce="GTC",
+        quantity="10",
+        price="50000",
+    )
+    assert poor.json() == {"code": -2010, "msg": "Account has insufficient balance for requested action."}
+    assert Order.objects.count() == 0 and balance(user, usdt) == (Decimal("100000"), Decimal("0"))
+
+
+def test_all_orders_my_trades_account(trader, maker):
+    user, signed = trader
+    place(maker, side="sell", price="59900", qty="0.2")
+    first = signed(
+        "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.1", price="60000"
+    ).json()
+    second = signed(
+        "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.1", price="50000"
+    ).json()
+    assert [o["orderId"] for o in signed("GET", "allOrders", symbol="BTCUSDT").json()] == [
+        first["orderId"],
+        second["orderId"],
+    ]
+    assert [o["orderId"] for o in signed("GET", "allOrders", symbol="BTCUSDT", orderId=second["orderId"]).json()] == [
+        second["orderId"]
+    ]
+    (trade,) = signed("GET", "myTrades", symbol="BTCUSDT").json()
+    assert (trade["orderId"], trade["isBuyer"], trade["isMaker"], trade["commission"], trade["commissionAsset"]) == (
+        first["orderId"],
+        True,
+        False,
+        "0.00010000",
+        "BTC",
+    )
+    account = signed("GET", "account").json()
+    balances = {b["asset"]: (b["free"], b["locked"]) for b in account["balances"]}
+    assert balances["USDT"] == ("89010.000000", "5000.000000")  # 5,990 spent, 5,000 held by the resting bid
+    assert balances["BTC"] == ("1.09990000", "0.00000000")
+    assert account["commissionRates"]["maker"] == "0.00100000" and account["makerCommission"] == 10
+    assert (account["canTrade"], account["canWithdraw"], account["accountType"]) == (True, False, "SPOT")
+    commission = signed("GET", "account/commission", symbol="BTCUSDT").json()
+    assert commission["standardCommission"]["taker"] == "0.00100000"
+
+
+def test_cancel_all_open_orders_on_a_symbol(trader, usdt):
+    user, signed = trader
+    for price in ("50000", "51000"):
+        signed(
+            "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.1", price=price
+        )
+    cancelled = signed("DELETE", "openOrders", symbol="BTCUSDT").json()
+    assert [o["status"] for o in cancelled] == ["CANCELED", "CANCELED"]
+    assert balance(user, usdt) == (Decimal("100000"), Decimal("0"))
+
+
+ORDER = {"symbol": "BTCUSDT", "side": "BUY", "type": "LIMIT", "timeInForce": "GTC", "quantity": "0.1", "price": "50000"}
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "msg_part"),
+    [
+        ({"price": "50000.0000001"}, -1111, "Precision"),
+        ({"price": "50000.001"}, -1013, "PRICE_FILTER"),
+        ({"quantity": "0.123456789"}, -1111, "Precision"),
+        ({"price": "50000.10", "quantity": "0.00015"}, -1013, "LOT_SIZE"),
+        ({"price": "1e5"}, -1100, "price"),
+        ({"price": "-1"}, -1100, "price"),
+        ({"price": "NaN"}, -1100, "price"),
+        ({"price": "0"}, -1130, "price"),
+        ({"quantity": "0.00001000"}, -1013, "LOT_SIZE"),
+        ({"quantity": "2000"}, -1013, "LOT_SIZE"),
+        ({"quantity": "0.0001", "price": "0.01"}, -1013, "NOTIONAL"),
+        ({"quantity": "10"}, -2010, "insufficient balance"),
+        ({"side": "BOTH"}, -1117, "side"),
+        ({"type": "STOP_LOSS"}, -1116, "orderType"),
+        ({"timeInForce": "GTD"}, -1115, "timeInForce"),
+        ({"timeInForce": None}, -1102, "timeInForce"),
+        ({"price": None}, -1102, "price"),
+        ({"symbol": "ETHUSDT"}, -1121, "symbol"),
+        ({"selfTradePreventionMode": "NONE"}, -2010, "self-trade prevention"),
+        ({"selfTradePreventionMode": "SOMETIMES"}, -1130, "selfTradePreventionMode"),
+        ({"newClientOrderId": "x" * 37}, -1100, "newClientOrderId"),
+        ({"icebergQty": "0.01"}, -1104, "icebergQty"),
+        ({"type": "MARKET", "timeInForce": None, "price": None, "quantity": None}, -1102, "quoteOrderQty"),
+        (
+            {
+                "type": "MARKET",
+                "timeInForce": None,
+                "price": None,
+                "side": "SELL",
+                "quantity": None,
+                "quoteOrderQty": "5",
+            },
+            -1014,
+            "combination",
+        ),
+        ({"type": "MARKET", "timeInForce": None}, -1106, "price"),
+        ({"type": "LIMIT_MAKER"}, -1106, "timeInForce"),
+    ],
+)
+def test_bad_orders_get_binance_codes_and_leave_nothing(trader, usdt, change, code, msg_part):
+    user, signed = trader
+    params = {name: value for name, value in {**ORDER, **change}.items() if value is not None}
+    response = signed("POST", "order", **params)
+    assert response.status_code == 400
+    assert response.json()["code"] == code and msg_part in response.json()["msg"]
+    assert Order.objects.count() == 0 and balance(user, usdt) == (Decimal("100000"), Decimal("0"))
+
+
+def test_unknown_orders(trader):
+    _, signed = trader
+    assert signed("GET", "order", symbol="BTCUSDT", orderId=123).json()["code"] == -2013
+    assert signed("GET", "order", symbol="BTCUSDT").json()["code"] == -1102
+    assert signed("DELETE", "order", symbol="BTCUSDT", origClientOrderId="nope").json()["code"] == -2011
+
+
+def test_another_users_order_does_not_exist(trader, maker, client, signing_key):
+    _, signed = trader
+    theirs = place(maker, side="sell", price="70000", qty="0.1")
+    assert signed("GET", "order", symbol="BTCUSDT", orderId=theirs.id).json()["code"] == -2013
+    assert signed("DELETE", "order", symbol="BTCUSDT", orderId=theirs.id).json()["code"] == -2011
+
+
+# Signing -------------------------------------------------------------------------------------------
+
+
+def test_a_wrong_signature_is_refused(trader):
+    _, signed = trader
+    good = signed.sign({"symbol": "BTCUSDT"})
+    tampered = good.replace("symbol=BTCUSDT", "symbol=ETHUSDT")
+    response = signed.send("GET", "openOrders", tampered)
+    assert (response.status_code, response.json()["code"]) == (400, -1022)
+    response = signed.send("GET", "openOrders", good.rsplit("&signature=", 1)[0])
+    assert response.json()["code"] == -1102 and "signature" in response.json()["msg"]
+
+
+def test_timestamps_outside_the_window_are_refused(trader):
+    _, signed = trader
+    now = int(time.time() * 1000)
+    stale = signed.send("GET", "account", signed.sign({}, timestamp=now - 6000))
+    assert (stale.status_code, stale.json()["code"]) == (400, -1021)
+    widened = signed.send("GET", "account", signed.sign({"recvWindow": 10000}, timestamp=now - 6000))
+    assert widened.status_code == 200
+    ahead = signed.send("GET", "account", signed.sign({}, timestamp=now + 5000))
+    assert ahead.json()["code"] == -1021
+    too_wide = signed.send("GET", "account", signed.sign({"recvWindow": 60001}))
+    assert too_wide.json()["code"] == -1131
+    assert signed.send("GET", "account", "recvWindow=5000").json()["code"] == -1102
+
+
+def test_a_captured_request_replayed_after_its_window_is_refused(trader, usdt):
+    user, signed = trader
+    captured = signed.sign({**ORDER, "recvWindow": 1000})
+    assert signed.send("POST", "order", captured).status_code == 200
+    time.sleep(1.1)
+    replayed = signed.send("POST", "order", captured)
+    assert (replayed.status_code, replayed.json()["code"]) == (400, -1021)
+    assert Order.objects.count() == 1
+
+
+def test_keys_and_scopes(client, trader, signing_key):
+    user, _ = trader
+    read_only = Signer(client, *signing_key(user, "read"))
+    assert read_only("GET", "account").status_code == 200
+    response = read_only("POST", "order", **ORDER)
+    assert (response.status_code, response.json()["code"]) == (401, -2015)
+    nobody = Signer(client, "ex_nothing_here", "secret")
+    assert nobody("GET", "account").json()["code"] == -2015
+    anonymous = client.get("/api/v3/account")
+    assert (anonymous.status_code, anonymous.json()["code"]) == (401, -2014)
+
+
+def test_order_count_limit(trader, settings):
+    _, signed = trader
+    settings.BINANCE_ORDERS_PER_10_SECONDS = 0
+    response = signed("POST", "order", **ORDER)
+    assert (response.status_code, response.json()["code"]) == (429, -1015)
+    assert response.headers["Retry-After"] and Order.objects.count() == 0
+
+
+def test_listen_key_create_keep_alive_close(client, trader, signing_key):
+    user, signed = trader
+    headers = {"HTTP_X_MBX_APIKEY": signed.raw_key}
+    form = {"content_type": "application/x-www-form-urlencoded", **headers}
+    created = client.post("/api/v3/userDataStream", "", **form)
+    assert created.status_code == 200, created.content
+    key = created.json()["listenKey"]
+    assert len(key) == 64
+    assert client.put("/api/v3/userDataStream", f"listenKey={key}", **form).json() == {}
+    assert client.delete(f"/api/v3/userDataStream?listenKey={key}", **headers).json() == {}
+    gone = client.put("/api/v3/userDataStream", f"listenKey={key}", **form)
+    assert (gone.status_code, gone.json()["code"]) == (400, -1125)
+    assert client.put("/api/v3/userDataStream", **form).json()["code"] == -1102
+    assert (
+        client.post("/api/v3/userDataStream", "", content_type="application/x-www-form-urlencoded").json()["code"]
+        == -2014
+    )
+
+
+def test_a_key_from_the_token_endpoint_signs_requests(client, btc, usdt, btc_usdt):
+    user = UserFactory()
+    fund(user, usdt, "1000")
+    issued = client.post(
+        "/api/v1/auth/token/",
+        {"username": user.username, "password": "correct horse battery staple", "scopes": ["read", "trade"]},
+        content_type="application/json",
+    ).json()
+    signed = Signer(client, issued["token"], issued["secret"])
+    body = signed("GET", "account").json()
+    assert {"asset": "USDT", "free": "1000.000000", "locked": "0.000000"} in body["balances"]
+    assert Signer(client, issued["token"], "0" * 64)("GET", "account").json()["code"] == -1022
+
+
+def test_a_key_used_outside_its_ip_allow_list_is_refused(client, btc_usdt):
+    from apps.accounts.services import api_key_create
+
+    user = UserFactory()
+    created = api_key_create(user_id=user.id, name="bot", scopes=["read"], allowed_ips=["203.0.113.7"])
+    response = Signer(client, created.raw_key, created.secret)("GET", "account")
+    assert (response.status_code, response.json()["code"]) == (401, -2015)
+    allowed = api_key_create(user_id=user.id, name="bot", scopes=["read"], allowed_ips=["127.0.0.1"])
+    assert Signer(client, allowed.raw_key, allowed.secret)("GET", "account").status_code == 200
+
+
+def test_a_revoked_key_is_refused(client, trader):
+    from apps.accounts.models import ApiKey
+    from apps.accounts.services import api_key_revoke
+
+    user, signed = trader
+    api_key_revoke(user_id=user.id, key_id=ApiKey.objects.get(user=user).id)
+    assert signed("GET", "account").json()["code"] == -2015
+
+
+def test_a_halted_market_refuses_orders_as_market_closed(trader, btc_usdt):
+    from apps.orders.services import market_halt
+
+    _, signed = trader
+    market_halt(market_id=btc_usdt.id)
+    assert signed("POST", "order", **ORDER).json() == {"code": -2010, "msg": "Market is closed."}
+
+
+def test_fill_or_kill_that_cannot_fill_is_rejected(trader, maker):
+    _, signed = trader
+    place(maker, side="sell", price="59900", qty="0.1")
+    response = signed("POST", "order", **{**ORDER, "timeInForce": "FOK", "quantity": "0.2", "price": "60000"})
+    assert response.json()["code"] == -2010 and "FOK" in response.json()["msg"]
+    assert Order.objects.filter(user=trader[0]).count() == 0
+
+
+def test_a_client_order_id_reused_for_another_order_is_a_duplicate(trader):
+    _, signed = trader
+    first = signed("POST", "order", **ORDER, newClientOrderId="same")
+    again = signed("POST", "order", **ORDER, newClientOrderId="same")
+    assert again.json()["orderId"] == first.json()["orderId"]  # the same order sent twice: the original
+    other = signed("POST", "order", **{**ORDER, "price": "50001"}, newClientOrderId="same")
+    assert other.json() == {"code": -2010, "msg": "Duplicate order sent."}
+
+
+def test_a_body_that_is_not_a_form_is_refused(trader):
+    _, signed = trader
+    response = signed.client.post(
+        "/api/v3/order", '{"symbol": "BTCUSDT"}', content_type="application/json", HTTP_X_MBX_APIKEY=signed.raw_key
+    )
+    assert (response.status_code, response.json()["code"]) == (400, -1100)
+
+
+def test_a_logged_in_session_authenticates_nothing_here(client, trader):
+    user, _ = trader
+    client.force_login(user)
+    response = client.get("/api/v3/account")
+    assert (response.status_code, response.json()["code"]) == (401, -2014)
+    response = client.post("/api/v3/order", "symbol=BTCUSDT", content_type="application/x-www-form-urlencoded")
+    assert (response.status_code, response.json()["code"]) == (401, -2014)

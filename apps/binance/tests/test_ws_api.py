@@ -1,0 +1,68 @@
+"""``/ws-api/v3`` against a live uvicorn process: signed user-data subscriptions, their refusals, the events.
+
+The server is ``live_asgi`` (uvicorn serving ``exchange.asgi``, and the streams' relay).
+"""
+
+import hashlib
+import hmac
+import json
+import time
+
+import pytest
+import requests
+from websockets.sync.client import connect
+
+from apps.ledger.tests.factories import UserFactory, fund
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def subscribe_params(raw_key: str, secret: str, *, timestamp: int | None = None) -> dict:
+    """Binance's WebSocket API signing: ``name=value`` sorted by name, joined with ``&``, HMAC-SHA256 hex."""
+    params = {"apiKey": raw_key, "timestamp": timestamp if timestamp is not None else int(time.time() * 1000)}
+    payload = "&".join(f"{name}={value}" for name, value in sorted(params.items()))
+    return {**params, "signature": hmac.new(secret.encode(), payload.encode(), hashlib.sha256).hexdigest()}
+
+
+def ask(socket, method: str, params: dict | None = None, request_id: str = "1") -> dict:
+    socket.send(json.dumps({"id": request_id, "method": method, "params": params or {}}))
+    return json.loads(socket.recv(timeout=10))
+
+
+def test_signed_subscription_and_refusals(live_asgi, btc, usdt, btc_usdt, signing_key):
+    user = UserFactory()
+    fund(user, usdt, "100000")
+    raw_key, secret = signing_key(user, "read", "trade")
+    web = live_asgi
+    with connect(f"ws://{web}/ws-api/v3", open_timeout=10) as socket:
+        assert ask(socket, "ping") == {"id": "1", "status": 200, "result": {}}
+        unknown = ask(socket, "order.place")
+        assert (unknown["status"], unknown["error"]["code"]) == (400, -1020)
+        forged = ask(socket, "userDataStream.subscribe.signature", subscribe_params(raw_key, "0" * 64))
+        assert forged["error"]["code"] == -1022
+        stale = subscribe_params(raw_key, secret, timestamp=int(time.time() * 1000) - 60_000)
+        assert ask(socket, "userDataStream.subscribe.signature", stale)["error"]["code"] == -1021
+        nobody = ask(socket, "userDataStream.subscribe.signature", subscribe_params("ex_none_x", secret))
+        assert (nobody["status"], nobody["error"]["code"]) == (401, -2015)
+        ok = ask(socket, "userDataStream.subscribe.signature", subscribe_params(raw_key, secret), "2")
+        assert ok == {"id": "2", "status": 200, "result": {"subscriptionId": 0}}
+
+        query = f"symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=50000&timestamp={int(time.time() * 1000)}"
+        signature = hmac.new(secret.encode(), query.encode(), hashlib.sha256).hexdigest()
+        placed = requests.post(
+            f"http://{web}/api/v3/order",
+            data=f"{query}&signature={signature}",
+            headers={"X-MBX-APIKEY": raw_key, "Content-Type": "application/x-www-form-urlencoded"},
+            timeout=30,
+        ).json()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            message = json.loads(socket.recv(timeout=30))
+            if message.get("event", {}).get("e") == "executionReport":
+                break
+        assert message["subscriptionId"] == 0
+        assert (message["event"]["i"], message["event"]["X"], message["event"]["c"]) == (
+            placed["orderId"],
+            "NEW",
+            placed["clientOrderId"],
+        )

@@ -1,0 +1,340 @@
+"""Signed endpoints of ``/api/v3/`` (Binance's "Trading endpoints" and "Account endpoints").
+
+Parameters are translated into our services' arguments and their answers into Binance's JSON;
+nothing here writes: placement is :func:`apps.orders.services.order_place`, cancellation
+:func:`apps.orders.services.order_cancel` (each one transaction holding the market lock).
+
+Translation (Binance -> ours): ``LIMIT`` + ``timeInForce`` GTC/IOC/FOK is a limit order with that
+time in force; ``LIMIT_MAKER`` a post-only GTC limit order; ``MARKET`` with ``quantity`` a market
+order for a base quantity (IOC), with ``quoteOrderQty`` a market buy with a quote budget (a
+market sell by quote amount is not supported: -1014). ``selfTradePreventionMode`` EXPIRE_TAKER,
+EXPIRE_MAKER, EXPIRE_BOTH map to ours; NONE, DECREMENT and TRANSFER are refused (-2010: self-trades
+are always prevented here). Without ``newClientOrderId`` a random one is drawn, as Binance does.
+"""
+
+import re
+import secrets
+
+from django.db import transaction
+
+from apps.ledger.errors import DomainError
+from apps.ledger.selectors import balances_for_user
+from apps.orders.models import Market, Order, OrderType, Side
+from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user
+from apps.orders.services import order_cancel, order_place
+
+from . import limits
+from .endpoint import Call, Security, endpoint
+from .errors import (
+    CANCEL_REJECTED,
+    INVALID_ORDER_TYPE,
+    INVALID_SIDE,
+    INVALID_TIF,
+    MANDATORY_PARAM_EMPTY_OR_MALFORMED,
+    NEW_ORDER_REJECTED,
+    NO_SUCH_ORDER,
+    PARAM_NOT_REQUIRED,
+    UNKNOWN_ORDER_COMPOSITION,
+    BinanceError,
+    from_domain,
+)
+from .market_data import markets_by_symbol, symbol_market, time_param
+from .params import Params
+from .selectors import order_by_client_id, taker_fills, user_orders, user_trades
+from .shapes import (
+    ORDER_TYPES,
+    STP_MODES,
+    binance_symbol,
+    fill,
+    ms,
+    my_trade,
+    order_ack,
+    order_cancelled,
+    order_query,
+    order_result,
+)
+
+CLIENT_ORDER_ID = re.compile(r"[.A-Z:/a-z0-9_-]{1,36}")
+_REFUSED_STP_MODES = ("NONE", "DECREMENT", "TRANSFER")
+_ORDER_PARAMS = (
+    "symbol",
+    "side",
+    "type",
+    "timeInForce",
+    "quantity",
+    "quoteOrderQty",
+    "price",
+    "newClientOrderId",
+    "newOrderRespType",
+    "selfTradePreventionMode",
+)
+
+
+def _not_required(name: str) -> BinanceError:
+    return BinanceError(PARAM_NOT_REQUIRED, f"Parameter '{name}' sent when not required.")
+
+
+def _order_arguments(params: Params, market: Market) -> dict:
+    """``order_place``'s arguments from Binance's parameters (every check that needs no lock)."""
+    side = params.choice("side", ("BUY", "SELL"), required=True, error=BinanceError(INVALID_SIDE, "Invalid side."))
+    kind = params.choice(
+        "type", ORDER_TYPES, required=True, error=BinanceError(INVALID_ORDER_TYPE, "Invalid orderType.")
+    )
+    tif_error = BinanceError(INVALID_TIF, "Invalid timeInForce.")
+    if kind == "LIMIT":
+        time_in_force = params.choice("timeInForce", ("GTC", "IOC", "FOK"), required=True, error=tif_error)
+    elif params.raw("timeInForce") is not None:
+        raise _not_required("timeInForce")
+    else:
+        time_in_force = None
+    price = qty = quote_qty = None
+    if kind == "MARKET":
+        if params.raw("price") is not None:
+            raise _not_required("price")
+        qty = params.decimal("quantity", decimals=market.base.decimals)
+        quote_qty = params.decimal("quoteOrderQty", decimals=market.quote.decimals)
+        if qty is None and quote_qty is None:
+            raise BinanceError(
+                MANDATORY_PARAM_EMPTY_OR_MALFORMED,
+                "Param 'quantity' or 'quoteOrderQty' must be sent, but both were empty!",
+            )
+        if qty is not None and quote_qty is not None:
+            raise _not_required("quoteOrderQty")
+        if quote_qty is not None and side == "SELL":
+            raise BinanceError(UNKNOWN_ORDER_COMPOSITION, "Unsupported order combination.")
+    else:
+        if params.raw("quoteOrderQty") is not None:
+            raise _not_required("quoteOrderQty")
+        price = params.decimal("price", decimals=market.quote.decimals, required=True)
+        qty = params.decimal("quantity", decimals=market.base.decimals, required=True)
+    stp_name = params.raw("selfTradePreventionMode")
+    if stp_name in _REFUSED_STP_MODES:
+        raise BinanceError(NEW_ORDER_REJECTED, "This symbol does not allow the specified self-trade prevention mode.")
+    stp_name = params.choice("selfTradePreventionMode", STP_MODES)
+    client_order_id = params.text("newClientOrderId", pattern=CLIENT_ORDER_ID) or secrets.token_urlsafe(16)[:22]
+    return {
+        "market": market.symbol,
+        "side": Side.BUY if side == "BUY" else Side.SELL,
+        "type": OrderType.MARKET if kind == "MARKET" else OrderType.LIMIT,
+        "price": price,
+        "qty": qty,
+        "quote_qty": quote_qty,
+        "time_in_force": time_in_force,
+        "post_only": kind == "LIMIT_MAKER",
+        "stp": None if stp_name is None else STP_MODES[stp_name],
+        "client_order_id": client_order_id,
+    }
+
+
+def _response_type(params: Params) -> str:
+    default = "ACK" if params.raw("type") == "LIMIT_MAKER" else "FULL"
+    return params.choice("newOrderRespType", ("ACK", "RESULT", "FULL")) or default
+
+
+@endpoint(weight=1, security=Security.TRADE, params=_ORDER_PARAMS)
+def order_new(call: Call) -> dict:
+    """Place an order (``POST /api/v3/order``): ACK, RESULT or FULL (with the taker's ``fills``)."""
+    market = symbol_market(call.params)
+    arguments = _order_arguments(call.params, market)
+    response_type = _response_type(call.params)
+    call.headers.update(limits.orders_count(user_id=call.user_id, now=call.now_ms / 1000))
+    try:
+        order = order_place(user_id=call.user_id, **arguments)
+    except DomainError as error:
+        raise from_domain(error, placing=True) from None
+    transact = ms(order.updated_at)
+    if response_type == "ACK":
+        return order_ack(order, market, transact)
+    out = order_result(order, market, transact)
+    if response_type == "FULL":
+        out["fills"] = [fill(trade, market) for trade in taker_fills(order_id=order.id)]
+    return out
+
+
+class _TestOnly(Exception):
+    """Raised inside :func:`order_test`'s transaction to undo the placement it judged."""
+
+
+@endpoint(weight=1, security=Security.TRADE, params=_ORDER_PARAMS + ("computeCommissionRates",))
+def order_test(call: Call) -> dict:
+    """``POST /api/v3/order/test``: the order is judged as a placement would judge it (filters, funds,
+    post-only, fill-or-kill), inside a transaction that is then rolled back: nothing stays."""
+    market = symbol_market(call.params)
+    arguments = _order_arguments(call.params, market)
+    _response_type(call.params)
+    compute = call.params.choice("computeCommissionRates", ("true", "false")) == "true"
+    try:
+        with transaction.atomic():
+            order_place(user_id=call.user_id, **arguments)
+            raise _TestOnly
+    except _TestOnly:
+        pass
+    except DomainError as error:
+        raise from_domain(error, placing=True) from None
+    if not compute:
+        return {}
+    maker, taker = fee_rates_for_user(user_id=call.user_id)
+    return {
+        "standardCommissionForOrder": {"maker": f"{maker:.8f}", "taker": f"{taker:.8f}"},
+        "taxCommissionForOrder": {"maker": "0.00000000", "taker": "0.00000000"},
+        "discount": {"enabledForAccount": False, "enabledForSymbol": False, "discountAsset": "", "discount": "0"},
+    }
+
+
+def _find_order(call: Call, market: Market, *, missing: BinanceError) -> Order:
+    """The caller's order on ``market`` named by ``orderId`` or ``origClientOrderId``; ``missing`` otherwise."""
+    order_id = call.params.integer("orderId", minimum=1)
+    client_id = call.params.text("origClientOrderId", pattern=CLIENT_ORDER_ID)
+    if order_id is None and client_id is None:
+        raise BinanceError(
+            MANDATORY_PARAM_EMPTY_OR_MALFORMED,
+            "Param 'origClientOrderId' or 'orderId' must be sent, but both were empty/null!",
+        )
+    if order_id is not None:
+        try:
+            order = order_for_user(user_id=call.user_id, order_id=order_id)
+        except DomainError:
+            raise missing from None
+        if client_id is not None and order.client_order_id != client_id:
+            raise missing
+    else:
+        order = order_by_client_id(user_id=call.user_id, client_order_id=client_id)
+    if order is None or order.market_id != market.id:
+        raise missing
+    return order
+
+
+@endpoint(weight=4, security=Security.USER_DATA, params=("symbol", "orderId", "origClientOrderId"))
+def order_get(call: Call) -> dict:
+    market = symbol_market(call.params)
+    order = _find_order(call, market, missing=BinanceError(NO_SUCH_ORDER, "Order does not exist."))
+    return order_query(order, market)
+
+
+def _cancel(order: Order, market: Market, cancel_client_id: str) -> dict:
+    try:
+        cancelled = order_cancel(order_id=order.id, user_id=order.user_id)
+    except DomainError:  # ended meanwhile (filled, expired): Binance's answer for an order it cannot cancel
+        raise BinanceError(CANCEL_REJECTED, "Unknown order sent.") from None
+    return order_cancelled(cancelled, market, cancel_client_id, ms(cancelled.updated_at))
+
+
+@endpoint(
+    weight=1,
+    security=Security.TRADE,
+    params=("symbol", "orderId", "origClientOrderId", "newClientOrderId", "cancelRestrictions"),
+)
+def order_delete(call: Call) -> dict:
+    """Cancel one order (``DELETE /api/v3/order``); an unknown or ended order is -2011."""
+    market = symbol_market(call.params)
+    cancel_id = call.params.text("newClientOrderId", pattern=CLIENT_ORDER_ID) or secrets.token_urlsafe(16)[:22]
+    restriction = call.params.choice("cancelRestrictions", ("ONLY_NEW", "ONLY_PARTIALLY_FILLED"))
+    order = _find_order(call, market, missing=BinanceError(CANCEL_REJECTED, "Unknown order sent."))
+    wanted = {"ONLY_NEW": "NEW", "ONLY_PARTIALLY_FILLED": "PARTIALLY_FILLED"}.get(restriction or "")
+    if wanted is not None and order_query(order, market)["status"] != wanted:
+        raise BinanceError(CANCEL_REJECTED, "Order was not canceled due to cancel restrictions.")
+    return _cancel(order, market, cancel_id)
+
+
+@endpoint(weight=lambda params: 6 if params.raw("symbol") else 80, security=Security.USER_DATA, params=("symbol",))
+def open_orders(call: Call) -> list:
+    market = symbol_market(call.params, required=False)
+    orders = orders_for_user(user_id=call.user_id, market=None if market is None else market.symbol, status="open")
+    markets = {m.id: m for m in markets_by_symbol().values()}
+    return [order_query(order, markets[order.market_id]) for order in reversed(list(orders))]
+
+
+@endpoint(weight=1, security=Security.TRADE, params=("symbol",))
+def open_orders_delete(call: Call) -> list:
+    """Cancel every open order of the caller on ``symbol``; each cancelled order, oldest first."""
+    market = symbol_market(call.params)
+    out = []
+    for order in reversed(list(orders_for_user(user_id=call.user_id, market=market.symbol, status="open"))):
+        try:
+            out.append(_cancel(order, market, secrets.token_urlsafe(16)[:22]))
+        except BinanceError:
+            continue  # filled or expired since it was listed
+    return out
+
+
+@endpoint(weight=20, security=Security.USER_DATA, params=("symbol", "orderId", "startTime", "endTime", "limit"))
+def all_orders(call: Call) -> list:
+    market = symbol_market(call.params)
+    orders = user_orders(
+        user_id=call.user_id,
+        market=market,
+        limit=call.params.integer("limit", default=500, minimum=1, maximum=1000),
+        from_order_id=call.params.integer("orderId", minimum=1),
+        start=time_param(call.params, "startTime"),
+        end=time_param(call.params, "endTime"),
+    )
+    return [order_query(order, market) for order in orders]
+
+
+@endpoint(
+    weight=lambda params: 5 if params.raw("orderId") else 20,
+    security=Security.USER_DATA,
+    params=("symbol", "orderId", "startTime", "endTime", "fromId", "limit"),
+)
+def my_trades(call: Call) -> list:
+    market = symbol_market(call.params)
+    rows = user_trades(
+        user_id=call.user_id,
+        market=market,
+        limit=call.params.integer("limit", default=500, minimum=1, maximum=1000),
+        order_id=call.params.integer("orderId", minimum=1),
+        from_number=call.params.integer("fromId"),
+        start=time_param(call.params, "startTime"),
+        end=time_param(call.params, "endTime"),
+    )
+    return [my_trade(trade, market, call.user_id) for trade in rows]
+
+
+def _rate(value) -> str:
+    return f"{value:.8f}"
+
+
+@endpoint(weight=20, security=Security.USER_DATA, params=("omitZeroBalances",))
+def account(call: Call) -> dict:
+    """Balances (``free`` = available, ``locked`` = held by open orders and pending withdrawals), commission rates
+    (``makerCommission`` in basis points, truncated; ``commissionRates`` exact), and what the key may do."""
+    omit_zero = call.params.choice("omitZeroBalances", ("true", "false")) == "true"
+    maker, taker = fee_rates_for_user(user_id=call.user_id)
+    balances = [
+        {"asset": b.asset, "free": f"{b.available:f}", "locked": f"{b.held:f}"}
+        for b in balances_for_user(call.user_id)
+        if not (omit_zero and b.total == 0)
+    ]
+    scopes = set(call.key.scopes)
+    return {
+        "makerCommission": int(maker * 10000),
+        "takerCommission": int(taker * 10000),
+        "buyerCommission": 0,
+        "sellerCommission": 0,
+        "commissionRates": {"maker": _rate(maker), "taker": _rate(taker), "buyer": _rate(0), "seller": _rate(0)},
+        "canTrade": "trade" in scopes,
+        "canWithdraw": "withdraw" in scopes,
+        "canDeposit": True,
+        "brokered": False,
+        "requireSelfTradePrevention": False,
+        "preventSor": False,
+        "updateTime": call.now_ms,
+        "accountType": "SPOT",
+        "balances": balances,
+        "permissions": ["SPOT"],
+        "uid": call.user_id,
+    }
+
+
+@endpoint(weight=20, security=Security.USER_DATA, params=("symbol",))
+def account_commission(call: Call) -> dict:
+    market = symbol_market(call.params)
+    maker, taker = fee_rates_for_user(user_id=call.user_id)
+    zero = {"maker": _rate(0), "taker": _rate(0), "buyer": _rate(0), "seller": _rate(0)}
+    return {
+        "symbol": binance_symbol(market),
+        "standardCommission": {"maker": _rate(maker), "taker": _rate(taker), "buyer": _rate(0), "seller": _rate(0)},
+        "specialCommission": zero,
+        "taxCommission": zero,
+        "discount": {"enabledForAccount": False, "enabledForSymbol": False, "discountAsset": "", "discount": "0"},
+    }

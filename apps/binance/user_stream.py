@@ -1,0 +1,49 @@
+"""``/api/v3/userDataStream``: Binance's listenKey, which is our user stream key (apps.streams).
+
+``POST`` creates a key (valid ``STREAMS_TOKEN_TTL`` seconds, 60 minutes by default, as Binance's);
+``PUT`` with ``listenKey`` keeps it alive; ``DELETE`` closes it. The key opens the user's stream at
+``/ws/<listenKey>`` (``executionReport``, ``outboundAccountPosition``). It needs an API key (with
+the ``read`` scope) and no signature (Binance's ``USER_STREAM`` security); an unknown, expired or
+another user's listenKey is -1125.
+"""
+
+from apps.ledger.errors import NotFound
+from apps.streams.services import stream_token_create, stream_token_extend, stream_token_revoke
+
+from .endpoint import Call, Security, endpoint
+from .errors import INVALID_LISTEN_KEY, BinanceError, mandatory
+
+_LISTEN_KEY_MISSING = BinanceError(INVALID_LISTEN_KEY, "This listenKey does not exist.")
+
+
+def _listen_key(call: Call) -> str:
+    key = call.params.raw("listenKey")
+    if key is None:
+        raise mandatory("listenKey")
+    if len(key) != 64 or not key.isalnum():
+        raise _LISTEN_KEY_MISSING
+    return key
+
+
+@endpoint(weight=2, security=Security.USER_STREAM)
+def listen_key_create(call: Call) -> dict:
+    _, key = stream_token_create(user_id=call.user_id)
+    return {"listenKey": key}
+
+
+@endpoint(weight=2, security=Security.USER_STREAM, params=("listenKey",))
+def listen_key_keepalive(call: Call) -> dict:
+    try:
+        stream_token_extend(user_id=call.user_id, key=_listen_key(call))
+    except NotFound:
+        raise _LISTEN_KEY_MISSING from None
+    return {}
+
+
+@endpoint(weight=2, security=Security.USER_STREAM, params=("listenKey",))
+def listen_key_close(call: Call) -> dict:
+    try:
+        stream_token_revoke(user_id=call.user_id, key=_listen_key(call))
+    except NotFound:
+        raise _LISTEN_KEY_MISSING from None
+    return {}
