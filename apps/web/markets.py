@@ -111,7 +111,10 @@ def _render_market(request, market: Market, form: OrderForm | None = None, statu
             orders_for_user(user_id=request.user.id, market=market.symbol, status="closed")[:MY_ROWS]
         )
         context["fills"] = fills_for_user(user_id=request.user.id, market=market.symbol, limit=MY_ROWS)
-    return render(request, "web/market.html", context, status=status)
+    response = render(request, "web/market.html", context, status=status)
+    if settings.STREAMS_URL:  # the streams' server may be another origin: the page's policy lets it connect there
+        response._csp_update = {"connect-src": [settings.STREAMS_URL.rstrip("/")]}  # django-csp's per-response update
+    return response
 
 
 def market(request, symbol: str):

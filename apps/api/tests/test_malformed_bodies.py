@@ -19,6 +19,7 @@ def post_paths() -> list[str]:
         "/api/v1/withdrawal-addresses/",
         "/api/v1/account/otp/",
         "/api/v1/account/otp/confirm/",
+        "/api/v1/stream-token/",
     ]
 
 

@@ -13,6 +13,8 @@ from apps.orders.models import Market
 from apps.orders.services import market_halt, market_resume, order_cancel, order_place
 from apps.streams.models import StreamEvent
 from apps.streams.relay import Relay
+from apps.wallets.custody.simnet import new_address
+from apps.wallets.tests.factories import book_address
 
 D = Decimal
 
@@ -158,7 +160,8 @@ def test_deposit_reports_and_withdrawal_transitions_reach_only_their_users_strea
     event, _ = custody_event_receive(body=signed(deposit_payload(address, "1.5", txid="d1", confirmations=1))[0])
     custody_event_process(event_pk=event.pk)
     fund(user, usdt, "100")
-    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="30", address=address)
+    destination = book_address(user, "USDT", new_address()).address  # not our BTC deposit address
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="30", address=destination)
     withdrawal_cancel(withdrawal_id=withdrawal.id, user_id=user.id)
 
     messages = relay_messages()

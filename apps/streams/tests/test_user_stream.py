@@ -8,6 +8,7 @@ from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import order_cancel, order_place
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
+from apps.wallets.tests.factories import book_address
 
 from .clients import StreamReader
 
@@ -46,7 +47,9 @@ def test_a_user_stream_carries_the_users_orders_fills_balances_and_withdrawals_a
         order_cancel(order_id=carols.id, user_id=carol.id)
         bobs = order_place(user_id=bob.id, market="BTC-USDT", side="buy", price="80", qty="1")
         order_cancel(order_id=bobs.id, user_id=bob.id)
-        withdrawal = withdrawal_request(user_id=alice.id, asset_code="USDT", amount="25", address=new_address())
+        withdrawal = withdrawal_request(
+            user_id=alice.id, asset_code="USDT", amount="25", address=book_address(alice, "USDT", new_address()).address
+        )
 
         held_for_withdrawal = {"a": "USDT", "f": "99994.980000", "l": "25.000000"}  # 100,000 + 20 - 0.02 fee - 25
         alice_events = alice_stream.wait_for(

@@ -23,16 +23,16 @@ def test_every_response_carries_the_policy(db, path):
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_the_trader_ui_the_admin_and_the_api_docs_work_under_the_policy(browser_page, btc_usdt):  # noqa: F811
+def test_the_trader_ui_the_admin_and_the_api_docs_work_under_the_policy(browser_page, btc_usdt, live_streams):  # noqa: F811
     """Chromium reports every blocked script, style or request on the console; none is blocked, and each page
-    does what its scripts do (htmx polling of the market page, Swagger UI rendering the schema)."""
+    does what its scripts do (the market page opens its streams on the streams' own origin, Swagger UI renders
+    the schema)."""
     page = browser_page
     refused = []
     page.on("console", lambda message: "Content Security Policy" in message.text and refused.append(message.text))
 
-    page.goto("/markets/BTC-USDT/")
-    with page.expect_request(lambda request: request.headers.get("hx-request") == "true"):
-        pass  # htmx (our own script) polls the live parts
+    with page.expect_websocket(lambda socket: "/stream?streams=" in socket.url):
+        page.goto("/markets/BTC-USDT/")  # our own script opens the streams (another port: connect-src allows it)
     page.goto("/admin/login/")
     expect(page.locator("#id_username")).to_be_visible()
     page.goto("/api/docs/")
