@@ -34,7 +34,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
 
     async def connect(self):
         self.streams: dict[str, str] = {}  # group -> stream name
-        self.last: dict[str, int] = {}
+        self.last: dict[str, tuple[int, int]] = {}  # per group: the (update id, part) last sent
         self.depth_groups: set[str] = set()
         path = self.scope["path"]
         self.combined = path == "/stream"
@@ -101,13 +101,14 @@ class StreamConsumer(AsyncWebsocketConsumer):
             return  # unsubscribed meanwhile
         first, last = message["first"], message["last"]
         if last is not None:
+            position = (last, message.get("part", 0))
             seen = self.last.get(group)
-            if seen is not None and last <= seen:
+            if seen is not None and position <= seen:
                 return  # published twice (a relay round that did not commit)
-            if seen is not None and group in self.depth_groups and first != seen + 1:
+            if seen is not None and group in self.depth_groups and first != seen[0] + 1:
                 await self.close(code=CLOSE_GAP, reason="Missed book updates: take a fresh snapshot.")
                 return
-            self.last[group] = last
+            self.last[group] = position
         data = message["data"]
         await self.send(text_data=f'{{"stream":{json.dumps(name)},"data":{data}}}' if self.combined else data)
 

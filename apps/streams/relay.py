@@ -150,8 +150,8 @@ class Relay:
         first, last = run[0].update_id, run[-1].update_id
         out = [(market_group(symbol, "depth"), _message(events.depth_update(market, run, stamp), first, last))]
         for change in run:
-            for trade in events.trades(market, change, stamp):
-                out.append((market_group(symbol, "trade"), _message(trade, change.update_id, change.update_id)))
+            for part, trade in enumerate(events.trades(market, change, stamp)):  # one change, several fills
+                out.append((market_group(symbol, "trade"), _message(trade, change.update_id, change.update_id, part)))
             for user_id, report in events.execution_reports(market, change, stamp):
                 out.append((user_group(user_id), _message(report)))
                 touched[user_id] |= {market.base_id, market.quote_id}
@@ -233,6 +233,14 @@ class Relay:
             await self.layer.group_send(group, {**message, "group": group})
 
 
-def _message(data: dict, first: int | None = None, last: int | None = None) -> dict:
-    """A channel-layer message: the event serialised once (consumers forward the text), with its update ids."""
-    return {"type": "stream.event", "data": json.dumps(data, separators=(",", ":")), "first": first, "last": last}
+def _message(data: dict, first: int | None = None, last: int | None = None, part: int = 0) -> dict:
+    """A channel-layer message: the event serialised once (consumers forward the text), with its update ids and,
+    for the several events one update makes on a stream (its trades), its ``part`` (0, 1, ...): consumers drop
+    a repeated ``(last, part)``, never the next part of the same update."""
+    return {
+        "type": "stream.event",
+        "data": json.dumps(data, separators=(",", ":")),
+        "first": first,
+        "last": last,
+        "part": part,
+    }
