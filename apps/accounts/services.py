@@ -12,6 +12,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.ledger.errors import DomainError, NotFound, PermissionDenied
+from apps.streams.services import user_notice_record
 from apps.wallets.addresses import address_validate
 from apps.wallets.errors import InvalidAddress
 
@@ -85,6 +86,9 @@ def api_key_create(
         allowed_ips=networks,
         expires_at=expires_at,
         signing_secret_sealed=secret_seal(signing_secret, context=prefix),
+    )
+    user_notice_record(
+        user_id=user_id, notice="api_key_created", details={"name": key.name, "scopes": ",".join(key.scopes)}
     )
     email_user_on_commit(
         user_id=user_id, template="api_key_created", context={"key": key, "scopes": ", ".join(key.scopes)}

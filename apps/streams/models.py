@@ -23,6 +23,7 @@ class StreamEventKind(models.TextChoices):
     BOOK = "book", "Book change (placement, cancel, halt, resume)"
     DEPOSIT = "deposit", "Deposit changed"
     WITHDRAWAL = "withdrawal", "Withdrawal changed"
+    NOTICE = "notice", "Account notice (a new log-in, an API key created)"
 
 
 class StreamEvent(models.Model):
@@ -32,7 +33,8 @@ class StreamEvent(models.Model):
     levels (``levels``: ``[side, price, qty]``, qty 0 when the level is gone), the best
     bid and ask after the change, the trades and the orders the change touched.
     ``deposit``/``withdrawal`` rows: ``user`` and ``object_id`` set; the relay reads the
-    object as it is when it publishes.
+    object as it is when it publishes. ``notice`` rows: ``user`` set, ``object_id`` the
+    user's id, ``payload`` the notice as published (``{"notice": "login" | "api_key_created", ...}``).
     """
 
     kind = models.CharField(max_length=16, choices=StreamEventKind.choices)

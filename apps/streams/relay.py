@@ -136,6 +136,10 @@ class Relay:
                     run = []
                 run_market = market_id
                 run.append(events.BookChange(update_id, payload))
+            elif kind == StreamEventKind.NOTICE:  # each notice once, as recorded
+                out.append(
+                    (user_group(user_id), _message({"e": "accountNotice", "E": now_ms(), **json.loads(payload)}))
+                )
             elif (kind, object_id) not in wallet_objects:  # published as it is now: once per round is enough
                 wallet_objects.add((kind, object_id))
                 out += self.wallet_message(kind, user_id, object_id, touched)

@@ -101,6 +101,21 @@ def user_event_record(*, kind: str, user_id: int, object_id: int) -> None:
     )
 
 
+def user_notice_record(*, user_id: int, notice: str, details: dict[str, str]) -> None:
+    """Record an account notice for the user's stream (in the caller's transaction): ``notice`` is ``login``
+    or ``api_key_created``, ``details`` plain strings (the log-in's IP address and browser, the key's name
+    and scopes). Published as ``{"e": "accountNotice", "E": <ms>, "notice": ..., **details}``."""
+    if not settings.STREAMS_PUBLISH:
+        return
+    StreamEvent.objects.create(
+        kind=StreamEventKind.NOTICE,
+        user_id=user_id,
+        object_id=user_id,
+        payload={"notice": notice, **details},
+        created_at=timezone.now(),
+    )
+
+
 def _key_hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 

@@ -179,6 +179,30 @@ def test_deposit_reports_and_withdrawal_transitions_reach_only_their_users_strea
     ]
 
 
+def test_a_new_log_in_and_a_new_api_key_reach_only_their_users_stream(client, user):
+    """Issue 14's notifications on the user stream (e-mail has them too): a log-in with its address and browser,
+    an API key with its name and scopes."""
+    from apps.accounts.services import api_key_create
+
+    other = UserFactory()
+    client.post(
+        "/accounts/login/",
+        {"username": user.username, "password": "correct horse battery staple"},
+        REMOTE_ADDR="203.0.113.9",
+        HTTP_USER_AGENT="pytest-browser",
+    )
+    api_key_create(user_id=user.id, name="bot", scopes=["read", "trade"])
+
+    messages = relay_messages()
+
+    assert {group for group, _ in messages} == {f"user.{user.id}"} and f"user.{other.id}" not in str(messages)
+    notices = [message["data"] for _, message in messages if message["data"]["e"] == "accountNotice"]
+    assert [{k: v for k, v in notice.items() if k != "E"} for notice in notices] == [
+        {"e": "accountNotice", "notice": "login", "ip_address": "203.0.113.9", "user_agent": "pytest-browser"},
+        {"e": "accountNotice", "notice": "api_key_created", "name": "bot", "scopes": "read,trade"},
+    ]
+
+
 def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(traders, btc_usdt):
     from apps.marketdata.selectors import ticker_24h
     from apps.streams import events
