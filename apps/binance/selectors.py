@@ -16,15 +16,15 @@ from django.db import connection
 from django.db.models import Q, QuerySet, Sum
 
 from apps.marketdata.models import INTERVAL_WIDTHS
+from apps.orders.models import TRADE_NUMBER_BASE as FILLS_PER_ORDER
 from apps.orders.models import Market, Order, Trade
 
-FILLS_PER_ORDER = 10**6
 AVG_PRICE_WINDOW = timedelta(minutes=5)
 
 
 def trade_number(trade: Trade) -> int:
     """The Binance integer id of ``trade`` (see the module's docstring)."""
-    return trade.taker_order_id * FILLS_PER_ORDER + trade.seq
+    return trade.number
 
 
 def _from_number(number: int) -> Q:

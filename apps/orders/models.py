@@ -386,6 +386,12 @@ class Order(models.Model):
         return None if self.qty is None else self.qty - self.filled_qty
 
 
+# A trade's integer number (Binance's streams and /api/v3/ need integer trade ids rising per market):
+# taker_order_id * TRADE_NUMBER_BASE + seq. A fill number stays below it: one placement would otherwise
+# meet a million resting orders in one transaction.
+TRADE_NUMBER_BASE = 10**6
+
+
 class Trade(models.Model):
     """One fill: ``qty`` base at the maker's ``price``, ``quote_qty = qty * price`` in quote.
 
@@ -436,6 +442,11 @@ class Trade(models.Model):
 
     def __str__(self) -> str:
         return f"trade {self.id}"
+
+    @property
+    def number(self) -> int:
+        """The integer id of the trade (``TRADE_NUMBER_BASE``), as the streams and the Binance API show it."""
+        return self.taker_order_id * TRADE_NUMBER_BASE + self.seq
 
     @property
     def buyer_id(self) -> int:

@@ -110,7 +110,7 @@ def trades(market: MarketInfo, change: BookChange, now_ms: int) -> list[dict]:
             "e": "trade",
             "E": now_ms,
             "s": market.event_symbol,
-            "t": trade["id"],
+            "t": trade["number"],  # the integer trade id of /api/v3/ (Trade.number)
             "p": market.price(trade["price"]),
             "q": market.qty(trade["qty"]),
             "T": trade["time"],
@@ -220,7 +220,7 @@ def _fill(market: MarketInfo, order: dict, trade: dict, now_ms: int, status: str
             "n": market.qty(fee) if buyer else market.price(fee),
             "N": market.base if buyer else market.quote,
             "T": trade["time"],
-            "t": trade["id"],
+            "t": trade["number"],  # the integer trade id of /api/v3/ (Trade.number)
             "m": maker,
         }
     )

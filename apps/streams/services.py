@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import NotFound
+from apps.orders.models import TRADE_NUMBER_BASE
 
 from .models import StreamEvent, StreamEventKind, StreamToken
 
@@ -48,7 +49,7 @@ _INSERT_BOOK_EVENT = f"""
         ),
         'trades', COALESCE((
             SELECT jsonb_agg(jsonb_build_object(
-                'id', id, 'price', price::text, 'qty', qty::text, 'quote_qty', quote_qty::text,
+                'id', id, 'number', taker_order_id * %(trade_number_base)s::bigint + seq, 'price', price::text, 'qty', qty::text, 'quote_qty', quote_qty::text,
                 'taker_side', taker_side, 'taker_order_id', taker_order_id, 'maker_order_id', maker_order_id,
                 'taker_user_id', taker_user_id, 'maker_user_id', maker_user_id,
                 'taker_fee', taker_fee::text, 'maker_fee', maker_fee::text,
@@ -84,7 +85,13 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
     with PreparedCursor() as cursor:  # planned once per connection: it runs in every placement
         cursor.execute(
             _INSERT_BOOK_EVENT,
-            {"market": market_id, "update_id": update_id, "orders": order_ids, "taker": taker_order_id},
+            {
+                "market": market_id,
+                "update_id": update_id,
+                "orders": order_ids,
+                "taker": taker_order_id,
+                "trade_number_base": TRADE_NUMBER_BASE,
+            },
         )
 
 

@@ -120,7 +120,7 @@ def test_the_relay_merges_consecutive_changes_into_one_depth_update_and_sends_ea
         "a": [["100.000000", "0.30000000"], ["100.500000", "0.25000000"]],
     }
     trade = next(m["data"] for g, m in messages if g == "market.btcusdt.trade")
-    assert (trade["t"], trade["p"], trade["q"], trade["m"]) == (f"{taken.id}-1", "100.000000", "0.20000000", False)
+    assert (trade["t"], trade["p"], trade["q"], trade["m"]) == (taken.id * 10**6 + 1, "100.000000", "0.20000000", False)
     ticker = [m["data"] for g, m in messages if g == "market.btcusdt.bookTicker"]
     assert ticker == [
         {"u": 3, "s": "BTCUSDT", "b": "0.000000", "B": "0.00000000", "a": "100.000000", "A": "0.30000000"}
