@@ -6,6 +6,7 @@ writes an order.
 
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.template.response import TemplateResponse
 
 from apps.backoffice.services import audit_record
 from apps.ledger.admin import ReadOnlyAdmin
@@ -13,18 +14,16 @@ from apps.ledger.amounts import format_amount
 from apps.ledger.errors import DomainError
 
 from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
-from .services import fee_schedule_make_default, market_create, market_filters_update, market_halt, market_resume
+from .services import (
+    fee_schedule_make_default,
+    market_create,
+    market_filters_update,
+    market_halt,
+    market_resume,
+    market_state,
+)
 
 MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
-
-
-def _market_state(market: Market) -> dict:
-    return {
-        "status": market.status,
-        "min_qty": str(market.min_qty),
-        "max_qty": str(market.max_qty),
-        "min_notional": str(market.min_notional),
-    }
 
 
 def _audit(request, action: str, market: Market, before: dict) -> None:
@@ -34,7 +33,7 @@ def _audit(request, action: str, market: Market, before: dict) -> None:
         object_type="orders.market",
         object_id=market.pk,
         before=before,
-        after=_market_state(market),
+        after=market_state(market),
     )
 
 
@@ -76,7 +75,7 @@ class MarketAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
-        before = _market_state(Market.objects.get(pk=obj.pk)) if change else {}
+        before = market_state(Market.objects.get(pk=obj.pk)) if change else {}
         try:
             if change:
                 market_filters_update(
@@ -101,19 +100,37 @@ class MarketAdmin(admin.ModelAdmin):
             raise ValidationError(exc.fields or exc.message) from exc
         _audit(request, "market.update" if change else "market.create", Market.objects.get(pk=obj.pk), before)
 
+    def _confirm_status_change(self, request, queryset, *, action: str, service, done: str):
+        """An action's confirmation page asking for a reason; with ``confirm`` and a reason, apply ``service``
+        to each selected market (each audited with the reason in its own transaction)."""
+        reason = request.POST.get("reason", "").strip()
+        if request.POST.get("confirm") == "yes" and reason:
+            for market in queryset:
+                service(market_id=market.id, operator_id=request.user.id, reason=reason)
+            symbols = ", ".join(market.symbol for market in queryset)
+            self.message_user(request, f"{done} {symbols}. Reason recorded in the audit log.", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{action.capitalize()} markets",
+            "opts": self.model._meta,
+            "markets": queryset,
+            "action": action,
+            "action_name": request.POST.get("action", ""),
+            "missing_reason": request.POST.get("confirm") == "yes",
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/orders/market/confirm_status.html", context)
+
     @admin.action(
         description="Halt the selected markets (refuse new orders; cancels still work)", permissions=["change"]
     )
     def halt(self, request, queryset):
-        for market in queryset:
-            _audit(request, "market.halt", market_halt(market_id=market.id), _market_state(market))
-        self.message_user(request, f"Halted {queryset.count()} market(s).", messages.SUCCESS)
+        return self._confirm_status_change(request, queryset, action="halt", service=market_halt, done="Halted")
 
     @admin.action(description="Resume the selected markets", permissions=["change"])
     def resume(self, request, queryset):
-        for market in queryset:
-            _audit(request, "market.resume", market_resume(market_id=market.id), _market_state(market))
-        self.message_user(request, f"Resumed {queryset.count()} market(s).", messages.SUCCESS)
+        return self._confirm_status_change(request, queryset, action="resume", service=market_resume, done="Resumed")
 
 
 class UserFeeTierInline(admin.TabularInline):

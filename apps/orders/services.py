@@ -40,6 +40,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
+from apps.backoffice.services import audit_record
 from apps.ledger.amounts import fits, format_amount, parse_amount, quantum
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import (
@@ -145,31 +146,62 @@ def market_create(
     return market
 
 
-def _market_set_status(market_id: int, status: str) -> Market:
+def market_state(market: Market) -> dict:
+    """What the audit log records of a market: status and filters (amounts as plain decimal strings)."""
+    return {
+        "status": market.status,
+        "min_qty": str(market.min_qty),
+        "max_qty": str(market.max_qty),
+        "min_notional": str(market.min_notional),
+    }
+
+
+def _market_set_status(*, market_id: int, status: str, operator_id: int, reason: str, action: str) -> Market:
+    """Set the market's status under its row lock and append the audit row, in the caller's transaction."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
     market = Market.objects.select_for_update(of=("self",), no_key=True).filter(id=market_id).first()
     if market is None:
         raise NotFound("No such market.", fields={"market": "No such market."})
+    before = market_state(market)
     if market.status != status:
         market.status = status
         market.sequence += 1
         market.save(update_fields=["status", "sequence", "updated_at"])
+    audit_record(
+        actor_id=operator_id,
+        action=action,
+        object_type="orders.market",
+        object_id=market.pk,
+        before=before,
+        after={**market_state(market), "reason": reason.strip()},
+    )
     return market
 
 
 @retrying_atomic
-def market_halt(*, market_id: int) -> Market:
+def market_halt(*, market_id: int, operator_id: int, reason: str) -> Market:
     """Halt the market: placements are refused with ``market_halted``; cancels still work.
 
-    Takes the market lock, so it waits for the placement in progress. Idempotent.
-    Raises :class:`NotFound`.
+    ``operator_id`` (a user id) and ``reason`` (required text) go to the audit log
+    (``market.halt``) in the same transaction as the halt. Takes the market lock, so it
+    waits for the placement in progress. Idempotent (a second halt changes nothing but is
+    audited). Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
     """
-    return _market_set_status(market_id, MarketStatus.HALTED)
+    return _market_set_status(
+        market_id=market_id, status=MarketStatus.HALTED, operator_id=operator_id, reason=reason, action="market.halt"
+    )
 
 
 @retrying_atomic
-def market_resume(*, market_id: int) -> Market:
-    """Resume a halted market. Idempotent. Raises :class:`NotFound`."""
-    return _market_set_status(market_id, MarketStatus.ACTIVE)
+def market_resume(*, market_id: int, operator_id: int, reason: str) -> Market:
+    """Resume a halted market, audited like :func:`market_halt` (``market.resume``). Idempotent.
+
+    Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
+    """
+    return _market_set_status(
+        market_id=market_id, status=MarketStatus.ACTIVE, operator_id=operator_id, reason=reason, action="market.resume"
+    )
 
 
 @retrying_atomic

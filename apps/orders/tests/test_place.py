@@ -136,7 +136,8 @@ def test_halted_market_refuses_orders_but_accepts_cancels(btc_usdt, trader, usdt
     from apps.orders.services import order_cancel
 
     resting = place(trader, side="buy", price="50000", qty="0.1")
-    market_halt(market_id=btc_usdt.id)
+    operator = UserFactory()
+    market_halt(market_id=btc_usdt.id, operator_id=operator.id, reason="test")
 
     with pytest.raises(MarketHalted) as raised:
         place(trader, side="buy", price="50000", qty="0.1")
@@ -145,7 +146,7 @@ def test_halted_market_refuses_orders_but_accepts_cancels(btc_usdt, trader, usdt
     assert order_cancel(order_id=resting.id, user_id=trader.id).status == OrderStatus.CANCELLED
     assert balance(trader, usdt) == (D("100000"), D("0"))
 
-    market_resume(market_id=btc_usdt.id)
+    market_resume(market_id=btc_usdt.id, operator_id=operator.id, reason="test")
     assert place(trader, side="buy", price="50000", qty="0.1").status == OrderStatus.OPEN
 
 
