@@ -381,6 +381,14 @@ class Order(models.Model):
         return self.status in OPEN_STATUSES
 
     @property
+    def average_price(self) -> Decimal | None:
+        """The average fill price in quote per base (``filled_quote_qty / filled_qty``); ``None`` before a fill.
+
+        A quotient, so not necessarily a multiple of the tick: for showing, never for arithmetic.
+        """
+        return self.filled_quote_qty / self.filled_qty if self.filled_qty else None
+
+    @property
     def remaining_qty(self) -> Decimal | None:
         """Base quantity still to fill (``None`` for a market buy by quote budget)."""
         return None if self.qty is None else self.qty - self.filled_qty

@@ -1,4 +1,5 @@
 import uuid
+from datetime import UTC, datetime, time, timedelta
 from typing import TypeVar
 
 from django import forms
@@ -7,7 +8,9 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from apps.accounts.models import Scope
+from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
+from exchange.converters import MAX_ID
 
 
 class SignUpForm(UserCreationForm):
@@ -125,3 +128,40 @@ def with_new_key(form: AnyForm, key_field: str, message: str, **kwargs) -> AnyFo
     renewed.is_valid()
     renewed.add_error(None, message)
     return renewed
+
+
+class HistoryFilterForm(forms.Form):
+    """A date range of a history (GET): ``start`` and ``end`` are days, UTC, both included."""
+
+    start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        cleaned = super().clean()
+        start, end = cleaned.get("start"), cleaned.get("end")
+        if start and end and end < start:
+            self.add_error("end", "Must be on or after the start date.")
+        return cleaned
+
+    def bounds(self) -> dict[str, datetime | None]:
+        """``{"start", "end"}`` as aware UTC datetimes, ``end`` exclusive (the day after the last day); call after
+        validation."""
+        start, end = self.cleaned_data.get("start"), self.cleaned_data.get("end")
+        return {
+            "start": datetime.combine(start, time.min, tzinfo=UTC) if start else None,
+            "end": datetime.combine(end + timedelta(days=1), time.min, tzinfo=UTC) if end else None,
+        }
+
+
+class ActivityFilterForm(HistoryFilterForm):
+    """The activity page's filters: asset, type (the entry's reason), dates, and the page's cursor."""
+
+    asset = forms.ChoiceField(required=False)
+    type = forms.ChoiceField(required=False, choices=[("", "All types"), *EntryReason.choices])
+    cursor = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput)
+
+    field_order = ["asset", "type", "start", "end", "cursor"]
+
+    def __init__(self, *args, assets, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["asset"].choices = [("", "All assets"), *((asset.code, asset.code) for asset in assets)]

@@ -8,6 +8,7 @@ recent trades, balances, open orders), each swapped into place out of band.
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -18,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.selectors import balances_for_user
-from apps.orders.models import Market, Order
+from apps.orders.models import Market
 from apps.orders.selectors import (
     fills_for_user,
     market_get,
@@ -30,6 +31,8 @@ from apps.orders.selectors import (
 from apps.orders.services import order_cancel, order_place
 
 from .forms import OrderForm, add_domain_error, with_new_key
+from .order_messages import order_placed_message
+from .refused import refused_form_keep, refused_form_pop
 
 BOOK_LEVELS = 12
 RECENT_TRADES = 25
@@ -88,7 +91,7 @@ def _live_context(request, market: Market) -> dict:
     return context
 
 
-def _render_market(request, market: Market, form: OrderForm | None = None, status: int = 200):
+def _render_market(request, market: Market, form: forms.Form | None = None):
     context = _live_context(request, market)
     if request.user.is_authenticated:
         context["form"] = form or OrderForm(market=market)
@@ -96,7 +99,7 @@ def _render_market(request, market: Market, form: OrderForm | None = None, statu
             orders_for_user(user_id=request.user.id, market=market.symbol, status="closed")[:MY_ROWS]
         )
         context["fills"] = fills_for_user(user_id=request.user.id, market=market.symbol, limit=MY_ROWS)
-    return render(request, "web/market.html", context, status=status)
+    return render(request, "web/market.html", context)
 
 
 def market(request, symbol: str):
@@ -104,20 +107,21 @@ def market(request, symbol: str):
     found = _market_or_404(symbol)
     if request.htmx:
         return render(request, "web/_market_live.html", _live_context(request, found))
-    return _render_market(request, found)
+    refused = None
+    if request.user.is_authenticated:
+        refused = refused_form_pop(request, key=_order_form_key(found), form_class=OrderForm, market=found)
+    return _render_market(request, found, form=refused)
 
 
-def _placed_message(order: Order) -> str:
-    status = order.get_status_display().lower()
-    if order.reject_reason:
-        status += f" ({order.get_reject_reason_display().lower()})"
-    return f"Order #{order.id} {order.side} {order.type}: {status}."
+def _order_form_key(market: Market) -> str:
+    return f"order:{market.symbol}"
 
 
 @login_required
 @require_POST
 def order_place_view(request, symbol: str):
-    """Place the order of the market page's form; refusals are shown next to the field at fault."""
+    """Place the order of the market page's form; a refused form goes back to the market page (post/redirect/get)
+    with each refusal next to the field at fault."""
     found = _market_or_404(symbol)
     form = OrderForm(request.POST, market=found)
     if form.is_valid():
@@ -135,9 +139,10 @@ def order_place_view(request, symbol: str):
         except DomainError as error:
             add_domain_error(form, error)
         else:
-            messages.success(request, _placed_message(order))
+            messages.success(request, order_placed_message(order, found))
             return redirect("web:market", symbol=found.symbol)
-    return _render_market(request, found, form=form, status=400)
+    refused_form_keep(request, key=_order_form_key(found), form=form)
+    return redirect("web:market", symbol=found.symbol)
 
 
 @login_required

@@ -59,6 +59,7 @@ MIDDLEWARE = [
     "apps.backoffice.second_factor.SecondFactorMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "apps.web.not_found.NotFoundMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns lock-outs into responses
 ]
