@@ -1,7 +1,8 @@
 """Back-office screens: reconciliation (history, run now, per-asset figures), maker-checker adjustments, audit log."""
 
+import json
 import re
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 from django import forms
 from django.contrib import admin, messages
@@ -11,11 +12,11 @@ from django.forms import formset_factory
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from apps.ledger.admin import ReadOnlyAdmin
-from apps.ledger.amounts import parse_amount
+from apps.ledger.amounts import format_exact, parse_amount
 from apps.ledger.errors import DomainError
 from apps.ledger.models import Account, AccountKind, Asset
 from apps.ledger.selectors import balances_for_user, user_postings
@@ -266,11 +267,55 @@ class AdjustmentAdmin(ReadOnlyAdmin):
         )
 
 
+def _plain(value) -> str:
+    """A recorded value as an operator reads it: decimals plainly (``0E-18`` -> ``0``), lists joined, JSON else."""
+    if isinstance(value, str):
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            return value
+        return format_exact(number) if number.is_finite() else value
+    if isinstance(value, list):
+        return ", ".join(_plain(item) for item in value) or "—"
+    if value is None:
+        return "—"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def state_html(state: dict, *, other: dict | None = None):
+    """An audit state as ``key: value`` lines (wrapping, so the column fits); keys whose value differs from ``other``
+    (the state on the other side of the change) are marked."""
+    if not state:
+        return "—"
+    lines = []
+    for key, value in state.items():
+        changed = other is not None and other.get(key) != value
+        lines.append(
+            format_html('<div class="{}"><span>{}:</span> {}</div>', "changed" if changed else "", key, _plain(value))
+        )
+    return format_html('<div class="audit-state">{}</div>', format_html_join("", "{}", ((line,) for line in lines)))
+
+
 @admin.register(AuditLogEntry)
 class AuditLogEntryAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "actor", "action", "object_link", "before", "after")
+    list_display = ("created_at", "actor_name", "action", "object_link", "before_display", "after_display")
     list_filter = ("action", "object_type")
     search_fields = ("=object_id", "actor__username", "action")
+    list_select_related = ("actor",)
+
+    @admin.display(description="actor", ordering="actor__username")
+    def actor_name(self, entry):
+        return entry.actor.get_username()
+
+    @admin.display(description="before")
+    def before_display(self, entry):
+        return state_html(entry.before)
+
+    @admin.display(description="after")
+    def after_display(self, entry):
+        return state_html(entry.after, other=entry.before)
 
     @admin.display(description="object")
     def object_link(self, entry):

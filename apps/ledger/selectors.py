@@ -1,5 +1,6 @@
 """Reads of the ledger: balances, statements, balances as of a past time."""
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -88,6 +89,17 @@ def user_postings(
     if before_id is not None:
         postings = postings.filter(id__lt=before_id)
     return postings.order_by("-id")
+
+
+def postings_between(*, start: datetime, end: datetime) -> Iterator[Posting]:
+    """Every posting of the entries posted at ``start`` or later and before ``end``, by entry then posting id, with
+    entry, account (and owner) and asset; read in chunks (for exports: iterate, do not keep)."""
+    return (
+        Posting.objects.filter(entry__created_at__gte=start, entry__created_at__lt=end)
+        .select_related("entry", "account__owner", "asset")
+        .order_by("entry_id", "id")
+        .iterator(chunk_size=2000)
+    )
 
 
 def account_balance_at(account_id: int, at: datetime) -> Decimal:

@@ -41,7 +41,7 @@ from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from apps.backoffice.services import audit_record
-from apps.ledger.amounts import fits, format_amount, parse_amount, quantum
+from apps.ledger.amounts import fits, format_amount, format_exact, parse_amount, quantum
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import (
     DomainError,
@@ -150,9 +150,9 @@ def market_state(market: Market) -> dict:
     """What the audit log records of a market: status and filters (amounts as plain decimal strings)."""
     return {
         "status": market.status,
-        "min_qty": str(market.min_qty),
-        "max_qty": str(market.max_qty),
-        "min_notional": str(market.min_notional),
+        "min_qty": format_exact(market.min_qty),
+        "max_qty": format_exact(market.max_qty),
+        "min_notional": format_exact(market.min_notional),
     }
 
 

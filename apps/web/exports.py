@@ -6,46 +6,15 @@ free text a user typed (a client order id) are prefixed with ``'`` when a spread
 them as a formula.
 """
 
-import csv
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
-from django.http import StreamingHttpResponse
-
+from apps.core.csv_export import text_cell
 from apps.ledger.amounts import format_amount
 from apps.ledger.models import AccountKind, Posting
 from apps.orders.models import Order
 from apps.orders.selectors import UserFill
 from apps.wallets.models import Deposit, Withdrawal
-
-# A spreadsheet treats a cell starting with one of these as a formula (CSV injection).
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-class _Echo:
-    """A file-like object whose ``write`` returns what it is given: csv.writer then yields each line."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
-def text_cell(value: str) -> str:
-    """Free text as a cell no spreadsheet runs as a formula."""
-    return f"'{value}" if value.startswith(_FORMULA_STARTS) else value
-
-
-def csv_response(filename: str, header: list[str], rows: Iterable[list]) -> StreamingHttpResponse:
-    """A streamed ``text/csv`` attachment named ``filename``: ``header`` then each row."""
-    writer = csv.writer(_Echo())
-
-    def lines() -> Iterator[str]:
-        yield writer.writerow(header)
-        for row in rows:
-            yield writer.writerow(row)
-
-    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
 
 
 def _time(value: datetime | None) -> str:

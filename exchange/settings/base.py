@@ -116,6 +116,8 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# Dates with seconds and the time zone wherever no format is given (exchange/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["exchange.formats"]
 USE_I18N = True
 USE_TZ = True
 

@@ -1,10 +1,12 @@
-"""Admin helpers: the failed-reconciliation banner and links from report rows to the offending objects."""
+"""Admin helpers: the dashboard, the failed-reconciliation banner, links from report rows to the offending objects."""
 
 from django import template
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
 from apps.backoffice.models import ReconciliationRun
+from apps.backoffice.selectors import dashboard as dashboard_figures
+from exchange.health import CHECKS
 
 register = template.Library()
 
@@ -25,6 +27,16 @@ def reconciliation_banner():
     """A banner on every admin page while the latest reconciliation run failed."""
     latest = ReconciliationRun.objects.only("id", "ok", "started_at").first()
     return {"failed_run": latest if latest is not None and not latest.ok else None}
+
+
+@register.inclusion_tag("admin/backoffice/_dashboard.html")
+def dashboard():
+    """The admin index's dashboard: approvals waiting, the last reconciliation, halted markets, sweeps, worker."""
+    try:
+        worker = CHECKS["worker"]()
+    except Exception as exc:  # the broker down is a dashboard result, not a 500
+        worker = f"error: {type(exc).__name__}"
+    return {"dashboard": dashboard_figures(), "worker": worker}
 
 
 @register.simple_tag
