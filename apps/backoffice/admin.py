@@ -85,14 +85,12 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         extra_context = {
             **(extra_context or {}),
             "latest": latest,
-            "figure_names": _figure_names(latest),
             "can_run": request.user.has_perm("backoffice.run_reconciliation"),
         }
         return super().changelist_view(request, extra_context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        run = get_object_or_404(ReconciliationRun, id=_numeric_id(object_id))
-        extra_context = {**(extra_context or {}), "figure_names": _figure_names(run)}
+        get_object_or_404(ReconciliationRun, id=_numeric_id(object_id))
         return super().change_view(request, object_id, form_url, extra_context)
 
 
@@ -105,14 +103,6 @@ def _numeric_id(object_id: str) -> int:
         return converter.to_python(str(object_id))
     except ValueError:
         raise Http404 from None
-
-
-def _figure_names(run: ReconciliationRun | None) -> list[str]:
-    """The per-asset figure names of a report, in first-seen order (columns of the per-asset table)."""
-    names: dict[str, None] = {}
-    for figures in (run.report.get("assets", {}) if run else {}).values():
-        names.update(dict.fromkeys(figures))
-    return list(names)
 
 
 class AdjustmentForm(forms.Form):

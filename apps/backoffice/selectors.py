@@ -73,3 +73,49 @@ def dashboard() -> Dashboard:
         overdue_withdrawals=Withdrawal.objects.filter(status=WithdrawalStatus.APPROVED, decided_at__lte=cutoff).count(),
         overdue_after=overdue_after(),
     )
+
+
+# The per-asset figures of a reconciliation report (apps.ledger.checks, apps.wallets.checks), in words, in the
+# order the reconciliation screen shows them; "custody_difference" is computed (ledger minus provider).
+FIGURE_LABELS = {
+    "custody": "Custody in ledger",
+    "custody_reported": "Custody reported",
+    "custody_difference": "Difference",
+    "user_available": "Users' available",
+    "user_held": "Users' on hold",
+    "fee_revenue": "Fee revenue",
+    "network_fee_expense": "Network fees paid",
+    "equity": "Equity",
+}
+
+
+def custody_difference(figures: dict) -> Decimal | None:
+    """Custody in the ledger minus what the provider reported (``None`` when the provider did not answer)."""
+    if "custody" not in figures or "custody_reported" not in figures:
+        return None
+    return Decimal(figures["custody"]) - Decimal(figures["custody_reported"])
+
+
+def report_rows(report: dict) -> list[tuple[str, list[tuple[str, str | None]]]]:
+    """The per-asset table of a report: ``[(asset code, [(figure name, value or None), ...])]`` in
+    :data:`FIGURE_LABELS` order, then any other figure; the difference is a plain decimal string."""
+    assets = report.get("assets", {})
+    extra = [name for figures in assets.values() for name in figures if name not in FIGURE_LABELS]
+    names = [*FIGURE_LABELS, *dict.fromkeys(extra)]
+    rows = []
+    for code, figures in assets.items():
+        difference = custody_difference(figures)
+        values = {**figures, "custody_difference": None if difference is None else f"{difference:f}"}
+        rows.append((code, [(name, values.get(name)) for name in names]))
+    return rows
+
+
+def custody_difference_history(limit: int = 48) -> dict[str, list[tuple[datetime, Decimal]]]:
+    """Per asset, the custody difference of the last ``limit`` runs, oldest first (runs without figures skipped)."""
+    history: dict[str, list[tuple[datetime, Decimal]]] = {}
+    for run in reversed(ReconciliationRun.objects.only("started_at", "report")[:limit]):
+        for code, figures in run.report.get("assets", {}).items():
+            difference = custody_difference(figures)
+            if difference is not None:
+                history.setdefault(code, []).append((run.started_at, difference))
+    return history
