@@ -39,6 +39,7 @@ from .services import (
     adjustment_approve,
     adjustment_draft,
     adjustment_reject,
+    adjustment_withdraw,
     audit_record,
     reconciliation_run,
     withdrawal_decide,
@@ -183,6 +184,11 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             path(
                 "<int:adjustment_id>/reject/", wrap(require_POST(self.reject_view)), name="backoffice_adjustment_reject"
             ),
+            path(
+                "<int:adjustment_id>/withdraw/",
+                wrap(require_POST(self.withdraw_view)),
+                name="backoffice_adjustment_withdraw",
+            ),
         ] + super().get_urls()
 
     def add_view(self, request, form_url="", extra_context=None):
@@ -229,7 +235,14 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             and request.user.has_perm("backoffice.approve_adjustment")
             and request.user.id != adjustment.created_by_id
         )
-        extra_context = {**(extra_context or {}), "legs": legs, "can_decide": can_decide, "adjustment": adjustment}
+        can_withdraw = adjustment.status == AdjustmentStatus.DRAFT and request.user.id == adjustment.created_by_id
+        extra_context = {
+            **(extra_context or {}),
+            "legs": legs,
+            "can_decide": can_decide,
+            "can_withdraw": can_withdraw,
+            "adjustment": adjustment,
+        }
         return super().change_view(request, object_id, form_url, extra_context)
 
     def _decide(self, request, adjustment_id, decide):
@@ -241,6 +254,16 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             self.message_user(request, error.message, messages.ERROR)
         else:
             self.message_user(request, f"Adjustment #{adjustment.id} {adjustment.get_status_display().lower()}.")
+        return redirect("admin:backoffice_adjustment_change", adjustment_id)
+
+    def withdraw_view(self, request, adjustment_id):
+        """The author withdraws their own draft (the service checks who asks)."""
+        try:
+            adjustment = adjustment_withdraw(adjustment_id=adjustment_id, author_id=request.user.id)
+        except DomainError as error:
+            self.message_user(request, error.message, messages.ERROR)
+        else:
+            self.message_user(request, f"Adjustment #{adjustment.id} withdrawn; nothing was posted.")
         return redirect("admin:backoffice_adjustment_change", adjustment_id)
 
     def approve_view(self, request, adjustment_id):
