@@ -45,6 +45,10 @@ from .services import (
     withdrawal_decide,
 )
 
+# The lists need the page's width at 1440 px (a filter panel already takes a column); the index (the
+# dashboard with every model's list) and the breadcrumbs lead everywhere the sidebar did.
+admin.site.enable_nav_sidebar = False
+
 
 @admin.register(ReconciliationRun)
 class ReconciliationRunAdmin(ReadOnlyAdmin):

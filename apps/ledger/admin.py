@@ -6,7 +6,9 @@ and no money model can be deleted from the admin. Amounts are shown at the asset
 precision with its code (the exact amount in the tooltip); postings also in Debit and Credit columns.
 """
 
+from collections.abc import Callable
 from datetime import UTC, datetime, time, timedelta
+from typing import Any
 
 from django import forms
 from django.contrib import admin
@@ -53,17 +55,29 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-def amount_html(value, asset: Asset):
-    """``value`` of ``asset`` at its display precision with its code; the exact amount as the tooltip."""
+def amount_html(value, asset: Asset, *, exact: bool = False):
+    """``value`` of ``asset`` at its display precision (``exact``: its full precision, for prices and a market's
+    filters, which must never look rounded) with its code; the exact amount as the tooltip."""
     if value is None:
         return ""
     return format_html(
         '<span class="amount" title="{} {}">{} {}</span>',
         format_exact(value),
         asset.code,
-        format_display(value, asset.display_places),
+        format_display(value, asset.decimals if exact else asset.display_places),
         asset.code,
     )
+
+
+def amount_column(field: str, asset_of: Callable[[Any], Asset], description: str | None = None, *, exact: bool = False):
+    """A list column showing the amount ``field`` of each row with its asset (:func:`amount_html`, ``exact`` as
+    there); ``asset_of(row)`` is that asset (select it with the rows: ``list_select_related``)."""
+
+    @admin.display(description=description or field.replace("_", " "), ordering=field)
+    def column(model_admin, row):
+        return amount_html(getattr(row, field), asset_of(row), exact=exact)
+
+    return column
 
 
 @admin.register(Asset)
@@ -74,13 +88,18 @@ class AssetAdmin(admin.ModelAdmin):
         "decimals",
         "display_decimals",
         "network",
-        "withdrawal_fee",
-        "min_withdrawal",
-        "withdrawal_auto_approve_limit",
-        "withdrawal_daily_limit",
+        "fee_display",
+        "minimum_display",
+        "auto_approve_display",
+        "daily_limit_display",
         "confirmations_required",
     )
     search_fields = ("code", "name")
+
+    fee_display = amount_column("withdrawal_fee", lambda asset: asset, "withdrawal fee")
+    minimum_display = amount_column("min_withdrawal", lambda asset: asset, "minimum withdrawal")
+    auto_approve_display = amount_column("withdrawal_auto_approve_limit", lambda asset: asset, "approved up to")
+    daily_limit_display = amount_column("withdrawal_daily_limit", lambda asset: asset, "daily limit")
 
     def get_readonly_fields(self, request, obj=None):
         # Precision and code are fixed once amounts exist in them.
@@ -224,8 +243,6 @@ class PostingAdmin(ReadOnlyAdmin):
         "entry_link",
         "created_at",
         "account",
-        "owner_name",
-        "asset",
         "debit",
         "credit",
         "amount_display",
@@ -245,10 +262,6 @@ class PostingAdmin(ReadOnlyAdmin):
     @admin.display(description="time")
     def created_at(self, posting):
         return posting.entry.created_at
-
-    @admin.display(description="owner")
-    def owner_name(self, posting):
-        return posting.account.owner.get_username() if posting.account.owner_id else "system"
 
     @admin.display(description="debit")
     def debit(self, posting):

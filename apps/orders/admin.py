@@ -7,10 +7,11 @@ writes an order.
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
 
 from apps.backoffice.services import audit_record
-from apps.ledger.admin import ReadOnlyAdmin
-from apps.ledger.amounts import format_amount
+from apps.ledger.admin import ReadOnlyAdmin, amount_column, amount_html
 from apps.ledger.errors import DomainError
 
 from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
@@ -52,17 +53,21 @@ class MarketAdmin(admin.ModelAdmin):
 
     list_display = (
         "symbol",
-        "base",
-        "quote",
-        "tick_size",
-        "step_size",
-        "min_qty",
-        "max_qty",
-        "min_notional",
+        "tick_display",
+        "step_display",
+        "min_qty_display",
+        "max_qty_display",
+        "min_notional_display",
         "status",
         "sequence",
     )
     list_filter = ("status",)
+    list_select_related = ("base", "quote")
+    tick_display = amount_column("tick_size", lambda market: market.quote, "tick size", exact=True)
+    step_display = amount_column("step_size", lambda market: market.base, "step size", exact=True)
+    min_qty_display = amount_column("min_qty", lambda market: market.base, "min quantity", exact=True)
+    max_qty_display = amount_column("max_qty", lambda market: market.base, "max quantity", exact=True)
+    min_notional_display = amount_column("min_notional", lambda market: market.quote, "min notional", exact=True)
     search_fields = ("symbol",)
     fields = (*MARKET_SHAPE, "min_qty", "max_qty", "min_notional", "status", "sequence")
     actions = ("halt", "resume")
@@ -193,29 +198,50 @@ class OrderAdmin(ReadOnlyAdmin):
         "created_at",
         "market",
         "user",
-        "side",
-        "type",
+        "side_type",
         "price_display",
-        "qty",
-        "quote_qty",
-        "filled_qty",
-        "time_in_force",
-        "status",
-        "reject_reason",
+        "filled_of",
+        "average_price_display",
+        "status_display",
         "held_remaining_display",
     )
     list_filter = ("market", "status", "side", "type", "time_in_force")
     search_fields = ("=id", "user__username", "client_order_id")
-    list_select_related = ("market__quote", "user", "held_asset")
+    list_select_related = ("market__base", "market__quote", "user", "held_asset")
     date_hierarchy = "created_at"
 
     @admin.display(description="price", ordering="price")
     def price_display(self, order):
-        return "market" if order.price is None else format_amount(order.price, order.market.quote.decimals)
+        return "market" if order.price is None else amount_html(order.price, order.market.quote, exact=True)
 
-    @admin.display(description="held remaining", ordering="held_remaining")
-    def held_remaining_display(self, order):
-        return f"{format_amount(order.held_remaining, order.held_asset.decimals)} {order.held_asset.code}"
+    @admin.display(description="order", ordering="side")
+    def side_type(self, order):
+        return f"{order.get_side_display()} {order.get_type_display().lower()}"
+
+    @admin.display(description="filled of quantity", ordering="filled_qty")
+    def filled_of(self, order):
+        filled = amount_html(order.filled_qty, order.market.base)
+        if order.qty is None:
+            return format_html("{} for a budget of {}", filled, amount_html(order.quote_qty, order.market.quote))
+        return format_html("{} of {}", filled, amount_html(order.qty, order.market.base))
+
+    @admin.display(description="average price")
+    def average_price_display(self, order):
+        average = order.average_price
+        return "—" if average is None else amount_html(average, order.market.quote)
+
+    @admin.display(description="status", ordering="status")
+    def status_display(self, order):
+        shown = f"{order.get_status_display()} ({order.time_in_force})"
+        return f"{shown}: {order.get_reject_reason_display().lower()}" if order.reject_reason else shown
+
+    held_remaining_display = amount_column("held_remaining", lambda order: order.held_asset, "held remaining")
+
+
+def _fee_assets(trade: Trade) -> tuple:
+    """``(taker fee asset, maker fee asset)``: each side pays in what it receives (the buyer base, the seller quote)."""
+    base, quote = trade.market.base, trade.market.quote
+    return (base, quote) if trade.taker_side == "buy" else (quote, base)
 
 
 @admin.register(Trade)
@@ -225,18 +251,31 @@ class TradeAdmin(ReadOnlyAdmin):
         "created_at",
         "market",
         "taker_side",
-        "price",
-        "qty",
-        "quote_qty",
-        "taker_order",
-        "maker_order",
-        "taker_fee",
-        "maker_fee",
-        "taker_fee_rate",
-        "maker_fee_rate",
-        "entry",
+        "price_display",
+        "qty_display",
+        "quote_qty_display",
+        "taker_fee_display",
+        "maker_fee_display",
+        "orders",
     )
     list_filter = ("market", "taker_side")
     search_fields = ("=id", "=taker_order__id", "=maker_order__id", "taker_user__username", "maker_user__username")
-    list_select_related = ("market", "taker_order", "maker_order", "entry")
+    list_select_related = ("market__base", "market__quote")
     date_hierarchy = "created_at"
+
+    price_display = amount_column("price", lambda trade: trade.market.quote, "price", exact=True)
+    qty_display = amount_column("qty", lambda trade: trade.market.base, "quantity")
+    quote_qty_display = amount_column("quote_qty", lambda trade: trade.market.quote, "value")
+    taker_fee_display = amount_column("taker_fee", lambda trade: _fee_assets(trade)[0], "taker fee")
+    maker_fee_display = amount_column("maker_fee", lambda trade: _fee_assets(trade)[1], "maker fee")
+
+    @admin.display(description="taker / maker order")
+    def orders(self, trade):
+        link = "admin:orders_order_change"
+        return format_html(
+            '<a href="{}">#{}</a> / <a href="{}">#{}</a>',
+            reverse(link, args=[trade.taker_order_id]),
+            trade.taker_order_id,
+            reverse(link, args=[trade.maker_order_id]),
+            trade.maker_order_id,
+        )

@@ -125,7 +125,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "web:home"
+LOGIN_REDIRECT_URL = "web:wallet"  # "/" is the markets, for everyone
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {

@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from apps.backoffice.models import ReconciliationRun
 from apps.backoffice.selectors import FIGURE_LABELS, custody_difference_history, report_rows
 from apps.backoffice.selectors import dashboard as dashboard_figures
+from apps.ledger.amounts import format_display
 from exchange.health import CHECKS
 
 register = template.Library()
@@ -69,6 +70,15 @@ def figure_label(name: str) -> str:
 def asset_rows(report: dict):
     """The per-asset rows of a report (:func:`apps.backoffice.selectors.report_rows`)."""
     return report_rows(report)
+
+
+@register.filter
+def figure(value: str | None) -> str:
+    """A report figure (an exact decimal string) with thousands separators, trailing zeros dropped, nothing cut."""
+    if value is None:
+        return "—"
+    number = Decimal(value)
+    return format_display(number, max(0, -number.as_tuple().exponent))
 
 
 @register.filter

@@ -57,6 +57,7 @@ def test_postings_show_debit_and_credit_columns_the_owner_and_the_asset(client, 
     assert "<span>Debit</span>" in page and "<span>Credit</span>" in page and ">Signed amount</a>" in page
     assert '<td class="field-debit"><span class="amount" title="1234.5 USDT">1,234.5 USDT</span></td>' in page
     assert '<td class="field-credit"><span class="amount" title="1234.5 USDT">1,234.5 USDT</span></td>' in page
+    assert '<td class="field-account nowrap">user_available USDT (hanna)</td>' in page
     accounts = client.get(reverse("admin:ledger_account_changelist")).content.decode()
     assert '<td class="field-owner_name">hanna</td>' in accounts
 

@@ -108,7 +108,7 @@ def test_the_screen_names_the_figures_in_words_and_highlights_a_custody_differen
     table = page.split('id="reconciliation-assets"')[1].split("</table>")[0]
     for header in ("Custody in ledger", "Custody reported", "Difference"):
         assert f'<th class="num">{header}</th>' in table
-    assert '<td class="num difference-nonzero" data-figure="custody_difference">1.000000</td>' in table
+    assert '<td class="num difference-nonzero" data-figure="custody_difference" title="1.000000">1</td>' in table
     assert page.index('id="reconciliation-assets"') < page.index('id="changelist-filter"')  # above the filters
     chart = page.split('id="difference-chart"')[1].split("</div>")[0]
     usdt_chart = chart.split('data-asset="USDT"')[1].split("</figure>")[0]
