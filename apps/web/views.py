@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
+from apps.core.csv_export import csv_response
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError, IdempotencyConflict
 from apps.ledger.models import Asset
@@ -262,7 +263,7 @@ def activity_export(request):
     if refused:
         return refused
     postings = _activity_postings(form, request.user.id).iterator(chunk_size=1000)
-    return exports.csv_response("activity.csv", exports.POSTING_HEADER, exports.posting_rows(postings))
+    return csv_response("activity.csv", exports.POSTING_HEADER, exports.posting_rows(postings))
 
 
 def _between(queryset, form: HistoryFilterForm, field: str = "created_at"):
@@ -282,9 +283,7 @@ def orders_export(request):
     if refused:
         return refused
     orders = _between(orders_for_user(user_id=request.user.id), form).select_related("market__base", "market__quote")
-    return exports.csv_response(
-        "orders.csv", exports.ORDER_HEADER, exports.order_rows(orders.iterator(chunk_size=1000))
-    )
+    return csv_response("orders.csv", exports.ORDER_HEADER, exports.order_rows(orders.iterator(chunk_size=1000)))
 
 
 @login_required
@@ -295,7 +294,7 @@ def fills_export(request):
     if refused:
         return refused
     fills = fills_for_user_between(user_id=request.user.id, **form.bounds())
-    return exports.csv_response("fills.csv", exports.FILL_HEADER, exports.fill_rows(fills))
+    return csv_response("fills.csv", exports.FILL_HEADER, exports.fill_rows(fills))
 
 
 @login_required
@@ -307,7 +306,7 @@ def deposits_export(request):
         return refused
     deposits = _between(deposits_for_user(user_id=request.user.id), form).select_related("address")
     rows = exports.deposit_rows(deposits.iterator(chunk_size=1000))
-    return exports.csv_response("deposits.csv", exports.DEPOSIT_HEADER, rows)
+    return csv_response("deposits.csv", exports.DEPOSIT_HEADER, rows)
 
 
 @login_required
@@ -319,7 +318,7 @@ def withdrawals_export(request):
         return refused
     withdrawals = _between(withdrawals_for_user(user_id=request.user.id), form)
     rows = exports.withdrawal_rows(withdrawals.iterator(chunk_size=1000))
-    return exports.csv_response("withdrawals.csv", exports.WITHDRAWAL_HEADER, rows)
+    return csv_response("withdrawals.csv", exports.WITHDRAWAL_HEADER, rows)
 
 
 @login_required
