@@ -69,7 +69,7 @@ class MarketAdmin(admin.ModelAdmin):
     max_qty_display = amount_column("max_qty", lambda market: market.base, "max quantity", exact=True)
     min_notional_display = amount_column("min_notional", lambda market: market.quote, "min notional", exact=True)
     search_fields = ("symbol",)
-    fields = (*MARKET_SHAPE, "min_qty", "max_qty", "min_notional", "status", "sequence")
+    fields = (*MARKET_SHAPE, "min_qty", "max_qty", "min_notional", "market_order_price_band", "status", "sequence")
     actions = ("halt", "resume")
 
     def get_readonly_fields(self, request, obj=None):
@@ -88,6 +88,7 @@ class MarketAdmin(admin.ModelAdmin):
                     min_qty=data["min_qty"],
                     max_qty=data["max_qty"],
                     min_notional=data["min_notional"],
+                    market_order_price_band=data["market_order_price_band"],
                 )
             else:
                 created = market_create(
@@ -99,6 +100,7 @@ class MarketAdmin(admin.ModelAdmin):
                     min_qty=data["min_qty"],
                     max_qty=data["max_qty"],
                     min_notional=data["min_notional"],
+                    market_order_price_band=data["market_order_price_band"],
                 )
                 obj.pk = created.pk
         except DomainError as exc:  # form validation (Market.clean) catches these first

@@ -107,13 +107,15 @@ def market_create(
     max_qty: Decimal,
     min_notional: Decimal = Decimal(0),
     symbol: str | None = None,
+    market_order_price_band: Decimal | None = None,
 ) -> Market:
     """Create the market ``<base>-<quote>`` (or ``symbol``), active.
 
     ``tick_size`` (quote per base) and ``step_size`` (base) must keep every
     ``qty * price`` exact: ``decimals(tick) + decimals(step) <= quote.decimals`` and
     ``decimals(step) <= base.decimals`` (DESIGN.md section 2); ``min_qty`` and ``max_qty``
-    are multiples of the step, ``min_notional`` an amount of the quote asset.
+    are multiples of the step, ``min_notional`` an amount of the quote asset;
+    ``market_order_price_band`` as :func:`market_filters_update`.
     Raises :class:`DomainError` naming the field (code ``invalid_request``); the database
     refuses the same market by itself (trigger ``precision_rule``).
     """
@@ -140,6 +142,10 @@ def market_create(
         problems["max_qty"] = "Must be at least the minimum quantity."
     if problems:
         raise DomainError("The market's filters are not valid.", fields=problems)
+    if market_order_price_band is not None:
+        values["market_order_price_band"] = _parse(
+            market_order_price_band, decimals=2, field="market_order_price_band", error=DomainError
+        )
     market = Market(symbol=symbol or f"{base.code}-{quote.code}", base=base, quote=quote, **values)
     market.full_clean()
     market.save()
@@ -153,6 +159,9 @@ def market_state(market: Market) -> dict:
         "min_qty": format_exact(market.min_qty),
         "max_qty": format_exact(market.max_qty),
         "min_notional": format_exact(market.min_notional),
+        "market_order_price_band": None
+        if market.market_order_price_band is None
+        else format_exact(market.market_order_price_band),
     }
 
 
@@ -205,8 +214,19 @@ def market_resume(*, market_id: int, operator_id: int, reason: str) -> Market:
 
 
 @retrying_atomic
-def market_filters_update(*, market_id: int, min_qty: Decimal, max_qty: Decimal, min_notional: Decimal) -> Market:
-    """Change a market's quantity limits and minimum notional (tick and step are fixed).
+def market_filters_update(
+    *,
+    market_id: int,
+    min_qty: Decimal,
+    max_qty: Decimal,
+    min_notional: Decimal,
+    market_order_price_band: Decimal | None = None,
+) -> Market:
+    """Change a market's quantity limits, minimum notional and market orders' price protection (tick and step
+    are fixed).
+
+    ``market_order_price_band`` is a percentage (0.01 to 100, at most 2 decimals) or ``None`` for no
+    protection: a market order then fills no further than that from the best price it meets.
 
     Applies to orders placed afterwards; resting orders are not touched.
     Raises :class:`DomainError` naming the field, :class:`NotFound`.
@@ -224,12 +244,17 @@ def market_filters_update(*, market_id: int, min_qty: Decimal, max_qty: Decimal,
     market.min_notional = _parse(
         min_notional, decimals=market.quote.decimals, field="min_notional", error=DomainError, allow_zero=True
     )
+    market.market_order_price_band = (
+        None
+        if market_order_price_band is None
+        else _parse(market_order_price_band, decimals=2, field="market_order_price_band", error=DomainError)
+    )
     try:
         market.full_clean()
     except ValidationError as exc:
         fields = {name: " ".join(messages) for name, messages in exc.message_dict.items()}
         raise DomainError("The market's filters are not valid.", fields=fields) from None
-    market.save(update_fields=["min_qty", "max_qty", "min_notional", "updated_at"])
+    market.save(update_fields=["min_qty", "max_qty", "min_notional", "market_order_price_band", "updated_at"])
     return market
 
 
@@ -335,6 +360,7 @@ class _LockedMarket:
     base_decimals: int
     quote_code: str
     quote_decimals: int
+    market_order_price_band: Decimal | None
 
     @property
     def shape(self) -> _MarketShape:
@@ -353,7 +379,7 @@ class _LockedMarket:
 
 
 _MARKET_COLUMNS = """m.id, m.symbol, m.base_id, m.quote_id, m.tick_size, m.step_size, m.min_qty, m.max_qty,
-    m.min_notional, m.status, m.sequence, b.code, b.decimals, q.code, q.decimals"""
+    m.min_notional, m.status, m.sequence, b.code, b.decimals, q.code, q.decimals, m.market_order_price_band"""
 
 # The lock of a placement also draws the new order's id: evaluated once the row lock is held, so
 # ids (time priority) follow the order in which placements hold the lock.
@@ -856,6 +882,8 @@ def _outcome(request: _Request, plan: MatchPlan) -> tuple[str, str]:
         return OrderStatus.FILLED, EndReason.NONE  # what is left cannot buy one more step
     if request.type == OrderType.MARKET and plan.stop is Stop.BOOK:
         return OrderStatus.EXPIRED, EndReason.NO_LIQUIDITY
+    if plan.stop is Stop.PRICE_BAND:
+        return OrderStatus.EXPIRED, EndReason.PRICE_PROTECTION
     return OrderStatus.EXPIRED, EndReason.UNFILLED_REMAINDER
 
 
@@ -890,7 +918,9 @@ def order_place(
     (``trade:<taker order id>-<n>``) executes at the maker's price and consumes that from
     the hold; when the order ends, what is left is released (``order:<id>:release``),
     which returns a buyer's price improvement and a budget's unspendable dust. A GTC
-    limit remainder rests in the book holding what is left.
+    limit remainder rests in the book holding what is left. A market order on a market with
+    a ``market_order_price_band`` fills no further than that percentage from the best price
+    it meets; the rest ends ``expired`` with the reason ``price_protection``.
 
     Status: ``filled``; ``open``/``partially_filled`` (resting); ``expired`` (IOC or
     market remainder, empty book, self-trade prevention of the taker).
@@ -953,7 +983,8 @@ def order_place(
                 )
             plan = MatchPlan()
         else:
-            plan = plan_match(taker, book, step_size=locked.step_size)
+            band = locked.market_order_price_band if request.type == OrderType.MARKET else None
+            plan = plan_match(taker, book, step_size=locked.step_size, price_band=band)
         _check_notional(locked, request, plan)
         status, reject_reason = _outcome(request, plan)
         if request.time_in_force == TimeInForce.FOK and status != OrderStatus.FILLED:

@@ -3,6 +3,7 @@
 from decimal import Decimal
 
 import pytest
+from django.utils.html import escape
 
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Order, OrderStatus
@@ -10,6 +11,7 @@ from apps.orders.tests.helpers import balance, place
 from apps.web.tests.html import amt
 
 MARKET = "/markets/BTC-USDT/"
+D = Decimal
 
 
 @pytest.fixture
@@ -270,3 +272,27 @@ def test_every_page_links_the_favicon(client, btc_usdt):
     page = client.get("/markets/").content.decode()
     assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in page
     assert open(finders.find("favicon.svg")).read().startswith("<svg ")
+
+
+def test_a_market_order_stopped_by_the_price_protection_says_so(book, btc_usdt, usdt, client):
+    from apps.orders.services import market_filters_update
+
+    market_filters_update(
+        market_id=btc_usdt.id,
+        min_qty=D("0.0001"),
+        max_qty=D("1000"),
+        min_notional=D("1"),
+        market_order_price_band=D("1"),
+    )
+    trader = UserFactory()
+    fund(trader, usdt, "100000")
+    client.force_login(trader)
+
+    response = client.post(f"{MARKET}orders/", order_form(type="market", price="", qty="0.3"), follow=True)
+
+    order = Order.objects.get(user=trader)
+    expected = (
+        f"Order #{order.id}: bought 0.2 BTC at 60,000.00 USDT average; "
+        "0.1 BTC not filled: beyond the market's price protection."
+    )
+    assert escape(expected) in response.content.decode()
