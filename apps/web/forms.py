@@ -1,3 +1,4 @@
+import re
 import uuid
 from datetime import UTC, datetime, time, timedelta
 from typing import TypeVar
@@ -50,6 +51,10 @@ def _new_request_key() -> str:
     return uuid.uuid4().hex
 
 
+# The order API's field names as they may appear in a service's message ("takes either qty or quote_qty").
+_API_NAMES = re.compile(r"\b(quote_qty|qty|time_in_force|post_only|client_order_id)\b")
+
+
 class OrderForm(forms.Form):
     """The buy/sell form of a market page. Amounts stay strings: the order service parses them against the
     market (tick, step, precisions) and names the field at fault. ``client_order_id`` is a fresh key per form
@@ -74,6 +79,15 @@ class OrderForm(forms.Form):
         self.fields["quote_qty"].label = f"Spend ({quote}, market buys instead of an amount)"
         for name in ("price", "qty", "quote_qty"):
             self.fields[name].widget.attrs.update({"inputmode": "decimal", "autocomplete": "off"})
+
+    def page_words(self, message: str) -> str:
+        """A service message in this form's words: the API's field names (``qty``, ``quote_qty``, ...) become the
+        labels the page shows ("Amount (BTC)", ...)."""
+        return _API_NAMES.sub(lambda match: f'"{self._label_of(match.group(0))}"', message)
+
+    def _label_of(self, name: str) -> str:
+        field = self.fields.get(name)
+        return str(field.label) if field is not None and field.label else name.replace("_", " ").capitalize()
 
     def order_arguments(self) -> dict:
         """The cleaned form as :func:`apps.orders.services.order_place` arguments (blank fields left out)."""
@@ -107,11 +121,13 @@ class WithdrawForm(forms.Form):
 
 def add_domain_error(form: forms.Form, error) -> None:
     """Show a service's :class:`~apps.ledger.errors.DomainError` next to the fields it names (at the top of the
-    form for fields the form does not have, or when it names none)."""
+    form for fields the form does not have, or when it names none), in the form's words when it has
+    ``page_words``."""
+    words = getattr(form, "page_words", str)
     if not error.fields:
-        form.add_error(None, error.message)
+        form.add_error(None, words(error.message))
     for field, message in error.fields.items():
-        form.add_error(field if field in form.fields else None, message)
+        form.add_error(field if field in form.fields else None, words(message))
 
 
 AnyForm = TypeVar("AnyForm", bound=forms.Form)

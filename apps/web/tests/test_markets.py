@@ -296,3 +296,14 @@ def test_a_market_order_stopped_by_the_price_protection_says_so(book, btc_usdt, 
         "0.1 BTC not filled: beyond the market's price protection."
     )
     assert escape(expected) in response.content.decode()
+
+
+def test_the_order_form_speaks_the_pages_words_not_the_apis_field_names(trader, client):
+    client.force_login(trader)
+
+    response = client.post(
+        f"{MARKET}orders/", order_form(type="market", price="", qty="0.1", quote_qty="10"), follow=True
+    )
+
+    (error,) = response.context["form"].errors["qty"]
+    assert error == 'A market buy takes either "Amount (BTC)" or "Spend (USDT, market buys instead of an amount)".'
