@@ -256,8 +256,7 @@ class TradeAdmin(ReadOnlyAdmin):
         "price_display",
         "qty_display",
         "quote_qty_display",
-        "taker_fee_display",
-        "maker_fee_display",
+        "fees",
         "orders",
     )
     list_filter = ("market", "taker_side")
@@ -268,8 +267,13 @@ class TradeAdmin(ReadOnlyAdmin):
     price_display = amount_column("price", lambda trade: trade.market.quote, "price", exact=True)
     qty_display = amount_column("qty", lambda trade: trade.market.base, "quantity")
     quote_qty_display = amount_column("quote_qty", lambda trade: trade.market.quote, "value")
-    taker_fee_display = amount_column("taker_fee", lambda trade: _fee_assets(trade)[0], "taker fee")
-    maker_fee_display = amount_column("maker_fee", lambda trade: _fee_assets(trade)[1], "maker fee")
+
+    @admin.display(description="fees taker / maker")
+    def fees(self, trade):
+        taker_asset, maker_asset = _fee_assets(trade)
+        return format_html(
+            "{} / {}", amount_html(trade.taker_fee, taker_asset), amount_html(trade.maker_fee, maker_asset)
+        )
 
     @admin.display(description="taker / maker order")
     def orders(self, trade):
