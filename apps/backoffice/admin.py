@@ -314,7 +314,8 @@ class AuditLogEntryAdmin(ReadOnlyAdmin):
 
     @admin.display(description="actor", ordering="actor__username")
     def actor_name(self, entry):
-        return entry.actor.get_username()
+        # Log-ins and failed log-ins are recorded without an actor (the user is the object).
+        return "—" if entry.actor is None else entry.actor.get_username()
 
     @admin.display(description="before")
     def before_display(self, entry):

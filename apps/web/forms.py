@@ -225,7 +225,7 @@ class HistoryFilterForm(forms.Form):
 class ActivityFilterForm(HistoryFilterForm):
     """The activity page's filters: asset, type (the entry's reason), dates, and the page's cursor."""
 
-    asset = forms.ChoiceField(required=False)
+    asset = forms.ChoiceField(required=False, error_messages={"invalid_choice": "Not a valid asset code."})
     type = forms.ChoiceField(required=False, choices=[("", "All types"), *EntryReason.choices])
     cursor = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput)
 

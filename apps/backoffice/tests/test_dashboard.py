@@ -14,7 +14,7 @@ from apps.orders.services import market_halt
 from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (fixtures)
 from apps.wallets.custody import simnet
 from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 
 
 def test_the_dashboard_shows_approvals_reconciliation_halted_markets_and_health(
@@ -31,7 +31,8 @@ def test_the_dashboard_shows_approvals_reconciliation_halted_markets_and_health(
     deposit_through_custody(trader, usdt, "5000")
 
     for amount in ("1200.5", "300"):
-        withdrawal_request(user_id=trader.id, asset_code="USDT", amount=amount, address=simnet.new_address())
+        address = book_address(trader, usdt, simnet.new_address()).address
+        withdrawal_request(user_id=trader.id, asset_code="USDT", amount=amount, address=address)
     reconciliation_run()
     market_halt(market_id=btc_usdt.id, operator_id=operator.id, reason="test")
     admin_login(operator)

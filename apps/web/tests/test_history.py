@@ -14,7 +14,7 @@ from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.tests.helpers import place
 from apps.wallets.custody import simnet
 from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 from apps.web import views
 
 DESTINATION = simnet.new_address()
@@ -135,6 +135,7 @@ def test_orders_and_fills_export_with_average_price_and_exact_fees(btc_usdt, tra
 def test_deposits_and_withdrawals_export_by_date_range(db, usdt, btc, client):
     holder = UserFactory()
     deposit = deposit_through_custody(holder, usdt, "500")
+    book_address(holder, usdt, DESTINATION)
     withdrawal = withdrawal_request(user_id=holder.id, asset_code="USDT", amount="50", address=DESTINATION)
     client.force_login(holder)
     today = str(timezone.now().date())

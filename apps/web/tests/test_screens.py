@@ -29,7 +29,7 @@ from apps.ledger.tests.factories import AssetFactory, UserFactory
 from apps.orders.services import market_create, market_halt, order_place
 from apps.wallets.custody import simnet
 from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import deposit_through_custody
+from apps.wallets.tests.factories import book_address, deposit_through_custody
 from devtools.chromium import CHROMIUM, CHROMIUM_ARGS
 
 SCREENS = Path(settings.BASE_DIR) / "artifacts" / "screens"
@@ -141,8 +141,9 @@ def exchange(transactional_db):
     order_place(user_id=trader.id, market="ETH-BTC", side="buy", price="0.04999", qty="3")
     market_halt(market_id=eth_usdt.id, operator_id=approver.id, reason="listing next week")
 
-    withdrawal_request(user_id=trader.id, asset_code="USDT", amount="250.5", address=simnet.new_address())
-    withdrawal_request(user_id=trader.id, asset_code="USDT", amount="5000", address=simnet.new_address())
+    for amount in ("250.5", "5000"):
+        address = book_address(trader, usdt, simnet.new_address()).address
+        withdrawal_request(user_id=trader.id, asset_code="USDT", amount=amount, address=address)
     api_key_create(
         user_id=trader.id,
         name="trading bot with a long name",
