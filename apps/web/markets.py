@@ -25,7 +25,7 @@ from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.selectors import balances_for_user
 from apps.marketdata.models import Interval
 from apps.marketdata.selectors import Ticker, candles, ticker_24h, tickers_24h
-from apps.orders.models import Market
+from apps.orders.models import Market, decimals_of
 from apps.orders.selectors import (
     fills_for_user,
     market_get,
@@ -108,6 +108,7 @@ def _render_market(request, market: Market, form: forms.Form | None = None):
     context["intervals"] = Interval.values
     context["streams_url"] = settings.STREAMS_URL
     context["stream_symbol"] = stream_symbol(market.symbol)
+    context["price_places"] = decimals_of(market.tick_size)
     if request.user.is_authenticated:
         context["form"] = form or OrderForm(market=market)
         context["closed_orders"] = list(

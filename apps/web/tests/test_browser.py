@@ -200,10 +200,10 @@ def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
     expect(page.locator("#depth-chart canvas").first).to_be_visible(timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("60000.000000", timeout=LIVE_TIMEOUT_MS)
 
-    # The book updates from the depth stream and marks the trader's own order.
-    expect(page.locator("#book tr.bid.own")).to_contain_text("59800.000000", timeout=LIVE_TIMEOUT_MS)
+    # The book updates from the depth stream (amounts shown as the server shows them) and marks the trader's own order.
+    expect(page.locator("#book tr.bid.own")).to_contain_text("59,800.00", timeout=LIVE_TIMEOUT_MS)
     order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="60900", qty="0.01")
-    expect(page.locator("#book")).to_contain_text("60900.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#book")).to_contain_text("60,900.00", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#book tr.spread")).to_contain_text("Spread 200.000000")  # 60000 ask, 59800 bid
 
     # Another trader sells into the resting order: the fill arrives without a reload, in two parts.
@@ -212,7 +212,7 @@ def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
         f"order #{resting.id} partly filled: 0.02000000 at 59800.000000"
     )
     expect(page.locator(f"#open-orders tr[data-order='{resting.id}'] [data-field='filled']")).to_have_text(
-        "0.02000000", timeout=LIVE_TIMEOUT_MS
+        "0.02", timeout=LIVE_TIMEOUT_MS
     )
     order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="59800", qty="0.03")
     expect(page.locator(".toast").last).to_contain_text(
@@ -220,8 +220,8 @@ def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
     )
     expect(page.locator(f"#open-orders tr[data-order='{resting.id}']")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#book tr.own")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
-    expect(balance_cell(page, "#market-balances", "BTC", "available")).to_have_text("0.04995000")  # less 0.1 % fee
-    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(balance_cell(page, "#market-balances", "BTC", "available")).to_have_text("0.04995")  # less 0.1 % fee
+    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0", timeout=LIVE_TIMEOUT_MS)
 
     # The 24-hour strip follows the ticker stream.
     expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("59800.000000", timeout=LIVE_TIMEOUT_MS)
