@@ -9,6 +9,7 @@ the WebSocket streams (:mod:`apps.streams`), with no polling.
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from django import forms
 from django.conf import settings
@@ -115,7 +116,18 @@ def _render_market(request, market: Market, form: forms.Form | None = None):
             orders_for_user(user_id=request.user.id, market=market.symbol, status="closed")[:MY_ROWS]
         )
         context["fills"] = fills_for_user(user_id=request.user.id, market=market.symbol, limit=MY_ROWS)
-    return render(request, "web/market.html", context)
+    response = render(request, "web/market.html", context)
+    if settings.STREAMS_URL:
+        # The streams may be served from another origin (uvicorn on its own port): the page's script may connect
+        # there, and only there, beside 'self' (Content-Security-Policy connect-src).
+        response._csp_update = {"connect-src": [_origin(settings.STREAMS_URL)]}
+    return response
+
+
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url`` (the streams' WebSocket URL)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def market(request, symbol: str):
