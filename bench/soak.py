@@ -62,6 +62,7 @@ when anything was lost, a check failed or a process was left running.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import ctypes
 import json
@@ -1124,7 +1125,7 @@ class Approver(Client):
                 continue
             if 'name="token"' not in page.body:
                 raise RuntimeError(f"unexpected admin page: {page.status} {page.body[:300]}")
-            found = re.search(r'id="totp-secret">([0-9a-f]+)<', page.body)
+            found = re.search(r'id="totp-secret"[^>]*>([A-Z2-7]+=*)<', page.body)  # base32, as the page shows it
             if found:
                 self.totp_key = found.group(1)
             if self.totp_key is None:
@@ -1134,7 +1135,7 @@ class Approver(Client):
                 time.sleep(30 - time.time() % 30 + 0.2)
                 step = int(time.time()) // 30
             self.last_step = step
-            code = f"{totp(bytes.fromhex(self.totp_key), step=30, t0=0, digits=6):06d}"
+            code = f"{totp(base64.b32decode(self.totp_key), step=30, t0=0, digits=6):06d}"
             self._post_form(self.admin + "second-factor/?next=" + self.admin + self.QUEUE, {"token": code})
         raise RuntimeError("could not sign in to the back office")
 

@@ -1,6 +1,7 @@
 """Back-office screens: reconciliation (history, run now, per-asset figures), maker-checker adjustments, audit log."""
 
-from decimal import Decimal
+import json
+from decimal import Decimal, InvalidOperation
 
 from django import forms
 from django.contrib import admin, messages
@@ -9,12 +10,12 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.forms import formset_factory
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from apps.accounts.selectors import account_restriction
 from apps.ledger.admin import ReadOnlyAdmin
-from apps.ledger.amounts import parse_amount
+from apps.ledger.amounts import format_exact, parse_amount
 from apps.ledger.errors import DomainError
 from apps.ledger.models import Account, AccountKind, Asset
 from apps.ledger.selectors import balances_for_user, user_postings
@@ -39,10 +40,15 @@ from .services import (
     adjustment_approve,
     adjustment_draft,
     adjustment_reject,
+    adjustment_withdraw,
     audit_record,
     reconciliation_run,
     withdrawal_decide,
 )
+
+# The lists need the page's width at 1440 px (a filter panel already takes a column); the index (the
+# dashboard with every model's list) and the breadcrumbs lead everywhere the sidebar did.
+admin.site.enable_nav_sidebar = False
 
 
 @admin.register(ReconciliationRun)
@@ -85,23 +91,13 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         extra_context = {
             **(extra_context or {}),
             "latest": latest,
-            "figure_names": _figure_names(latest),
             "can_run": request.user.has_perm("backoffice.run_reconciliation"),
         }
         return super().changelist_view(request, extra_context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        run = get_object_or_404(ReconciliationRun, id=numeric_id(object_id))
-        extra_context = {**(extra_context or {}), "figure_names": _figure_names(run)}
+        get_object_or_404(ReconciliationRun, id=numeric_id(object_id))
         return super().change_view(request, object_id, form_url, extra_context)
-
-
-def _figure_names(run: ReconciliationRun | None) -> list[str]:
-    """The per-asset figure names of a report, in first-seen order (columns of the per-asset table)."""
-    names: dict[str, None] = {}
-    for figures in (run.report.get("assets", {}) if run else {}).values():
-        names.update(dict.fromkeys(figures))
-    return list(names)
 
 
 class AdjustmentForm(forms.Form):
@@ -182,6 +178,11 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             path(
                 "<int:adjustment_id>/reject/", wrap(require_POST(self.reject_view)), name="backoffice_adjustment_reject"
             ),
+            path(
+                "<int:adjustment_id>/withdraw/",
+                wrap(require_POST(self.withdraw_view)),
+                name="backoffice_adjustment_withdraw",
+            ),
         ] + super().get_urls()
 
     def add_view(self, request, form_url="", extra_context=None):
@@ -228,7 +229,14 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             and request.user.has_perm("backoffice.approve_adjustment")
             and request.user.id != adjustment.created_by_id
         )
-        extra_context = {**(extra_context or {}), "legs": legs, "can_decide": can_decide, "adjustment": adjustment}
+        can_withdraw = adjustment.status == AdjustmentStatus.DRAFT and request.user.id == adjustment.created_by_id
+        extra_context = {
+            **(extra_context or {}),
+            "legs": legs,
+            "can_decide": can_decide,
+            "can_withdraw": can_withdraw,
+            "adjustment": adjustment,
+        }
         return super().change_view(request, object_id, form_url, extra_context)
 
     def _decide(self, request, adjustment_id, decide):
@@ -240,6 +248,16 @@ class AdjustmentAdmin(ReadOnlyAdmin):
             self.message_user(request, error.message, messages.ERROR)
         else:
             self.message_user(request, f"Adjustment #{adjustment.id} {adjustment.get_status_display().lower()}.")
+        return redirect("admin:backoffice_adjustment_change", adjustment_id)
+
+    def withdraw_view(self, request, adjustment_id):
+        """The author withdraws their own draft (the service checks who asks)."""
+        try:
+            adjustment = adjustment_withdraw(adjustment_id=adjustment_id, author_id=request.user.id)
+        except DomainError as error:
+            self.message_user(request, error.message, messages.ERROR)
+        else:
+            self.message_user(request, f"Adjustment #{adjustment.id} withdrawn; nothing was posted.")
         return redirect("admin:backoffice_adjustment_change", adjustment_id)
 
     def approve_view(self, request, adjustment_id):
@@ -256,11 +274,56 @@ class AdjustmentAdmin(ReadOnlyAdmin):
         )
 
 
+def _plain(value) -> str:
+    """A recorded value as an operator reads it: decimals plainly (``0E-18`` -> ``0``), lists joined, JSON else."""
+    if isinstance(value, str):
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            return value
+        return format_exact(number) if number.is_finite() else value
+    if isinstance(value, list):
+        return ", ".join(_plain(item) for item in value) or "—"
+    if value is None:
+        return "—"
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def state_html(state: dict, *, other: dict | None = None):
+    """An audit state as ``key: value`` lines (wrapping, so the column fits); keys whose value differs from ``other``
+    (the state on the other side of the change) are marked."""
+    if not state:
+        return "—"
+    lines = []
+    for key, value in state.items():
+        changed = other is not None and other.get(key) != value
+        lines.append(
+            format_html('<div class="{}"><span>{}:</span> {}</div>', "changed" if changed else "", key, _plain(value))
+        )
+    return format_html('<div class="audit-state">{}</div>', format_html_join("", "{}", ((line,) for line in lines)))
+
+
 @admin.register(AuditLogEntry)
 class AuditLogEntryAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "actor", "action", "object_link", "before", "after")
+    list_display = ("created_at", "actor_name", "action", "object_link", "before_display", "after_display")
     list_filter = ("action", "object_type")
     search_fields = ("=object_id", "actor__username", "action")
+    list_select_related = ("actor",)
+
+    @admin.display(description="actor", ordering="actor__username")
+    def actor_name(self, entry):
+        # Log-ins and failed log-ins are recorded without an actor (the user is the object).
+        return "—" if entry.actor is None else entry.actor.get_username()
+
+    @admin.display(description="before")
+    def before_display(self, entry):
+        return state_html(entry.before)
+
+    @admin.display(description="after")
+    def after_display(self, entry):
+        return state_html(entry.after, other=entry.before)
 
     # Object types shown on another page than their own model's admin (users on the customer screen).
     OBJECT_PAGES = {"auth.user": "backoffice_customer"}

@@ -44,6 +44,7 @@ class AdjustmentStatus(models.TextChoices):
     DRAFT = "draft", "Awaiting approval"
     APPROVED = "approved", "Approved and posted"
     REJECTED = "rejected", "Rejected"
+    WITHDRAWN = "withdrawn", "Withdrawn by its author"
 
 
 class Adjustment(models.Model):
@@ -51,7 +52,8 @@ class Adjustment(models.Model):
 
     ``legs`` is ``[{"account": id, "amount": "signed decimal"}]`` (debit positive), balanced
     per asset with an ``equity`` leg; it is posted through the ledger only when approved
-    (``entry`` then references the journal entry).
+    (``entry`` then references the journal entry). Its author may withdraw it while it is a draft
+    (``decided_at`` is then when; nothing is posted).
     """
 
     memo = models.TextField()
@@ -74,7 +76,8 @@ class Adjustment(models.Model):
             models.CheckConstraint(
                 condition=Q(status=AdjustmentStatus.DRAFT, decided_by__isnull=True, entry__isnull=True)
                 | Q(status=AdjustmentStatus.APPROVED, decided_by__isnull=False, entry__isnull=False)
-                | Q(status=AdjustmentStatus.REJECTED, decided_by__isnull=False, entry__isnull=True),
+                | Q(status=AdjustmentStatus.REJECTED, decided_by__isnull=False, entry__isnull=True)
+                | Q(status=AdjustmentStatus.WITHDRAWN, decided_by__isnull=True, entry__isnull=True),
                 name="adjustment_status_consistent",
             ),
         ]

@@ -6,16 +6,22 @@ password once per session before any admin page opens; on their first visit they
 enrol an authenticator app.
 """
 
+import base64
+import math
 from urllib.parse import quote
 
+import qrcode
 from django import forms
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.safestring import mark_safe
 from django_otp import login as otp_login
 from django_otp.plugins.otp_totp.models import TOTPDevice
+from qrcode.image.svg import SvgPathImage
 
 APPROVER_PERMISSIONS = (
     "wallets.approve_withdrawal",
@@ -64,6 +70,22 @@ def _is_guarded(path_info: str) -> bool:
     return in_admin and (match is None or match.view_name not in SecondFactorMiddleware.EXEMPT_VIEWS)
 
 
+def qr_code_svg(data: str) -> str:
+    """``data`` (an ``otpauth://`` URL) as an inline SVG QR code (about 5 cm), drawn on the server by the ``qrcode``
+    package: paths only, so nothing of ``data`` appears as markup and the page loads no script."""
+    image = qrcode.make(data, image_factory=SvgPathImage, box_size=20, border=2)
+    return mark_safe(image.to_string(encoding="unicode"))  # noqa: S308  (generated paths, no input text)
+
+
+def _throttled_message(throttled: dict | None) -> str:
+    """Why no code is accepted right now, and until when (django-otp's throttling after wrong codes)."""
+    locked_until = (throttled or {}).get("locked_until")
+    if locked_until is None:
+        return "Too many wrong codes: wait a few seconds, then enter the current code."
+    wait = max(1, math.ceil((locked_until - timezone.now()).total_seconds()))
+    return f"Too many wrong codes: wait {wait} s, then enter the current code (a code entered before is refused)."
+
+
 class TokenForm(forms.Form):
     token = forms.CharField(
         max_length=8,
@@ -83,7 +105,11 @@ def second_factor(request):
         )
     form = TokenForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        if device.verify_token(form.cleaned_data["token"].strip()):
+        allowed, throttled = device.verify_is_allowed()
+        if not allowed:
+            # django-otp refuses every code, even a right one, for a while after a wrong one: say so.
+            form.add_error("token", _throttled_message(throttled))
+        elif device.verify_token(form.cleaned_data["token"].strip()):
             if enrolling:
                 device.confirmed = True
                 device.save(update_fields=["confirmed"])
@@ -92,11 +118,17 @@ def second_factor(request):
             if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
                 target = reverse("admin:index")
             return redirect(target)
-        form.add_error("token", "That code is not valid. Check your authenticator's clock and try again.")
+        else:
+            form.add_error(
+                "token",
+                "That code is not valid (or was already used). Wait for the next code of your authenticator, "
+                "check its clock, and try again.",
+            )
     context = {
         "form": form,
         "enrolling": enrolling,
         "config_url": device.config_url if enrolling else None,
-        "secret": device.key if enrolling else None,
+        "secret": base64.b32encode(device.bin_key).decode() if enrolling else None,
+        "qr_code": qr_code_svg(device.config_url) if enrolling else None,
     }
     return render(request, "admin/backoffice/second_factor.html", context)

@@ -174,6 +174,35 @@ def adjustment_reject(*, adjustment_id: int, approver_id: int, note: str) -> Adj
     return adjustment
 
 
+@retrying_atomic
+def adjustment_withdraw(*, adjustment_id: int, author_id: int) -> Adjustment:
+    """The author withdraws their own draft (a mistake, a duplicate); nothing is posted, the audit log records it.
+
+    State-guarded under a row lock: raises :class:`InvalidState` once it is decided or withdrawn,
+    :class:`PermissionDenied` for anyone but its author, :class:`NotFound`.
+    """
+    adjustment = Adjustment.objects.select_for_update().filter(id=adjustment_id).first()
+    if adjustment is None:
+        raise NotFound("No such adjustment.")
+    if adjustment.created_by_id != author_id:
+        raise PermissionDenied("Only its author can withdraw a draft adjustment; others approve or reject it.")
+    if adjustment.status != AdjustmentStatus.DRAFT:
+        raise InvalidState(f"Adjustment #{adjustment.id} is already {adjustment.get_status_display().lower()}.")
+    before = _adjustment_state(adjustment)
+    adjustment.status = AdjustmentStatus.WITHDRAWN
+    adjustment.decided_at = timezone.now()
+    adjustment.save(update_fields=["status", "decided_at"])
+    audit_record(
+        actor_id=author_id,
+        action="adjustment.withdraw",
+        object_type="backoffice.adjustment",
+        object_id=adjustment.id,
+        before=before,
+        after=_adjustment_state(adjustment),
+    )
+    return adjustment
+
+
 def _withdrawal_state(withdrawal: Withdrawal) -> dict:
     return {
         "status": withdrawal.status,

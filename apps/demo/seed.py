@@ -28,11 +28,11 @@ from .credentials import DEMO_TOTP_KEYS
 
 D = Decimal
 
-# (code, name, decimals, withdrawal fee, min withdrawal, auto-approved up to, daily limit)
+# (code, name, decimals, decimals shown, withdrawal fee, min withdrawal, auto-approved up to, daily limit)
 ASSETS = [
-    ("BTC", "Bitcoin", 8, D("0.0001"), D("0.001"), D("0.5"), D("10")),
-    ("ETH", "Ether", 18, D("0.002"), D("0.01"), D("10"), D("200")),
-    ("USDT", "Tether USD", 6, D("1"), D("10"), D("10000"), D("500000")),
+    ("BTC", "Bitcoin", 8, 8, D("0.0001"), D("0.001"), D("0.5"), D("10")),
+    ("ETH", "Ether", 18, 8, D("0.002"), D("0.01"), D("10"), D("200")),
+    ("USDT", "Tether USD", 6, 2, D("1"), D("10"), D("10000"), D("500000")),
 ]
 
 # (base, quote, tick size, step size, min qty, max qty, min notional in quote)
@@ -81,12 +81,13 @@ USERS = [
 
 def seed_assets() -> dict[str, Asset]:
     assets = {}
-    for code, name, decimals, fee, minimum, auto_approve, daily in ASSETS:
+    for code, name, decimals, shown, fee, minimum, auto_approve, daily in ASSETS:
         assets[code], _ = Asset.objects.get_or_create(
             code=code,
             defaults={
                 "name": name,
                 "decimals": decimals,
+                "display_decimals": shown,
                 "network": "simnet",
                 "confirmations_required": 2,
                 "withdrawal_fee": fee,

@@ -1,15 +1,45 @@
-"""Back-office screens of the ledger: assets, accounts with balances, journal entries read-only.
+"""Back-office screens of the ledger: assets, accounts with balances, journal entries and postings read-only,
+and the accountants' CSV export of entries and postings by date range.
 
 Nothing here writes a journal row or a balance: entries are posted by services only,
-and no money model can be deleted from the admin.
+and no money model can be deleted from the admin. Amounts are shown at the asset's display
+precision with its code (the exact amount in the tooltip); postings also in Debit and Credit columns.
 """
 
+from collections.abc import Callable
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+from django import forms
 from django.contrib import admin
-from django.urls import reverse
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import render
+from django.urls import path, reverse
 from django.utils.html import format_html
 
-from .amounts import format_amount
+from apps.core.csv_export import csv_response
+
+from .amounts import format_amount, format_display, format_exact
 from .models import Account, Asset, JournalBlock, JournalEntry, Posting, SigningKey
+from .selectors import postings_between
+
+EXPORT_HEADER = [
+    "entry_id",
+    "time",
+    "reason",
+    "reference_type",
+    "reference_id",
+    "idempotency_key",
+    "posting_id",
+    "account_id",
+    "account_kind",
+    "owner",
+    "asset",
+    "debit",
+    "credit",
+    "amount",
+    "balance_after",
+]
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -25,20 +55,51 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+def amount_html(value, asset: Asset, *, exact: bool = False):
+    """``value`` of ``asset`` at its display precision (``exact``: its full precision, for prices and a market's
+    filters, which must never look rounded) with its code; the exact amount as the tooltip."""
+    if value is None:
+        return ""
+    return format_html(
+        '<span class="amount" title="{} {}">{} {}</span>',
+        format_exact(value),
+        asset.code,
+        format_display(value, asset.decimals if exact else asset.display_places),
+        asset.code,
+    )
+
+
+def amount_column(field: str, asset_of: Callable[[Any], Asset], description: str | None = None, *, exact: bool = False):
+    """A list column showing the amount ``field`` of each row with its asset (:func:`amount_html`, ``exact`` as
+    there); ``asset_of(row)`` is that asset (select it with the rows: ``list_select_related``)."""
+
+    @admin.display(description=description or field.replace("_", " "), ordering=field)
+    def column(model_admin, row):
+        return amount_html(getattr(row, field), asset_of(row), exact=exact)
+
+    return column
+
+
 @admin.register(Asset)
 class AssetAdmin(admin.ModelAdmin):
     list_display = (
         "code",
         "name",
         "decimals",
+        "display_decimals",
         "network",
-        "withdrawal_fee",
-        "min_withdrawal",
-        "withdrawal_auto_approve_limit",
-        "withdrawal_daily_limit",
+        "fee_display",
+        "minimum_display",
+        "auto_approve_display",
+        "daily_limit_display",
         "confirmations_required",
     )
     search_fields = ("code", "name")
+
+    fee_display = amount_column("withdrawal_fee", lambda asset: asset, "withdrawal fee")
+    minimum_display = amount_column("min_withdrawal", lambda asset: asset, "minimum withdrawal")
+    auto_approve_display = amount_column("withdrawal_auto_approve_limit", lambda asset: asset, "approved up to")
+    daily_limit_display = amount_column("withdrawal_daily_limit", lambda asset: asset, "daily limit")
 
     def get_readonly_fields(self, request, obj=None):
         # Precision and code are fixed once amounts exist in them.
@@ -50,14 +111,18 @@ class AssetAdmin(admin.ModelAdmin):
 
 @admin.register(Account)
 class AccountAdmin(ReadOnlyAdmin):
-    list_display = ("id", "kind", "owner", "asset", "shard", "balance_display", "version", "statement_link")
+    list_display = ("id", "kind", "owner_name", "asset", "shard", "balance_display", "version", "statement_link")
     list_filter = ("kind", "asset")
     search_fields = ("owner__username", "=id")
     list_select_related = ("owner", "asset")
 
+    @admin.display(description="owner", ordering="owner__username")
+    def owner_name(self, account):
+        return account.owner.get_username() if account.owner_id else "system"
+
     @admin.display(description="balance", ordering="balance")
     def balance_display(self, account):
-        return format_amount(account.balance, account.asset.decimals)
+        return amount_html(account.balance, account.asset)
 
     @admin.display(description="statement")
     def statement_link(self, account):
@@ -67,16 +132,76 @@ class AccountAdmin(ReadOnlyAdmin):
 
 class PostingInline(admin.TabularInline):
     model = Posting
-    fields = ("account", "asset", "amount", "balance_after")
+    fields = ("account", "asset", "debit", "credit", "balance_after_display")
     readonly_fields = fields
     extra = 0
     can_delete = False
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("account__owner", "account__asset", "asset")
 
     def has_add_permission(self, request, obj=None):
         return False
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    @admin.display(description="debit")
+    def debit(self, posting):
+        return amount_html(posting.amount, posting.asset) if posting.amount > 0 else ""
+
+    @admin.display(description="credit")
+    def credit(self, posting):
+        return amount_html(-posting.amount, posting.asset) if posting.amount < 0 else ""
+
+    @admin.display(description="balance after")
+    def balance_after_display(self, posting):
+        return amount_html(posting.balance_after, posting.asset)
+
+
+class ExportForm(forms.Form):
+    """The accountants' export: entries posted from ``start`` to ``end`` (days, UTC, both included)."""
+
+    start = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("start") and cleaned.get("end") and cleaned["end"] < cleaned["start"]:
+            self.add_error("end", "Must be on or after the start date.")
+        return cleaned
+
+    def bounds(self) -> tuple[datetime, datetime]:
+        """``(start, end)`` as aware UTC datetimes, ``end`` exclusive."""
+        data = self.cleaned_data
+        return (
+            datetime.combine(data["start"], time.min, tzinfo=UTC),
+            datetime.combine(data["end"] + timedelta(days=1), time.min, tzinfo=UTC),
+        )
+
+
+def export_rows(postings):
+    """One CSV row per posting with its entry; amounts exact at the asset's precision, debit and credit unsigned."""
+    for p in postings:
+        decimals = p.asset.decimals
+        entry = p.entry
+        yield [
+            entry.id,
+            entry.created_at.isoformat(),
+            entry.reason,
+            entry.reference_type,
+            entry.reference_id,
+            entry.idempotency_key,
+            p.id,
+            p.account_id,
+            p.account.kind,
+            p.account.owner.get_username() if p.account.owner_id else "",
+            p.asset.code,
+            format_amount(p.amount, decimals) if p.amount > 0 else "",
+            format_amount(-p.amount, decimals) if p.amount < 0 else "",
+            format_amount(p.amount, decimals),
+            format_amount(p.balance_after, decimals),
+        ]
 
 
 @admin.register(JournalEntry)
@@ -86,14 +211,48 @@ class JournalEntryAdmin(ReadOnlyAdmin):
     search_fields = ("=id", "idempotency_key", "reference_id")
     date_hierarchy = "created_at"
     inlines = [PostingInline]
+    change_list_template = "admin/ledger/journalentry/change_list.html"
+
+    def get_urls(self):
+        export = self.admin_site.admin_view(self.export_view)
+        return [path("export/", export, name="ledger_journalentry_export")] + super().get_urls()
+
+    def export_view(self, request):
+        """GET with ``start`` and ``end``: every posting of the entries posted in those days, as CSV; without
+        them (or invalid), the form."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        form = ExportForm(request.GET or None)
+        if form.is_valid():
+            start, end = form.bounds()
+            name = f"journal-{form.cleaned_data['start']}-{form.cleaned_data['end']}.csv"
+            return csv_response(name, EXPORT_HEADER, export_rows(postings_between(start=start, end=end)))
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Export journal entries and postings (CSV)",
+            "opts": self.model._meta,
+            "form": form,
+        }
+        return render(request, "admin/ledger/journalentry/export.html", context, status=400 if form.is_bound else 200)
 
 
 @admin.register(Posting)
 class PostingAdmin(ReadOnlyAdmin):
-    list_display = ("id", "entry_link", "created_at", "account", "asset", "amount", "balance_after", "reason")
+    list_display = (
+        "id",
+        "entry_link",
+        "created_at",
+        "account",
+        "debit",
+        "credit",
+        "amount_display",
+        "balance_after_display",
+        "reason",
+    )
     list_filter = ("asset", "account__kind")
     search_fields = ("=entry__id", "entry__idempotency_key", "entry__reference_id", "account__owner__username")
     list_select_related = ("entry", "account__asset", "account__owner", "asset")
+    change_list_template = "admin/ledger/posting/change_list.html"
 
     @admin.display(description="entry")
     def entry_link(self, posting):
@@ -103,6 +262,22 @@ class PostingAdmin(ReadOnlyAdmin):
     @admin.display(description="time")
     def created_at(self, posting):
         return posting.entry.created_at
+
+    @admin.display(description="debit")
+    def debit(self, posting):
+        return amount_html(posting.amount, posting.asset) if posting.amount > 0 else ""
+
+    @admin.display(description="credit")
+    def credit(self, posting):
+        return amount_html(-posting.amount, posting.asset) if posting.amount < 0 else ""
+
+    @admin.display(description="signed amount", ordering="amount")
+    def amount_display(self, posting):
+        return amount_html(posting.amount, posting.asset)
+
+    @admin.display(description="balance after", ordering="balance_after")
+    def balance_after_display(self, posting):
+        return amount_html(posting.balance_after, posting.asset)
 
     @admin.display(description="reason")
     def reason(self, posting):

@@ -100,6 +100,34 @@ def format_amount(value: Decimal, decimals: int) -> str:
     return f"{value.quantize(quantum(decimals)):f}"
 
 
+def format_display(value: Decimal, decimals: int, *, trim: bool = True) -> str:
+    """An amount as pages show it: cut (never rounded up) to ``decimals`` places, with thousands separators.
+
+    ``trim`` drops trailing zeros of the fraction, the custom for quantities and balances
+    (``format_display(Decimal("1234.50000000"), 8) == "1,234.5"``); prices keep their tick's
+    places (``trim=False``: ``"59,550.00"``). Cutting towards zero means a balance is never
+    shown as more than it is; the exact value goes in a tooltip (:func:`format_exact`).
+    """
+    shown = value.quantize(quantum(decimals), rounding=decimal.ROUND_DOWN)
+    if trim:
+        shown = shown.normalize() if shown else Decimal(0)
+        if shown == shown.to_integral_value():
+            shown = shown.quantize(Decimal(1))
+    if shown == 0:
+        shown = abs(shown)  # never "-0"
+    return f"{shown:,f}"
+
+
+def format_exact(value: Decimal) -> str:
+    """The full amount as a plain decimal, without trailing zeros (``Decimal("0E-18")`` -> ``"0"``)."""
+    if value == 0:
+        return "0"
+    normalized = value.normalize()
+    if normalized == normalized.to_integral_value():
+        normalized = normalized.quantize(Decimal(1))
+    return f"{normalized:f}"
+
+
 def money(amount: Decimal, code: str) -> Money:
     """A ``Money`` value in asset ``code``; crypto codes are registered as currencies on first use."""
     try:

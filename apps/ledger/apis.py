@@ -24,16 +24,21 @@ class AssetOut(serializers.Serializer):
 
 class BalanceOut(serializers.Serializer):
     asset = serializers.CharField()
-    available = serializers.CharField()
-    held = serializers.CharField()
-    total = serializers.CharField()
+    available = serializers.CharField(help_text="What the user can spend or withdraw now.")
+    held = serializers.CharField(
+        help_text="On hold: held for the user's open orders and pending withdrawals (the web UI's On hold)."
+    )
+    total = serializers.CharField(help_text="available + held.")
 
 
 class PostingOut(serializers.Serializer):
     entry_id = serializers.IntegerField()
     time = serializers.DateTimeField()
     asset = serializers.CharField()
-    account = serializers.ChoiceField(choices=["available", "held"])
+    account = serializers.ChoiceField(
+        choices=["available", "held"],
+        help_text="available, or held (on hold for open orders and pending withdrawals).",
+    )
     amount = serializers.CharField(help_text="Signed change of the balance: positive adds, negative takes away.")
     balance_after = serializers.CharField()
     reason = serializers.CharField()
@@ -62,7 +67,7 @@ class AssetListApi(ScopedApiView):
 
 
 class BalanceListApi(ScopedApiView):
-    """The user's available, held and total funds per asset."""
+    """The user's available, held (on hold for open orders and pending withdrawals) and total funds per asset."""
 
     @extend_schema(responses=BalanceOut(many=True))
     def get(self, request):

@@ -17,6 +17,7 @@ from decimal import Decimal
 
 import pgtrigger
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
@@ -49,6 +50,8 @@ class Asset(models.Model):
     the largest amount approved without an operator, ``withdrawal_daily_limit`` the most a
     user may withdraw in 24 hours. ``network`` names the chain (deposit addresses are
     validated per network); ``confirmations_required`` is when a deposit is credited.
+    ``display_decimals`` is how many decimals pages show (empty: all of ``decimals``); the
+    stored amounts stay exact, and pages give the full amount in a tooltip.
     """
 
     code = models.CharField(
@@ -64,6 +67,12 @@ class Asset(models.Model):
     min_withdrawal = AmountField(default=Decimal(0))
     withdrawal_auto_approve_limit = AmountField(default=Decimal(0))
     withdrawal_daily_limit = AmountField(default=Decimal(0))
+    display_decimals = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(AMOUNT_DECIMAL_PLACES)],
+        help_text="Decimals shown on pages (at most the asset's decimals); empty shows them all.",
+    )
 
     class Meta:
         ordering = ["code"]
@@ -79,6 +88,10 @@ class Asset(models.Model):
                     withdrawal_daily_limit__gte=0,
                 ),
                 name="asset_amounts_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(display_decimals__isnull=True) | Q(display_decimals__lte=F("decimals")),
+                name="asset_display_decimals_within_decimals",
             ),
             *(
                 models.CheckConstraint(condition=_multiple_of_precision(field), name=f"asset_{field}_precision")
@@ -98,6 +111,16 @@ class Asset(models.Model):
     def quantum(self) -> Decimal:
         """The smallest amount of this asset, ``10 ** -decimals``."""
         return Decimal(1).scaleb(-self.decimals)
+
+    @property
+    def display_places(self) -> int:
+        """Decimals pages show for this asset: ``display_decimals``, else all of ``decimals``."""
+        return self.decimals if self.display_decimals is None else min(self.display_decimals, self.decimals)
+
+    def clean(self) -> None:
+        """Model validation (admin forms): the display precision is at most the ledger precision."""
+        if self.display_decimals is not None and self.decimals is not None and self.display_decimals > self.decimals:
+            raise ValidationError({"display_decimals": f"At most the asset's {self.decimals} decimals."})
 
 
 class AccountKind(models.TextChoices):
@@ -165,7 +188,7 @@ class Account(models.Model):
         ]
 
     def __str__(self) -> str:
-        owner = f"user {self.owner_id}" if self.owner_id else f"shard {self.shard}"
+        owner = self.owner.get_username() if self.owner_id else f"shard {self.shard}"
         return f"{self.kind} {self.asset_id and self.asset.code} ({owner})"
 
     @property

@@ -1,5 +1,6 @@
 """Reads of the ledger: balances, statements, balances as of a past time."""
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -13,13 +14,15 @@ from .models import Account, AccountKind, Asset, Posting
 class UserBalance:
     """A user's funds in one asset, each an exact amount with ``decimals`` places.
 
-    ``held`` is what open orders and pending withdrawals hold; ``total = available + held``.
+    ``held`` is what open orders and pending withdrawals hold ("on hold"); ``total = available +
+    held``. ``display_places`` is how many decimals pages show (:attr:`Asset.display_places`).
     """
 
     asset: str
     decimals: int
     available: Decimal
     held: Decimal
+    display_places: int
 
     @property
     def total(self) -> Decimal:
@@ -38,9 +41,20 @@ def balances_for_user(user_id: int) -> list[UserBalance]:
             decimals=asset.decimals,
             available=stored.get((asset.id, AccountKind.USER_AVAILABLE), Decimal(0)).quantize(asset.quantum),
             held=stored.get((asset.id, AccountKind.USER_HELD), Decimal(0)).quantize(asset.quantum),
+            display_places=asset.display_places,
         )
         for asset in Asset.objects.order_by("code")
     ]
+
+
+def available_balance(*, user_id: int, asset_id: int) -> Decimal:
+    """What the user can spend of the asset now (their ``user_available`` balance; zero without an account)."""
+    balance = (
+        Account.objects.filter(owner_id=user_id, asset_id=asset_id, kind=AccountKind.USER_AVAILABLE)
+        .values_list("balance", flat=True)
+        .first()
+    )
+    return balance if balance is not None else Decimal(0)
 
 
 def account_statement(account_id: int) -> QuerySet[Posting]:
@@ -48,12 +62,44 @@ def account_statement(account_id: int) -> QuerySet[Posting]:
     return Posting.objects.filter(account_id=account_id).select_related("entry", "asset").order_by("-id")
 
 
-def user_postings(user_id: int, *, asset_code: str | None = None) -> QuerySet[Posting]:
-    """Postings on the user's available and held accounts, newest first; optionally of one asset."""
+def user_postings(
+    user_id: int,
+    *,
+    asset_code: str | None = None,
+    reason: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    before_id: int | None = None,
+) -> QuerySet[Posting]:
+    """Postings on the user's available and held accounts, newest first.
+
+    Optionally of one asset (``asset_code``), one entry reason (:class:`EntryReason` value),
+    entries posted at ``start`` or later and before ``end``, and postings older than the
+    posting ``before_id`` (a page's cursor: the id of the last posting shown).
+    """
     postings = Posting.objects.filter(account__owner_id=user_id).select_related("entry", "account", "asset")
     if asset_code:
         postings = postings.filter(asset__code=asset_code)
+    if reason:
+        postings = postings.filter(entry__reason=reason)
+    if start is not None:
+        postings = postings.filter(entry__created_at__gte=start)
+    if end is not None:
+        postings = postings.filter(entry__created_at__lt=end)
+    if before_id is not None:
+        postings = postings.filter(id__lt=before_id)
     return postings.order_by("-id")
+
+
+def postings_between(*, start: datetime, end: datetime) -> Iterator[Posting]:
+    """Every posting of the entries posted at ``start`` or later and before ``end``, by entry then posting id, with
+    entry, account (and owner) and asset; read in chunks (for exports: iterate, do not keep)."""
+    return (
+        Posting.objects.filter(entry__created_at__gte=start, entry__created_at__lt=end)
+        .select_related("entry", "account__owner", "asset")
+        .order_by("entry_id", "id")
+        .iterator(chunk_size=2000)
+    )
 
 
 def account_balance_at(account_id: int, at: datetime) -> Decimal:

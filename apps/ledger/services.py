@@ -193,13 +193,21 @@ def _check_balanced(legs: Sequence[Leg], accounts: dict[int, "_LockedAccount"]) 
     if unknown:
         raise NotFound(f"Unknown accounts {sorted(unknown)}.")
     per_asset: dict[int, Decimal] = defaultdict(Decimal)
+    asset_of: dict[int, _LockedAccount] = {}
     for leg in legs:
         account = accounts[leg.account_id]
         if not is_exact(leg.amount, account.decimals):
             raise InvalidAmount(f"{leg.amount} has more than {account.decimals} decimals for {account.asset_code}.")
         per_asset[account.asset_id] += leg.amount
-    if any(per_asset.values()):
-        raise UnbalancedEntry("Journal entry legs must sum to zero per asset.")
+        asset_of[account.asset_id] = account
+    off = [
+        f"{asset_of[asset_id].asset_code} {'debits exceed credits' if total > 0 else 'credits exceed debits'} by "
+        f"{format_amount(abs(total), asset_of[asset_id].decimals)}"
+        for asset_id, total in per_asset.items()
+        if total
+    ]
+    if off:
+        raise UnbalancedEntry(f"Journal entry legs must sum to zero per asset: {'; '.join(off)}.")
 
 
 def legs_validate(legs: Sequence[Leg]) -> None:

@@ -6,25 +6,24 @@ writes an order.
 
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html
 
 from apps.backoffice.services import audit_record
-from apps.ledger.admin import ReadOnlyAdmin
-from apps.ledger.amounts import format_amount
+from apps.ledger.admin import ReadOnlyAdmin, amount_column, amount_html
 from apps.ledger.errors import DomainError
 
 from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
-from .services import market_create, market_filters_update, market_halt, market_resume
+from .services import (
+    market_create,
+    market_filters_update,
+    market_halt,
+    market_resume,
+    market_state,
+)
 
 MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
-
-
-def _market_state(market: Market) -> dict:
-    return {
-        "status": market.status,
-        "min_qty": str(market.min_qty),
-        "max_qty": str(market.max_qty),
-        "min_notional": str(market.min_notional),
-    }
 
 
 def _audit(request, action: str, market: Market, before: dict) -> None:
@@ -34,7 +33,7 @@ def _audit(request, action: str, market: Market, before: dict) -> None:
         object_type="orders.market",
         object_id=market.pk,
         before=before,
-        after=_market_state(market),
+        after=market_state(market),
     )
 
 
@@ -44,19 +43,23 @@ class MarketAdmin(admin.ModelAdmin):
 
     list_display = (
         "symbol",
-        "base",
-        "quote",
-        "tick_size",
-        "step_size",
-        "min_qty",
-        "max_qty",
-        "min_notional",
+        "tick_display",
+        "step_display",
+        "min_qty_display",
+        "max_qty_display",
+        "min_notional_display",
         "status",
         "sequence",
     )
     list_filter = ("status",)
+    list_select_related = ("base", "quote")
+    tick_display = amount_column("tick_size", lambda market: market.quote, "tick size", exact=True)
+    step_display = amount_column("step_size", lambda market: market.base, "step size", exact=True)
+    min_qty_display = amount_column("min_qty", lambda market: market.base, "min quantity", exact=True)
+    max_qty_display = amount_column("max_qty", lambda market: market.base, "max quantity", exact=True)
+    min_notional_display = amount_column("min_notional", lambda market: market.quote, "min notional", exact=True)
     search_fields = ("symbol",)
-    fields = (*MARKET_SHAPE, "min_qty", "max_qty", "min_notional", "status", "sequence")
+    fields = (*MARKET_SHAPE, "min_qty", "max_qty", "min_notional", "market_order_price_band", "status", "sequence")
     actions = ("halt", "resume")
 
     def get_readonly_fields(self, request, obj=None):
@@ -67,7 +70,7 @@ class MarketAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
-        before = _market_state(Market.objects.get(pk=obj.pk)) if change else {}
+        before = market_state(Market.objects.get(pk=obj.pk)) if change else {}
         try:
             if change:
                 market_filters_update(
@@ -75,6 +78,7 @@ class MarketAdmin(admin.ModelAdmin):
                     min_qty=data["min_qty"],
                     max_qty=data["max_qty"],
                     min_notional=data["min_notional"],
+                    market_order_price_band=data["market_order_price_band"],
                 )
             else:
                 created = market_create(
@@ -86,25 +90,44 @@ class MarketAdmin(admin.ModelAdmin):
                     min_qty=data["min_qty"],
                     max_qty=data["max_qty"],
                     min_notional=data["min_notional"],
+                    market_order_price_band=data["market_order_price_band"],
                 )
                 obj.pk = created.pk
         except DomainError as exc:  # form validation (Market.clean) catches these first
             raise ValidationError(exc.fields or exc.message) from exc
         _audit(request, "market.update" if change else "market.create", Market.objects.get(pk=obj.pk), before)
 
+    def _confirm_status_change(self, request, queryset, *, action: str, service, done: str):
+        """An action's confirmation page asking for a reason; with ``confirm`` and a reason, apply ``service``
+        to each selected market (each audited with the reason in its own transaction)."""
+        reason = request.POST.get("reason", "").strip()
+        if request.POST.get("confirm") == "yes" and reason:
+            for market in queryset:
+                service(market_id=market.id, operator_id=request.user.id, reason=reason)
+            symbols = ", ".join(market.symbol for market in queryset)
+            self.message_user(request, f"{done} {symbols}. Reason recorded in the audit log.", messages.SUCCESS)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{action.capitalize()} markets",
+            "opts": self.model._meta,
+            "markets": queryset,
+            "action": action,
+            "action_name": request.POST.get("action", ""),
+            "missing_reason": request.POST.get("confirm") == "yes",
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/orders/market/confirm_status.html", context)
+
     @admin.action(
         description="Halt the selected markets (refuse new orders; cancels still work)", permissions=["change"]
     )
     def halt(self, request, queryset):
-        for market in queryset:
-            _audit(request, "market.halt", market_halt(market_id=market.id), _market_state(market))
-        self.message_user(request, f"Halted {queryset.count()} market(s).", messages.SUCCESS)
+        return self._confirm_status_change(request, queryset, action="halt", service=market_halt, done="Halted")
 
     @admin.action(description="Resume the selected markets", permissions=["change"])
     def resume(self, request, queryset):
-        for market in queryset:
-            _audit(request, "market.resume", market_resume(market_id=market.id), _market_state(market))
-        self.message_user(request, f"Resumed {queryset.count()} market(s).", messages.SUCCESS)
+        return self._confirm_status_change(request, queryset, action="resume", service=market_resume, done="Resumed")
 
 
 class UserFeeTierInline(admin.TabularInline):
@@ -149,29 +172,50 @@ class OrderAdmin(ReadOnlyAdmin):
         "created_at",
         "market",
         "user",
-        "side",
-        "type",
+        "side_type",
         "price_display",
-        "qty",
-        "quote_qty",
-        "filled_qty",
-        "time_in_force",
-        "status",
-        "reject_reason",
+        "filled_of",
+        "average_price_display",
+        "status_display",
         "held_remaining_display",
     )
     list_filter = ("market", "status", "side", "type", "time_in_force")
     search_fields = ("=id", "user__username", "client_order_id")
-    list_select_related = ("market__quote", "user", "held_asset")
+    list_select_related = ("market__base", "market__quote", "user", "held_asset")
     date_hierarchy = "created_at"
 
     @admin.display(description="price", ordering="price")
     def price_display(self, order):
-        return "market" if order.price is None else format_amount(order.price, order.market.quote.decimals)
+        return "market" if order.price is None else amount_html(order.price, order.market.quote, exact=True)
 
-    @admin.display(description="held remaining", ordering="held_remaining")
-    def held_remaining_display(self, order):
-        return f"{format_amount(order.held_remaining, order.held_asset.decimals)} {order.held_asset.code}"
+    @admin.display(description="order", ordering="side")
+    def side_type(self, order):
+        return f"{order.get_side_display()} {order.get_type_display().lower()}"
+
+    @admin.display(description="filled of quantity", ordering="filled_qty")
+    def filled_of(self, order):
+        filled = amount_html(order.filled_qty, order.market.base)
+        if order.qty is None:
+            return format_html("{} for a budget of {}", filled, amount_html(order.quote_qty, order.market.quote))
+        return format_html("{} of {}", filled, amount_html(order.qty, order.market.base))
+
+    @admin.display(description="average price")
+    def average_price_display(self, order):
+        average = order.average_price
+        return "—" if average is None else amount_html(average, order.market.quote)
+
+    @admin.display(description="status", ordering="status")
+    def status_display(self, order):
+        shown = f"{order.get_status_display()} ({order.time_in_force})"
+        return f"{shown}: {order.get_reject_reason_display().lower()}" if order.reject_reason else shown
+
+    held_remaining_display = amount_column("held_remaining", lambda order: order.held_asset, "held remaining")
+
+
+def _fee_assets(trade: Trade) -> tuple:
+    """``(taker fee asset, maker fee asset)``: each side pays in what it receives (the buyer base, the seller quote)."""
+    base, quote = trade.market.base, trade.market.quote
+    return (base, quote) if trade.taker_side == "buy" else (quote, base)
 
 
 @admin.register(Trade)
@@ -181,18 +225,35 @@ class TradeAdmin(ReadOnlyAdmin):
         "created_at",
         "market",
         "taker_side",
-        "price",
-        "qty",
-        "quote_qty",
-        "taker_order",
-        "maker_order",
-        "taker_fee",
-        "maker_fee",
-        "taker_fee_rate",
-        "maker_fee_rate",
-        "entry",
+        "price_display",
+        "qty_display",
+        "quote_qty_display",
+        "fees",
+        "orders",
     )
     list_filter = ("market", "taker_side")
     search_fields = ("=id", "=taker_order__id", "=maker_order__id", "taker_user__username", "maker_user__username")
-    list_select_related = ("market", "taker_order", "maker_order", "entry")
+    list_select_related = ("market__base", "market__quote")
     date_hierarchy = "created_at"
+
+    price_display = amount_column("price", lambda trade: trade.market.quote, "price", exact=True)
+    qty_display = amount_column("qty", lambda trade: trade.market.base, "quantity")
+    quote_qty_display = amount_column("quote_qty", lambda trade: trade.market.quote, "value")
+
+    @admin.display(description="fees taker / maker")
+    def fees(self, trade):
+        taker_asset, maker_asset = _fee_assets(trade)
+        return format_html(
+            "{} / {}", amount_html(trade.taker_fee, taker_asset), amount_html(trade.maker_fee, maker_asset)
+        )
+
+    @admin.display(description="taker / maker order")
+    def orders(self, trade):
+        link = "admin:orders_order_change"
+        return format_html(
+            '<a href="{}">#{}</a> / <a href="{}">#{}</a>',
+            reverse(link, args=[trade.taker_order_id]),
+            trade.taker_order_id,
+            reverse(link, args=[trade.maker_order_id]),
+            trade.maker_order_id,
+        )

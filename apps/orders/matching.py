@@ -111,6 +111,7 @@ class Stop(enum.Enum):
     FILLED = "filled"  # the taker's quantity (or whole budget) is filled
     BUDGET = "budget"  # the rest of a quote budget cannot buy one more step at the next price
     BOOK = "book"  # no (more) resting order crosses the taker's price
+    PRICE_BAND = "price_band"  # the next resting order is beyond the market order's price protection
     SELF_TRADE = "self_trade"  # self-trade prevention expired the taker
 
 
@@ -132,8 +133,21 @@ class MatchPlan:
         return sum((fill.quote_qty for fill in self.fills), Decimal(0))
 
 
-def plan_match(taker: Taker, makers: Iterable[Maker], *, step_size: Decimal) -> MatchPlan:
+def band_limit(best: Decimal, side: str, percent: Decimal) -> Decimal:
+    """The furthest price a market order may reach from the ``best`` price it meets: ``percent`` above it for a buy,
+    below it for a sell (Binance's ``PERCENT_PRICE_BY_SIDE`` idea, measured from the best price)."""
+    with localcontext(WIDE):
+        factor = percent / 100
+        return best * (1 + factor) if side == Side.BUY else best * (1 - factor)
+
+
+def plan_match(
+    taker: Taker, makers: Iterable[Maker], *, step_size: Decimal, price_band: Decimal | None = None
+) -> MatchPlan:
     """Match ``taker`` against ``makers`` (best first) by price-time priority; write nothing.
+
+    ``price_band`` (a percentage, market orders only): no fill beyond :func:`band_limit` of the first
+    resting order met; matching stops there with :attr:`Stop.PRICE_BAND`.
 
     A fill takes ``min(taker remaining, maker remaining)`` at the maker's price; a quote
     budget buys whole steps only (``floor(budget left / (price * step)) * step``). When
@@ -143,6 +157,7 @@ def plan_match(taker: Taker, makers: Iterable[Maker], *, step_size: Decimal) -> 
     lazily: no resting order beyond the last one needed is requested.
     """
     plan = MatchPlan()
+    limit: Decimal | None = None
     left_qty = taker.qty
     left_budget = taker.quote_qty
     with localcontext(EXACT):
@@ -157,6 +172,10 @@ def plan_match(taker: Taker, makers: Iterable[Maker], *, step_size: Decimal) -> 
                 break
             if plan.first_price is None:
                 plan.first_price = maker.price
+                limit = None if price_band is None else band_limit(maker.price, taker.side, price_band)
+            if limit is not None and (maker.price > limit if taker.side == Side.BUY else maker.price < limit):
+                plan.stop = Stop.PRICE_BAND
+                break
             if maker.user_id == taker.user_id:
                 if taker.stp in (SelfTradePrevention.EXPIRE_MAKER, SelfTradePrevention.EXPIRE_BOTH):
                     plan.expired_makers.append(maker)

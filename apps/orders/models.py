@@ -21,7 +21,7 @@ from decimal import Decimal
 import pgtrigger
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Mod
@@ -68,7 +68,8 @@ class Market(models.Model):
 
     Prices are quote per one base, multiples of ``tick_size``; quantities are base
     amounts, multiples of ``step_size`` between ``min_qty`` and ``max_qty``; an order's
-    notional (quote value) is at least ``min_notional``. ``sequence`` rises with every
+    notional (quote value) is at least ``min_notional``. ``market_order_price_band`` (percent,
+    optional) is the price protection of market orders. ``sequence`` rises with every
     change of the book (each placement and cancel), for depth snapshots.
     """
 
@@ -84,6 +85,15 @@ class Market(models.Model):
     min_qty = AmountField()
     max_qty = AmountField()
     min_notional = AmountField(default=Decimal(0))
+    market_order_price_band = models.DecimalField(
+        max_digits=5,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0.01")), MaxValueValidator(Decimal("100"))],
+        help_text="Price protection, in %: a market order fills no further than this from the best price it meets "
+        "(the rest is released). Empty: no limit.",
+    )
     status = models.CharField(max_length=16, choices=MarketStatus.choices, default=MarketStatus.ACTIVE)
     sequence = models.PositiveBigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -243,6 +253,7 @@ class EndReason(models.TextChoices):
     SELF_TRADE_PREVENTION = "self_trade_prevention", "Self-trade prevention"
     UNFILLED_REMAINDER = "unfilled_remainder", "Immediate-or-cancel remainder"
     NO_LIQUIDITY = "no_liquidity", "Book exhausted"
+    PRICE_PROTECTION = "price_protection", "Beyond the market's price protection"
 
 
 class Order(models.Model):
@@ -379,6 +390,14 @@ class Order(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status in OPEN_STATUSES
+
+    @property
+    def average_price(self) -> Decimal | None:
+        """The average fill price in quote per base (``filled_quote_qty / filled_qty``); ``None`` before a fill.
+
+        A quotient, so not necessarily a multiple of the tick: for showing, never for arithmetic.
+        """
+        return self.filled_quote_qty / self.filled_qty if self.filled_qty else None
 
     @property
     def remaining_qty(self) -> Decimal | None:

@@ -4,6 +4,7 @@ Amounts are ``Decimal`` (prices in quote per base, quantities in base, values in
 format them with the asset's precision (:func:`apps.ledger.amounts.format_amount`).
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -194,12 +195,7 @@ def fills_for_user(
     Raises :class:`DomainError` (``limit``).
     """
     limit = _limit(limit)
-    trades = Trade.objects.filter(Q(taker_user_id=user_id) | Q(maker_user_id=user_id)).select_related(
-        "market__base", "market__quote"
-    )
-    if market is not None:
-        trades = trades.filter(market__symbol=market)
-    trades = _time_window(trades, start, end)
+    trades = _time_window(_user_trades(user_id, market), start, end)
     if before is not None:
         time, order_id, seq = before
         trades = trades.filter(
@@ -207,29 +203,50 @@ def fills_for_user(
             | Q(created_at=time, taker_order_id__lt=order_id)
             | Q(created_at=time, taker_order_id=order_id, seq__lt=seq)
         )
-    fills = []
-    for trade in trades.order_by("-created_at", "-taker_order_id", "-seq")[:limit]:
-        taker = trade.taker_user_id == user_id
-        side = trade.taker_side if taker else (Side.SELL if trade.taker_side == Side.BUY else Side.BUY)
-        fills.append(
-            UserFill(
-                id=trade.id,
-                order_id=trade.taker_order_id if taker else trade.maker_order_id,
-                market=trade.market.symbol,
-                side=side,
-                price=trade.price,
-                qty=trade.qty,
-                quote_qty=trade.quote_qty,
-                fee=trade.taker_fee if taker else trade.maker_fee,
-                fee_asset=trade.market.base.code if side == Side.BUY else trade.market.quote.code,
-                fee_rate=trade.taker_fee_rate if taker else trade.maker_fee_rate,
-                liquidity="taker" if taker else "maker",
-                time=trade.created_at,
-                taker_order_id=trade.taker_order_id,
-                seq=trade.seq,
-            )
-        )
-    return fills
+    return [_user_fill(trade, user_id) for trade in trades[:limit]]
+
+
+def fills_for_user_between(
+    *, user_id: int, start: datetime | None = None, end: datetime | None = None
+) -> Iterator[UserFill]:
+    """Every fill of the user with ``start <= time < end`` (either bound optional), newest first, read in chunks.
+
+    For exports: no limit, so iterate it rather than keep it.
+    """
+    trades = _time_window(_user_trades(user_id, None), start, end)
+    return (_user_fill(trade, user_id) for trade in trades.iterator(chunk_size=1000))
+
+
+def _user_trades(user_id: int, market: str | None) -> QuerySet[Trade]:
+    """The user's trades (as maker or taker), newest first (time, taker order id, fill number)."""
+    trades = Trade.objects.filter(Q(taker_user_id=user_id) | Q(maker_user_id=user_id)).select_related(
+        "market__base", "market__quote"
+    )
+    if market is not None:
+        trades = trades.filter(market__symbol=market)
+    return trades.order_by("-created_at", "-taker_order_id", "-seq")
+
+
+def _user_fill(trade: Trade, user_id: int) -> UserFill:
+    """``trade`` seen from ``user_id``'s side (taker or maker)."""
+    taker = trade.taker_user_id == user_id
+    side = trade.taker_side if taker else (Side.SELL if trade.taker_side == Side.BUY else Side.BUY)
+    return UserFill(
+        id=trade.id,
+        order_id=trade.taker_order_id if taker else trade.maker_order_id,
+        market=trade.market.symbol,
+        side=side,
+        price=trade.price,
+        qty=trade.qty,
+        quote_qty=trade.quote_qty,
+        fee=trade.taker_fee if taker else trade.maker_fee,
+        fee_asset=trade.market.base.code if side == Side.BUY else trade.market.quote.code,
+        fee_rate=trade.taker_fee_rate if taker else trade.maker_fee_rate,
+        liquidity="taker" if taker else "maker",
+        time=trade.created_at,
+        taker_order_id=trade.taker_order_id,
+        seq=trade.seq,
+    )
 
 
 def fee_rates_for_user(*, user_id: int) -> tuple[Decimal, Decimal]:

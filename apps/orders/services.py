@@ -47,7 +47,7 @@ from django.utils import timezone
 
 from apps.accounts.errors import TradingFrozen
 from apps.accounts.selectors import TRADING_FROZEN_SQL
-from apps.ledger.amounts import fits, format_amount, parse_amount, quantum
+from apps.ledger.amounts import fits, format_amount, format_exact, parse_amount, quantum
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import (
     DomainError,
@@ -117,13 +117,15 @@ def market_create(
     max_qty: Decimal,
     min_notional: Decimal = Decimal(0),
     symbol: str | None = None,
+    market_order_price_band: Decimal | None = None,
 ) -> Market:
     """Create the market ``<base>-<quote>`` (or ``symbol``), active.
 
     ``tick_size`` (quote per base) and ``step_size`` (base) must keep every
     ``qty * price`` exact: ``decimals(tick) + decimals(step) <= quote.decimals`` and
     ``decimals(step) <= base.decimals`` (DESIGN.md section 2); ``min_qty`` and ``max_qty``
-    are multiples of the step, ``min_notional`` an amount of the quote asset.
+    are multiples of the step, ``min_notional`` an amount of the quote asset;
+    ``market_order_price_band`` as :func:`market_filters_update`.
     Raises :class:`DomainError` naming the field (code ``invalid_request``); the database
     refuses the same market by itself (trigger ``precision_rule``).
     """
@@ -150,43 +152,95 @@ def market_create(
         problems["max_qty"] = "Must be at least the minimum quantity."
     if problems:
         raise DomainError("The market's filters are not valid.", fields=problems)
+    if market_order_price_band is not None:
+        values["market_order_price_band"] = _parse(
+            market_order_price_band, decimals=2, field="market_order_price_band", error=DomainError
+        )
     market = Market(symbol=symbol or f"{base.code}-{quote.code}", base=base, quote=quote, **values)
     market.full_clean()
     market.save()
     return market
 
 
-def _market_set_status(market_id: int, status: str) -> Market:
+def market_state(market: Market) -> dict:
+    """What the audit log records of a market: status and filters (amounts as plain decimal strings)."""
+    return {
+        "status": market.status,
+        "min_qty": format_exact(market.min_qty),
+        "max_qty": format_exact(market.max_qty),
+        "min_notional": format_exact(market.min_notional),
+        "market_order_price_band": None
+        if market.market_order_price_band is None
+        else format_exact(market.market_order_price_band),
+    }
+
+
+def _market_set_status(*, market_id: int, status: str, operator_id: int, reason: str, action: str) -> Market:
+    """Set the market's status under its row lock and append the audit row, in the caller's transaction."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
     market = Market.objects.select_for_update(of=("self",), no_key=True).filter(id=market_id).first()
     if market is None:
         raise NotFound("No such market.", fields={"market": "No such market."})
+    before = market_state(market)
     if market.status != status:
         market.status = status
         market.sequence += 1
         market.save(update_fields=["status", "sequence", "updated_at"])
         book_event_record(market_id=market.id, update_id=market.sequence, order_ids=[], taker_order_id=None)
+    # Imported here: the back office's services import this module (fee changes call the fee services).
+    from apps.backoffice.services import audit_record
+
+    audit_record(
+        actor_id=operator_id,
+        action=action,
+        object_type="orders.market",
+        object_id=market.pk,
+        before=before,
+        after={**market_state(market), "reason": reason.strip()},
+    )
     return market
 
 
 @retrying_atomic
-def market_halt(*, market_id: int) -> Market:
+def market_halt(*, market_id: int, operator_id: int, reason: str) -> Market:
     """Halt the market: placements are refused with ``market_halted``; cancels still work.
 
-    Takes the market lock, so it waits for the placement in progress. Idempotent.
-    Raises :class:`NotFound`.
+    ``operator_id`` (a user id) and ``reason`` (required text) go to the audit log
+    (``market.halt``) in the same transaction as the halt. Takes the market lock, so it
+    waits for the placement in progress. Idempotent (a second halt changes nothing but is
+    audited). Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
     """
-    return _market_set_status(market_id, MarketStatus.HALTED)
+    return _market_set_status(
+        market_id=market_id, status=MarketStatus.HALTED, operator_id=operator_id, reason=reason, action="market.halt"
+    )
 
 
 @retrying_atomic
-def market_resume(*, market_id: int) -> Market:
-    """Resume a halted market. Idempotent. Raises :class:`NotFound`."""
-    return _market_set_status(market_id, MarketStatus.ACTIVE)
+def market_resume(*, market_id: int, operator_id: int, reason: str) -> Market:
+    """Resume a halted market, audited like :func:`market_halt` (``market.resume``). Idempotent.
+
+    Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
+    """
+    return _market_set_status(
+        market_id=market_id, status=MarketStatus.ACTIVE, operator_id=operator_id, reason=reason, action="market.resume"
+    )
 
 
 @retrying_atomic
-def market_filters_update(*, market_id: int, min_qty: Decimal, max_qty: Decimal, min_notional: Decimal) -> Market:
-    """Change a market's quantity limits and minimum notional (tick and step are fixed).
+def market_filters_update(
+    *,
+    market_id: int,
+    min_qty: Decimal,
+    max_qty: Decimal,
+    min_notional: Decimal,
+    market_order_price_band: Decimal | None = None,
+) -> Market:
+    """Change a market's quantity limits, minimum notional and market orders' price protection (tick and step
+    are fixed).
+
+    ``market_order_price_band`` is a percentage (0.01 to 100, at most 2 decimals) or ``None`` for no
+    protection: a market order then fills no further than that from the best price it meets.
 
     Applies to orders placed afterwards; resting orders are not touched.
     Raises :class:`DomainError` naming the field, :class:`NotFound`.
@@ -204,12 +258,17 @@ def market_filters_update(*, market_id: int, min_qty: Decimal, max_qty: Decimal,
     market.min_notional = _parse(
         min_notional, decimals=market.quote.decimals, field="min_notional", error=DomainError, allow_zero=True
     )
+    market.market_order_price_band = (
+        None
+        if market_order_price_band is None
+        else _parse(market_order_price_band, decimals=2, field="market_order_price_band", error=DomainError)
+    )
     try:
         market.full_clean()
     except ValidationError as exc:
         fields = {name: " ".join(messages) for name, messages in exc.message_dict.items()}
         raise DomainError("The market's filters are not valid.", fields=fields) from None
-    market.save(update_fields=["min_qty", "max_qty", "min_notional", "updated_at"])
+    market.save(update_fields=["min_qty", "max_qty", "min_notional", "market_order_price_band", "updated_at"])
     return market
 
 
@@ -379,6 +438,7 @@ class _LockedMarket:
     base_decimals: int
     quote_code: str
     quote_decimals: int
+    market_order_price_band: Decimal | None
 
     @property
     def shape(self) -> _MarketShape:
@@ -397,7 +457,7 @@ class _LockedMarket:
 
 
 _MARKET_COLUMNS = """m.id, m.symbol, m.base_id, m.quote_id, m.tick_size, m.step_size, m.min_qty, m.max_qty,
-    m.min_notional, m.status, m.sequence, b.code, b.decimals, q.code, q.decimals"""
+    m.min_notional, m.status, m.sequence, b.code, b.decimals, q.code, q.decimals, m.market_order_price_band"""
 
 # The lock of a placement also draws the new order's id: evaluated once the row lock is held, so
 # ids (time priority) follow the order in which placements hold the lock.
@@ -906,6 +966,8 @@ def _outcome(request: _Request, plan: MatchPlan) -> tuple[str, str]:
         return OrderStatus.FILLED, EndReason.NONE  # what is left cannot buy one more step
     if request.type == OrderType.MARKET and plan.stop is Stop.BOOK:
         return OrderStatus.EXPIRED, EndReason.NO_LIQUIDITY
+    if plan.stop is Stop.PRICE_BAND:
+        return OrderStatus.EXPIRED, EndReason.PRICE_PROTECTION
     return OrderStatus.EXPIRED, EndReason.UNFILLED_REMAINDER
 
 
@@ -940,7 +1002,9 @@ def order_place(
     (``trade:<taker order id>-<n>``) executes at the maker's price and consumes that from
     the hold; when the order ends, what is left is released (``order:<id>:release``),
     which returns a buyer's price improvement and a budget's unspendable dust. A GTC
-    limit remainder rests in the book holding what is left.
+    limit remainder rests in the book holding what is left. A market order on a market with
+    a ``market_order_price_band`` fills no further than that percentage from the best price
+    it meets; the rest ends ``expired`` with the reason ``price_protection``.
 
     Status: ``filled``; ``open``/``partially_filled`` (resting); ``expired`` (IOC or
     market remainder, empty book, self-trade prevention of the taker).
@@ -1011,7 +1075,8 @@ def order_place(
                 )
             plan = MatchPlan()
         else:
-            plan = plan_match(taker, book, step_size=locked.step_size)
+            band = locked.market_order_price_band if request.type == OrderType.MARKET else None
+            plan = plan_match(taker, book, step_size=locked.step_size, price_band=band)
         _check_notional(locked, request, plan)
         status, reject_reason = _outcome(request, plan)
         if request.time_in_force == TimeInForce.FOK and status != OrderStatus.FILLED:

@@ -7,7 +7,7 @@ is part of the back-office work).
 
 from django.contrib import admin
 
-from apps.ledger.admin import ReadOnlyAdmin
+from apps.ledger.admin import ReadOnlyAdmin, amount_column
 
 from .models import CustodyEvent, Deposit, DepositAddress, Withdrawal, WithdrawalAddress
 
@@ -22,18 +22,31 @@ class DepositAddressAdmin(ReadOnlyAdmin):
 
 @admin.register(Deposit)
 class DepositAdmin(ReadOnlyAdmin):
-    list_display = ("id", "user", "asset", "amount", "status", "confirmations", "txid", "vout", "credited_at")
+    list_display = ("id", "user", "amount_display", "status", "confirmations", "txid", "vout", "credited_at")
     list_filter = ("status", "asset")
     search_fields = ("=txid", "user__username")
     list_select_related = ("user", "asset")
+    amount_display = amount_column("amount", lambda deposit: deposit.asset)
 
 
 @admin.register(Withdrawal)
 class WithdrawalAdmin(ReadOnlyAdmin):
-    list_display = ("id", "user", "asset", "amount", "fee", "status", "address", "decided_by", "txid", "created_at")
+    list_display = (
+        "id",
+        "user",
+        "amount_display",
+        "fee_display",
+        "status",
+        "address",
+        "decided_by",
+        "txid",
+        "created_at",
+    )
     list_filter = ("status", "asset")
     search_fields = ("=id", "=txid", "user__username", "=address")
     list_select_related = ("user", "asset", "decided_by")
+    amount_display = amount_column("amount", lambda withdrawal: withdrawal.asset)
+    fee_display = amount_column("fee", lambda withdrawal: withdrawal.asset)
 
 
 @admin.register(WithdrawalAddress)
@@ -49,7 +62,8 @@ class WithdrawalAddressAdmin(ReadOnlyAdmin):
 
 @admin.register(CustodyEvent)
 class CustodyEventAdmin(ReadOnlyAdmin):
-    list_display = ("id", "event_id", "type", "status", "asset", "amount", "state", "received_at", "processed_at")
+    list_display = ("id", "event_id", "type", "status", "amount_display", "state", "received_at", "processed_at")
     list_filter = ("state", "type", "asset")
     search_fields = ("=event_id", "=txid")
     list_select_related = ("asset",)
+    amount_display = amount_column("amount", lambda event: event.asset)

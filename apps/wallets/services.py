@@ -30,8 +30,17 @@ from apps.accounts.errors import WithdrawalsBlocked
 from apps.accounts.notifications import email_user_on_commit, site_url
 from apps.accounts.selectors import withdrawals_blocked
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
-from apps.ledger.errors import DomainError, IdempotencyConflict, InvalidAmount, InvalidState, NotFound, PermissionDenied
+from apps.ledger.errors import (
+    DomainError,
+    IdempotencyConflict,
+    InsufficientFunds,
+    InvalidAmount,
+    InvalidState,
+    NotFound,
+    PermissionDenied,
+)
 from apps.ledger.models import AccountKind, Asset, EntryReason
+from apps.ledger.selectors import available_balance
 from apps.ledger.services import credit, debit, entry_post, funds_hold, funds_release, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
 from apps.streams.services import user_event_record
@@ -475,6 +484,19 @@ def _queue_submission(withdrawal_id: int) -> None:
     transaction.on_commit(partial(task.delay, withdrawal_id), robust=True)
 
 
+def _check_funds(*, user_id: int, asset: Asset, amount: Decimal) -> None:
+    """Refuse, before the limits are judged, a withdrawal the user cannot pay (``amount`` plus the fee):
+    ``insufficient_funds``, the reason the user needs to hear. The hold re-checks under the account lock."""
+    available = available_balance(user_id=user_id, asset_id=asset.id)
+    needed = amount + asset.withdrawal_fee
+    if needed > available:
+        message = (
+            f"Insufficient funds: {format_amount(available, asset.decimals)} {asset} available, "
+            f"{format_amount(needed, asset.decimals)} needed with the fee."
+        )
+        raise InsufficientFunds(message, fields={"amount": message})
+
+
 @retrying_atomic
 def withdrawal_request(
     *, user_id: int, asset_code: str, amount: str | Decimal, address: str, request_key: str = ""
@@ -521,6 +543,7 @@ def withdrawal_request(
             if (existing.asset_id, existing.amount, existing.address) != (asset.id, value, address):
                 raise IdempotencyConflict(f"Idempotency key {request_key!r} was used for another withdrawal.")
             return existing
+    _check_funds(user_id=user_id, asset=asset, amount=value)
     used = selectors.withdrawn_since(user_id=user_id, asset_id=asset.id, since=timezone.now() - DAILY_WINDOW)
     if used + value > asset.withdrawal_daily_limit:
         left = max(asset.withdrawal_daily_limit - used, Decimal(0))

@@ -1,4 +1,6 @@
+import re
 import uuid
+from datetime import UTC, datetime, time, timedelta
 from typing import TypeVar
 
 from django import forms
@@ -7,7 +9,9 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from apps.accounts.models import Scope
+from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
+from exchange.converters import MAX_ID
 
 
 class SignUpForm(UserCreationForm):
@@ -78,6 +82,10 @@ def _new_request_key() -> str:
     return uuid.uuid4().hex
 
 
+# The order API's field names as they may appear in a service's message ("takes either qty or quote_qty").
+_API_NAMES = re.compile(r"\b(quote_qty|qty|time_in_force|post_only|client_order_id)\b")
+
+
 class OrderForm(forms.Form):
     """The buy/sell form of a market page. Amounts stay strings: the order service parses them against the
     market (tick, step, precisions) and names the field at fault. ``client_order_id`` is a fresh key per form
@@ -102,6 +110,15 @@ class OrderForm(forms.Form):
         self.fields["quote_qty"].label = f"Spend ({quote}, market buys instead of an amount)"
         for name in ("price", "qty", "quote_qty"):
             self.fields[name].widget.attrs.update({"inputmode": "decimal", "autocomplete": "off"})
+
+    def page_words(self, message: str) -> str:
+        """A service message in this form's words: the API's field names (``qty``, ``quote_qty``, ...) become the
+        labels the page shows ("Amount (BTC)", ...)."""
+        return _API_NAMES.sub(lambda match: f'"{self._label_of(match.group(0))}"', message)
+
+    def _label_of(self, name: str) -> str:
+        field = self.fields.get(name)
+        return str(field.label) if field is not None and field.label else name.replace("_", " ").capitalize()
 
     def order_arguments(self) -> dict:
         """The cleaned form as :func:`apps.orders.services.order_place` arguments (blank fields left out)."""
@@ -157,11 +174,13 @@ class OtpForm(forms.Form):
 
 def add_domain_error(form: forms.Form, error) -> None:
     """Show a service's :class:`~apps.ledger.errors.DomainError` next to the fields it names (at the top of the
-    form for fields the form does not have, or when it names none)."""
+    form for fields the form does not have, or when it names none), in the form's words when it has
+    ``page_words``."""
+    words = getattr(form, "page_words", str)
     if not error.fields:
-        form.add_error(None, error.message)
+        form.add_error(None, words(error.message))
     for field, message in error.fields.items():
-        form.add_error(field if field in form.fields else None, message)
+        form.add_error(field if field in form.fields else None, words(message))
 
 
 AnyForm = TypeVar("AnyForm", bound=forms.Form)
@@ -178,3 +197,40 @@ def with_new_key(form: AnyForm, key_field: str, message: str, **kwargs) -> AnyFo
     renewed.is_valid()
     renewed.add_error(None, message)
     return renewed
+
+
+class HistoryFilterForm(forms.Form):
+    """A date range of a history (GET): ``start`` and ``end`` are days, UTC, both included."""
+
+    start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        cleaned = super().clean()
+        start, end = cleaned.get("start"), cleaned.get("end")
+        if start and end and end < start:
+            self.add_error("end", "Must be on or after the start date.")
+        return cleaned
+
+    def bounds(self) -> dict[str, datetime | None]:
+        """``{"start", "end"}`` as aware UTC datetimes, ``end`` exclusive (the day after the last day); call after
+        validation."""
+        start, end = self.cleaned_data.get("start"), self.cleaned_data.get("end")
+        return {
+            "start": datetime.combine(start, time.min, tzinfo=UTC) if start else None,
+            "end": datetime.combine(end + timedelta(days=1), time.min, tzinfo=UTC) if end else None,
+        }
+
+
+class ActivityFilterForm(HistoryFilterForm):
+    """The activity page's filters: asset, type (the entry's reason), dates, and the page's cursor."""
+
+    asset = forms.ChoiceField(required=False, error_messages={"invalid_choice": "Not a valid asset code."})
+    type = forms.ChoiceField(required=False, choices=[("", "All types"), *EntryReason.choices])
+    cursor = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput)
+
+    field_order = ["asset", "type", "start", "end", "cursor"]
+
+    def __init__(self, *args, assets, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["asset"].choices = [("", "All assets"), *((asset.code, asset.code) for asset in assets)]

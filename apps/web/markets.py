@@ -9,7 +9,9 @@ the WebSocket streams (:mod:`apps.streams`), with no polling.
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from urllib.parse import urlsplit
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -24,7 +26,7 @@ from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
 from apps.ledger.selectors import balances_for_user
 from apps.marketdata.models import Interval
 from apps.marketdata.selectors import Ticker, candles, ticker_24h, tickers_24h
-from apps.orders.models import Market, Order
+from apps.orders.models import Market, decimals_of
 from apps.orders.selectors import (
     fills_for_user,
     market_get,
@@ -36,6 +38,8 @@ from apps.orders.services import order_cancel, order_place
 from apps.streams.selectors import stream_symbol
 
 from .forms import OrderForm, add_domain_error, with_new_key
+from .order_messages import order_placed_message
+from .refused import refused_form_keep, refused_form_pop
 from .sparkline import HOURS, Sparkline, sparkline
 
 BOOK_LEVELS = 12
@@ -99,40 +103,51 @@ def _live_context(request, market: Market) -> dict:
     return context
 
 
-def _render_market(request, market: Market, form: OrderForm | None = None, status: int = 200):
+def _render_market(request, market: Market, form: forms.Form | None = None):
     context = _live_context(request, market)
     context["ticker"] = ticker_24h(market=market.symbol)
     context["intervals"] = Interval.values
     context["streams_url"] = settings.STREAMS_URL
     context["stream_symbol"] = stream_symbol(market.symbol)
+    context["price_places"] = decimals_of(market.tick_size)
     if request.user.is_authenticated:
         context["form"] = form or OrderForm(market=market)
         context["closed_orders"] = list(
             orders_for_user(user_id=request.user.id, market=market.symbol, status="closed")[:MY_ROWS]
         )
         context["fills"] = fills_for_user(user_id=request.user.id, market=market.symbol, limit=MY_ROWS)
-    response = render(request, "web/market.html", context, status=status)
-    if settings.STREAMS_URL:  # the streams' server may be another origin: the page's policy lets it connect there
-        response._csp_update = {"connect-src": [settings.STREAMS_URL.rstrip("/")]}  # django-csp's per-response update
+    response = render(request, "web/market.html", context)
+    if settings.STREAMS_URL:
+        # The streams may be served from another origin (uvicorn on its own port): the page's script may connect
+        # there, and only there, beside 'self' (Content-Security-Policy connect-src).
+        response._csp_update = {"connect-src": [_origin(settings.STREAMS_URL)]}
     return response
+
+
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url`` (the streams' WebSocket URL)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
 
 
 def market(request, symbol: str):
     """A market's page: rendered whole, then kept live by ``static/js/market.js`` from the streams."""
-    return _render_market(request, _market_or_404(symbol))
+    found = _market_or_404(symbol)
+    refused = None
+    if request.user.is_authenticated:
+        refused = refused_form_pop(request, key=_order_form_key(found), form_class=OrderForm, market=found)
+    return _render_market(request, found, form=refused)
 
 
-def _placed_message(order: Order) -> str:
-    status = order.get_status_display().lower()
-    if order.reject_reason:
-        status += f" ({order.get_reject_reason_display().lower()})"
-    return f"Order #{order.id} {order.side} {order.type}: {status}."
+def _order_form_key(market: Market) -> str:
+    return f"order:{market.symbol}"
 
 
 @login_required
 @require_POST
 def order_place_view(request, symbol: str):
-    """Place the order of the market page's form; refusals are shown next to the field at fault."""
+    """Place the order of the market page's form; a refused form goes back to the market page (post/redirect/get)
+    with each refusal next to the field at fault."""
     found = _market_or_404(symbol)
     form = OrderForm(request.POST, market=found)
     if form.is_valid():
@@ -150,9 +165,10 @@ def order_place_view(request, symbol: str):
         except DomainError as error:
             add_domain_error(form, error)
         else:
-            messages.success(request, _placed_message(order))
+            messages.success(request, order_placed_message(order, found))
             return redirect("web:market", symbol=found.symbol)
-    return _render_market(request, found, form=form, status=400)
+    refused_form_keep(request, key=_order_form_key(found), form=form)
+    return redirect("web:market", symbol=found.symbol)
 
 
 @login_required

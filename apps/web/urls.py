@@ -38,6 +38,11 @@ urlpatterns = [
     path("markets/<str:symbol>/orders/", markets.order_place_view, name="order-place"),
     path("orders/<id:order_id>/cancel/", markets.order_cancel_view, name="order-cancel"),
     path("activity/", views.activity, name="activity"),
+    path("activity/export/", views.activity_export, name="activity-export"),
+    path("orders/export/", views.orders_export, name="orders-export"),
+    path("fills/export/", views.fills_export, name="fills-export"),
+    path("wallet/deposits/export/", views.deposits_export, name="deposits-export"),
+    path("wallet/withdrawals/export/", views.withdrawals_export, name="withdrawals-export"),
     path("api-keys/", views.api_keys, name="api-keys"),
     path("api-keys/<id:key_id>/revoke/", views.api_key_revoke_view, name="api-key-revoke"),
 ]

@@ -1,11 +1,13 @@
 """The traders' web UI: thin views over the services and selectors of the other apps."""
 
 import contextlib
+from urllib.parse import urlencode
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -13,10 +15,12 @@ from django.views.decorators.http import require_GET, require_POST
 from apps.accounts.models import ApiKey
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
+from apps.core.csv_export import csv_response
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import DomainError, IdempotencyConflict
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_user, user_postings
+from apps.orders.selectors import fills_for_user_between, orders_for_user
 from apps.wallets.address_book import withdrawal_address_add
 from apps.wallets.custody.base import CustodyError
 from apps.wallets.models import WITHDRAWAL_CANCELLABLE
@@ -32,14 +36,27 @@ from apps.wallets.services import (
     withdrawal_request,
 )
 
-from .forms import ApiKeyForm, SignUpForm, WithdrawalAddressForm, WithdrawForm, add_domain_error, with_new_key
+from . import exports, markets
+from .forms import (
+    ActivityFilterForm,
+    ApiKeyForm,
+    HistoryFilterForm,
+    SignUpForm,
+    WithdrawalAddressForm,
+    WithdrawForm,
+    add_domain_error,
+    with_new_key,
+)
+from .refused import refused_form_keep, refused_form_pop
 
 HISTORY_ROWS = 50
-ASSET_CODE_MAX_LENGTH = Asset._meta.get_field("code").max_length
+WITHDRAW_FORM = "withdraw"
+ACTIVITY_PAGE = 50
 
 
 def home(request):
-    return redirect("web:wallet" if request.user.is_authenticated else "login")
+    """``/``: the markets, for everyone (the log-in page is one click away in the header)."""
+    return markets.markets(request)
 
 
 def signup(request):
@@ -64,7 +81,7 @@ def _asset_named(code: str) -> Asset | None:
 
 
 def _render_wallet(
-    request, form: WithdrawForm | None = None, address_form: WithdrawalAddressForm | None = None, status: int = 200
+    request, form: forms.Form | None = None, address_form: WithdrawalAddressForm | None = None, status: int = 200
 ):
     assets = _assets()
     form = form or WithdrawForm(assets=assets)
@@ -99,7 +116,8 @@ def wallet(request):
     for the balances table alone."""
     if request.htmx:
         return render(request, "web/_balances.html", {"balances": balances_for_user(request.user.id)})
-    return _render_wallet(request)
+    refused = refused_form_pop(request, key=WITHDRAW_FORM, form_class=WithdrawForm, assets=_assets())
+    return _render_wallet(request, form=refused)
 
 
 def _fee_context(asset: Asset | None, raw_amount: str | None) -> dict:
@@ -125,7 +143,8 @@ def withdraw_fee(request):
 @login_required
 @require_POST
 def withdraw(request):
-    """Request a withdrawal from the wallet page's form; refusals are shown next to the field at fault."""
+    """Request a withdrawal from the wallet page's form; a refused form goes back to the wallet page (post/redirect/
+    get) with each refusal next to the field at fault."""
     form = WithdrawForm(request.POST, assets=_assets())
     if form.is_valid():
         data = form.cleaned_data
@@ -156,7 +175,8 @@ def withdraw(request):
                 f"{withdrawal.asset.code}: {withdrawal.get_status_display().lower()}.",
             )
             return redirect("web:wallet")
-    return _render_wallet(request, form=form, status=400)
+    refused_form_keep(request, key=WITHDRAW_FORM, form=form)
+    return redirect("web:wallet")
 
 
 @login_required
@@ -212,15 +232,127 @@ def deposit_address(request):
     return redirect("web:wallet")
 
 
+def _activity_filters(request) -> ActivityFilterForm:
+    return ActivityFilterForm(request.GET, assets=_assets())
+
+
+def _activity_postings(form: ActivityFilterForm, user_id: int):
+    data = form.cleaned_data
+    return user_postings(
+        user_id,
+        asset_code=data["asset"] or None,
+        reason=data["type"] or None,
+        before_id=data.get("cursor"),
+        **form.bounds(),
+    )
+
+
 @login_required
+@require_GET
 def activity(request):
-    """The user's postings, newest first; ``?asset=CODE`` keeps one asset's (400 for a code no asset can have)."""
-    asset = request.GET.get("asset") or None
-    if asset is not None and not (len(asset) <= ASSET_CODE_MAX_LENGTH and asset.isprintable()):
-        context = {"postings": [], "asset": None, "error": "Not a valid asset code."}
+    """Every change to the user's balances (one line per posting), newest first, ``ACTIVITY_PAGE`` at a time.
+
+    Filters by asset, type (the entry's reason) and dates; ``cursor`` (the last posting shown) pages on.
+    Invalid filters are a 400 naming the field.
+    """
+    form = _activity_filters(request)
+    context: dict[str, object] = {"form": form}
+    if not form.is_valid():
         return render(request, "web/activity.html", context, status=400)
-    postings = user_postings(request.user.id, asset_code=asset)[:200]
-    return render(request, "web/activity.html", {"postings": postings, "asset": asset})
+    page = list(_activity_postings(form, request.user.id)[: ACTIVITY_PAGE + 1])
+    context["postings"] = page[:ACTIVITY_PAGE]
+    if len(page) > ACTIVITY_PAGE:
+        query = request.GET.copy()
+        query["cursor"] = str(page[ACTIVITY_PAGE - 1].id)
+        context["next_query"] = query.urlencode()
+    filters = request.GET.copy()
+    filters.pop("cursor", None)
+    context["filters_query"] = filters.urlencode()
+    context["dates_query"] = urlencode({k: v for k, v in request.GET.items() if k in ("start", "end") and v})
+    return render(request, "web/activity.html", context)
+
+
+def _export_filters(request, form_class=HistoryFilterForm, **kwargs):
+    """The export's filters, or a 400 response naming the field at fault."""
+    form = form_class(request.GET, **kwargs)
+    if not form.is_valid():
+        return form, JsonResponse(
+            {
+                "error": {
+                    "code": "invalid_request",
+                    "message": "Invalid filters.",
+                    "fields": form.errors.get_json_data(),
+                }
+            },
+            status=400,
+        )
+    return form, None
+
+
+@login_required
+@require_GET
+def activity_export(request):
+    """The activity page's postings as CSV, with the page's filters (all pages)."""
+    form, refused = _export_filters(request, ActivityFilterForm, assets=_assets())
+    if refused:
+        return refused
+    postings = _activity_postings(form, request.user.id).iterator(chunk_size=1000)
+    return csv_response("activity.csv", exports.POSTING_HEADER, exports.posting_rows(postings))
+
+
+def _between(queryset, form: HistoryFilterForm, field: str = "created_at"):
+    bounds = form.bounds()
+    if bounds["start"] is not None:
+        queryset = queryset.filter(**{f"{field}__gte": bounds["start"]})
+    if bounds["end"] is not None:
+        queryset = queryset.filter(**{f"{field}__lt": bounds["end"]})
+    return queryset
+
+
+@login_required
+@require_GET
+def orders_export(request):
+    """Every order of the user (all markets) placed in the date range, as CSV."""
+    form, refused = _export_filters(request)
+    if refused:
+        return refused
+    orders = _between(orders_for_user(user_id=request.user.id), form).select_related("market__base", "market__quote")
+    return csv_response("orders.csv", exports.ORDER_HEADER, exports.order_rows(orders.iterator(chunk_size=1000)))
+
+
+@login_required
+@require_GET
+def fills_export(request):
+    """Every fill of the user (maker or taker, all markets) in the date range, as CSV."""
+    form, refused = _export_filters(request)
+    if refused:
+        return refused
+    fills = fills_for_user_between(user_id=request.user.id, **form.bounds())
+    return csv_response("fills.csv", exports.FILL_HEADER, exports.fill_rows(fills))
+
+
+@login_required
+@require_GET
+def deposits_export(request):
+    """Every deposit of the user seen in the date range, as CSV."""
+    form, refused = _export_filters(request)
+    if refused:
+        return refused
+    deposits = _between(deposits_for_user(user_id=request.user.id), form).select_related("address")
+    rows = exports.deposit_rows(deposits.iterator(chunk_size=1000))
+    return csv_response("deposits.csv", exports.DEPOSIT_HEADER, rows)
+
+
+@login_required
+@require_GET
+def withdrawals_export(request):
+    """Every withdrawal the user requested in the date range, as CSV."""
+    form, refused = _export_filters(request)
+    if refused:
+        return refused
+    withdrawals = _between(withdrawals_for_user(user_id=request.user.id), form)
+    rows = exports.withdrawal_rows(withdrawals.iterator(chunk_size=1000))
+    return csv_response("withdrawals.csv", exports.WITHDRAWAL_HEADER, rows)
 
 
 @login_required

@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "apps.backoffice.second_factor.SecondFactorMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "apps.web.not_found.NotFoundMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns lock-outs into responses
 ]
@@ -153,6 +154,8 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# Dates with seconds and the time zone wherever no format is given (exchange/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["exchange.formats"]
 USE_I18N = True
 USE_TZ = True
 
@@ -160,7 +163,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "web:home"
+LOGIN_REDIRECT_URL = "web:wallet"  # "/" is the markets, for everyone
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {

@@ -20,6 +20,8 @@
     streamsUrl: root.dataset.streamsUrl || (location.protocol === "https:" ? "wss://" : "ws://") + location.host,
     quoteDecimals: Number(root.dataset.quoteDecimals),
     baseDecimals: Number(root.dataset.baseDecimals),
+    pricePlaces: Number(root.dataset.pricePlaces),
+    baseShown: Number(root.dataset.baseShown),
     authenticated: root.dataset.authenticated === "true",
     bookLevels: Number(root.dataset.bookLevels || 12),
     interval: root.dataset.interval || "1m",
@@ -113,6 +115,21 @@
     return prices;
   }
 
+  // Amounts as the server shows them (apps.web.templatetags.money): cut to the places, never rounded up,
+  // thousands grouped; prices keep their tick's places, other amounts drop trailing zeros.
+  function cut(text, places, trim) {
+    let value = String(text);
+    const negative = value.startsWith("-");
+    if (negative) value = value.slice(1);
+    let [whole, fraction = ""] = value.split(".");
+    fraction = fraction.slice(0, places).padEnd(places, "0");
+    if (trim) fraction = fraction.replace(/0+$/, "");
+    whole = whole.replace(/^0+(?=\d)/, "").replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+    return (negative ? "-" : "") + whole + (fraction ? "." + fraction : "");
+  }
+  const priceText = (text) => cut(text, config.pricePlaces, false);
+  const shownText = (text, places) => cut(text, places, true);
+
   function bookRow(kind, price, qty, cumulative, total, own) {
     const row = document.createElement("tr");
     row.className = kind + (own ? " own" : "");
@@ -120,11 +137,11 @@
     row.style.setProperty("--depth", total ? `${((100 * cumulative) / total).toFixed(2)}%` : "0%");
     const priceCell = document.createElement("td");
     priceCell.className = "num " + (kind === "bid" ? "buy" : "sell");
-    priceCell.textContent = price;
+    priceCell.textContent = priceText(price);
     if (own) priceCell.title = "Your order rests at this price";
     const qtyCell = document.createElement("td");
     qtyCell.className = "num";
-    qtyCell.textContent = qty;
+    qtyCell.textContent = shownText(qty, config.baseShown);
     row.append(priceCell, qtyCell);
     return row;
   }
@@ -242,10 +259,10 @@
     time.textContent = new Date(event.T).toISOString().slice(11, 19);
     const price = document.createElement("td");
     price.className = "num " + (event.m ? "sell" : "buy"); // m: the buyer was the maker, so the taker sold
-    price.textContent = event.p;
+    price.textContent = priceText(event.p);
     const qty = document.createElement("td");
     qty.className = "num";
-    qty.textContent = event.q;
+    qty.textContent = shownText(event.q, config.baseShown);
     row.append(time, price, qty);
     const empty = body.querySelector("td[colspan]");
     if (empty) empty.parentElement.remove();
@@ -297,7 +314,7 @@
     if (row && ended) row.remove();
     if (row && !ended) {
       const filled = row.querySelector('[data-field="filled"]');
-      if (filled) filled.textContent = event.z;
+      if (filled) filled.textContent = shownText(event.z, config.baseShown);
     }
     if (event.x === "TRADE") {
       const how = event.X === "FILLED" ? "filled" : "partly filled";
@@ -310,8 +327,9 @@
     for (const balance of event.B) {
       const row = document.querySelector(`#market-balances tr[data-asset="${balance.a}"]`);
       if (!row) continue;
-      row.querySelector('[data-field="available"]').textContent = balance.f;
-      row.querySelector('[data-field="held"]').textContent = balance.l;
+      const places = Number(row.dataset.places);
+      row.querySelector('[data-field="available"]').textContent = shownText(balance.f, places);
+      row.querySelector('[data-field="held"]').textContent = shownText(balance.l, places);
     }
   }
 

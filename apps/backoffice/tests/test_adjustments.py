@@ -8,6 +8,7 @@ from apps.backoffice.services import (
     adjustment_approve,
     adjustment_draft,
     adjustment_reject,
+    adjustment_withdraw,
 )
 from apps.ledger.errors import (
     DomainError,
@@ -67,9 +68,69 @@ def test_the_database_refuses_a_checker_who_is_the_maker(operator, goodwill_legs
 def test_an_unbalanced_draft_is_refused(operator, usdt, user):
     equity = system_account(AccountKind.EQUITY, usdt)
     legs = [Leg(equity.id, Decimal("25")), Leg(user_account(user.id, usdt).id, Decimal("-24"))]
-    with pytest.raises(UnbalancedEntry):
+    with pytest.raises(UnbalancedEntry) as raised:
         adjustment_draft(author_id=operator.id, memo="oops", legs=legs)
+    assert (
+        raised.value.message == "Journal entry legs must sum to zero per asset: USDT debits exceed credits by 1.000000."
+    )
     assert not Adjustment.objects.exists()
+
+
+def test_an_unbalanced_draft_in_the_admin_says_by_how_much_and_in_which_asset(client, operator, user, usdt):
+    client.force_login(operator)
+    form = {
+        "memo": "goodwill",
+        "legs-TOTAL_FORMS": "2",
+        "legs-INITIAL_FORMS": "0",
+        "legs-MIN_NUM_FORMS": "2",
+        "legs-MAX_NUM_FORMS": "1000",
+        **{f"legs-0-{k}": v for k, v in {"kind": "equity", "asset": usdt.id, "side": "debit", "amount": "10"}.items()},
+        **{
+            f"legs-1-{k}": v
+            for k, v in {
+                "kind": "user_available",
+                "asset": usdt.id,
+                "username": user.username,
+                "side": "credit",
+            }.items()
+        },
+        "legs-1-amount": "12.5",
+    }
+    page = client.post("/admin/backoffice/adjustment/add/", form).content.decode()
+    assert "USDT credits exceed debits by 2.500000." in page
+    assert not Adjustment.objects.exists()
+
+
+def test_the_author_can_withdraw_their_own_draft_and_no_one_else_can(operator, approver, user, goodwill_legs):
+    adjustment = adjustment_draft(author_id=operator.id, memo="duplicate of #3", legs=goodwill_legs)
+
+    with pytest.raises(PermissionDenied):
+        adjustment_withdraw(adjustment_id=adjustment.id, author_id=approver.id)
+    withdrawn = adjustment_withdraw(adjustment_id=adjustment.id, author_id=operator.id)
+
+    assert withdrawn.status == AdjustmentStatus.WITHDRAWN and withdrawn.decided_by_id is None
+    with pytest.raises(InvalidState):
+        adjustment_approve(adjustment_id=adjustment.id, approver_id=approver.id)
+    with pytest.raises(InvalidState):
+        adjustment_withdraw(adjustment_id=adjustment.id, author_id=operator.id)
+    assert usdt_available(user) == Decimal("0") and not JournalEntry.objects.filter(reason="adjustment").exists()
+    assert AuditLogEntry.objects.filter(action="adjustment.withdraw", actor=operator).count() == 1
+
+
+def test_the_author_withdraws_a_draft_from_the_admin(client, operator, approver, goodwill_legs, admin_login):
+    adjustment = adjustment_draft(author_id=operator.id, memo="typo", legs=goodwill_legs)
+    page = f"/admin/backoffice/adjustment/{adjustment.id}/change/"
+    admin_login(approver)
+    seen_by_approver = client.get(page)
+    assert seen_by_approver.status_code == 200 and "Approve and post" in seen_by_approver.content.decode()
+    assert 'id="withdraw-draft"' not in seen_by_approver.content.decode()
+    client.force_login(operator)
+    assert 'id="withdraw-draft"' in client.get(page).content.decode()
+
+    done = client.post(f"/admin/backoffice/adjustment/{adjustment.id}/withdraw/", follow=True).content.decode()
+
+    assert f"Adjustment #{adjustment.id} withdrawn; nothing was posted." in done
+    assert Adjustment.objects.get(id=adjustment.id).status == AdjustmentStatus.WITHDRAWN
 
 
 def test_a_draft_without_an_equity_leg_is_refused(operator, usdt, user):

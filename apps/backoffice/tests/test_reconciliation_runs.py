@@ -90,6 +90,31 @@ def test_planted_custody_difference_is_found_per_asset(db, client, operator, usd
     assert "custody_matches_provider" in page and "49.000000" in page
 
 
+def test_the_screen_names_the_figures_in_words_and_highlights_a_custody_difference(db, client, operator, usdt, user):
+    from decimal import Decimal
+
+    from apps.backoffice.services import reconciliation_run
+    from apps.wallets.custody.simulator.models import SimWallet
+    from apps.wallets.tests.factories import deposit_through_custody
+
+    deposit_through_custody(user, usdt, "50")
+    reconciliation_run()  # agrees
+    SimWallet.objects.filter(asset_code="USDT").update(balance=Decimal("49"))
+    reconciliation_run()  # 1 USDT apart
+    client.force_login(operator)
+
+    page = client.get("/admin/backoffice/reconciliationrun/").content.decode()
+
+    table = page.split('id="reconciliation-assets"')[1].split("</table>")[0]
+    for header in ("Custody in ledger", "Custody reported", "Difference"):
+        assert f'<th class="num">{header}</th>' in table
+    assert '<td class="num difference-nonzero" data-figure="custody_difference" title="1.000000">1</td>' in table
+    assert page.index('id="reconciliation-assets"') < page.index('id="changelist-filter"')  # above the filters
+    chart = page.split('id="difference-chart"')[1].split("</div>")[0]
+    usdt_chart = chart.split('data-asset="USDT"')[1].split("</figure>")[0]
+    assert usdt_chart.count("<circle") == 2 and 'fill="#ba2121"' in usdt_chart and "largest difference 1" in usdt_chart
+
+
 def test_planted_hold_that_no_open_order_explains_is_found(db, usdt, user):
     from decimal import Decimal
 

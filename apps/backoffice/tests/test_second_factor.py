@@ -91,3 +91,34 @@ def test_an_approver_needs_the_second_factor_with_force_script_name(client, appr
 def test_the_second_factor_page_itself_opens_under_a_url_prefix(client, approver):
     client.force_login(approver)
     assert client.get("/admin/second-factor/", SCRIPT_NAME="/exchange").status_code == 200
+
+
+def test_enrolment_shows_a_qr_code_and_the_base32_secret(client, approver):
+    import base64
+
+    client.force_login(approver)
+    page = client.get("/admin/second-factor/").content.decode()
+    device = TOTPDevice.objects.get(user=approver, confirmed=False)
+
+    qr = page.split('id="totp-qr"')[1].split("</div>")[0]
+    assert "<svg " in qr and "<path " in qr
+    secret = page.split('id="totp-secret"')[1].split(">")[1].split("<")[0]
+    assert base64.b32decode(secret) == device.bin_key
+
+
+def test_a_right_code_just_after_a_wrong_one_says_to_wait_instead_of_not_valid(client, approver, settings):
+    """Regression: django-otp refuses every code for a while after a wrong one, and the page called the right
+    code "not valid"."""
+    settings.OTP_TOTP_THROTTLE_FACTOR = 30  # the first wait is 30 s: longer than this test, however slow
+    client.force_login(approver)
+    client.get("/admin/second-factor/")
+    device = TOTPDevice.objects.get(user=approver)
+    right = current_code(device)
+    client.post("/admin/second-factor/", {"token": "000000" if right != "000000" else "111111"})
+
+    retried = client.post("/admin/second-factor/", {"token": right}).content.decode()
+
+    assert "Too many wrong codes: wait " in retried and "not valid" not in retried
+    wait = int(retried.split("Too many wrong codes: wait ")[1].split(" s")[0])
+    assert 1 <= wait <= 30
+    assert not TOTPDevice.objects.get(user=approver).confirmed

@@ -42,11 +42,19 @@ def test_orders_and_trades_are_read_only(operator, trading):
     assert operator.get(reverse("admin:orders_trade_add")).status_code == 403
 
 
-def test_halt_and_resume_actions(operator, btc_usdt):
+def test_halt_and_resume_actions_ask_for_a_confirmation_and_a_reason(operator, btc_usdt):
     url = reverse("admin:orders_market_changelist")
-    operator.post(url, {"action": "halt", "_selected_action": [btc_usdt.id]})
+    asked = operator.post(url, {"action": "halt", "_selected_action": [btc_usdt.id]})
+    assert asked.status_code == 200 and b'name="reason"' in asked.content and b"Yes, halt" in asked.content
+    assert Market.objects.get().status == MarketStatus.ACTIVE  # nothing until confirmed
+    no_reason = operator.post(
+        url, {"action": "halt", "_selected_action": [btc_usdt.id], "confirm": "yes", "reason": ""}
+    )
+    assert b"A reason is required." in no_reason.content and Market.objects.get().status == MarketStatus.ACTIVE
+    confirmed = {"_selected_action": [btc_usdt.id], "confirm": "yes", "reason": "price feed outage"}
+    operator.post(url, {"action": "halt", **confirmed})
     assert Market.objects.get().status == MarketStatus.HALTED
-    operator.post(url, {"action": "resume", "_selected_action": [btc_usdt.id]})
+    operator.post(url, {"action": "resume", **confirmed, "reason": "feed back"})
     assert Market.objects.get().status == MarketStatus.ACTIVE
 
 
@@ -142,7 +150,10 @@ def test_without_a_default_fee_schedule_fills_are_refused_with_a_503_not_a_500(b
 def test_market_changes_are_in_the_audit_log(operator, btc_usdt, default_fees):
     from apps.backoffice.models import AuditLogEntry
 
-    operator.post(reverse("admin:orders_market_changelist"), {"action": "halt", "_selected_action": [btc_usdt.id]})
+    operator.post(
+        reverse("admin:orders_market_changelist"),
+        {"action": "halt", "_selected_action": [btc_usdt.id], "confirm": "yes", "reason": "maintenance"},
+    )
     operator.post(
         reverse("admin:orders_market_change", args=[btc_usdt.id]),
         {"min_qty": "0.001", "max_qty": "1000", "min_notional": "5"},
@@ -155,4 +166,5 @@ def test_market_changes_are_in_the_audit_log(operator, btc_usdt, default_fees):
     )
     assert [action for action, *_ in log] == ["market.halt", "market.update"]
     assert log[0][1]["status"] == "active" and log[0][2]["status"] == "halted"
+    assert log[0][2]["reason"] == "maintenance"
     assert log[1][1]["min_qty"].startswith("0.0001") and log[1][2]["min_qty"].startswith("0.001")

@@ -241,7 +241,7 @@ def test_post_only_that_would_take_is_refused(maker, trader, api_as):
 
 
 def test_an_order_on_a_halted_market_is_409(trader, api_as, btc_usdt):
-    market_halt(market_id=btc_usdt.id)
+    market_halt(market_id=btc_usdt.id, operator_id=UserFactory().id, reason="test")
     response = api_as(trader, "trade").post(ORDERS, limit_buy(), format="json")
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "market_halted"

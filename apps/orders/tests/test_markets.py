@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 from apps.ledger.errors import DomainError, NotFound
-from apps.ledger.tests.factories import AssetFactory
+from apps.ledger.tests.factories import AssetFactory, UserFactory
 from apps.orders.models import Market, MarketStatus, decimals_of, market_precision_problems
 from apps.orders.services import market_create, market_filters_update, market_halt, market_resume
 
@@ -120,8 +120,46 @@ def test_filters_can_change(btc, usdt):
 
 def test_halt_and_resume_are_idempotent_and_bump_the_sequence(btc, usdt):
     market = market_create(**market_kwargs(btc, usdt))
-    assert market_halt(market_id=market.id).status == MarketStatus.HALTED
-    assert market_halt(market_id=market.id).sequence == 1
-    assert market_resume(market_id=market.id).status == MarketStatus.ACTIVE
+    operator = UserFactory()
+    assert market_halt(market_id=market.id, operator_id=operator.id, reason="incident").status == MarketStatus.HALTED
+    assert market_halt(market_id=market.id, operator_id=operator.id, reason="incident").sequence == 1
+    assert market_resume(market_id=market.id, operator_id=operator.id, reason="fixed").status == MarketStatus.ACTIVE
     with pytest.raises(NotFound):
-        market_halt(market_id=market.id + 1)
+        market_halt(market_id=market.id + 1, operator_id=operator.id, reason="incident")
+
+
+def test_halt_and_resume_are_audited_with_their_reason_in_the_same_transaction(btc, usdt):
+    from apps.backoffice.models import AuditLogEntry
+
+    market = market_create(**market_kwargs(btc, usdt))
+    operator = UserFactory()
+    market_halt(market_id=market.id, operator_id=operator.id, reason="  feed outage  ")
+    market_resume(market_id=market.id, operator_id=operator.id, reason="feed back")
+    log = list(AuditLogEntry.objects.order_by("id").values_list("actor_id", "action", "before", "after"))
+    assert [(actor, action) for actor, action, *_ in log] == [
+        (operator.id, "market.halt"),
+        (operator.id, "market.resume"),
+    ]
+    assert (log[0][2]["status"], log[0][3]["status"], log[0][3]["reason"]) == ("active", "halted", "feed outage")
+    assert (log[1][2]["status"], log[1][3]["status"], log[1][3]["reason"]) == ("halted", "active", "feed back")
+
+
+def test_a_halt_without_a_reason_changes_nothing(btc, usdt):
+    from apps.backoffice.models import AuditLogEntry
+
+    market = market_create(**market_kwargs(btc, usdt))
+    with pytest.raises(DomainError) as raised:
+        market_halt(market_id=market.id, operator_id=UserFactory().id, reason="  ")
+    assert "reason" in raised.value.fields
+    market.refresh_from_db()
+    assert market.status == MarketStatus.ACTIVE and not AuditLogEntry.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_halt_whose_audit_row_fails_is_rolled_back(btc, usdt):
+    """The halt and its audit row are one transaction: an actor that does not exist leaves the market active."""
+    market = market_create(**market_kwargs(btc, usdt))
+    with pytest.raises(IntegrityError):
+        market_halt(market_id=market.id, operator_id=10**9, reason="incident")
+    market.refresh_from_db()
+    assert market.status == MarketStatus.ACTIVE

@@ -136,7 +136,8 @@ def test_halted_market_refuses_orders_but_accepts_cancels(btc_usdt, trader, usdt
     from apps.orders.services import order_cancel
 
     resting = place(trader, side="buy", price="50000", qty="0.1")
-    market_halt(market_id=btc_usdt.id)
+    operator = UserFactory()
+    market_halt(market_id=btc_usdt.id, operator_id=operator.id, reason="test")
 
     with pytest.raises(MarketHalted) as raised:
         place(trader, side="buy", price="50000", qty="0.1")
@@ -145,7 +146,7 @@ def test_halted_market_refuses_orders_but_accepts_cancels(btc_usdt, trader, usdt
     assert order_cancel(order_id=resting.id, user_id=trader.id).status == OrderStatus.CANCELLED
     assert balance(trader, usdt) == (D("100000"), D("0"))
 
-    market_resume(market_id=btc_usdt.id)
+    market_resume(market_id=btc_usdt.id, operator_id=operator.id, reason="test")
     assert place(trader, side="buy", price="50000", qty="0.1").status == OrderStatus.OPEN
 
 
@@ -337,3 +338,67 @@ def test_client_order_id_replay_returns_the_original_and_a_different_order_confl
     other = UserFactory()
     fund(other, usdt, "10000")
     assert place(other, side="buy", price="50000", qty="0.1", client_order_id="abc-1").id != first.id
+
+
+# Price protection of market orders (Binance's PERCENT_PRICE_BY_SIDE idea) ----------------------------------
+
+
+def _band(market, percent):
+    return market_filters_update(
+        market_id=market.id,
+        min_qty=market.min_qty,
+        max_qty=market.max_qty,
+        min_notional=market.min_notional,
+        market_order_price_band=percent,
+    )
+
+
+def test_a_market_buy_fills_no_further_than_the_price_band_and_releases_the_rest(btc_usdt, trader, usdt, btc):
+    seller = UserFactory()
+    fund(seller, btc, "1")
+    place(seller, side="sell", price="60000", qty="0.1")
+    place(seller, side="sell", price="60600", qty="0.1")  # 1 % above the best ask: inside a 1 % band
+    place(seller, side="sell", price="60601", qty="0.1")  # beyond it
+    _band(btc_usdt, "1")
+
+    order = place(trader, side="buy", type="market", qty="0.3")
+
+    assert (order.status, order.reject_reason) == (OrderStatus.EXPIRED, "price_protection")
+    assert (order.filled_qty, order.filled_quote_qty) == (D("0.2"), D("12060"))
+    assert balance(trader, usdt) == (D("100000") - D("12060"), D("0"))  # nothing left held
+    assert Order.objects.filter(price=D("60601"), status=OrderStatus.OPEN).exists()
+
+
+def test_a_market_sell_and_a_fill_or_kill_respect_the_band(btc_usdt, trader, usdt, btc):
+    buyer = UserFactory()
+    fund(buyer, usdt, "100000")
+    place(buyer, side="buy", price="50000", qty="0.1")
+    place(buyer, side="buy", price="47000", qty="0.1")  # 6 % below the best bid
+    _band(btc_usdt, "5")
+
+    with pytest.raises(FokNotFillable):
+        place(trader, side="sell", type="market", qty="0.2", time_in_force="FOK")
+    sold = place(trader, side="sell", type="market", qty="0.2")
+
+    assert (sold.filled_qty, sold.reject_reason) == (D("0.1"), "price_protection")
+    assert balance(trader, btc) == (D("9.9"), D("0"))
+
+
+def test_without_a_band_a_market_order_sweeps_the_book(btc_usdt, trader, btc):
+    seller = UserFactory()
+    fund(seller, btc, "1")
+    place(seller, side="sell", price="60000", qty="0.1")
+    place(seller, side="sell", price="90000", qty="0.1")
+
+    order = place(trader, side="buy", type="market", qty="0.2")
+
+    assert (order.status, order.filled_qty) == (OrderStatus.FILLED, D("0.2"))
+
+
+def test_the_band_is_a_percentage_from_0_01_to_100(btc_usdt):
+    for bad in ("0", "100.01", "0.001", "abc"):
+        with pytest.raises(DomainError) as raised:
+            _band(btc_usdt, bad)
+        assert "market_order_price_band" in raised.value.fields
+    assert _band(btc_usdt, "2.5").market_order_price_band == D("2.5")
+    assert _band(btc_usdt, None).market_order_price_band is None

@@ -1,7 +1,7 @@
 """The traders' UI in a real browser: Playwright driving Debian's Chromium against the live server.
 
 Sign up, show the deposit address, receive a deposit through the simulated custody, place a
-limit order on the market page, see it under open orders and its funds under "In orders",
+limit order on the market page, see it under open orders and its funds under "On hold",
 see the book update from the streams, cancel the order and see the funds available again. On a
 market with trades: the candlestick chart draws the candles, another trader's order fills the
 user's resting order and the fill arrives on the page without a reload (a toast, the balances,
@@ -95,7 +95,7 @@ def test_sign_up_deposit_place_and_cancel_a_limit_order(browser_page, busy_marke
     trader = get_user_model().objects.get(username="browser-trader")
     deposit = deposit_through_custody(trader, usdt, "1000")
     assert deposit.address.address == address.inner_text()
-    expect(balance_cell(page, "#balances", "USDT", "available")).to_have_text("1000.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(balance_cell(page, "#balances", "USDT", "available")).to_have_text("1,000", timeout=LIVE_TIMEOUT_MS)
 
     # Place a limit buy on the market page.
     page.click("header nav >> text=Markets")
@@ -105,18 +105,20 @@ def test_sign_up_deposit_place_and_cancel_a_limit_order(browser_page, busy_marke
     page.fill("#id_qty", "0.01")
     page.click("#place-order")
 
-    expect(page.locator(".messages")).to_contain_text("buy limit: open")
     order = Order.objects.get(user=trader)
+    expect(page.locator(".messages")).to_contain_text(
+        f"Order #{order.id}: buy limit, nothing filled; 0.01 BTC rests in the book at 58,000.00 USDT."
+    )
     row = page.locator(f"#open-orders tr[data-order='{order.id}']")
-    expect(row).to_contain_text("58000.000000")
-    expect(row).to_contain_text("580.000000 USDT")
-    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("580.000000")
-    expect(balance_cell(page, "#market-balances", "USDT", "available")).to_have_text("420.000000")
-    expect(page.locator("#book tr.bid").first).to_contain_text("59500.000000")
+    expect(row).to_contain_text("58,000.00")
+    expect(row).to_contain_text("580 USDT")
+    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("580")
+    expect(balance_cell(page, "#market-balances", "USDT", "available")).to_have_text("420")
+    expect(page.locator("#book tr.bid").first).to_contain_text("59,500.00")
 
     # The book refreshes by itself: another trader's new ask appears without a reload.
     order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="60200", qty="0.07")
-    expect(page.locator("#book")).to_contain_text("60200.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#book")).to_contain_text("60,200.00", timeout=LIVE_TIMEOUT_MS)
 
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)
@@ -126,8 +128,8 @@ def test_sign_up_deposit_place_and_cancel_a_limit_order(browser_page, busy_marke
     expect(page.locator(".messages")).to_contain_text(f"Order #{order.id} cancelled")
     expect(page.locator("#open-orders")).to_contain_text("No open orders.")
     expect(page.locator(f"#order-history tr[data-order='{order.id}']")).to_contain_text("Cancelled")
-    expect(balance_cell(page, "#market-balances", "USDT", "available")).to_have_text("1000.000000")
-    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0.000000")
+    expect(balance_cell(page, "#market-balances", "USDT", "available")).to_have_text("1,000")
+    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0")
     order.refresh_from_db()
     assert (order.status, order.held_remaining) == (OrderStatus.CANCELLED, Decimal(0))
     assert SCREENSHOT.stat().st_size > 0
@@ -198,10 +200,10 @@ def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
     expect(page.locator("#depth-chart canvas").first).to_be_visible(timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("60000.000000", timeout=LIVE_TIMEOUT_MS)
 
-    # The book updates from the depth stream and marks the trader's own order.
-    expect(page.locator("#book tr.bid.own")).to_contain_text("59800.000000", timeout=LIVE_TIMEOUT_MS)
+    # The book updates from the depth stream (amounts shown as the server shows them) and marks the trader's own order.
+    expect(page.locator("#book tr.bid.own")).to_contain_text("59,800.00", timeout=LIVE_TIMEOUT_MS)
     order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="60900", qty="0.01")
-    expect(page.locator("#book")).to_contain_text("60900.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#book")).to_contain_text("60,900.00", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#book tr.spread")).to_contain_text("Spread 200.000000")  # 60000 ask, 59800 bid
 
     # Another trader sells into the resting order: the fill arrives without a reload, in two parts.
@@ -210,7 +212,7 @@ def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
         f"order #{resting.id} partly filled: 0.02000000 at 59800.000000"
     )
     expect(page.locator(f"#open-orders tr[data-order='{resting.id}'] [data-field='filled']")).to_have_text(
-        "0.02000000", timeout=LIVE_TIMEOUT_MS
+        "0.02", timeout=LIVE_TIMEOUT_MS
     )
     order_place(user_id=busy_market.id, market="BTC-USDT", side="sell", price="59800", qty="0.03")
     expect(page.locator(".toast").last).to_contain_text(
@@ -218,8 +220,8 @@ def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
     )
     expect(page.locator(f"#open-orders tr[data-order='{resting.id}']")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#book tr.own")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
-    expect(balance_cell(page, "#market-balances", "BTC", "available")).to_have_text("0.04995000")  # less 0.1 % fee
-    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(balance_cell(page, "#market-balances", "BTC", "available")).to_have_text("0.04995")  # less 0.1 % fee
+    expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0", timeout=LIVE_TIMEOUT_MS)
 
     # The 24-hour strip follows the ticker stream.
     expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("59800.000000", timeout=LIVE_TIMEOUT_MS)

@@ -3,12 +3,15 @@
 from decimal import Decimal
 
 import pytest
+from django.utils.html import escape
 
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Order, OrderStatus
 from apps.orders.tests.helpers import balance, place
+from apps.web.tests.html import amt
 
 MARKET = "/markets/BTC-USDT/"
+D = Decimal
 
 
 @pytest.fixture
@@ -55,11 +58,12 @@ def test_markets_list_shows_last_price_and_best_bid_and_ask(book, client):
 def test_market_page_is_public_with_book_and_trades_but_no_order_form(book, client):
     page = client.get(MARKET).content.decode()
 
-    assert '<td class="num sell">61000.000000</td><td class="num">0.20000000</td>' in page
-    assert '<td class="num sell">60000.000000</td><td class="num">0.20000000</td>' in page
-    assert '<td class="num buy">59000.000000</td><td class="num">0.40000000</td>' in page
-    assert page.index("61000.000000") < page.index("59000.000000")  # asks above bids
-    assert 'id="trades"' in page and "0.10000000" in page
+    # Prices at the tick (0.01), quantities at the display precision with the exact amount in the tooltip.
+    assert '<td class="num sell">61,000.00</td><td class="num"><span class="amount" title="0.2">0.2</span></td>' in page
+    assert '<td class="num sell">60,000.00</td><td class="num"><span class="amount" title="0.2">0.2</span></td>' in page
+    assert '<td class="num buy">59,000.00</td><td class="num"><span class="amount" title="0.4">0.4</span></td>' in page
+    assert page.index("61,000.00") < page.index("59,000.00")  # asks above bids
+    assert 'id="trades"' in page and amt("0.1") in page
     assert 'id="place-order"' not in page
     assert "to trade" in page
 
@@ -84,6 +88,16 @@ def test_the_page_is_kept_live_by_the_streams_script_not_by_polling(book, trader
     assert "<script>" not in page  # no inline script (Content-Security-Policy)
 
 
+def test_the_page_shows_amounts_at_display_precision(book, trader, client):
+    client.force_login(trader)
+    place(trader, side="buy", price="50000", qty="0.1")
+
+    page = client.get(MARKET).content.decode()
+
+    assert 'data-field="held"><span class="amount" title="5000">5,000</span><' in page
+    assert "50,000.00" in page
+
+
 def test_placing_a_limit_order_from_the_form(trader, client, usdt):
     client.force_login(trader)
 
@@ -94,9 +108,9 @@ def test_placing_a_limit_order_from_the_form(trader, client, usdt):
     assert (order.side, order.price, order.qty, order.status) == ("buy", Decimal(50000), Decimal("0.1"), "open")
     assert balance(trader, usdt) == (Decimal("5000"), Decimal("5000"))
     page = client.get(MARKET).content.decode()
-    assert f"Order #{order.id} buy limit: open." in page
-    assert f'<tr data-order="{order.id}">' in page and "5000.000000 USDT" in page
-    assert 'data-field="held">5000.000000<' in page
+    assert f"Order #{order.id}: buy limit, nothing filled; 0.1 BTC rests in the book at 50,000.00 USDT." in page
+    assert f'<tr data-order="{order.id}">' in page and "5,000</span> USDT" in page
+    assert 'data-field="held"><span class="amount" title="5000">5,000</span><' in page
 
 
 def test_a_market_buy_with_a_budget_fills_and_shows_in_history_and_fills(book, trader, client, btc):
@@ -108,7 +122,7 @@ def test_a_market_buy_with_a_budget_fills_and_shows_in_history_and_fills(book, t
     assert (order.status, order.filled_qty, order.time_in_force) == ("filled", Decimal("0.02"), "IOC")
     page = client.get(MARKET).content.decode()
     assert f'<tr data-order="{order.id}">' in page.split('id="order-history"')[1]
-    assert "0.00002000 BTC" in page.split('id="fills"')[1]
+    assert '<span class="amount" title="0.00002">0.00002</span> BTC' in page.split('id="fills"')[1]
     assert balance(trader, btc) == (Decimal("0.01998"), Decimal("0"))
 
 
@@ -129,9 +143,9 @@ def test_a_market_buy_with_a_budget_fills_and_shows_in_history_and_fills(book, t
 def test_form_errors_are_shown_next_to_the_field_and_nothing_is_placed(trader, client, usdt, form, field):
     client.force_login(trader)
 
-    response = client.post(f"{MARKET}orders/", form)
+    response = client.post(f"{MARKET}orders/", form, follow=True)
 
-    assert response.status_code == 400
+    assert response.redirect_chain == [(MARKET, 302)]  # post/redirect/get: a reload sends nothing
     assert field in response.context["form"].errors
     assert f'id="id_{field}_error"' in response.content.decode() or field == "side"
     assert not Order.objects.exists()
@@ -140,8 +154,8 @@ def test_form_errors_are_shown_next_to_the_field_and_nothing_is_placed(trader, c
 
 def test_insufficient_funds_is_shown_on_the_form(trader, client):
     client.force_login(trader)
-    response = client.post(f"{MARKET}orders/", order_form(qty="1"))
-    assert response.status_code == 400
+    response = client.post(f"{MARKET}orders/", order_form(qty="1"), follow=True)
+    assert response.redirect_chain == [(MARKET, 302)]
     errors = response.context["form"].non_field_errors()
     assert len(errors) == 1 and "insufficient" in errors[0].lower()
     assert not Order.objects.exists()
@@ -192,9 +206,9 @@ def test_a_changed_resubmit_of_a_sent_form_places_nothing_and_gets_a_fresh_key(t
     client.force_login(trader)
     client.post(f"{MARKET}orders/", order_form(client_order_id="sent"))
 
-    response = client.post(f"{MARKET}orders/", order_form(client_order_id="sent", price="49000"))
+    response = client.post(f"{MARKET}orders/", order_form(client_order_id="sent", price="49000"), follow=True)
 
-    assert response.status_code == 400
+    assert response.redirect_chain == [(MARKET, 302)]
     form = response.context["form"]
     assert "already placed from this form" in form.non_field_errors()[0]
     assert Order.objects.count() == 1
@@ -202,3 +216,107 @@ def test_a_changed_resubmit_of_a_sent_form_places_nothing_and_gets_a_fresh_key(t
     assert fresh != "sent" and f'value="{fresh}"' in response.content.decode()
     client.post(f"{MARKET}orders/", order_form(client_order_id=fresh, price="49000"))
     assert sorted(Order.objects.values_list("price", flat=True)) == [Decimal(49000), Decimal(50000)]
+
+
+def test_a_market_sell_says_what_filled_at_what_average_and_what_was_not_filled(book, btc, client):
+    """The only bid is 0.4 BTC at 59,000: selling 0.5 at market fills 0.4 and releases 0.1."""
+    seller = UserFactory()
+    fund(seller, btc, "1")
+    client.force_login(seller)
+
+    response = client.post(f"{MARKET}orders/", order_form(side="sell", type="market", price="", qty="0.5"), follow=True)
+
+    order = Order.objects.get(user=seller)
+    assert (order.filled_qty, order.status) == (Decimal("0.4"), OrderStatus.EXPIRED)
+    expected = f"Order #{order.id}: sold 0.4 BTC at 59,000.00 USDT average; 0.1 BTC not filled: no more bids."
+    assert expected in response.content.decode()
+    history = response.content.decode().split('id="order-history"')[1]
+    assert '<td class="num" data-field="average-price">59,000.00</td>' in history
+
+
+def test_a_market_buy_across_two_levels_shows_the_average_price(book, usdt, client):
+    trader = UserFactory()
+    fund(trader, usdt, "20000")
+    client.force_login(trader)
+
+    response = client.post(f"{MARKET}orders/", order_form(type="market", price="", qty="0.3"), follow=True)
+
+    order = Order.objects.get(user=trader)
+    # 0.2 at 60,000 (what is left of the 0.3 ask) and 0.1 at 61,000: 18,100 / 0.3 = 60,333.33...
+    assert (order.filled_qty, order.filled_quote_qty) == (Decimal("0.3"), Decimal("18100"))
+    assert f"Order #{order.id}: bought 0.3 BTC at 60,333.33 USDT average." in response.content.decode()
+
+
+def test_a_halted_market_shows_a_notice_instead_of_the_order_form(btc_usdt, trader, client):
+    from apps.orders.services import market_halt
+
+    market_halt(market_id=btc_usdt.id, operator_id=UserFactory().id, reason="maintenance")
+    client.force_login(trader)
+
+    page = client.get(MARKET).content.decode()
+
+    assert 'id="market-halted"' in page and "Trading on BTC-USDT is halted" in page
+    assert 'id="place-order"' not in page
+    assert 'id="market-balances"' in page
+
+
+def test_home_shows_the_markets_to_everyone(book, client, trader):
+    for logged_in in (False, True):
+        if logged_in:
+            client.force_login(trader)
+        response = client.get("/")
+        assert response.status_code == 200
+        assert 'href="/markets/BTC-USDT/"' in response.content.decode()
+
+
+def test_an_unknown_market_is_the_sites_own_404_page_even_with_debug_on(btc_usdt, client, settings):
+    for debug in (False, True):
+        settings.DEBUG = debug
+        response = client.get("/markets/DOGE-USDT/")
+        page = response.content.decode()
+        assert response.status_code == 404
+        assert 'id="not-found"' in page and "/markets/DOGE-USDT/" in page
+        assert "URLconf" not in page  # never Django's technical 404 page
+
+
+def test_every_page_links_the_favicon(client, btc_usdt):
+    from django.contrib.staticfiles import finders
+
+    page = client.get("/markets/").content.decode()
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in page
+    assert open(finders.find("favicon.svg")).read().startswith("<svg ")
+
+
+def test_a_market_order_stopped_by_the_price_protection_says_so(book, btc_usdt, usdt, client):
+    from apps.orders.services import market_filters_update
+
+    market_filters_update(
+        market_id=btc_usdt.id,
+        min_qty=D("0.0001"),
+        max_qty=D("1000"),
+        min_notional=D("1"),
+        market_order_price_band=D("1"),
+    )
+    trader = UserFactory()
+    fund(trader, usdt, "100000")
+    client.force_login(trader)
+
+    response = client.post(f"{MARKET}orders/", order_form(type="market", price="", qty="0.3"), follow=True)
+
+    order = Order.objects.get(user=trader)
+    expected = (
+        f"Order #{order.id}: bought 0.2 BTC at 60,000.00 USDT average; "
+        "0.1 BTC not filled: beyond the market's price protection."
+    )
+    assert escape(expected) in response.content.decode()
+
+
+def test_the_order_form_speaks_the_pages_words_not_the_apis_field_names(trader, client):
+    client.force_login(trader)
+
+    response = client.post(
+        f"{MARKET}orders/", order_form(type="market", price="", qty="0.1", quote_qty="10"), follow=True
+    )
+
+    (error,) = response.context["form"].errors["qty"]
+    assert error == 'A market buy takes either "Amount (BTC)" or "Spend (USDT, market buys instead of an amount)".'

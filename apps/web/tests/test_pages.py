@@ -6,6 +6,7 @@ from apps.accounts.models import ApiKey
 from apps.ledger.models import EntryReason
 from apps.ledger.services import funds_hold
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.web.tests.html import amt
 
 PASSWORD = "correct horse battery staple"
 
@@ -38,17 +39,21 @@ def test_log_in_and_out(db, client):
     assert client.get("/wallet/").status_code == 302
 
 
-def test_wallet_shows_available_in_orders_and_total_at_the_asset_precision(db, client, usdt, btc, user):
-    fund(user, usdt, "100")
+def test_wallet_shows_available_on_hold_and_total_at_the_display_precision(db, client, usdt, btc, user):
+    usdt.display_decimals = 2
+    usdt.save(update_fields=["display_decimals"])
+    fund(user, usdt, "1234.567891")
     funds_hold(user_id=user.id, asset=usdt, amount=Decimal("30"), idempotency_key="order:1:hold")
     client.force_login(user)
 
     page = client.get("/wallet/").content.decode()
 
-    assert 'data-field="available">70.000000<' in page
-    assert 'data-field="held">30.000000<' in page
-    assert 'data-field="total">100.000000<' in page
-    assert 'data-field="total">0.00000000<' in page
+    assert ">On hold</th>" in page and "In orders" not in page
+    # Cut (never rounded up) to 2 decimals, thousands separated; the exact amount in the tooltip.
+    assert 'data-field="available"><span class="amount" title="1204.567891">1,204.56</span><' in page
+    assert 'data-field="held"><span class="amount" title="30">30</span><' in page
+    assert 'data-field="total"><span class="amount" title="1234.567891">1,234.56</span><' in page
+    assert 'data-field="total"><span class="amount" title="0">0</span><' in page  # BTC: nothing, no "0E-8"
 
 
 def test_wallet_balances_partial_for_htmx(db, client, usdt, user):
@@ -56,7 +61,7 @@ def test_wallet_balances_partial_for_htmx(db, client, usdt, user):
     client.force_login(user)
     partial = client.get("/wallet/", HTTP_HX_REQUEST="true").content.decode()
     assert partial.lstrip().startswith("<table>")
-    assert "5.000000" in partial
+    assert amt("5") in partial
 
 
 def test_activity_lists_each_posting_with_balance_after(db, client, usdt, user):
@@ -73,7 +78,7 @@ def test_activity_lists_each_posting_with_balance_after(db, client, usdt, user):
     client.force_login(user)
     page = client.get("/activity/").content.decode()
     assert "Order placed" in page
-    assert "-30.000000" in page and "70.000000" in page
+    assert amt("-30") in page and amt("70") in page
     assert "order 4" in page
 
 

@@ -11,6 +11,7 @@ from apps.wallets.custody import simnet
 from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
+from apps.web.tests.html import amt
 
 DESTINATION = simnet.new_address()
 
@@ -35,9 +36,9 @@ def withdraw_form(**overrides) -> dict:
     return {"asset": "USDT", "amount": "50", "address": DESTINATION, "request_key": "key-1", **overrides}
 
 
-def post_withdraw(client, user, form: dict):
-    """Send the withdraw form with a current code from the user's authenticator."""
-    return client.post("/wallet/withdraw/", {**form, "otp": user_code(user)})
+def post_withdraw(client, user, form: dict, **kwargs):
+    """Send the withdraw form with a current code from the user's authenticator (``kwargs`` go to the client)."""
+    return client.post("/wallet/withdraw/", {**form, "otp": user_code(user)}, **kwargs)
 
 
 def test_deposit_address_is_shown_once_asked_for(usdt, btc, user, client):
@@ -63,7 +64,7 @@ def test_deposit_address_of_an_unknown_asset_is_404(usdt, user, client):
 def test_deposits_are_listed(holder, client):
     client.force_login(holder)
     page = client.get("/wallet/").content.decode().split('id="deposits"')[1]
-    assert '<td class="num">500.000000</td>' in page
+    assert f'<td class="num">{amt("500")}</td>' in page
     assert "Credited" in page
 
 
@@ -107,9 +108,9 @@ def test_a_double_submit_of_the_withdraw_form_is_one_withdrawal(holder, usdt, cl
 def test_withdraw_form_errors_are_shown_next_to_the_field_and_nothing_is_written(holder, usdt, client, form, field):
     client.force_login(holder)
 
-    response = post_withdraw(client, holder, form)
+    response = post_withdraw(client, holder, form, follow=True)
 
-    assert response.status_code == 400
+    assert response.redirect_chain == [("/wallet/", 302)]  # post/redirect/get: a reload sends nothing
     assert field in response.context["form"].errors
     assert f'id="id_{field}_error"' in response.content.decode()
     assert not Withdrawal.objects.exists()
@@ -118,9 +119,9 @@ def test_withdraw_form_errors_are_shown_next_to_the_field_and_nothing_is_written
 
 def test_insufficient_funds_is_shown_on_the_withdraw_form(holder, client):
     client.force_login(holder)
-    response = post_withdraw(client, holder, withdraw_form(amount="500"))  # plus the fee of 1
-    assert response.status_code == 400
-    errors = response.context["form"].non_field_errors()
+    response = post_withdraw(client, holder, withdraw_form(amount="500"), follow=True)  # plus the fee of 1
+    assert response.redirect_chain == [("/wallet/", 302)]
+    errors = response.context["form"].errors["amount"]
     assert len(errors) == 1 and "insufficient" in errors[0].lower()
     assert not Withdrawal.objects.exists()
 
@@ -130,11 +131,11 @@ def test_the_fee_line_shows_the_fee_and_what_leaves_the_balance(usdt, user, clie
 
     line = client.get("/wallet/withdraw/fee/", {"asset": "USDT", "amount": "50"}).content.decode()
 
-    assert "Fee <strong>1.000000 USDT</strong>" in line
-    assert "<strong>51.000000 USDT</strong>" in line
+    assert f"Fee <strong>{amt('1')} USDT</strong>" in line
+    assert f"<strong>{amt('51')} USDT</strong>" in line
     assert "51" not in client.get("/wallet/withdraw/fee/", {"asset": "USDT", "amount": "abc"}).content.decode()
     assert client.get("/wallet/withdraw/fee/", {"asset": "DOGE"}).status_code == 404
-    assert "Fee <strong>1.000000 USDT</strong>" in client.get("/wallet/").content.decode()
+    assert f"Fee <strong>{amt('1')} USDT</strong>" in client.get("/wallet/").content.decode()
 
 
 def test_a_pending_withdrawal_can_be_cancelled_from_the_page(holder, usdt, client):
@@ -184,9 +185,9 @@ def test_a_huge_amount_of_an_18_decimal_asset_is_shown_as_an_error(user, client)
     enrol(user)
     client.force_login(user)
 
-    response = post_withdraw(client, user, withdraw_form(asset="ETH", amount="12345678901.5"))
+    response = post_withdraw(client, user, withdraw_form(asset="ETH", amount="12345678901.5"), follow=True)
 
-    assert response.status_code == 400
+    assert response.redirect_chain == [("/wallet/", 302)]
     assert "amount" in response.context["form"].errors
     assert client.get("/wallet/withdraw/fee/", {"asset": "ETH", "amount": "12345678901.5"}).status_code == 200
 
@@ -195,9 +196,9 @@ def test_a_changed_resubmit_of_a_sent_withdraw_form_requests_nothing_and_gets_a_
     client.force_login(holder)
     post_withdraw(client, holder, withdraw_form(request_key="sent"))
 
-    response = post_withdraw(client, holder, withdraw_form(request_key="sent", amount="60"))
+    response = post_withdraw(client, holder, withdraw_form(request_key="sent", amount="60"), follow=True)
 
-    assert response.status_code == 400
+    assert response.redirect_chain == [("/wallet/", 302)]
     form = response.context["form"]
     assert "already requested from this form" in form.non_field_errors()[0]
     assert Withdrawal.objects.count() == 1
@@ -214,24 +215,49 @@ def test_without_a_second_factor_the_withdraw_form_asks_to_set_one_up_and_withdr
     client.force_login(trader)
     assert "set one up" in client.get("/wallet/").content.decode()
 
-    response = client.post("/wallet/withdraw/", withdraw_form())
+    response = client.post("/wallet/withdraw/", withdraw_form(), follow=True)
 
-    assert response.status_code == 400
+    assert response.redirect_chain == [("/wallet/", 302)]
     assert "second factor" in response.context["form"].errors["otp"][0]
     assert not Withdrawal.objects.exists()
 
 
 def test_a_wrong_code_on_the_withdraw_form_withdraws_nothing(holder, usdt, client):
     client.force_login(holder)
-    response = client.post("/wallet/withdraw/", {**withdraw_form(), "otp": "000000x"})
-    assert response.status_code == 400 and "otp" in response.context["form"].errors
+    response = client.post("/wallet/withdraw/", {**withdraw_form(), "otp": "000000x"}, follow=True)
+    assert response.redirect_chain == [("/wallet/", 302)] and "otp" in response.context["form"].errors
     assert not Withdrawal.objects.exists()
     assert balances(holder, usdt) == (Decimal(500), Decimal(0))
 
 
 def test_a_withdrawal_to_an_address_not_in_the_book_is_refused_on_the_form(holder, client):
     client.force_login(holder)
-    response = post_withdraw(client, holder, withdraw_form(address=simnet.new_address()))
-    assert response.status_code == 400
+    response = post_withdraw(client, holder, withdraw_form(address=simnet.new_address()), follow=True)
+    assert response.redirect_chain == [("/wallet/", 302)]
     assert "address book" in response.context["form"].errors["address"][0]
+    assert not Withdrawal.objects.exists()
+
+
+def test_a_refused_withdrawal_is_shown_once_and_a_reload_shows_a_fresh_form(holder, client):
+    client.force_login(holder)
+    post_withdraw(client, holder, withdraw_form(amount="1.0000001"))
+
+    shown = client.get("/wallet/")
+    reloaded = client.get("/wallet/")
+
+    assert shown.context["form"]["amount"].value() == "1.0000001" and "amount" in shown.context["form"].errors
+    assert not reloaded.context["form"].is_bound
+    assert not Withdrawal.objects.exists()
+
+
+def test_a_withdrawal_over_the_balance_says_insufficient_funds_not_daily_limit(holder, usdt, client):
+    """Regression: the daily limit was judged first, so a trader short of funds read "above the daily limit"."""
+    usdt.withdrawal_daily_limit = Decimal(100)
+    usdt.save(update_fields=["withdrawal_daily_limit"])
+    client.force_login(holder)  # holds 500 USDT
+
+    response = post_withdraw(client, holder, withdraw_form(amount="600"), follow=True)
+
+    (error,) = response.context["form"].errors["amount"]
+    assert error == "Insufficient funds: 500.000000 USDT available, 601.000000 needed with the fee."
     assert not Withdrawal.objects.exists()

@@ -1,0 +1,40 @@
+"""Post/redirect/get for refused forms: a refused form is kept in the session and shown by the page it came from.
+
+Without it, a refused order or withdrawal leaves the browser on the form's POST URL, and a reload
+sends the form again. Instead the view stores what was sent and why it was refused, redirects to
+the page (GET), and the page shows the form once more, bound and with its errors; the entry is
+removed as it is read, so a second reload shows a fresh form.
+"""
+
+from django import forms
+from django.http import QueryDict
+
+_PREFIX = "refused-form:"
+# Never carried over to the page: the page's own form renders a fresh token.
+_DROPPED = ("csrfmiddlewaretoken",)
+
+
+def refused_form_keep(request, *, key: str, form: forms.Form) -> None:
+    """Keep the refused bound ``form`` (its data and errors) for the next GET of the page named ``key``."""
+    data = {name: form.data.getlist(name) for name in form.data if name not in _DROPPED}
+    request.session[_PREFIX + key] = {"data": data, "errors": form.errors.get_json_data()}
+
+
+def refused_form_pop(request, *, key: str, form_class: type[forms.Form], **kwargs) -> forms.Form | None:
+    """The form kept under ``key``, bound to what was sent and with the errors it was refused with (removed
+    from the session); ``None`` when there is none. ``kwargs`` go to ``form_class``."""
+    kept = request.session.pop(_PREFIX + key, None)
+    if kept is None:
+        return None
+    data = QueryDict(mutable=True)
+    for name, values in kept["data"].items():
+        data.setlist(name, values)
+    form = form_class(data, **kwargs)
+    form.is_valid()  # the form's own checks again (cheap, deterministic); the service's refusals are added below
+    for field, errors in kept["errors"].items():
+        name = None if field == "__all__" or field not in form.fields else field
+        shown = form.errors.get(field if name else "__all__", [])
+        for error in errors:
+            if error["message"] not in shown:
+                form.add_error(name, error["message"])
+    return form
