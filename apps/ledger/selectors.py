@@ -134,6 +134,7 @@ def balances_for_users(*, user_ids: set[int], asset_ids: set[int]) -> dict[int, 
                 decimals=asset.decimals,
                 available=stored.get((user_id, asset.id, AccountKind.USER_AVAILABLE), Decimal(0)),
                 held=stored.get((user_id, asset.id, AccountKind.USER_HELD), Decimal(0)),
+                display_places=asset.display_places,
             )
             for asset in assets
         ]

@@ -2,6 +2,7 @@
 
 import pytest
 
+from apps.ledger.tests.factories import UserFactory
 from apps.orders.models import Trade
 from apps.orders.services import market_halt
 
@@ -49,7 +50,7 @@ def test_exchange_info_lists_filters_and_limits(client, btc_usdt, settings):
 
 
 def test_a_halted_market_is_halt(client, btc_usdt):
-    market_halt(market_id=btc_usdt.id)
+    market_halt(market_id=btc_usdt.id, operator_id=UserFactory().id, reason="test")
     assert get(client, "exchangeInfo", symbol="BTCUSDT").json()["symbols"][0]["status"] == "HALT"
 
 

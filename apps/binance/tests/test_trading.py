@@ -439,7 +439,7 @@ def test_a_halted_market_refuses_orders_as_market_closed(trader, btc_usdt):
     from apps.orders.services import market_halt
 
     _, signed = trader
-    market_halt(market_id=btc_usdt.id)
+    market_halt(market_id=btc_usdt.id, operator_id=UserFactory().id, reason="test")
     assert signed("POST", "order", **ORDER).json() == {"code": -2010, "msg": "Market is closed."}
 
 

@@ -11,7 +11,7 @@ from apps.ledger.selectors import (
     user_postings,
 )
 from apps.ledger.services import funds_hold, user_account
-from apps.ledger.tests.factories import fund
+from apps.ledger.tests.factories import UserFactory, fund
 
 
 def test_balances_for_user_lists_every_asset_with_available_held_and_total(db, usdt, btc, user):
@@ -68,3 +68,20 @@ def test_balance_as_of_a_past_time(db, usdt, user):
     assert account_balance_at(account.id, before_anything) == Decimal("0")
     assert account_balance_at(account.id, after_deposit) == Decimal("100")
     assert account_balance_at(account.id, timezone.now()) == Decimal("70")
+
+
+def test_balances_of_several_users_carry_each_assets_display_places(db, usdt, btc):
+    """Regression: the streams' batch read built balances without the display places the pages need, and the
+    relay failed on every round that published one."""
+    from apps.ledger.selectors import balances_for_users
+
+    usdt.display_decimals = 2
+    usdt.save(update_fields=["display_decimals"])
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "12.5")
+
+    balances = balances_for_users(user_ids={alice.id, bob.id}, asset_ids={usdt.id, btc.id})
+
+    shown = {(user_id, b.asset): (b.available, b.display_places) for user_id, rows in balances.items() for b in rows}
+    assert shown[(alice.id, "USDT")] == (Decimal("12.5"), 2)
+    assert shown[(bob.id, "BTC")] == (Decimal(0), 8)

@@ -38,10 +38,12 @@ def test_every_book_change_records_one_event_numbered_by_the_market_sequence(tra
     order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="101", qty="0.7")  # takes 0.5 + 0.2
     with pytest.raises(InvalidState):
         order_cancel(order_id=first.id, user_id=maker.id)  # already filled: refused, nothing recorded
-    market_halt(market_id=btc_usdt.id)
-    market_resume(market_id=btc_usdt.id)
-    market_halt(market_id=btc_usdt.id)
-    market_halt(market_id=btc_usdt.id)  # already halted: no change, no event
+    market_halt(market_id=btc_usdt.id, operator_id=UserFactory().id, reason="test")
+    market_resume(market_id=btc_usdt.id, operator_id=UserFactory().id, reason="test")
+    market_halt(market_id=btc_usdt.id, operator_id=UserFactory().id, reason="test")
+    market_halt(
+        market_id=btc_usdt.id, operator_id=UserFactory().id, reason="test"
+    )  # already halted: no change, no event
 
     events = book_events()
     assert (
