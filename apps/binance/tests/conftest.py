@@ -39,9 +39,23 @@ def signing_key():
     return make
 
 
-@pytest.fixture
-def live_asgi(stream_servers) -> str:
-    """``host:port`` of a live uvicorn process serving ``exchange.asgi`` (HTTP and WebSockets), with the streams'
-    relay beside it: the session's (one relay holds a database's relay lock, so every test shares it). Tests
-    using it are ``transaction=True``."""
-    return stream_servers.webs[0]
+@pytest.fixture(scope="module")
+def live_asgi(django_db_setup, tmp_path_factory):
+    """``host:port`` of a uvicorn process serving ``exchange.asgi`` (HTTP and WebSockets) with the streams'
+    relay beside it, both reading the test database (tests using it are ``transaction=True``).
+
+    Started per module and stopped at its end, so that apps.streams' own session-wide servers (whose
+    relay takes the one relay lock) find none running later in the same session.
+    """
+    from apps.streams.tests.processes import start_relay, start_web
+
+    log_dir = tmp_path_factory.mktemp("binance-asgi")
+    processes = []
+    try:
+        web, address = start_web(log_dir, "web")
+        processes.append(web)
+        processes.append(start_relay(log_dir))
+        yield address
+    finally:
+        for process in processes:
+            process.stop()
