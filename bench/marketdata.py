@@ -44,10 +44,12 @@ import uuid
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._scratch import bench_database_url, recreate_database  # noqa: E402 (ROOT is on sys.path now)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
 
 D = Decimal
@@ -89,26 +91,6 @@ _REFERENCE_CANDLES = """
     SELECT open_time, open, high, low, close, volume, quote_volume, trades FROM marketdata_candle
     WHERE market_id = %s AND interval = %s ORDER BY open_time DESC LIMIT 1000
 """
-
-
-def bench_database_url() -> tuple[str, str]:
-    """``(development URL, bench URL)``: the same server, database ``<name>_bench_marketdata``."""
-    from exchange.settings.environment import load_local_services_env
-
-    load_local_services_env()
-    url = os.environ["DATABASE_URL"]
-    parts = urlsplit(url)
-    return url, urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_bench_marketdata"))
-
-
-def recreate_database(admin_url: str, bench_url: str, *, drop_only: bool = False) -> None:
-    import psycopg
-
-    name = urlsplit(bench_url).path.lstrip("/")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if not drop_only:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def setup_django() -> None:
@@ -324,7 +306,7 @@ def main() -> int:
     parser.add_argument("--placements", type=int, default=2000, help="timed placements (half with candles)")
     args = parser.parse_args()
 
-    admin_url, bench_url = bench_database_url()
+    admin_url, bench_url = bench_database_url("_bench_marketdata")
     recreate_database(admin_url, bench_url)
     os.environ["DATABASE_URL"] = bench_url
     setup_django()

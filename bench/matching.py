@@ -37,10 +37,12 @@ import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._scratch import bench_database_url, recreate_database  # noqa: E402 (ROOT is on sys.path now)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
 
 D = Decimal
@@ -48,26 +50,6 @@ MARKETS = [("BTC", 8, "50000"), ("ETH", 18, "3000"), ("SOL", 9, "150"), ("LTC", 
 TICK, STEP = D("0.01"), D("0.0001")
 USERS_PER_MARKET = 10
 WARMUP = 300
-
-
-def bench_database_url() -> tuple[str, str]:
-    """``(development URL, bench URL)``: the same server, database ``<name>_bench``."""
-    from exchange.settings.environment import load_local_services_env
-
-    load_local_services_env()
-    url = os.environ["DATABASE_URL"]
-    parts = urlsplit(url)
-    return url, urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_bench"))
-
-
-def recreate_database(admin_url: str, bench_url: str, *, drop_only: bool = False) -> None:
-    import psycopg
-
-    name = urlsplit(bench_url).path.lstrip("/")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if not drop_only:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def setup_django() -> None:
@@ -307,7 +289,7 @@ def main() -> int:
     if args.server_side_binding:
         os.environ["BENCH_SERVER_SIDE_BINDING"] = "1"
 
-    admin_url, bench_url = bench_database_url()
+    admin_url, bench_url = bench_database_url("_bench")
     recreate_database(admin_url, bench_url)
     os.environ["DATABASE_URL"] = bench_url
     setup_django()

@@ -33,34 +33,16 @@ import time
 import uuid
 from decimal import Decimal
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._scratch import bench_database_url, recreate_database  # noqa: E402 (ROOT is on sys.path now)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
 
 D = Decimal
 BLOCK = 100  # placements per alternating block of the placement-cost case
-
-
-def bench_database_url() -> tuple[str, str]:
-    """``(development URL, bench URL)``: the same server, database ``<name>_streams_bench``."""
-    from exchange.settings.environment import load_local_services_env
-
-    load_local_services_env()
-    url = os.environ["DATABASE_URL"]
-    parts = urlsplit(url)
-    return url, urlunsplit(parts._replace(path=parts.path.rstrip("/") + "_streams_bench"))
-
-
-def recreate_database(admin_url: str, bench_url: str, *, drop_only: bool = False) -> None:
-    import psycopg
-
-    name = urlsplit(bench_url).path.lstrip("/")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if not drop_only:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def prepare() -> tuple[int, int]:
@@ -204,7 +186,7 @@ def main() -> int:
     parser.add_argument("--orders", type=int, default=2000, help="placements timed in the cost case")
     args = parser.parse_args()
 
-    admin_url, bench_url = bench_database_url()
+    admin_url, bench_url = bench_database_url("_streams_bench")
     recreate_database(admin_url, bench_url)
     os.environ["DATABASE_URL"] = bench_url
     prefix = f"bench-streams-{uuid.uuid4().hex[:8]}"
