@@ -346,6 +346,51 @@ def entry_post(
     )
 
 
+@dataclass(frozen=True)
+class EntryRequest:
+    """One journal entry for :func:`entries_post`: the arguments :func:`entry_post` takes, as a value."""
+
+    idempotency_key: str
+    reason: str
+    legs: Sequence[Leg]
+    reference_type: str = ""
+    reference_id: str = ""
+    metadata: dict | None = None
+    created_by_id: int | None = None
+
+
+def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
+    """Post ``entries`` in order inside the caller's transaction: one call for a batch of entries.
+
+    Each entry is checked and written as :func:`entry_post` does (a replayed key returns
+    the entry already posted). The first entry that fails raises its error; entries
+    before it are then written in the caller's transaction, which the error ends.
+    Returns the entries in the order given.
+    """
+    return [
+        entry_post(
+            idempotency_key=entry.idempotency_key,
+            reason=entry.reason,
+            legs=entry.legs,
+            reference_type=entry.reference_type,
+            reference_id=entry.reference_id,
+            metadata=entry.metadata,
+            created_by_id=entry.created_by_id,
+        )
+        for entry in entries
+    ]
+
+
+def hold_legs(*, available_id: int, held_id: int, amount: Decimal) -> list[Leg]:
+    """The legs of a hold of ``amount`` (positive): Dr the user's available, Cr the user's held (section 4)."""
+    return [Leg(available_id, amount), Leg(held_id, -amount)]
+
+
+def release_legs(*, held_id: int, available_id: int, amount: Decimal) -> list[Leg]:
+    """The legs of a release of ``amount`` (positive): Dr the user's held, Cr the user's available (section 4)."""
+    return [Leg(held_id, amount), Leg(available_id, -amount)]
+
+
 # Recipes that need no other app (DESIGN.md section 4) ----------------------------------------------
 
 
@@ -371,7 +416,7 @@ def funds_hold(
     return entry_post(
         idempotency_key=idempotency_key,
         reason=reason,
-        legs=[debit(available, amount), credit(held, amount)],
+        legs=hold_legs(available_id=available.id, held_id=held.id, amount=amount),
         reference_type=reference_type,
         reference_id=reference_id,
     )
@@ -398,7 +443,7 @@ def funds_release(
     return entry_post(
         idempotency_key=idempotency_key,
         reason=reason,
-        legs=[debit(held, amount), credit(available, amount)],
+        legs=release_legs(held_id=held.id, available_id=available.id, amount=amount),
         reference_type=reference_type,
         reference_id=reference_id,
     )

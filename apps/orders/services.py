@@ -57,7 +57,7 @@ from apps.ledger.errors import (
     NotFound,
 )
 from apps.ledger.models import AccountKind, Asset, EntryReason
-from apps.ledger.services import Leg, entry_post, system_account, user_accounts
+from apps.ledger.services import Leg, entry_post, hold_legs, release_legs, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
 from apps.marketdata.services import candles_record
 from apps.streams.services import book_event_record
@@ -861,7 +861,9 @@ def _post_hold(*, order_id: int, user_id: int, asset_id: int, amount: Decimal, a
     entry_post(
         idempotency_key=f"order:{order_id}:hold",
         reason=EntryReason.ORDER_HOLD,
-        legs=[Leg(accounts.available(user_id, asset_id), amount), Leg(accounts.held(user_id, asset_id), -amount)],
+        legs=hold_legs(
+            available_id=accounts.available(user_id, asset_id), held_id=accounts.held(user_id, asset_id), amount=amount
+        ),
         reference_type="order",
         reference_id=str(order_id),
     )
@@ -872,7 +874,9 @@ def _post_release(*, order_id: int, user_id: int, asset_id: int, amount: Decimal
     entry_post(
         idempotency_key=f"order:{order_id}:release",
         reason=EntryReason.ORDER_RELEASE,
-        legs=[Leg(accounts.held(user_id, asset_id), amount), Leg(accounts.available(user_id, asset_id), -amount)],
+        legs=release_legs(
+            held_id=accounts.held(user_id, asset_id), available_id=accounts.available(user_id, asset_id), amount=amount
+        ),
         reference_type="order",
         reference_id=str(order_id),
     )

@@ -15,13 +15,17 @@ from apps.ledger.errors import (
 from apps.ledger.models import Account, AccountKind, EntryReason, JournalEntry, Posting
 from apps.ledger.selectors import balances_for_user
 from apps.ledger.services import (
+    EntryRequest,
     Leg,
     adjustment_post,
     credit,
     debit,
+    entries_post,
     entry_post,
     funds_hold,
     funds_release,
+    hold_legs,
+    release_legs,
     system_account,
     transfer_create,
     user_account,
@@ -285,3 +289,58 @@ def test_a_balance_that_would_reach_10_20_is_refused_before_anything_is_written(
             legs=[debit(custody, Decimal(1)), credit(user_account(user.id, usdt), Decimal(1))],
         )
     assert not JournalEntry.objects.filter(idempotency_key="deposit:simnet:big:0").exists()
+
+
+def test_entries_post_writes_each_entry_in_order_and_replays_return_the_originals(db, usdt, user):
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    available, held = user_accounts(user.id, usdt)
+    batch = [
+        EntryRequest(
+            idempotency_key="deposit:batch:1",
+            reason=EntryReason.DEPOSIT,
+            legs=[debit(custody, Decimal("7")), credit(available, Decimal("7"))],
+        ),
+        EntryRequest(
+            idempotency_key="hold:batch:1",
+            reason=EntryReason.HOLD,
+            legs=hold_legs(available_id=available.id, held_id=held.id, amount=Decimal("3")),
+        ),
+    ]
+    with transaction.atomic():
+        first = entries_post(batch)
+    with transaction.atomic():
+        again = entries_post(batch)
+    assert [entry.idempotency_key for entry in first] == ["deposit:batch:1", "hold:batch:1"]
+    assert [entry.id for entry in again] == [entry.id for entry in first]
+    assert balance_of(user, usdt).available == Decimal("4")
+    assert balance_of(user, usdt).held == Decimal("3")
+
+
+def test_entries_post_raises_the_first_failure_and_the_transaction_writes_nothing(db, usdt, user):
+    available, held = user_accounts(user.id, usdt)
+    fund(user, usdt, "5")
+    before = JournalEntry.objects.count()
+    batch = [
+        EntryRequest(
+            idempotency_key=f"hold:short:{n}",
+            reason=EntryReason.HOLD,
+            legs=hold_legs(available_id=available.id, held_id=held.id, amount=Decimal("4")),
+        )
+        for n in range(2)
+    ]
+    with pytest.raises(InsufficientFunds), transaction.atomic():
+        entries_post(batch)
+    assert JournalEntry.objects.count() == before
+    assert balance_of(user, usdt).available == Decimal("5")
+
+
+def test_release_legs_undo_hold_legs(db, usdt, user):
+    hold = hold_legs(available_id=1, held_id=2, amount=Decimal("2"))
+    release = release_legs(held_id=2, available_id=1, amount=Decimal("2"))
+    assert hold == [Leg(1, Decimal("2")), Leg(2, Decimal("-2"))]
+    assert sorted(hold + release, key=lambda leg: leg.account_id) == [
+        Leg(1, Decimal("2")),
+        Leg(1, Decimal("-2")),
+        Leg(2, Decimal("-2")),
+        Leg(2, Decimal("2")),
+    ]
