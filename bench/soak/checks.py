@@ -120,7 +120,7 @@ class Checks:
     def check_deposits(self, problems, lost) -> int:
         """Each deposit the provider confirmed is credited exactly once, with its amount, to the address's
         owner; nothing else is credited."""
-        from apps.ledger.models import AccountKind, JournalEntry, Posting
+        from apps.ledger.models import AccountKind, EntryReason, JournalEntry, Posting
         from apps.wallets.custody.simulator.models import SimDeposit
         from apps.wallets.models import Deposit, DepositAddress, DepositStatus
 
@@ -143,7 +143,7 @@ class Checks:
                     f"deposit {key[1]}: credited {deposit.amount} to user {deposit.user_id}, custody says "
                     f"{sim.amount} to {owners.get(sim.address)}"
                 )
-            entries = list(JournalEntry.objects.filter(idempotency_key=f"deposit:{key[0]}:{key[1]}:{key[2]}"))
+            entries = list(JournalEntry.objects.filter(idempotency_key=deposit.idempotency_key))
             if len(entries) != 1:
                 lost.append(f"deposit {key[1]}: {len(entries)} credit entries")
                 continue
@@ -161,7 +161,7 @@ class Checks:
         for txid, vout in sent_by_clients:
             if not any(key[1:] == (txid, vout) for key in confirmed):
                 problems.append(f"deposit {txid}:{vout} the clients sent is not confirmed at custody")
-        entries = JournalEntry.objects.filter(reason="deposit").count()
+        entries = JournalEntry.objects.filter(reason=EntryReason.DEPOSIT).count()
         if entries != len(credited):
             lost.append(f"{entries} deposit entries for {len(credited)} credited deposits")
         return len(confirmed)
@@ -189,7 +189,7 @@ class Checks:
         from django.db.models import Sum
 
         from apps.ledger.models import JournalEntry
-        from apps.orders.models import ENDED_STATUSES, Order, Trade
+        from apps.orders.models import ENDED_STATUSES, OPEN_STATUSES, Order, OrderStatus, Trade
 
         users = self.user_ids()
         checked = 0
@@ -221,11 +221,11 @@ class Checks:
                     if body.get(field) is not None and str(body[field]) != value:
                         lost.append(f"order {order.id}: {field} is {value}, the request said {body[field]}")
                 said = request["status"]
-                if said not in ("open", "partially_filled") and order.status != said:
+                if said not in OPEN_STATUSES and order.status != said:
                     lost.append(f"order {order.id} was acknowledged {said} and is now {order.status}")
                 if D(order.filled_qty) < D(request["filled_qty"]):
                     lost.append(f"order {order.id}: filled {order.filled_qty} < acknowledged {request['filled_qty']}")
-                if order.id in cancelled and order.status != "cancelled":
+                if order.id in cancelled and order.status != OrderStatus.CANCELLED:
                     lost.append(f"order {order.id}: its cancel was acknowledged but it is {order.status}")
         fills: Counter = Counter()
         for side in ("taker_order", "maker_order"):
@@ -260,9 +260,7 @@ class Checks:
         custody's books and the ledger; no request was applied twice, and none that was refused or never made.
 
         Every request names a fresh address, so a withdrawal is matched to its request by its address."""
-        from apps.ledger.models import JournalEntry
-        from apps.wallets.custody.simulator.models import SimWithdrawal
-        from apps.wallets.models import WITHDRAWAL_RELEASED, Withdrawal, WithdrawalStatus
+        from apps.wallets.models import Withdrawal, WithdrawalStatus
 
         users = self.user_ids()
         decided = {}
@@ -306,37 +304,45 @@ class Checks:
                 if withdrawal.id in cancelled and withdrawal.status != WithdrawalStatus.CANCELLED:
                     lost.append(f"withdrawal {withdrawal.id}: cancel acknowledged, yet it is {withdrawal.status}")
                 decision = decided.get(withdrawal.id)
-                if decision == "approve" and withdrawal.status not in ("completed", "failed"):
+                if decision == "approve" and withdrawal.status not in (
+                    WithdrawalStatus.COMPLETED,
+                    WithdrawalStatus.FAILED,
+                ):
                     lost.append(f"withdrawal {withdrawal.id}: approved but {withdrawal.status}")
                 if decision == "reject" and withdrawal.status != WithdrawalStatus.REJECTED:
                     lost.append(f"withdrawal {withdrawal.id}: rejected but {withdrawal.status}")
             for withdrawal in mine:
-                self._withdrawal_books(withdrawal, problems, lost, SimWithdrawal, JournalEntry, WITHDRAWAL_RELEASED)
+                self._withdrawal_books(withdrawal, problems, lost)
         return checked
 
     @staticmethod
-    def _withdrawal_books(withdrawal, problems, lost, SimWithdrawal, JournalEntry, released) -> None:
+    def _withdrawal_books(withdrawal, problems, lost) -> None:
         """A withdrawal is final, and custody's books and the ledger's entries agree with its state."""
+        from apps.ledger.models import JournalEntry
+        from apps.wallets.custody.simulator.models import SimWithdrawal
+        from apps.wallets.models import WITHDRAWAL_RELEASED, WithdrawalStatus
+
         keys = Counter(
-            JournalEntry.objects.filter(idempotency_key__startswith=f"withdrawal:{withdrawal.id}:").values_list(
+            JournalEntry.objects.filter(idempotency_key__startswith=withdrawal.key("")).values_list(
                 "idempotency_key", flat=True
             )
         )
+        hold, complete, release = withdrawal.key("hold"), withdrawal.key("complete"), withdrawal.key("release")
         sent = SimWithdrawal.objects.filter(client_reference=str(withdrawal.id)).first()
         name = f"withdrawal {withdrawal.id} ({withdrawal.status})"
-        if keys[f"withdrawal:{withdrawal.id}:hold"] != 1:
-            problems.append(f"{name}: {keys[f'withdrawal:{withdrawal.id}:hold']} hold entries")
-        if withdrawal.status == "completed":
+        if keys[hold] != 1:
+            problems.append(f"{name}: {keys[hold]} hold entries")
+        if withdrawal.status == WithdrawalStatus.COMPLETED:
             if sent is None or sent.status != "completed" or sent.amount != withdrawal.amount:
                 lost.append(f"{name}: custody has {sent and (sent.status, sent.amount)}")
-            if keys[f"withdrawal:{withdrawal.id}:complete"] != 1 or keys[f"withdrawal:{withdrawal.id}:release"]:
+            if keys[complete] != 1 or keys[release]:
                 problems.append(f"{name}: entries {dict(keys)}")
-        elif withdrawal.status in released:
-            if keys[f"withdrawal:{withdrawal.id}:release"] != 1 or keys[f"withdrawal:{withdrawal.id}:complete"]:
+        elif withdrawal.status in WITHDRAWAL_RELEASED:
+            if keys[release] != 1 or keys[complete]:
                 problems.append(f"{name}: entries {dict(keys)}")
-            if withdrawal.status == "failed" and sent is not None and sent.status != "failed":
+            if withdrawal.status == WithdrawalStatus.FAILED and sent is not None and sent.status != "failed":
                 lost.append(f"{name}: failed here but {sent.status} at custody")
-            if withdrawal.status in ("rejected", "cancelled") and sent is not None:
+            if withdrawal.status in (WithdrawalStatus.REJECTED, WithdrawalStatus.CANCELLED) and sent is not None:
                 lost.append(f"{name}: sent to custody although {withdrawal.status}")
         else:
             problems.append(f"{name}: not final after the drain")

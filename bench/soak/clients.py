@@ -187,6 +187,8 @@ class Trader(Client):
         return self.rng.choice(self.markets)
 
     def _place(self, kind: str, body: dict) -> None:
+        from apps.orders.models import OPEN_STATUSES
+
         client_order_id = self.next_id()
         body = {**body, "client_order_id": client_order_id}
         answer = self.http.call("POST", "/api/v1/orders/", json_body=body, headers={"Idempotency-Key": client_order_id})
@@ -200,7 +202,7 @@ class Trader(Client):
                     f"order {order['id']} acknowledged with client_order_id "
                     f"{order['client_order_id']!r}, not {client_order_id!r}"
                 )
-            if order["status"] in ("open", "partially_filled"):
+            if order["status"] in OPEN_STATUSES:
                 self.open_orders.append(order["id"])
         elif outcome == "refused":
             record["code"] = answer.code
@@ -286,6 +288,8 @@ class Trader(Client):
     def withdrawal(self) -> None:
         """Request a withdrawal to a fresh address of the trader's address book: half small (approved at once),
         half for an approver."""
+        from apps.wallets.models import WithdrawalStatus
+
         asset = self.rng.choice(WITHDRAWAL_ASSETS)
         unused = self.user["withdrawal_addresses"][asset]
         if not unused:
@@ -305,7 +309,7 @@ class Trader(Client):
         record = {"key": key, "request": body, "outcome": outcome}
         if outcome == "acknowledged":
             record.update(id=answer.body["id"], status=answer.body["status"])
-            if answer.body["status"] == "awaiting_approval":
+            if answer.body["status"] == WithdrawalStatus.AWAITING_APPROVAL:
                 self.cancellable_withdrawals.append(answer.body["id"])
                 if self.rng.random() < 0.2:
                     self.withdrawals.append(record)
