@@ -28,9 +28,9 @@ lint: $(VENV)/.installed
 e2e: $(VENV)/.installed
 	$(PY) -m devtools.e2e
 
+# Every benchmark script; the soak is the package bench/soak/ (make soak), not a script, so the glob leaves it out.
 bench: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) manage.py migrate --no-input
-	# Every benchmark script; the soak is the package bench/soak/ (make soak), not a script, so the glob leaves it out.
 	for script in bench/[a-z]*.py; do $(WITH_SERVICES) $(PY) $$script || exit 1; done
 
 # Load with faults (SIGKILLed workers, terminated database connections, web restarts) for
