@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import DomainError, NotFound
-from apps.orders.models import Market
+from apps.orders.models import TRADE_NUMBER_BASE, Market
 
 from .models import INTERVAL_WIDTHS, Candle, Interval
 
@@ -26,7 +26,10 @@ class Kline:
     """One candle as read: what traded in ``[open_time, open_time + interval)`` (see :class:`Candle`).
 
     ``open``/``close`` the first and last trade's price, ``high``/``low`` the extremes (quote per
-    base); ``volume`` base, ``quote_volume`` quote, ``trades`` their number.
+    base); ``volume`` base, ``quote_volume`` quote, ``trades`` their number; ``taker_buy_volume`` (base)
+    and ``taker_buy_quote_volume`` (quote) of the trades whose taker bought. ``first_trade`` and
+    ``last_trade`` are the integer ids (``Trade.number``) of the candle's first and last trade, read
+    only by :func:`candles_latest` (``None`` elsewhere).
     """
 
     interval: str
@@ -38,6 +41,10 @@ class Kline:
     volume: Decimal
     quote_volume: Decimal
     trades: int
+    taker_buy_volume: Decimal = Decimal(0)
+    taker_buy_quote_volume: Decimal = Decimal(0)
+    first_trade: int | None = None
+    last_trade: int | None = None
 
     @property
     def close_time(self) -> datetime:
@@ -45,7 +52,19 @@ class Kline:
         return self.open_time + INTERVAL_WIDTHS[self.interval] - timedelta(microseconds=1)
 
 
-_KLINE_FIELDS = ("interval", "open_time", "open", "high", "low", "close", "volume", "quote_volume", "trades")
+_KLINE_FIELDS = (
+    "interval",
+    "open_time",
+    "open",
+    "high",
+    "low",
+    "close",
+    "volume",
+    "quote_volume",
+    "trades",
+    "taker_buy_volume",
+    "taker_buy_quote_volume",
+)
 
 
 def _check_window(start: datetime | None, end: datetime | None) -> None:
@@ -93,6 +112,44 @@ def candles(
     return [Kline(*row) for row in reversed(found)]
 
 
+# The newest candle of every interval and the integer ids of its first and last trade: the trades of the
+# candle's bucket by time (index trade_market_time), first and last in matching order.
+_LATEST = """
+    SELECT c.interval, c.open_time, c.open, c.high, c.low, c.close, c.volume, c.quote_volume, c.trades,
+           c.taker_buy_volume, c.taker_buy_quote_volume, first.number, last.number
+    FROM (VALUES ('1m', INTERVAL '1 minute', 1), ('5m', INTERVAL '5 minutes', 2), ('15m', INTERVAL '15 minutes', 3),
+                 ('1h', INTERVAL '1 hour', 4), ('4h', INTERVAL '4 hours', 5), ('1d', INTERVAL '1 day', 6))
+         AS i(name, width, rank)
+    CROSS JOIN LATERAL (
+        SELECT * FROM marketdata_candle c WHERE c.market_id = %(market)s AND c.interval = i.name
+        ORDER BY c.open_time DESC LIMIT 1
+    ) AS c
+    LEFT JOIN LATERAL (
+        SELECT t.taker_order_id * %(base)s::bigint + t.seq AS number FROM orders_trade t
+        WHERE t.market_id = c.market_id AND t.created_at >= c.open_time AND t.created_at < c.open_time + i.width
+        ORDER BY t.created_at, t.taker_order_id, t.seq LIMIT 1
+    ) AS first ON true
+    LEFT JOIN LATERAL (
+        SELECT t.taker_order_id * %(base)s::bigint + t.seq AS number FROM orders_trade t
+        WHERE t.market_id = c.market_id AND t.created_at >= c.open_time AND t.created_at < c.open_time + i.width
+        ORDER BY t.created_at DESC, t.taker_order_id DESC, t.seq DESC LIMIT 1
+    ) AS last ON true
+    ORDER BY i.rank
+"""
+
+
+def candles_latest(*, market_id: int) -> list[Kline]:
+    """The newest candle of each interval of the market (by id), 1m first, with its ``first_trade`` and ``last_trade``.
+
+    What the ``kline_<interval>`` streams publish (Binance's ``f``/``L``); an interval without a candle
+    is absent. One statement: a primary-key probe per interval and two probes of the trades' time
+    index. Raises nothing of its own.
+    """
+    with PreparedCursor() as cursor:
+        cursor.execute(_LATEST, {"market": market_id, "base": TRADE_NUMBER_BASE})
+        return [Kline(*row) for row in cursor.fetchall()]
+
+
 @dataclass(frozen=True)
 class Ticker:
     """A market's figures over the rolling window ``[open_time, close_time]`` (24 hours up to ``close_time``).
@@ -104,6 +161,10 @@ class Ticker:
     trades in the window). ``volume`` (base), ``quote_volume`` (quote) and ``trades`` count the
     window's trades exactly. ``bid``/``ask`` are the best resting prices and ``bid_qty``/
     ``ask_qty`` the base quantity resting at them, as of the read (``None`` on an empty side).
+    ``last_qty`` is the base quantity of the last trade (``None`` with ``last``); ``prev_close`` the price
+    of the last trade before the window (Binance's ``x``/``prevClosePrice``, ``None`` when there was none);
+    ``first_trade``/``last_trade`` the integer ids (``Trade.number``) of the window's first and last trade
+    (``None`` without trades in the window; Binance shows -1).
     """
 
     market: Market
@@ -120,6 +181,10 @@ class Ticker:
     bid_qty: Decimal | None
     ask: Decimal | None
     ask_qty: Decimal | None
+    last_qty: Decimal | None
+    prev_close: Decimal | None
+    first_trade: int | None
+    last_trade: int | None
 
     @property
     def symbol(self) -> str:
@@ -162,7 +227,8 @@ _TICKERS = """
         FROM minutes
     )
     SELECT m.id, agg.open, agg.high, agg.low, COALESCE(agg.volume, 0), COALESCE(agg.quote_volume, 0),
-           COALESCE(agg.trades, 0), last.price, bid.price, bid.qty, ask.price, ask.qty
+           COALESCE(agg.trades, 0), last.price, bid.price, bid.qty, ask.price, ask.qty, last.qty, prev.price,
+           first.number, CASE WHEN last.created_at >= w.t0 THEN last.number END
     FROM orders_market m CROSS JOIN w
     CROSS JOIN LATERAL (
         SELECT (array_agg(p.open ORDER BY p.at, p.taker_order_id, p.seq))[1] AS open, max(p.high) AS high,
@@ -187,9 +253,19 @@ _TICKERS = """
         ) AS p
     ) AS agg
     LEFT JOIN LATERAL (
-        SELECT t.price FROM orders_trade t WHERE t.market_id = m.id AND t.created_at <= w.t1
+        SELECT t.price, t.qty, t.created_at, t.taker_order_id * %s::bigint + t.seq AS number
+        FROM orders_trade t WHERE t.market_id = m.id AND t.created_at <= w.t1
         ORDER BY t.created_at DESC, t.taker_order_id DESC, t.seq DESC LIMIT 1
     ) AS last ON true
+    LEFT JOIN LATERAL (
+        SELECT t.taker_order_id * %s::bigint + t.seq AS number
+        FROM orders_trade t WHERE t.market_id = m.id AND t.created_at >= w.t0 AND t.created_at <= w.t1
+        ORDER BY t.created_at, t.taker_order_id, t.seq LIMIT 1
+    ) AS first ON true
+    LEFT JOIN LATERAL (
+        SELECT t.price FROM orders_trade t WHERE t.market_id = m.id AND t.created_at < w.t0
+        ORDER BY t.created_at DESC, t.taker_order_id DESC, t.seq DESC LIMIT 1
+    ) AS prev ON true
     LEFT JOIN LATERAL (
         SELECT o.price, sum(o.qty - o.filled_qty) AS qty FROM orders_order o
         WHERE o.market_id = m.id AND o.side = 'buy' AND o.status IN ('open', 'partially_filled')
@@ -207,11 +283,17 @@ _TICKERS = """
 def _tickers(markets: list[Market], now: datetime | None) -> list[Ticker]:
     now = now or timezone.now()
     with PreparedCursor() as cursor:  # planned once per connection: the statement is long, its run short
-        cursor.execute(_TICKERS, [now, TICKER_WINDOW, now, [market.id for market in markets]])
+        cursor.execute(
+            _TICKERS,
+            [now, TICKER_WINDOW, now, TRADE_NUMBER_BASE, TRADE_NUMBER_BASE, [market.id for market in markets]],
+        )
         rows = {row[0]: row[1:] for row in cursor.fetchall()}
     tickers = []
     for market in markets:
-        open_, high, low, volume, quote_volume, trades, last, bid, bid_qty, ask, ask_qty = rows[market.id]
+        open_, high, low, volume, quote_volume, trades, last, bid, bid_qty, ask, ask_qty, *trade_figures = rows[
+            market.id
+        ]
+        last_qty, prev_close, first_trade, last_trade = trade_figures
         tickers.append(
             Ticker(
                 market=market,
@@ -228,6 +310,10 @@ def _tickers(markets: list[Market], now: datetime | None) -> list[Ticker]:
                 bid_qty=bid_qty,
                 ask=ask,
                 ask_qty=ask_qty,
+                last_qty=last_qty,
+                prev_close=prev_close,
+                first_trade=first_trade,
+                last_trade=last_trade,
             )
         )
     return tickers

@@ -31,8 +31,7 @@ from django.db import connection, transaction
 from apps.ledger.amounts import format_amount
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_users
-from apps.marketdata.models import Interval
-from apps.marketdata.selectors import candles, ticker_24h
+from apps.marketdata.selectors import candles_latest, ticker_24h
 from apps.orders.models import Market
 from apps.wallets.apis import withdrawal_out
 from apps.wallets.models import Deposit, Withdrawal
@@ -162,10 +161,9 @@ class Relay:
         ticker = events.book_ticker(market, run[-1])
         out.append((market_group(symbol, "bookTicker"), _message(ticker, last, last)))
         if any(change.payload["trades"] for change in run):
-            for interval in Interval.values:  # the candles the trades went into (kept in their transaction)
-                for candle in candles(market=market.symbol, interval=interval, limit=1):
-                    kline = events.kline(market, candle, stamp)
-                    out.append((market_group(symbol, f"kline_{interval}"), _message(kline, last, last)))
+            for candle in candles_latest(market_id=market.id):  # the candles the trades went into (their transaction's)
+                kline = events.kline(market, candle, stamp)
+                out.append((market_group(symbol, f"kline_{candle.interval}"), _message(kline, last, last)))
         self.tickers_due.add(market.id)
         return out
 
