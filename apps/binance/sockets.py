@@ -39,7 +39,7 @@ class MarketSocket(StreamConsumer):
     """A raw market-data connection opened at ``/ws/<n>``: streams come by ``SUBSCRIBE``."""
 
     async def connect(self):
-        self.streams, self.last, self.depth_groups = {}, {}, set()
+        self.init_state()
         self.combined = False
         await self.accept()
 

@@ -81,12 +81,13 @@ class LiveProcess:
             self.process.wait(timeout=10)
 
 
-def start_web(log_dir: Path, name: str) -> tuple[LiveProcess, str]:
-    """uvicorn serving HTTP and WebSockets on a free port; returns it and its ``host:port``."""
+def start_web(log_dir: Path, name: str, env: dict[str, str] | None = None) -> tuple[LiveProcess, str]:
+    """uvicorn serving HTTP and WebSockets on a free port (``env``: settings of its own); returns it and its
+    ``host:port``."""
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "exchange.asgi:application", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--no-access-log", "--ws", "websockets"]
-    process = LiveProcess(command, log_path=log_dir / f"{name}.log", ready="Uvicorn running")
+    process = LiveProcess(command, log_path=log_dir / f"{name}.log", ready="Uvicorn running", env=env)
     return process, f"127.0.0.1:{port}"
 
 

@@ -1,16 +1,20 @@
 """The private user stream against the live servers: a user's own events, and never anyone else's."""
 
+import time
+
 import pytest
 import requests
 
 from apps.accounts.services import api_key_create
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import order_cancel, order_place
+from apps.streams.services import stream_token_create, stream_token_revoke
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address
 
 from .clients import StreamReader
+from .processes import start_web
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,3 +94,44 @@ def test_an_unknown_stream_key_or_stream_name_is_refused_with_the_reason(stream_
             reader.close()
         assert error["error"]["code"] == "invalid_request" and field in error["error"]["fields"]
         assert reader.closed_code == 4400
+
+
+def closed(reader: StreamReader, timeout: float = 10) -> int | None:
+    """The code ``reader``'s connection was closed with, waiting up to ``timeout`` s for it (``None``: still open)."""
+    deadline = time.monotonic() + timeout
+    while reader.closed_code is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return reader.closed_code
+
+
+def test_an_expired_or_revoked_stream_key_closes_its_stream_with_listen_key_expired(tmp_path, btc_usdt, settings):
+    """Binance's ``listenKeyExpired``, then close 4401: at the key's expiry, and within the check interval
+    (0.5 s here) of a revocation; a stream whose key stays valid stays open."""
+    web_process, web = start_web(tmp_path, "keys", env={"STREAMS_TOKEN_CHECK_SECONDS": "0.5"})
+    user = UserFactory()
+    settings.STREAMS_TOKEN_TTL = 4
+    _, expiring = stream_token_create(user_id=user.id)
+    settings.STREAMS_TOKEN_TTL = 3600
+    _, revoked = stream_token_create(user_id=user.id)
+    _, kept = stream_token_create(user_id=user.id)
+    readers = [
+        StreamReader(f"ws://{web}/ws/{expiring}"),
+        StreamReader(f"ws://{web}/stream?streams=btcusdt@trade/{revoked}"),
+        StreamReader(f"ws://{web}/ws/{kept}"),
+    ]
+    expiring_stream, revoked_stream, kept_stream = readers
+    try:
+        stream_token_revoke(user_id=user.id, key=revoked)
+        (notice,) = revoked_stream.wait_for(lambda message: message["data"]["e"] == "listenKeyExpired", timeout=5)
+        assert closed(revoked_stream) == 4401
+        (event,) = expiring_stream.wait_for(lambda message: message["e"] == "listenKeyExpired", timeout=15)
+        assert closed(expiring_stream) == 4401
+        assert closed(kept_stream, timeout=1) is None
+        assert kept_stream.take() == []
+    finally:
+        for reader in readers:
+            reader.close()
+        web_process.stop()
+
+    assert notice["stream"] == revoked and notice["data"]["listenKey"] == revoked
+    assert event["listenKey"] == expiring and isinstance(event["E"], int)
