@@ -40,13 +40,21 @@ CLOSE_EXPIRED = 4401  # the user stream's key expired or was revoked: create a n
 CLOSE_GAP = 4409  # an event was lost: resubscribe and take a fresh snapshot
 
 
+def first_delivery(seen: dict, message: dict) -> bool:
+    """Whether a relay ``message`` with update ids comes after what was sent of its sequence (``seen``: sequence ->
+    the ``(update id, part)`` last sent); false for a repeat, which a relay round published again after a crash
+    sends. A sequence's updates arrive in order, so anything at or before the last sent is a repeat."""
+    last = seen.get(message.get("sequence"))
+    return last is None or (message["last"], message.get("part", 0)) > last
+
+
 class StreamConsumer(AsyncWebsocketConsumer):
     """One client connection: its subscriptions (group -> stream name) and the last update id per group."""
 
     def init_state(self) -> None:
         """The connection's state before any subscription (also :class:`apps.binance.sockets.MarketSocket`'s)."""
         self.streams: dict[str, str] = {}  # group -> stream name
-        self.last: dict[str, tuple[int, int]] = {}  # per group: the (update id, part) last sent
+        self.last: dict[str, dict] = {}  # per group and sequence: the (update id, part) last sent
         self.depth_groups: set[str] = set()
         self.keys: dict[str, str] = {}  # user stream key -> its group
         self.key_watch: asyncio.Task | None = None
@@ -122,16 +130,15 @@ class StreamConsumer(AsyncWebsocketConsumer):
         name = self.streams.get(group)
         if name is None:
             return  # unsubscribed meanwhile
-        first, last = message["first"], message["last"]
-        if last is not None:
-            position = (last, message.get("part", 0))
-            seen = self.last.get(group)
-            if seen is not None and position <= seen:
+        if message["last"] is not None:
+            seen = self.last.setdefault(group, {})
+            if not first_delivery(seen, message):
                 return  # published twice (a relay round that did not commit)
-            if seen is not None and group in self.depth_groups and first != seen[0] + 1:
+            previous = seen.get(None)  # a depth group's own sequence
+            if previous is not None and group in self.depth_groups and message["first"] != previous[0] + 1:
                 await self.close(code=CLOSE_GAP, reason="Missed book updates: take a fresh snapshot.")
                 return
-            self.last[group] = position
+            seen[message.get("sequence")] = (message["last"], message.get("part", 0))
         data = message["data"]
         await self.send(text_data=f'{{"stream":{json.dumps(name)},"data":{data}}}' if self.combined else data)
 

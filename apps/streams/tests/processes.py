@@ -91,6 +91,7 @@ def start_web(log_dir: Path, name: str, env: dict[str, str] | None = None) -> tu
     return process, f"127.0.0.1:{port}"
 
 
-def start_relay(log_dir: Path) -> LiveProcess:
+def start_relay(log_dir: Path, name: str = "relay", env: dict[str, str] | None = None) -> LiveProcess:
+    """``manage.py run_stream_relay``, ready once it holds the relay lock (``env``: settings of its own)."""
     command = [sys.executable, "manage.py", "run_stream_relay"]
-    return LiveProcess(command, log_path=log_dir / "relay.log", ready="stream relay active")
+    return LiveProcess(command, log_path=log_dir / f"{name}.log", ready="stream relay active", env=env)
