@@ -9,8 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.api.authentication import ApiKeyAuthentication
+from apps.api.base import api_time
 from apps.api.throttles import IpRateThrottle, LoginRateThrottle
-from apps.api.views import api_time
 
 from .models import Scope
 from .second_factor import second_factor_require, user_has_second_factor

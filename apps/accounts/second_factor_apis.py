@@ -8,8 +8,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from apps.api.base import ScopedApiView
 from apps.api.fields import Text
-from apps.api.views import ScopedApiView
 
 from .enrolment import second_factor_confirm, second_factor_enrol
 

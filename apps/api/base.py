@@ -1,14 +1,14 @@
-"""Base class and helpers shared by the API views of every app."""
+"""Base class and helpers shared by the API views of every app: :class:`ScopedApiView`, the query and path
+parameter readers, the API's time format. Not a views module (no route points here), so every app's ``apis.py``
+may import it (the layers of DESIGN.md section 1, checked by ``lint-imports``)."""
 
 from datetime import UTC, datetime
 
-from django.http import JsonResponse
 from rest_framework.views import APIView
 
-from apps.ledger.errors import DomainError, NotFound
+from apps.core.errors import DomainError, NotFound
 from exchange.converters import MAX_ID
 
-from .exceptions import error_body
 from .permissions import HasScope
 from .schema import ScopedAutoSchema
 
@@ -87,9 +87,3 @@ def api_time(value: datetime | None) -> str | None:
     if value is None:
         return None
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def api_not_found(request, *args, **kwargs) -> JsonResponse:
-    """Any path under the API's prefix that no route matches: a 404 in the API's error shape, not HTML."""
-    message = "No such API path." if request.path.endswith("/") else "No such API path: paths end with a slash."
-    return JsonResponse(error_body("not_found", message), status=404)

@@ -1,48 +1,61 @@
 """REST API of the ledger (API.md): assets, balances, the user's postings."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
+from apps.api.base import ScopedApiView, text_param
+from apps.api.fields import AmountOut, ApiTime
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import LIST_PARAMETERS, list_of
-from apps.api.views import ScopedApiView, api_time, text_param
-
-from .amounts import format_amount
-from .models import AccountKind, Asset
-from .selectors import balances_for_user, user_postings
+from apps.ledger.models import AccountKind, Asset, Posting
+from apps.ledger.selectors import balances_for_user, user_postings
 
 
 class AssetOut(serializers.Serializer):
+    """An :class:`Asset` (API.md ``GET /api/v1/assets/``)."""
+
     code = serializers.CharField()
     name = serializers.CharField()
     decimals = serializers.IntegerField()
-    withdrawal_fee = serializers.CharField()
-    min_withdrawal = serializers.CharField()
+    withdrawal_fee = AmountOut(decimals="decimals")
+    min_withdrawal = AmountOut(decimals="decimals")
 
 
 class BalanceOut(serializers.Serializer):
+    """A :class:`~apps.ledger.selectors.UserBalance` (API.md ``GET /api/v1/balances/``)."""
+
     asset = serializers.CharField()
-    available = serializers.CharField(help_text="What the user can spend or withdraw now.")
-    held = serializers.CharField(
-        help_text="On hold: held for the user's open orders and pending withdrawals (the web UI's On hold)."
+    available = AmountOut(decimals="decimals", help_text="What the user can spend or withdraw now.")
+    held = AmountOut(
+        decimals="decimals",
+        help_text="On hold: held for the user's open orders and pending withdrawals (the web UI's On hold).",
     )
-    total = serializers.CharField(help_text="available + held.")
+    total = AmountOut(decimals="decimals", help_text="available + held.")
 
 
 class PostingOut(serializers.Serializer):
+    """A :class:`Posting` on a user account, its ``entry``, ``account`` and ``asset`` loaded (API.md statement)."""
+
     entry_id = serializers.IntegerField()
-    time = serializers.DateTimeField()
-    asset = serializers.CharField()
-    account = serializers.ChoiceField(
-        choices=["available", "held"],
-        help_text="available, or held (on hold for open orders and pending withdrawals).",
+    time = ApiTime(source="entry.created_at")
+    asset = serializers.CharField(source="asset.code")
+    account = serializers.SerializerMethodField(
+        help_text="available, or held (on hold for open orders and pending withdrawals)."
     )
-    amount = serializers.CharField(help_text="Signed change of the balance: positive adds, negative takes away.")
-    balance_after = serializers.CharField()
-    reason = serializers.CharField()
-    reference = serializers.CharField()
+    # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
+    amount = AmountOut(negate=True, help_text="Signed change of the balance: positive adds, negative takes away.")
+    balance_after = AmountOut()
+    reason = serializers.CharField(source="entry.reason")
+    reference = serializers.SerializerMethodField()
+
+    @extend_schema_field(serializers.ChoiceField(choices=["available", "held"]))
+    def get_account(self, posting: Posting) -> str:
+        return "available" if posting.account.kind == AccountKind.USER_AVAILABLE else "held"
+
+    def get_reference(self, posting: Posting) -> str:
+        return f"{posting.entry.reference_type}:{posting.entry.reference_id}".strip(":")
 
 
 class AssetListApi(ScopedApiView):
@@ -52,18 +65,7 @@ class AssetListApi(ScopedApiView):
 
     @extend_schema(responses=AssetOut(many=True), auth=[])
     def get(self, request):
-        return Response(
-            [
-                {
-                    "code": asset.code,
-                    "name": asset.name,
-                    "decimals": asset.decimals,
-                    "withdrawal_fee": format_amount(asset.withdrawal_fee, asset.decimals),
-                    "min_withdrawal": format_amount(asset.min_withdrawal, asset.decimals),
-                }
-                for asset in Asset.objects.order_by("code")
-            ]
-        )
+        return Response(AssetOut(Asset.objects.order_by("code"), many=True).data)
 
 
 class BalanceListApi(ScopedApiView):
@@ -71,17 +73,7 @@ class BalanceListApi(ScopedApiView):
 
     @extend_schema(responses=BalanceOut(many=True))
     def get(self, request):
-        return Response(
-            [
-                {
-                    "asset": balance.asset,
-                    "available": format_amount(balance.available, balance.decimals),
-                    "held": format_amount(balance.held, balance.decimals),
-                    "total": format_amount(balance.total, balance.decimals),
-                }
-                for balance in balances_for_user(request.user.id)
-            ]
-        )
+        return Response(BalanceOut(balances_for_user(request.user.id), many=True).data)
 
 
 class PostingListApi(ScopedApiView):
@@ -102,15 +94,5 @@ class PostingListApi(ScopedApiView):
             page,
             id_page(postings, page, time_field="entry__created_at"),
             key_of=lambda posting: (posting.id,),
-            out=lambda posting: {
-                "entry_id": posting.entry_id,
-                "time": api_time(posting.entry.created_at),
-                "asset": posting.asset.code,
-                "account": "available" if posting.account.kind == AccountKind.USER_AVAILABLE else "held",
-                # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
-                "amount": format_amount(-posting.amount, posting.asset.decimals),
-                "balance_after": format_amount(posting.balance_after, posting.asset.decimals),
-                "reason": posting.entry.reason,
-                "reference": f"{posting.entry.reference_type}:{posting.entry.reference_id}".strip(":"),
-            },
+            out=lambda posting: PostingOut(posting).data,
         )

@@ -9,12 +9,11 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.api.views import ScopedApiView, api_time, path_id
+from apps.api.base import ScopedApiView, api_time, path_id
+from apps.core.errors import NotFound
+from apps.ledger.seal.keys import public_keys
+from apps.ledger.seal.selectors import block_served, entry_proof, journal_block, journal_head
 from exchange.converters import MAX_ID
-
-from .errors import NotFound
-from .seal.keys import public_keys
-from .seal.selectors import block_served, entry_proof, journal_block, journal_head
 
 
 class KeyOut(serializers.Serializer):

@@ -84,7 +84,9 @@ def agg_trades(
     One taker order's fills at one price are consecutive (the book is walked by price), so
     grouping by (taker order, price) is Binance's aggregation.
     """
-    where, params, direction = [], [market.id], "ASC"
+    where: list[str] = []
+    params: list[int | datetime] = [market.id]
+    direction = "ASC"
     if from_number is not None:
         order_id, seq = divmod(from_number, FILLS_PER_ORDER)
         where.append("AND (taker_order_id > %s OR (taker_order_id = %s AND seq >= %s))")
@@ -201,5 +203,6 @@ def taker_buy_volumes(
     """Per candle ``open_time`` in ``[first_open, last_open]``: the base and quote volume bought by takers."""
     width = INTERVAL_WIDTHS[interval]
     with connection.cursor() as cursor:
-        cursor.execute(_TAKER_BUYS, [width, market.id, first_open, last_open + width])
+        # psycopg sends a timedelta as an interval; django-stubs' parameter types leave it out.
+        cursor.execute(_TAKER_BUYS, [width, market.id, first_open, last_open + width])  # type: ignore[list-item]
         return {bucket: (qty, quote) for bucket, qty, quote in cursor.fetchall()}

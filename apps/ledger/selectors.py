@@ -1,4 +1,4 @@
-"""Reads of the ledger: balances, statements, balances as of a past time."""
+"""Reads of the ledger: balances (per user, per batch of users) and the user's postings."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass

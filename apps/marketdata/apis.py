@@ -11,10 +11,10 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
+from apps.api.base import ScopedApiView, api_time, limit_param, path_name
 from apps.api.pagination import time_window
-from apps.api.views import ScopedApiView, api_time, limit_param, path_name
+from apps.core.errors import DomainError
 from apps.ledger.amounts import format_amount
-from apps.ledger.errors import DomainError
 from apps.orders.selectors import market_get
 
 from .models import Interval

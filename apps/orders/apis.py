@@ -14,13 +14,13 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
+from apps.api.base import ScopedApiView, api_time, limit_param, path_id, path_name, text_param
 from apps.api.fields import AmountInput, Text
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
-from apps.api.views import ScopedApiView, api_time, limit_param, path_id, path_name, text_param
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import format_amount
-from apps.ledger.errors import DomainError, NotFound
 
 from .models import (
     EndReason,

@@ -9,8 +9,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from apps.api.base import ScopedApiView, api_time
 from apps.api.fields import Text
-from apps.api.views import ScopedApiView, api_time
 
 from .services import stream_token_create, stream_token_extend, stream_token_revoke
 

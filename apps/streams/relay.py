@@ -132,6 +132,7 @@ class Relay:
             if kind == StreamEventKind.BOOK:
                 payload = json.loads(payload)  # Django's cursor leaves jsonb as text; amounts in it are strings
                 if run and market_id != run_market:
+                    assert run_market is not None  # set with the run's first event
                     out += self.book_messages(self.market(run_market), run, touched)
                     run = []
                 run_market = market_id
@@ -144,6 +145,7 @@ class Relay:
                 wallet_objects.add((kind, object_id))
                 out += self.wallet_message(kind, user_id, object_id, touched)
         if run:
+            assert run_market is not None  # set with the run's first event
             out += self.book_messages(self.market(run_market), run, touched)
         out += self.balance_messages(touched)
         return out

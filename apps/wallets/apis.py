@@ -15,13 +15,13 @@ from rest_framework.response import Response
 
 from apps.accounts.models import ApiKey
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require
+from apps.api.base import ScopedApiView, api_time, path_id, path_name
 from apps.api.fields import AmountInput, Text
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
-from apps.api.views import ScopedApiView, api_time, path_id, path_name
+from apps.core.errors import DomainError, NotFound, PermissionDenied
 from apps.ledger.amounts import format_amount
-from apps.ledger.errors import DomainError, NotFound, PermissionDenied
 from apps.ledger.models import Asset
 
 from .address_book import withdrawal_address_add, withdrawal_address_delete
@@ -226,7 +226,8 @@ class WithdrawalDetailApi(ScopedApiView):
 class WithdrawalAddressIn(serializers.Serializer):
     asset = Text(max_length=10, help_text="Asset code, such as BTC.")
     address = Text(max_length=128)
-    label = Text(max_length=100, required=False, help_text="Your name for it.")
+    # A declared field (DRF's metaclass takes it off the class), not Field.label: hence the ignore.
+    label = Text(max_length=100, required=False, help_text="Your name for it.")  # type: ignore[assignment]
     otp = Text(max_length=32, required=False, help_text="A current code: required once a second factor is on.")
 
 
@@ -234,7 +235,7 @@ class WithdrawalAddressOut(serializers.Serializer):
     id = serializers.IntegerField()
     asset = serializers.CharField()
     address = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, as in WithdrawalAddressIn
     status = serializers.ChoiceField(choices=WithdrawalAddressStatus.choices)
     usable_from = serializers.DateTimeField(allow_null=True, help_text="Null until confirmed by e-mail link.")
 
