@@ -1,6 +1,9 @@
 """Serializer fields: for input, amounts passed on to the services unparsed and plain text; for output,
 amounts at their asset's precision, times in the API's format, blank text as null."""
 
+from collections.abc import Callable
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.fields import get_attribute
@@ -65,12 +68,15 @@ class AmountOut(serializers.Field):
     """An amount written as an exact decimal string at its asset's precision (:func:`format_amount`).
 
     ``decimals`` is the dotted path, from the object serialized, to the precision (``"asset.decimals"``,
-    ``"decimals"``); ``negate`` writes ``-value`` (a debit-positive posting shown as a change of a
+    ``"decimals"``), or a function of the object and the serializer's context that returns it (an order's
+    amounts are in its market's base or quote asset, the market passed in the context); ``negate`` writes ``-value`` (a debit-positive posting shown as a change of a
     credit-normal balance). ``None`` is written as ``null``.
     """
 
-    def __init__(self, *, decimals: str = "asset.decimals", negate: bool = False, **kwargs):
-        self.decimals_path = decimals.split(".")
+    def __init__(
+        self, *, decimals: str | Callable[[Any, dict], int] = "asset.decimals", negate: bool = False, **kwargs
+    ):
+        self.decimals = decimals
         self.negate = negate
         super().__init__(**kwargs)
 
@@ -78,7 +84,9 @@ class AmountOut(serializers.Field):
         value = super().get_attribute(instance)
         if value is None:
             return None
-        return value, get_attribute(instance, self.decimals_path)
+        if callable(self.decimals):
+            return value, self.decimals(instance, self.context)
+        return value, get_attribute(instance, self.decimals.split("."))
 
     def to_representation(self, value):
         amount, decimals = value
@@ -90,6 +98,17 @@ class ApiTime(serializers.DateTimeField):
 
     def to_representation(self, value):
         return api_time(value)
+
+
+class BlankAsNullChoice(serializers.ChoiceField):
+    """A choice stored as ``""`` when there is none (an order that did not end early) and written as ``null``."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        return value or None
 
 
 class BlankAsNull(serializers.CharField):

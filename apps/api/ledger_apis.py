@@ -1,6 +1,6 @@
 """REST API of the ledger (API.md): assets, balances, the user's postings."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -14,7 +14,7 @@ from apps.ledger.selectors import balances_for_user, user_postings
 
 
 class AssetOut(serializers.Serializer):
-    """An :class:`Asset` (API.md ``GET /api/v1/assets/``)."""
+    """An asset: its precision (decimals) and withdrawal terms, amounts at that precision."""
 
     code = serializers.CharField()
     name = serializers.CharField()
@@ -24,7 +24,7 @@ class AssetOut(serializers.Serializer):
 
 
 class BalanceOut(serializers.Serializer):
-    """A :class:`~apps.ledger.selectors.UserBalance` (API.md ``GET /api/v1/balances/``)."""
+    """The user's funds in one asset."""
 
     asset = serializers.CharField()
     available = AmountOut(decimals="decimals", help_text="What the user can spend or withdraw now.")
@@ -35,24 +35,29 @@ class BalanceOut(serializers.Serializer):
     total = AmountOut(decimals="decimals", help_text="available + held.")
 
 
+class _AccountSide(serializers.ChoiceField):
+    """A user account's kind as the API names it: ``available`` or ``held``."""
+
+    def to_representation(self, value):
+        return "available" if value == AccountKind.USER_AVAILABLE else "held"
+
+
 class PostingOut(serializers.Serializer):
-    """A :class:`Posting` on a user account, its ``entry``, ``account`` and ``asset`` loaded (API.md statement)."""
+    """One change of the user's available or held balance, with the entry that made it."""
 
     entry_id = serializers.IntegerField()
     time = ApiTime(source="entry.created_at")
     asset = serializers.CharField(source="asset.code")
-    account = serializers.SerializerMethodField(
-        help_text="available, or held (on hold for open orders and pending withdrawals)."
+    account = _AccountSide(
+        source="account.kind",
+        choices=["available", "held"],
+        help_text="available, or held (on hold for open orders and pending withdrawals).",
     )
     # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
     amount = AmountOut(negate=True, help_text="Signed change of the balance: positive adds, negative takes away.")
     balance_after = AmountOut()
     reason = serializers.CharField(source="entry.reason")
     reference = serializers.SerializerMethodField()
-
-    @extend_schema_field(serializers.ChoiceField(choices=["available", "held"]))
-    def get_account(self, posting: Posting) -> str:
-        return "available" if posting.account.kind == AccountKind.USER_AVAILABLE else "held"
 
     def get_reference(self, posting: Posting) -> str:
         return f"{posting.entry.reference_type}:{posting.entry.reference_id}".strip(":")

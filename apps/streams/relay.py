@@ -34,7 +34,7 @@ from apps.ledger.selectors import balances_for_users
 from apps.marketdata.models import Interval
 from apps.marketdata.selectors import candles, ticker_24h
 from apps.orders.models import Market
-from apps.wallets.apis import withdrawal_out
+from apps.wallets.apis import WithdrawalOut
 from apps.wallets.models import Deposit, Withdrawal
 
 from . import events
@@ -217,7 +217,7 @@ class Relay:
             if withdrawal is None:
                 return []
             touched[user_id].add(withdrawal.asset_id)
-            data = {"e": "withdrawalUpdate", "E": now_ms(), "w": withdrawal_out(withdrawal)}
+            data = {"e": "withdrawalUpdate", "E": now_ms(), "w": WithdrawalOut(withdrawal).data}
         return [(user_group(user_id), _message(data))]
 
     def balance_messages(self, touched: dict[int, set[int]]) -> list:
