@@ -47,15 +47,10 @@ from django.utils import timezone
 
 from apps.accounts.errors import TradingFrozen
 from apps.accounts.selectors import TRADING_FROZEN_SQL
+from apps.core.errors import DomainError, InvalidState, NotFound
 from apps.ledger.amounts import fits, format_amount, format_exact, parse_amount, quantum
 from apps.ledger.db import PreparedCursor
-from apps.ledger.errors import (
-    DomainError,
-    IdempotencyConflict,
-    InvalidAmount,
-    InvalidState,
-    NotFound,
-)
+from apps.ledger.errors import IdempotencyConflict, InvalidAmount
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import Leg, entry_post, hold_legs, release_legs, system_account, user_accounts
 from apps.ledger.transactions import retrying_atomic
