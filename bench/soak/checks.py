@@ -161,9 +161,9 @@ class Checks:
         for txid, vout in sent_by_clients:
             if not any(key[1:] == (txid, vout) for key in confirmed):
                 problems.append(f"deposit {txid}:{vout} the clients sent is not confirmed at custody")
-        entries = JournalEntry.objects.filter(reason=EntryReason.DEPOSIT).count()
-        if entries != len(credited):
-            lost.append(f"{entries} deposit entries for {len(credited)} credited deposits")
+        deposit_entries = JournalEntry.objects.filter(reason=EntryReason.DEPOSIT).count()
+        if deposit_entries != len(credited):
+            lost.append(f"{deposit_entries} deposit entries for {len(credited)} credited deposits")
         return len(confirmed)
 
     def check_forged_callbacks(self, problems, lost) -> int:
@@ -213,7 +213,7 @@ class Checks:
                     lost.append(f"acknowledged order {request['id']} ({client_order_id}) is missing")
                     continue
                 body = request["request"]
-                terms = {"market": order.market.symbol, "side": order.side, "type": order.type}
+                terms: dict[str, str | None] = {"market": order.market.symbol, "side": order.side, "type": order.type}
                 for field in ("price", "qty", "quote_qty"):
                     value = getattr(order, field)
                     terms[field] = None if value is None else amount_text(value)
@@ -271,7 +271,7 @@ class Checks:
         checked = 0
         for record in self.traders:
             mine = list(Withdrawal.objects.filter(user_id=users[record["user"]]).select_related("asset"))
-            by_address = {}
+            by_address: dict[str, list[Withdrawal]] = {}
             for withdrawal in mine:
                 by_address.setdefault(withdrawal.address, []).append(withdrawal)
             requests = {request["request"]["address"]: request for request in record["withdrawals"]}
@@ -294,10 +294,10 @@ class Checks:
                     continue
                 checked += 1
                 found = by_address.get(address, [])
-                withdrawal = found[0] if len(found) == 1 else None
-                if withdrawal is None or withdrawal.id != request["id"]:
+                if len(found) != 1 or found[0].id != request["id"]:
                     lost.append(f"acknowledged withdrawal {request['id']} ({request['key']}) is not there as such")
                     continue
+                withdrawal = found[0]
                 body = request["request"]
                 if (withdrawal.asset.code, amount_text(withdrawal.amount)) != (body["asset"], body["amount"]):
                     lost.append(f"withdrawal {withdrawal.id}: terms differ from the request")

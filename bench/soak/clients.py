@@ -195,6 +195,7 @@ class Trader(Client):
         outcome = self.outcomes.record(kind, answer)
         record = {"client_order_id": client_order_id, "request": body, "outcome": outcome}
         if outcome == "acknowledged":
+            assert answer is not None  # acknowledged and refused outcomes come from an answer
             order = answer.body
             record.update(id=order["id"], status=order["status"], filled_qty=order["filled_qty"])
             if order["client_order_id"] != client_order_id:
@@ -205,6 +206,7 @@ class Trader(Client):
             if order["status"] in OPEN_STATUSES:
                 self.open_orders.append(order["id"])
         elif outcome == "refused":
+            assert answer is not None  # acknowledged and refused outcomes come from an answer
             record["code"] = answer.code
             if answer.code == "idempotency_conflict":
                 self.anomalies.append(f"order {client_order_id}: a retry of the same request was a conflict")
@@ -256,7 +258,7 @@ class Trader(Client):
             {
                 "id": order_id,
                 "outcome": outcome,
-                "status": answer.body.get("status") if outcome == "acknowledged" else None,
+                "status": answer.body.get("status") if answer is not None and outcome == "acknowledged" else None,
             }
         )
 
@@ -266,7 +268,7 @@ class Trader(Client):
         if answer is not None and not answer.ok and answer.attempts > 1 and answer.code == "invalid_state":
             return self.outcomes.count(kind, "unknown")
         outcome = self.outcomes.record(kind, answer)
-        if outcome == "refused" and answer.code != "invalid_state":
+        if outcome == "refused" and answer is not None and answer.code != "invalid_state":
             self.anomalies.append(f"cancel of {what} refused with {answer.status} {answer.code}")
         return outcome
 
@@ -308,6 +310,7 @@ class Trader(Client):
         outcome = self.outcomes.record("withdrawal", answer)
         record = {"key": key, "request": body, "outcome": outcome}
         if outcome == "acknowledged":
+            assert answer is not None  # acknowledged and refused outcomes come from an answer
             record.update(id=answer.body["id"], status=answer.body["status"])
             if answer.body["status"] == WithdrawalStatus.AWAITING_APPROVAL:
                 self.cancellable_withdrawals.append(answer.body["id"])
@@ -315,6 +318,7 @@ class Trader(Client):
                     self.withdrawals.append(record)
                     return self.withdrawal_cancel()  # changed their mind at once, racing the approver
         elif outcome == "refused":
+            assert answer is not None  # acknowledged and refused outcomes come from an answer
             record["code"] = answer.code
             if answer.code == "idempotency_conflict":
                 self.anomalies.append(f"withdrawal {key}: a retry of the same request was a conflict")

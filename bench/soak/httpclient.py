@@ -6,6 +6,7 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from .common import HTTP_TIMEOUT, RETRY_WINDOW
 
@@ -15,7 +16,7 @@ class Answer:
     """A definite HTTP answer (anything but a connection error, timeout, 5xx or 429)."""
 
     status: int
-    body: object
+    body: Any  # the decoded JSON (any shape the endpoint returns) or the text of a non-JSON answer
     attempts: int
     replayed: bool = False
     location: str = ""
@@ -65,7 +66,7 @@ class Http:
         while True:
             attempt += 1
             self.stats["requests"] += 1
-            timeout = HTTP_TIMEOUT
+            timeout: float | tuple[float, float] = HTTP_TIMEOUT
             if method != "GET" and attempt == 1 and self.rng.random() < self.drop_rate:
                 timeout = (HTTP_TIMEOUT, 0.001)  # the request goes out, its answer is lost: the client times out
                 self.stats["answers_dropped"] += 1

@@ -534,7 +534,9 @@ class Soak:
     @staticmethod
     def operations(records: list[dict]) -> dict:
         """Operations per kind over every client, and the HTTP figures."""
-        totals = {name: Counter() for name in ("attempted", "acknowledged", "refused", "unknown", "refusal_codes")}
+        totals: dict[str, Counter] = {
+            name: Counter() for name in ("attempted", "acknowledged", "refused", "unknown", "refusal_codes")
+        }
         http: Counter = Counter()
         for record in records:
             for name, counts in record["outcomes"].items():
@@ -545,7 +547,7 @@ class Soak:
 
 def parse_args(argv: list[str] | None):
     """The command line: the soak's options, and the hidden ones of a client process."""
-    summary = sys.modules[__package__].__doc__.splitlines()[0]  # the first line of the package's docstring
+    summary = (sys.modules[__package__].__doc__ or "").splitlines()[0]  # the first line of the package's docstring
     parser = argparse.ArgumentParser(prog="python -m bench.soak", description=summary)
     parser.add_argument("--duration", type=float, default=300, help="seconds of load with faults (default 300)")
     parser.add_argument("--traders", type=int, default=3, help="trader client processes (default 3)")

@@ -15,8 +15,12 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .common import ROOT, WEB_THREADS, WEB_WORKERS
+
+if TYPE_CHECKING:
+    from apps.streams.book import LocalBook
 
 PR_SET_PDEATHSIG = 1
 
@@ -116,7 +120,7 @@ class Web:
     def __init__(self, processes: Processes, port: int):
         self.processes, self.port = processes, port
         self.base_url = f"http://127.0.0.1:{port}"
-        self.process: Process | None = None
+        self.process: Process  # set by start()
 
     def start(self) -> None:
         """Start gunicorn on the port (workers x threads as in production, scaled down)."""
@@ -169,8 +173,8 @@ class Streams:
 
     def __init__(self, processes: Processes, port: int):
         self.processes, self.port = processes, port
-        self.relay: Process | None = None
-        self.books: dict[str, object] = {}
+        self.relay: Process  # set by start_relay()
+        self.books: dict[str, LocalBook] = {}
         self.resyncs: Counter = Counter()
         self.stopped = threading.Event()
         self.threads: list[threading.Thread] = []
