@@ -152,6 +152,9 @@ _POST_ENTRIES = """
 """
 
 
+_REASONS = frozenset(EntryReason.values)  # Choices.values builds its list anew on every access
+
+
 @dataclass
 class _LockedAccount:
     id: int
@@ -272,7 +275,7 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
     position: dict[str, int] = {}  # key -> its index in ``sent``
     stop: DomainError | None = None  # the error of an entry refused here: the batch fails there at the latest
     for entry in entries:
-        if entry.reason not in EntryReason.values:
+        if entry.reason not in _REASONS:
             raise ValueError(f"unknown entry reason {entry.reason!r}")
         try:
             _check_leg_shapes(entry.legs)

@@ -53,6 +53,8 @@ CREATE FUNCTION ledger_post_entries_v1(
 )
 LANGUAGE plpgsql VOLATILE
 SET search_path FROM CURRENT
+-- Plans are made once per connection: the statements' shapes never change, only the arrays' contents.
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -72,15 +74,19 @@ BEGIN
            coalesce(array_agg(j.payload_hash <> k.hash ORDER BY k.e) FILTER (WHERE j.id IS NOT NULL), '{}')
     INTO v_new, v_old, v_old_ids, v_old_conflict
     FROM unnest(p_keys, p_payload_hashes) WITH ORDINALITY AS k(key, hash, e)
-    LEFT JOIN ledger_journalentry j ON j.idempotency_key = k.key;
+    LEFT JOIN (SELECT j.id, j.idempotency_key, j.payload_hash FROM ledger_journalentry j
+               WHERE j.idempotency_key = ANY(p_keys)) j ON j.idempotency_key = k.key;
 
-    WITH leg AS (
+    WITH account AS (  -- index lookups by id (never a join the planner could turn into a scan of every account)
+        SELECT a.id, a.kind, a.asset_id, a.balance, s.code, s.decimals
+        FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
+        WHERE a.id = ANY(p_leg_accounts)
+    ), leg AS (
         SELECT l.e, l.account_id, l.amount, a.id IS NULL AS unknown, a.kind, a.asset_id, a.balance,
-               s.code, s.decimals,
+               a.code, a.decimals,
                CASE WHEN a.kind IN ('custody', 'network_fee_expense') THEN 1 ELSE -1 END AS sign
         FROM unnest(p_leg_entries, p_leg_accounts, p_leg_amounts) AS l(e, account_id, amount)
-        LEFT JOIN ledger_account a ON a.id = l.account_id
-        LEFT JOIN ledger_asset s ON s.id = a.asset_id
+        LEFT JOIN account a ON a.id = l.account_id
     ), invalid AS (
         SELECT leg.e FROM leg GROUP BY leg.e
         HAVING bool_or(leg.unknown) OR bool_or(round(leg.amount, leg.decimals) <> leg.amount)
@@ -138,7 +144,8 @@ BEGIN
                row_number() OVER (PARTITION BY l.account_id ORDER BY l.i DESC) = 1 AS last,
                count(*) OVER (PARTITION BY l.account_id) AS postings
         FROM unnest(p_leg_entries, p_leg_accounts, p_leg_amounts) WITH ORDINALITY AS l(e, account_id, amount, i)
-        JOIN ledger_account a ON a.id = l.account_id
+        JOIN (SELECT a.id, a.kind, a.asset_id, a.balance FROM ledger_account a WHERE a.id = ANY(p_leg_accounts)) a
+            ON a.id = l.account_id
         WHERE l.e = ANY(v_new)
     ), written AS (
         SELECT entry.e, inserted.id FROM entry JOIN inserted ON inserted.idempotency_key = entry.key
@@ -151,7 +158,7 @@ BEGIN
         UPDATE ledger_account a
         SET balance = leg.balance_after, version = a.version + leg.postings
         FROM leg
-        WHERE leg.last AND a.id = leg.account_id
+        WHERE leg.last AND a.id = leg.account_id AND a.id = ANY(p_leg_accounts)
     )
     SELECT coalesce(array_agg(written.e ORDER BY written.e), '{}'), coalesce(array_agg(written.id ORDER BY written.e), '{}')
     INTO v_written_e, v_written_ids
