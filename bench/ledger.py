@@ -1,16 +1,20 @@
 """Ledger throughput against pgbench TPC-B on the same PostgreSQL, in the same run.
 
 Several worker processes (not threads) post balanced transfers between 1,000
-funded users, each a full ``transfer_create`` service call (resolve accounts, lock
-them in order, check funds, idempotency key, entry, postings, balances, retry on
-deadlock). Cases:
+funded users. In the first three cases each transfer is its own transaction, a full
+``transfer_create`` service call (resolve accounts, lock them in order, check funds,
+idempotency key, entry, postings, balances, retry on deadlock):
 
 - ``uniform``: random pairs of users;
 - ``hot``: every transfer also credits one shared fee account (fee revenue in one shard);
-- ``hot_sharded``: the same with fee revenue split into the default number of shards.
+- ``hot_sharded``: the same with fee revenue split into the default number of shards;
+- ``batched``: ``entries_post`` of 100 random transfers per transaction (accounts resolved
+  once per process, as a batching caller such as the matching engine holds them).
 
-Prints one JSON line per figure: ``{"bench": "ledger", ...}``. The bench uses its
-own databases (``bench_ledger``, ``bench_pgbench``) on the server of ``DATABASE_URL``.
+Prints one JSON line per figure: ``{"bench": "ledger", ...}``; each case's ratio is to
+pgbench TPC-B (``-s 10 -c 4``) measured in the same run. The bench uses its own scratch
+databases (``<name>_bench_ledger``, ``<name>_bench_pgbench``, see ``bench/_scratch.py``)
+on the server of ``DATABASE_URL``.
 """
 
 import json
@@ -25,41 +29,18 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench._scratch import bench_database_url, recreate_database  # noqa: E402 (ROOT is on sys.path now)
 
 USERS = 1000
 PROCESSES = int(os.environ.get("BENCH_PROCESSES", 4))
 SECONDS = float(os.environ.get("BENCH_SECONDS", 10))
 PGBENCH_CLIENTS = 4
 PGBENCH_SCALE = 10
-
-
-def database_url(name: str) -> str:
-    """``DATABASE_URL`` with its database replaced by ``name``."""
-    return urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{name}").geturl()
-
-
-def recreate_database(name: str, *, create: bool = True) -> None:
-    """Drop database ``name`` on the server of ``DATABASE_URL`` and (unless ``create`` is false) create it empty."""
-    import psycopg
-
-    from exchange.settings.environment import database_from_url
-
-    config = database_from_url(os.environ["DATABASE_URL"])
-    with psycopg.connect(
-        host=config["HOST"],
-        port=config.get("PORT") or None,
-        user=config["USER"],
-        password=config["PASSWORD"] or None,
-        dbname="postgres",
-        autocommit=True,
-    ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if create:
-            conn.execute(f'CREATE DATABASE "{name}"')
+BATCH = 100
 
 
 def pgbench_binary() -> str:
@@ -71,24 +52,25 @@ def pgbench_binary() -> str:
     return str(Path(pgserver.__file__).parent / "pginstall" / "bin" / "pgbench")
 
 
-def run_pgbench() -> float:
+def run_pgbench(admin_url: str, pgbench_url: str) -> float:
     from exchange.settings.environment import database_from_url
 
-    recreate_database("bench_pgbench")
-    config = database_from_url(os.environ["DATABASE_URL"])
+    recreate_database(admin_url, pgbench_url)
+    config = database_from_url(pgbench_url)
     connection = ["-h", config["HOST"], "-U", config["USER"]] + (
         ["-p", str(config["PORT"])] if config.get("PORT") else []
     )
     env = {**os.environ, "PGPASSWORD": config["PASSWORD"] or ""}
     binary = pgbench_binary()
+    name = config["NAME"]
     subprocess.run(
-        [binary, *connection, "-i", "-q", "-s", str(PGBENCH_SCALE), "bench_pgbench"],
+        [binary, *connection, "-i", "-q", "-s", str(PGBENCH_SCALE), name],
         check=True,
         env=env,
         capture_output=True,
     )
     result = subprocess.run(
-        [binary, *connection, "-c", str(PGBENCH_CLIENTS), "-j", "2", "-T", str(int(SECONDS)), "bench_pgbench"],
+        [binary, *connection, "-c", str(PGBENCH_CLIENTS), "-j", "2", "-T", str(int(SECONDS)), name],
         check=True,
         env=env,
         capture_output=True,
@@ -100,8 +82,8 @@ def run_pgbench() -> float:
     return float(match.group(1))
 
 
-def setup_django(database: str) -> None:
-    os.environ["DATABASE_URL"] = database_url(database)
+def setup_django(url: str) -> None:
+    os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
     import django
 
@@ -135,8 +117,67 @@ def prepare_ledger() -> tuple[list[int], int]:
     return [user.id for user in users], usdt.id
 
 
-def worker(case: str, user_ids: list[int], start_at: float, results) -> None:
-    setup_django("bench_ledger")
+class _Start:
+    """Starts every worker process at once, when all of them have set up Django (slow on a loaded machine)."""
+
+    def __init__(self, context):
+        self.ready = context.Queue()
+        self.event = context.Event()
+        self.at = context.Value("d", 0.0)
+
+    def wait_until_go(self) -> float:
+        """In a worker: say it is ready, wait for the others; return the start time (``time.time()``)."""
+        self.ready.put(os.getpid())
+        self.event.wait()
+        while time.time() < self.at.value:
+            time.sleep(0.001)
+        return self.at.value
+
+    def go(self, workers: int) -> None:
+        """In the parent: once ``workers`` are ready, start them all 0.2 s from now."""
+        for _ in range(workers):
+            self.ready.get()
+        self.at.value = time.time() + 0.2
+        self.event.set()
+
+
+def batched_worker(url: str, user_ids: list[int], start, results) -> None:
+    """Post batches of ``BATCH`` transfers, one ``entries_post`` per transaction, until the deadline.
+
+    Puts one latency per transfer (its batch's time divided by ``BATCH``, so the counts add up)."""
+    setup_django(url)
+    from decimal import Decimal
+
+    from apps.ledger.models import Asset, EntryReason
+    from apps.ledger.services import EntryRequest, credit, debit, entries_post, user_account
+    from apps.ledger.transactions import retrying_atomic
+
+    usdt = Asset.objects.get(code="USDT")
+    accounts = [user_account(user_id, usdt) for user_id in user_ids]
+    amount = Decimal("1.000001")
+    post = retrying_atomic(entries_post)
+    rng = random.Random()
+    latencies = []
+    deadline = start.wait_until_go() + SECONDS
+    while (now := time.perf_counter()) and time.time() < deadline:
+        batch = []
+        for _ in range(BATCH):
+            source, destination = rng.sample(accounts, 2)
+            batch.append(
+                EntryRequest(
+                    idempotency_key=f"transfer:{uuid.uuid4()}",
+                    reason=EntryReason.TRANSFER,
+                    legs=[debit(source, amount), credit(destination, amount)],
+                    reference_type="transfer",
+                )
+            )
+        post(batch)
+        latencies.extend([(time.perf_counter() - now) / BATCH] * BATCH)
+    results.put(latencies)
+
+
+def worker(url: str, case: str, user_ids: list[int], start, results) -> None:
+    setup_django(url)
     from decimal import Decimal
 
     from django.conf import settings
@@ -150,9 +191,7 @@ def worker(case: str, user_ids: list[int], start_at: float, results) -> None:
     amount = money(Decimal("1.000001"), "USDT")
     rng = random.Random()
     latencies = []
-    while time.time() < start_at:
-        time.sleep(0.001)
-    deadline = start_at + SECONDS
+    deadline = start.wait_until_go() + SECONDS
     while (now := time.perf_counter()) and time.time() < deadline:
         source, destination = rng.sample(user_ids, 2)
         transfer_create(
@@ -166,26 +205,31 @@ def worker(case: str, user_ids: list[int], start_at: float, results) -> None:
     results.put(latencies)
 
 
-def run_case(case: str, user_ids: list[int]) -> dict:
+def run_case(url: str, case: str, user_ids: list[int]) -> dict:
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    start_at = time.time() + 3  # let every process import Django first
-    processes = [context.Process(target=worker, args=(case, user_ids, start_at, results)) for _ in range(PROCESSES)]
+    start = _Start(context)
+    target, args = (batched_worker, (url,)) if case == "batched" else (worker, (url, case))
+    processes = [context.Process(target=target, args=(*args, user_ids, start, results)) for _ in range(PROCESSES)]
     for process in processes:
         process.start()
+    start.go(PROCESSES)
     latencies = [latency for _ in processes for latency in results.get()]
     for process in processes:
         process.join()
     latencies.sort()
+    per = "transfer_in_batch_" if case == "batched" else ""
     return {
         "transfers_per_s": round(len(latencies) / SECONDS, 1),
-        "p50_ms": round(statistics.median(latencies) * 1000, 2),
-        "p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 2),
+        f"{per}p50_ms": round(statistics.median(latencies) * 1000, 2),
+        f"{per}p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 2),
     }
 
 
 def main() -> None:
-    pgbench_tps = run_pgbench()
+    admin_url, ledger_url = bench_database_url("_bench_ledger")
+    _, pgbench_url = bench_database_url("_bench_pgbench")
+    pgbench_tps = run_pgbench(admin_url, pgbench_url)
     print(
         json.dumps(
             {
@@ -199,15 +243,15 @@ def main() -> None:
         ),
         flush=True,
     )
-    recreate_database("bench_ledger")
-    setup_django("bench_ledger")
+    recreate_database(admin_url, ledger_url)
+    setup_django(ledger_url)
     user_ids, _ = prepare_ledger()
     from django.db import connections
 
     connections.close_all()
-    targets = {"uniform": 0.5, "hot": 0.4, "hot_sharded": 0.4}
+    targets = {"uniform": 0.6, "hot": 0.4, "hot_sharded": 0.4, "batched": 2.0}
     for case, target in targets.items():
-        figures = run_case(case, user_ids)
+        figures = run_case(ledger_url, case, user_ids)
         ratio = figures["transfers_per_s"] / pgbench_tps
         print(
             json.dumps(
@@ -217,6 +261,7 @@ def main() -> None:
                     "case": case,
                     **figures,
                     "processes": PROCESSES,
+                    **({"entries_per_transaction": BATCH} if case == "batched" else {}),
                     "pgbench_tps": round(pgbench_tps, 1),
                     "ratio": round(ratio, 3),
                     "target_ratio": target,
@@ -225,13 +270,15 @@ def main() -> None:
             flush=True,
         )
     from apps.ledger.reconciliation import reconcile
+    from apps.ledger.seal.services import journal_seal
 
+    journal_seal()  # what the scheduled sealer does in production: invariant 9 holds for entries older than a minute
     report = reconcile()
     failed = [check.name for check in report.checks if not check.ok]
     print(json.dumps({"bench": "ledger", "figure": "reconcile", "ok": report.ok, "failed": failed}), flush=True)
     connections.close_all()
-    for name in ("bench_ledger", "bench_pgbench"):
-        recreate_database(name, create=False)
+    for url in (ledger_url, pgbench_url):
+        recreate_database(admin_url, url, drop_only=True)
     if not report.ok:
         sys.exit(1)
 

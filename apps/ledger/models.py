@@ -3,9 +3,10 @@
 The rules that must hold whatever code runs are declared here so PostgreSQL
 enforces them (DESIGN.md section 5):
 
-- invariant 1: a deferred constraint trigger refuses, at commit, any journal entry
-  whose postings do not sum to zero per asset, that has fewer than two postings, or
-  whose amounts are not exact multiples of the asset's precision;
+- invariant 1: statement-level triggers (with transition tables) refuse, at the end of
+  the INSERT, any journal entry whose postings do not sum to zero per asset, that has
+  fewer than two postings, or whose amounts are not exact multiples of the asset's
+  precision (so an entry and its postings are written in one statement);
 - invariant 3: a CHECK constraint keeps ``user_available`` and ``user_held`` at or above zero;
 - invariant 6: triggers refuse UPDATE and DELETE of entries and postings;
 - invariant 7: the idempotency key is unique.
@@ -243,14 +244,21 @@ class JournalEntry(models.Model):
         indexes = [models.Index(fields=["reference_type", "reference_id"], name="entry_reference")]
         triggers = [
             _immutable(),
+            # Statement-level, with the statement's new rows as a table: one check per INSERT, not one per row
+            # at commit. So an entry is written together with its postings, in one statement.
             pgtrigger.Trigger(
                 name="has_postings",
                 when=pgtrigger.After,
                 operation=pgtrigger.Insert,
-                timing=pgtrigger.Deferred,
+                level=pgtrigger.Statement,
+                referencing=pgtrigger.Referencing(new="new_entries"),
+                declare=[("short_entry", "bigint")],
                 func="""
-                IF (SELECT count(*) FROM ledger_posting WHERE entry_id = NEW.id) < 2 THEN
-                    RAISE EXCEPTION 'journal entry % has fewer than two postings', NEW.id
+                SELECT e.id INTO short_entry FROM new_entries e
+                WHERE (SELECT count(*) FROM ledger_posting p WHERE p.entry_id = e.id) < 2
+                LIMIT 1;
+                IF FOUND THEN
+                    RAISE EXCEPTION 'journal entry % has fewer than two postings', short_entry
                         USING ERRCODE = 'check_violation';
                 END IF;
                 RETURN NULL;
@@ -286,24 +294,28 @@ class Posting(models.Model):
         constraints = [models.CheckConstraint(condition=~Q(amount=0), name="posting_amount_not_zero")]
         triggers = [
             _immutable(),
+            # Statement-level like the entry's check; the entries are looked up by index (= ANY), never scanned.
             pgtrigger.Trigger(
                 name="entry_balanced",
                 when=pgtrigger.After,
                 operation=pgtrigger.Insert,
-                timing=pgtrigger.Deferred,
+                level=pgtrigger.Statement,
+                referencing=pgtrigger.Referencing(new="new_postings"),
+                declare=[("offending", "bigint")],
                 func="""
-                IF EXISTS (
-                    SELECT 1 FROM ledger_posting p
-                    WHERE p.entry_id = NEW.entry_id
-                    GROUP BY p.asset_id HAVING sum(p.amount) <> 0
-                ) THEN
-                    RAISE EXCEPTION 'journal entry % does not balance per asset', NEW.entry_id
+                SELECT p.entry_id INTO offending FROM ledger_posting p
+                WHERE p.entry_id = ANY (ARRAY(SELECT DISTINCT n.entry_id FROM new_postings n))
+                GROUP BY p.entry_id, p.asset_id HAVING sum(p.amount) <> 0
+                LIMIT 1;
+                IF FOUND THEN
+                    RAISE EXCEPTION 'journal entry % does not balance per asset', offending
                         USING ERRCODE = 'check_violation';
                 END IF;
-                IF NOT EXISTS (
-                    SELECT 1 FROM ledger_asset a WHERE a.id = NEW.asset_id AND round(NEW.amount, a.decimals) = NEW.amount
-                ) THEN
-                    RAISE EXCEPTION 'posting % is not a multiple of its asset''s precision', NEW.id
+                SELECT n.id INTO offending FROM new_postings n JOIN ledger_asset a ON a.id = n.asset_id
+                WHERE round(n.amount, a.decimals) <> n.amount
+                LIMIT 1;
+                IF FOUND THEN
+                    RAISE EXCEPTION 'posting % is not a multiple of its asset''s precision', offending
                         USING ERRCODE = 'check_violation';
                 END IF;
                 RETURN NULL;

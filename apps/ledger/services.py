@@ -9,7 +9,7 @@ Other apps call these services; they never write ledger models themselves.
 import hashlib
 import json
 import zlib
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -22,7 +22,7 @@ from moneyed import Money
 
 from apps.core.errors import DomainError, NotFound
 
-from .amounts import check_amount, fits, format_amount, is_exact
+from .amounts import check_amount, format_amount, is_exact
 from .db import PreparedCursor
 from .errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
 from .models import (
@@ -32,7 +32,6 @@ from .models import (
     Asset,
     EntryReason,
     JournalEntry,
-    normal_sign,
 )
 from .transactions import retrying_atomic
 
@@ -137,30 +136,18 @@ _SELECT_ACCOUNTS = """
     WHERE a.id = ANY(%s::bigint[])
     ORDER BY a.id
 """
-_LOCK_ACCOUNTS = _SELECT_ACCOUNTS + "FOR NO KEY UPDATE OF a"
 
-# The entry, its postings and the new balances in one round trip. On a replayed key the
-# INSERT returns no row, so no posting is written and no balance changes.
-_WRITE_ENTRY = """
-    WITH entry AS (
-        INSERT INTO ledger_journalentry
-            (idempotency_key, reason, reference_type, reference_id, metadata, payload_hash, created_at, created_by_id)
-        VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-        ON CONFLICT (idempotency_key) DO NOTHING
-        RETURNING id
-    ), postings AS (
-        INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)
-        SELECT entry.id, p.account_id, p.asset_id, p.amount, p.balance_after
-        FROM entry, unnest(%s::bigint[], %s::bigint[], %s::numeric[], %s::numeric[])
-            AS p(account_id, asset_id, amount, balance_after)
-    ), balances AS (
-        UPDATE ledger_account a
-        SET balance = v.balance, version = a.version + v.postings
-        FROM entry, unnest(%s::bigint[], %s::numeric[], %s::int[]) AS v(id, balance, postings)
-        WHERE a.id = v.id
+# One round trip for a whole batch: the function (migration 0004) locks, checks and writes.
+_POST_ENTRIES = """
+    SELECT entry_index, entry_id, status, account_id, account_kind, asset_code, decimals, balance_before, balance_after
+    FROM ledger_post_entries_v1(
+        %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::timestamptz,
+        %s::int[], %s::bigint[], %s::numeric[], %s::int
     )
-    SELECT id FROM entry
 """
+
+
+_REASONS = frozenset(EntryReason.values)  # Choices.values builds its list anew on every access
 
 
 @dataclass
@@ -225,12 +212,129 @@ def _payload_hash(reason: str, reference_type: str, reference_id: str, legs: Seq
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def _replayed_entry(idempotency_key: str, payload_hash: str) -> JournalEntry | None:
-    """The entry already posted under ``idempotency_key``, if any; a different payload is a conflict."""
-    entry = JournalEntry.objects.filter(idempotency_key=idempotency_key).first()
-    if entry is not None and entry.payload_hash != payload_hash:
-        raise IdempotencyConflict(f"Idempotency key {idempotency_key!r} was already used with a different payload.")
-    return entry
+@dataclass(frozen=True)
+class EntryRequest:
+    """One journal entry for :func:`entries_post`: the arguments :func:`entry_post` takes, as a value."""
+
+    idempotency_key: str
+    reason: str
+    legs: Sequence[Leg]
+    reference_type: str = ""
+    reference_id: str = ""
+    metadata: dict | None = None
+    created_by_id: int | None = None
+
+
+def _conflict(idempotency_key: str) -> IdempotencyConflict:
+    return IdempotencyConflict(f"Idempotency key {idempotency_key!r} was already used with a different payload.")
+
+
+def _failure(entry: EntryRequest, row: tuple) -> DomainError:
+    """The error of ``entry``, which ``ledger_post_entries_v1`` refused with the failure ``row``."""
+    _, _, status, _, kind, asset_code, decimals, before, after = row
+    if status == "conflict":
+        return _conflict(entry.idempotency_key)
+    if status == "too_large":
+        return InvalidAmount(f"The {asset_code} {kind} balance would reach 10^20 or more.")
+    if status == "insufficient":
+        return InsufficientFunds(
+            f"Insufficient {asset_code}: {format_amount(before, decimals)} "
+            f"{'available' if kind == AccountKind.USER_AVAILABLE else 'held'}, "
+            f"{format_amount(before - after, decimals)} needed."
+        )
+    # "invalid": unknown account, inexact amount or unbalanced legs; the read names which, in the words it always has.
+    legs_validate(entry.legs)
+    raise RuntimeError(f"journal entry {entry.idempotency_key!r} was refused as {status!r} yet its legs check out")
+
+
+def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
+    """Post ``entries`` in order inside the caller's transaction, in one round trip for the whole batch.
+
+    Each entry is checked as :func:`entry_post` checks one, against the balances the entries
+    before it leave (an account touched by several entries chains its ``balance_after``), and
+    a key already posted with the same payload returns the original entry (also a key repeated
+    within the batch). Every account of the batch is locked once, in id order, by the
+    PostgreSQL function ``ledger_post_entries_v1`` (migration 0004), which then writes all new
+    entries, their postings and the new balances with one statement each.
+
+    The first entry that fails raises its error (the classes and messages of
+    :func:`entry_post`) and nothing of the batch is written: the caller's transaction stays
+    usable. Returns the entries in the order given (replays as stored, with their original
+    ``created_at``). Raises ``OperationalError`` (SQLSTATE 40001, retried by
+    :func:`~apps.ledger.transactions.retrying_atomic`) if another transaction posted one of
+    the batch's keys between the check and the write.
+    """
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("entry_post must run inside transaction.atomic()")
+    sent: list[tuple[EntryRequest, str]] = []  # the distinct keys, in order, with their payload hashes
+    position: dict[str, int] = {}  # key -> its index in ``sent``
+    stop: DomainError | None = None  # the error of an entry refused here: the batch fails there at the latest
+    for entry in entries:
+        if entry.reason not in _REASONS:
+            raise ValueError(f"unknown entry reason {entry.reason!r}")
+        try:
+            _check_leg_shapes(entry.legs)
+        except DomainError as exc:
+            stop = exc
+            break
+        payload_hash = _payload_hash(entry.reason, entry.reference_type, entry.reference_id, entry.legs)
+        seen = position.get(entry.idempotency_key)
+        if seen is None:
+            position[entry.idempotency_key] = len(sent)
+            sent.append((entry, payload_hash))
+        elif sent[seen][1] != payload_hash:
+            stop = _conflict(entry.idempotency_key)
+            break
+    if not sent:
+        if stop is not None:
+            raise stop
+        return []
+
+    created_at = timezone.now()
+    legs = [(ordinal, leg) for ordinal, (entry, _) in enumerate(sent, start=1) for leg in entry.legs]
+    with PreparedCursor() as cursor:
+        cursor.execute(
+            _POST_ENTRIES,
+            [
+                [entry.idempotency_key for entry, _ in sent],
+                [entry.reason for entry, _ in sent],
+                [entry.reference_type for entry, _ in sent],
+                [entry.reference_id for entry, _ in sent],
+                [json.dumps(entry.metadata or {}, default=str) for entry, _ in sent],
+                [payload_hash for _, payload_hash in sent],
+                [entry.created_by_id for entry, _ in sent],
+                created_at,
+                [ordinal for ordinal, _ in legs],
+                [leg.account_id for _, leg in legs],
+                [leg.amount for _, leg in legs],
+                len(sent) + 1 if stop is not None else None,
+            ],
+        )
+        rows = cursor.fetchall()
+
+    if rows[0][2] == "stop" and stop is not None:
+        raise stop
+    if rows[0][2] not in ("posted", "replayed"):
+        raise _failure(sent[rows[0][0] - 1][0], rows[0])
+
+    replayed = JournalEntry.objects.in_bulk([row[1] for row in rows if row[2] == "replayed"])
+    posted = [
+        replayed[entry_id]
+        if status == "replayed"
+        else JournalEntry(
+            id=entry_id,
+            idempotency_key=entry.idempotency_key,
+            reason=entry.reason,
+            reference_type=entry.reference_type,
+            reference_id=entry.reference_id,
+            metadata=entry.metadata or {},
+            payload_hash=payload_hash,
+            created_at=created_at,
+            created_by_id=entry.created_by_id,
+        )
+        for (entry, payload_hash), (_, entry_id, status, *_) in zip(sent, rows, strict=True)
+    ]
+    return [posted[position[entry.idempotency_key]] for entry in entries]
 
 
 def entry_post(
@@ -246,10 +350,11 @@ def entry_post(
     """Post one balanced journal entry, or return the one already posted under ``idempotency_key``.
 
     Runs inside the caller's ``transaction.atomic()`` (the caller owns retries, see
-    :func:`~apps.ledger.transactions.retrying_atomic`). It locks every account the legs
-    touch in primary-key order with one ``SELECT ... FOR NO KEY UPDATE``, checks the
-    entry, then writes the entry, its postings (each with the account's balance after
-    it) and the new balances: one statement each. Nothing is written when it raises.
+    :func:`~apps.ledger.transactions.retrying_atomic`). One round trip: the PostgreSQL
+    function ``ledger_post_entries_v1`` (see :func:`entries_post`) locks every account the
+    legs touch in primary-key order (``FOR NO KEY UPDATE``), checks the entry, then writes
+    the entry, its postings (each with the account's balance after it) and the new
+    balances. Nothing is written when it raises.
 
     ``legs``: two or more, each a non-zero exact multiple of its account's asset
     precision, summing to zero per asset. ``reason`` is an :class:`EntryReason`.
@@ -257,123 +362,20 @@ def entry_post(
     covers reason, reference and legs.
 
     Raises :class:`UnbalancedEntry`, :class:`InvalidAmount` (also when a balance would
-    reach 10^20, beyond ``NUMERIC(38, 18)``), :class:`InsufficientFunds` (a user account
-    would go below zero: invariant 3) and :class:`IdempotencyConflict` (the key was used
-    with another payload: invariant 7).
+    reach 10^20, beyond ``NUMERIC(38, 18)``), :class:`NotFound` (unknown account),
+    :class:`InsufficientFunds` (a user account would go below zero: invariant 3) and
+    :class:`IdempotencyConflict` (the key was used with another payload: invariant 7).
     """
-    if not connection.in_atomic_block:
-        raise TransactionManagementError("entry_post must run inside transaction.atomic()")
-    if reason not in EntryReason.values:
-        raise ValueError(f"unknown entry reason {reason!r}")
-    _check_leg_shapes(legs)
-    payload_hash = _payload_hash(reason, reference_type, reference_id, legs)
-
-    with PreparedCursor() as cursor:
-        cursor.execute(_LOCK_ACCOUNTS, [sorted({leg.account_id for leg in legs})])
-        accounts = {row[0]: _LockedAccount(*row) for row in cursor.fetchall()}
-        _check_balanced(legs, accounts)
-
-        balances = {account_id: account.balance for account_id, account in accounts.items()}
-        balances_after = []
-        for leg in legs:
-            account = accounts[leg.account_id]
-            balances[leg.account_id] += normal_sign(account.kind) * leg.amount
-            balances_after.append(balances[leg.account_id])
-
-        short = [a for a in accounts.values() if a.kind in USER_KINDS and balances[a.id] < 0]
-        too_large = [a for a in accounts.values() if not fits(balances[a.id])]
-        if short or too_large:
-            replayed = _replayed_entry(idempotency_key, payload_hash)
-            if replayed is not None:
-                return replayed
-            if too_large:
-                raise InvalidAmount(
-                    f"The {too_large[0].asset_code} {too_large[0].kind} balance would reach 10^20 or more."
-                )
-            account = short[0]
-            needed = account.balance - balances[account.id]
-            raise InsufficientFunds(
-                f"Insufficient {account.asset_code}: {format_amount(account.balance, account.decimals)} "
-                f"{'available' if account.kind == AccountKind.USER_AVAILABLE else 'held'}, "
-                f"{format_amount(needed, account.decimals)} needed."
-            )
-
-        created_at = timezone.now()
-        touched = Counter(leg.account_id for leg in legs)
-        cursor.execute(
-            _WRITE_ENTRY,
-            [
-                idempotency_key,
-                reason,
-                reference_type,
-                reference_id,
-                json.dumps(metadata or {}, default=str),
-                payload_hash,
-                created_at,
-                created_by_id,
-                [leg.account_id for leg in legs],
-                [accounts[leg.account_id].asset_id for leg in legs],
-                [leg.amount for leg in legs],
-                balances_after,
-                list(touched),
-                [balances[account_id] for account_id in touched],
-                list(touched.values()),
-            ],
-        )
-        inserted = cursor.fetchone()
-        if inserted is None:  # the key was taken (ON CONFLICT DO NOTHING): a replay, or a conflict
-            replayed = _replayed_entry(idempotency_key, payload_hash)
-            if replayed is None:
-                raise RuntimeError(f"journal entry {idempotency_key!r} conflicted yet cannot be read")
-            return replayed
-        entry_id = inserted[0]
-
-    return JournalEntry(
-        id=entry_id,
+    request = EntryRequest(
         idempotency_key=idempotency_key,
         reason=reason,
+        legs=legs,
         reference_type=reference_type,
         reference_id=reference_id,
-        metadata=metadata or {},
-        payload_hash=payload_hash,
-        created_at=created_at,
+        metadata=metadata,
         created_by_id=created_by_id,
     )
-
-
-@dataclass(frozen=True)
-class EntryRequest:
-    """One journal entry for :func:`entries_post`: the arguments :func:`entry_post` takes, as a value."""
-
-    idempotency_key: str
-    reason: str
-    legs: Sequence[Leg]
-    reference_type: str = ""
-    reference_id: str = ""
-    metadata: dict | None = None
-    created_by_id: int | None = None
-
-
-def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
-    """Post ``entries`` in order inside the caller's transaction: one call for a batch of entries.
-
-    Each entry is checked and written as :func:`entry_post` does (a replayed key returns
-    the entry already posted). The first entry that fails raises its error; entries
-    before it are then written in the caller's transaction, which the error ends.
-    Returns the entries in the order given.
-    """
-    return [
-        entry_post(
-            idempotency_key=entry.idempotency_key,
-            reason=entry.reason,
-            legs=entry.legs,
-            reference_type=entry.reference_type,
-            reference_id=entry.reference_id,
-            metadata=entry.metadata,
-            created_by_id=entry.created_by_id,
-        )
-        for entry in entries
-    ]
+    return entries_post([request])[0]
 
 
 def hold_legs(*, available_id: int, held_id: int, amount: Decimal) -> list[Leg]:

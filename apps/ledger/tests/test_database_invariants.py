@@ -27,15 +27,31 @@ def _raw_posting(cursor, entry_id: int, account: Account, amount: str) -> None:
     )
 
 
-def test_unbalanced_entry_written_with_raw_sql_is_refused_at_commit(transactional_db, usdt, user):
+def _raw_entry_with_postings(cursor, key: str, postings: list[tuple[Account, str]], *, asset_id: int | None = None):
+    """Insert an entry and its postings in one statement, as the posting function does (``asset_id`` overrides)."""
+    cursor.execute(
+        "WITH entry AS (INSERT INTO ledger_journalentry (idempotency_key, reason, reference_type, reference_id,"
+        " metadata, payload_hash, created_at) VALUES (%s, 'adjustment', '', '', '{}', '', %s) RETURNING id)"
+        " INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)"
+        " SELECT entry.id, p.account_id, p.asset_id, p.amount, 0"
+        " FROM entry, unnest(%s::bigint[], %s::bigint[], %s::numeric[]) AS p(account_id, asset_id, amount)",
+        [
+            key,
+            timezone.now(),
+            [account.id for account, _ in postings],
+            [asset_id or account.asset_id for account, _ in postings],
+            [Decimal(amount) for _, amount in postings],
+        ],
+    )
+
+
+def test_unbalanced_entry_written_with_raw_sql_is_refused(transactional_db, usdt, user):
     custody = system_account(AccountKind.CUSTODY, usdt)
     available = user_account(user.id, usdt)
 
     with pytest.raises(IntegrityError, match="does not balance per asset"):
         with transaction.atomic(), connection.cursor() as cursor:
-            entry_id = _raw_entry(cursor, "raw:unbalanced")
-            _raw_posting(cursor, entry_id, custody, "10")
-            _raw_posting(cursor, entry_id, available, "-9")
+            _raw_entry_with_postings(cursor, "raw:unbalanced", [(custody, "10"), (available, "-9")])
 
     assert not JournalEntry.objects.filter(idempotency_key="raw:unbalanced").exists()
 
@@ -46,37 +62,48 @@ def test_balanced_entry_across_two_assets_that_does_not_balance_per_asset_is_ref
 
     with pytest.raises(IntegrityError, match="does not balance per asset"):
         with transaction.atomic(), connection.cursor() as cursor:
-            entry_id = _raw_entry(cursor, "raw:cross-asset")
-            _raw_posting(cursor, entry_id, usdt_custody, "1")
-            _raw_posting(cursor, entry_id, btc_available, "-1")
+            _raw_entry_with_postings(cursor, "raw:cross-asset", [(usdt_custody, "1"), (btc_available, "-1")])
 
 
-def test_entry_without_postings_is_refused_at_commit(transactional_db):
+def test_entry_without_postings_is_refused(transactional_db):
     with pytest.raises(IntegrityError, match="fewer than two postings"):
         with transaction.atomic(), connection.cursor() as cursor:
             _raw_entry(cursor, "raw:empty")
 
 
-def test_posting_finer_than_the_asset_precision_is_refused_at_commit(transactional_db, usdt, user):
+def test_an_entry_whose_postings_come_in_a_later_statement_is_refused(transactional_db, usdt, user):
+    """The checks run at the end of each INSERT: an entry is written with its postings, in one statement."""
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    available = user_account(user.id, usdt)
+    with pytest.raises(IntegrityError, match="fewer than two postings"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            entry_id = _raw_entry(cursor, "raw:split")
+            _raw_posting(cursor, entry_id, custody, "1")
+            _raw_posting(cursor, entry_id, available, "-1")
+    assert not JournalEntry.objects.filter(idempotency_key="raw:split").exists()
+
+
+def test_a_posting_added_later_to_a_posted_entry_is_refused(transactional_db, usdt, user):
+    fund(user, usdt, "5")
+    entry = JournalEntry.objects.get()
+    with pytest.raises(IntegrityError, match=f"journal entry {entry.id} does not balance per asset"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            _raw_posting(cursor, entry.id, user_account(user.id, usdt), "-1")
+
+
+def test_posting_finer_than_the_asset_precision_is_refused(transactional_db, usdt, user):
     custody = system_account(AccountKind.CUSTODY, usdt)
     available = user_account(user.id, usdt)
 
     with pytest.raises(IntegrityError, match="precision"), transaction.atomic(), connection.cursor() as cursor:
-        entry_id = _raw_entry(cursor, "raw:dust")
-        _raw_posting(cursor, entry_id, custody, "0.0000001")
-        _raw_posting(cursor, entry_id, available, "-0.0000001")
+        _raw_entry_with_postings(cursor, "raw:dust", [(custody, "0.0000001"), (available, "-0.0000001")])
 
 
 def test_posting_whose_asset_differs_from_its_account_is_refused(db, usdt, btc, user):
     available = user_account(user.id, usdt)
     with pytest.raises(IntegrityError, match="posting_account_asset_fk"):
         with transaction.atomic(), connection.cursor() as cursor:
-            entry_id = _raw_entry(cursor, "raw:wrong-asset")
-            cursor.execute(
-                "INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)"
-                " VALUES (%s, %s, %s, 1, 1)",
-                [entry_id, available.id, btc.id],
-            )
+            _raw_entry_with_postings(cursor, "raw:wrong-asset", [(available, "1"), (available, "-1")], asset_id=btc.id)
 
 
 @pytest.mark.parametrize(
@@ -110,8 +137,7 @@ def test_posting_amount_cannot_be_zero(db, usdt, user):
     custody = system_account(AccountKind.CUSTODY, usdt)
     with pytest.raises(IntegrityError, match="posting_amount_not_zero"):
         with transaction.atomic(), connection.cursor() as cursor:
-            entry_id = _raw_entry(cursor, "raw:zero")
-            _raw_posting(cursor, entry_id, custody, "0")
+            _raw_entry_with_postings(cursor, "raw:zero", [(custody, "0"), (custody, "0")])
 
 
 def test_asset_precision_cannot_change_once_created(db, usdt):
