@@ -1,5 +1,8 @@
 """Database helpers of the hot paths."""
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import psycopg
 from django.conf import settings
 from django.db import connection
@@ -30,7 +33,7 @@ class PreparedCursor:
             raw.prepare_threshold = 2**31 - 1
         self.cursor = psycopg.Cursor(raw)
 
-    def execute(self, sql: str, params: list) -> None:
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> None:
         with connection.wrap_database_errors:
             self.cursor.execute(sql, params, prepare=self.prepare)
 

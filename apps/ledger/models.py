@@ -189,7 +189,7 @@ class Account(models.Model):
         ]
 
     def __str__(self) -> str:
-        owner = self.owner.get_username() if self.owner_id else f"shard {self.shard}"
+        owner = self.owner.get_username() if self.owner is not None else f"shard {self.shard}"
         return f"{self.kind} {self.asset_id and self.asset.code} ({owner})"
 
     @property

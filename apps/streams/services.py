@@ -83,11 +83,9 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
     if not settings.STREAMS_PUBLISH:
         return
     with PreparedCursor() as cursor:  # planned once per connection: it runs in every placement
-        # psycopg binds a mapping to %(name)s placeholders; PreparedCursor.execute's annotation (apps/ledger/db.py)
-        # says list only.
         cursor.execute(
             _INSERT_BOOK_EVENT,
-            {  # type: ignore[arg-type]
+            {
                 "market": market_id,
                 "update_id": update_id,
                 "orders": order_ids,

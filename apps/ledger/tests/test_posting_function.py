@@ -8,7 +8,8 @@ import psycopg
 import pytest
 from django.db import transaction
 
-from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, NotFound, UnbalancedEntry
+from apps.core.errors import NotFound
+from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
 from apps.ledger.models import Account, AccountKind, EntryReason, JournalEntry, Posting
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import (
