@@ -12,7 +12,6 @@ from apps.backoffice.services import audit_record, reconciliation_run
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import market_halt
-from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (fixtures)
 from apps.proofs.services import liabilities_snapshot_take
 from apps.wallets.custody import simnet
 from apps.wallets.services import withdrawal_request
@@ -24,7 +23,7 @@ def test_the_dashboard_shows_approvals_reconciliation_halted_markets_and_health(
     operator,
     admin_login,
     usdt,
-    btc_usdt,  # noqa: F811  (the fixture imported above)
+    btc_usdt,
 ):
     usdt.withdrawal_auto_approve_limit = Decimal(10)
     usdt.withdrawal_daily_limit = Decimal(100000)
