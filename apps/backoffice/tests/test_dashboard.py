@@ -49,6 +49,12 @@ def test_the_dashboard_shows_approvals_reconciliation_halted_markets_and_health(
     assert "Custody events unprocessed" in health and "Celery worker:" in health
 
 
+def test_the_back_office_links_the_sites_favicon(client, operator, admin_login):
+    admin_login(operator)
+    page = client.get(reverse("admin:index")).content.decode()
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in page
+
+
 def _tile(page: str, name: str) -> str:
     return page.split(f'id="tile-{name}"')[1].split("</section>")[0]
 
