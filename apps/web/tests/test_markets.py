@@ -331,3 +331,14 @@ def test_the_market_rules_are_shown_in_full_even_finer_than_the_display_places(b
     page = client.get(MARKET).content.decode()
 
     assert "tick 0.01 · step 0.0001 · minimum order 1,234.5 USDT" in page
+
+
+def test_the_24_hour_strip_shows_prices_at_the_tick_and_the_volume_at_display_precision(book, btc, client):
+    btc.display_decimals = 3
+    btc.save(update_fields=["display_decimals"])
+
+    strip = client.get(MARKET).content.decode().split('id="ticker-strip"')[1].split("</dl>")[0]
+
+    assert '<dd data-field="last">60,000.00</dd>' in strip
+    assert '<dd data-field="high">60,000.00</dd>' in strip and '<dd data-field="low">60,000.00</dd>' in strip
+    assert f'<dd data-field="volume">{amt("0.1")}</dd>' in strip
