@@ -59,12 +59,10 @@ def test_a_market_without_trades_shows_dashes(btc_usdt, client):
     assert "<svg" not in page
 
 
-def test_markets_list_shows_prices_at_the_tick_and_amounts_at_display_precision(btc_usdt, btc, usdt, client):
+def test_markets_list_shows_prices_at_the_tick_and_amounts_at_display_precision(btc_usdt, btc, funded_user, client):
     btc.display_decimals = 3
     btc.save(update_fields=["display_decimals"])
-    seller, buyer = UserFactory(), UserFactory()
-    fund(seller, btc, "2")
-    fund(buyer, usdt, "1000000")
+    seller, buyer = funded_user(btc="2"), funded_user(usdt="1000000")
     place(seller, side="sell", price="61234.5", qty="1.2345")
     place(buyer, side="buy", price="61234.5", qty="1.2345")
     place(buyer, side="buy", price="60000", qty="0.1")
