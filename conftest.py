@@ -1,4 +1,5 @@
-"""Fixtures shared by every app's tests: assets of SCENARIOS.md, users, API clients; the browser-test rule."""
+"""Fixtures shared by every app's tests: assets and the BTC-USDT market of SCENARIOS.md, users (funded or not), API
+clients; the browser-test rule."""
 
 import os
 from dataclasses import dataclass
@@ -8,7 +9,8 @@ from rest_framework.test import APIClient
 
 from apps.accounts.services import api_key_create
 from apps.accounts.tests.otp import fresh_code
-from apps.ledger.tests.factories import AssetFactory, UserFactory
+from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
+from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (the orders tests' market, for every app)
 from devtools.chromium import CHROMIUM
 
 # .ci/run sets this: under CI a missing browser fails the browser tests instead of skipping them.
@@ -41,6 +43,21 @@ def btc(db):
 @pytest.fixture
 def user(db):
     return UserFactory()
+
+
+@pytest.fixture
+def funded_user(btc, usdt):
+    """``funded_user(btc="2", usdt="100000")`` -> a new user holding those amounts (exact decimal strings, credited
+    from equity through the ledger, :func:`apps.ledger.tests.factories.fund`)."""
+    assets = {"btc": btc, "usdt": usdt}
+
+    def make(**amounts: str):
+        holder = UserFactory()
+        for code, amount in amounts.items():
+            fund(holder, assets[code], amount)
+        return holder
+
+    return make
 
 
 @pytest.fixture

@@ -40,6 +40,54 @@ class ReconciliationRun(models.Model):
         return [check for check in self.report.get("checks", []) if not check["ok"]]
 
 
+class ChangeStatus(models.TextChoices):
+    DRAFT = "draft", "Awaiting approval"
+    APPROVED = "approved", "Approved and applied"
+    REJECTED = "rejected", "Rejected"
+
+
+class MakerCheckerDraft(models.Model):
+    """A request drafted by one operator (``created_by``) and decided by another (``decided_by``): maker-checker.
+
+    ``status`` starts as ``draft``; the decision sets ``decided_by``, ``decided_at`` and, for a
+    rejection, ``decision_note`` (why), in the transaction that applies it
+    (:func:`apps.backoffice.services._draft_decide`). Subclasses add what is requested, its
+    permission and the constraints that keep the decision consistent with the status
+    (:func:`_maker_checker_constraints`); a subclass may widen ``status``'s choices.
+    """
+
+    status = models.CharField(max_length=16, choices=ChangeStatus.choices, default=ChangeStatus.DRAFT)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decision_note = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at"]
+
+
+def _checker_is_not_maker(prefix: str) -> models.CheckConstraint:
+    """A request is never decided by its author."""
+    return models.CheckConstraint(condition=~Q(decided_by=F("created_by")), name=f"{prefix}_checker_is_not_maker")
+
+
+def _maker_checker_constraints(prefix: str) -> list[models.CheckConstraint]:
+    """A request decided by someone other than its author, and decided exactly when it left the draft state."""
+    return [
+        _checker_is_not_maker(prefix),
+        models.CheckConstraint(
+            condition=Q(status=ChangeStatus.DRAFT, decided_by__isnull=True, decided_at__isnull=True)
+            | Q(status__in=[ChangeStatus.APPROVED, ChangeStatus.REJECTED], decided_by__isnull=False)
+            & Q(decided_at__isnull=False),
+            name=f"{prefix}_status_consistent",
+        ),
+    ]
+
+
 class AdjustmentStatus(models.TextChoices):
     DRAFT = "draft", "Awaiting approval"
     APPROVED = "approved", "Approved and posted"
@@ -47,7 +95,7 @@ class AdjustmentStatus(models.TextChoices):
     WITHDRAWN = "withdrawn", "Withdrawn by its author"
 
 
-class Adjustment(models.Model):
+class Adjustment(MakerCheckerDraft):
     """A manual adjustment drafted by one operator and approved by another (maker-checker).
 
     ``legs`` is ``[{"account": id, "amount": "signed decimal"}]`` (debit positive), balanced
@@ -59,20 +107,12 @@ class Adjustment(models.Model):
     memo = models.TextField()
     legs = models.JSONField()
     status = models.CharField(max_length=16, choices=AdjustmentStatus.choices, default=AdjustmentStatus.DRAFT)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    decided_at = models.DateTimeField(null=True, blank=True)
-    decision_note = models.TextField(blank=True)
     entry = models.OneToOneField(JournalEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(MakerCheckerDraft.Meta):
         permissions = [("approve_adjustment", "Can approve or reject manual adjustments")]
         constraints = [
-            models.CheckConstraint(condition=~Q(decided_by=F("created_by")), name="adjustment_checker_is_not_maker"),
+            _checker_is_not_maker("adjustment"),
             models.CheckConstraint(
                 condition=Q(status=AdjustmentStatus.DRAFT, decided_by__isnull=True, entry__isnull=True)
                 | Q(status=AdjustmentStatus.APPROVED, decided_by__isnull=False, entry__isnull=False)
@@ -86,25 +126,6 @@ class Adjustment(models.Model):
         return f"Adjustment #{self.id} ({self.get_status_display()})"
 
 
-class ChangeStatus(models.TextChoices):
-    DRAFT = "draft", "Awaiting approval"
-    APPROVED = "approved", "Approved and applied"
-    REJECTED = "rejected", "Rejected"
-
-
-def _maker_checker_constraints(prefix: str) -> list[models.CheckConstraint]:
-    """A request decided by someone other than its author, and decided exactly when it left the draft state."""
-    return [
-        models.CheckConstraint(condition=~Q(decided_by=F("created_by")), name=f"{prefix}_checker_is_not_maker"),
-        models.CheckConstraint(
-            condition=Q(status=ChangeStatus.DRAFT, decided_by__isnull=True, decided_at__isnull=True)
-            | Q(status__in=[ChangeStatus.APPROVED, ChangeStatus.REJECTED], decided_by__isnull=False)
-            & Q(decided_at__isnull=False),
-            name=f"{prefix}_status_consistent",
-        ),
-    ]
-
-
 class FeeChangeKind(models.TextChoices):
     CREATE = "create", "Create a fee schedule"
     RATES = "rates", "Change a schedule's rates"
@@ -112,7 +133,7 @@ class FeeChangeKind(models.TextChoices):
     ASSIGN_TIER = "assign_tier", "Assign a user to a schedule"
 
 
-class FeeChange(models.Model):
+class FeeChange(MakerCheckerDraft):
     """A change of the fee schedules drafted by one operator and applied when another approves (maker-checker).
 
     By ``kind``: ``create`` a schedule ``name`` with ``maker_rate``/``taker_rate``; ``rates``
@@ -135,17 +156,8 @@ class FeeChange(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     memo = models.TextField()
-    status = models.CharField(max_length=16, choices=ChangeStatus.choices, default=ChangeStatus.DRAFT)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    decided_at = models.DateTimeField(null=True, blank=True)
-    decision_note = models.TextField(blank=True)
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(MakerCheckerDraft.Meta):
         permissions = [("approve_feechange", "Can approve or reject fee schedule changes")]
         constraints = [
             *_maker_checker_constraints("fee_change"),
@@ -162,23 +174,14 @@ class FeeChange(models.Model):
         return f"Fee change #{self.id}: {self.get_kind_display().lower()} ({self.get_status_display()})"
 
 
-class SecondFactorReset(models.Model):
+class SecondFactorReset(MakerCheckerDraft):
     """Removing a customer's second factor (all their one-time password devices), requested by one
     operator with a ``reason`` and done when another approves (maker-checker)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     reason = models.TextField()
-    status = models.CharField(max_length=16, choices=ChangeStatus.choices, default=ChangeStatus.DRAFT)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    decided_at = models.DateTimeField(null=True, blank=True)
-    decision_note = models.TextField(blank=True)
 
-    class Meta:
-        ordering = ["-created_at"]
+    class Meta(MakerCheckerDraft.Meta):
         permissions = [("approve_secondfactorreset", "Can approve or reject second-factor resets")]
         constraints = [
             *_maker_checker_constraints("second_factor_reset"),

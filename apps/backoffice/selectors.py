@@ -12,6 +12,8 @@ from django_otp import devices_for_user
 
 from apps.ledger.models import Asset
 from apps.orders.models import Market, MarketStatus, Trade
+from apps.proofs.models import LiabilitySnapshot
+from apps.proofs.selectors import Solvency, snapshot_latest, snapshot_solvency
 from apps.wallets.models import (
     CustodyEvent,
     Deposit,
@@ -180,7 +182,9 @@ class Dashboard:
     oldest was requested. ``last_run``: the latest reconciliation run. ``halted``: halted markets.
     ``overdue_events`` / ``overdue_withdrawals``: custody events still unprocessed and approved
     withdrawals still unsubmitted well past the sweeps' delay (``overdue_after``): more than zero
-    means the worker or beat is not doing its work.
+    means the worker or beat is not doing its work. ``snapshot``: the latest liabilities snapshot
+    (its ``block`` loaded; None before the first) and ``solvency`` its per-asset liabilities against
+    the custody holdings reported when it was taken (:func:`apps.proofs.selectors.snapshot_solvency`).
     """
 
     approvals: list[AssetTotal]
@@ -190,6 +194,8 @@ class Dashboard:
     overdue_events: int
     overdue_withdrawals: int
     overdue_after: timedelta
+    snapshot: LiabilitySnapshot | None = None
+    solvency: list["AssetSolvency"] = field(default_factory=list)
     checked_at: datetime = field(default_factory=timezone.now)
 
     @property
@@ -200,10 +206,40 @@ class Dashboard:
     def sweeps_healthy(self) -> bool:
         return self.overdue_events == 0 and self.overdue_withdrawals == 0
 
+    @property
+    def solvent(self) -> bool | None:
+        """Custody covers the liabilities of every asset of the latest snapshot; None without a snapshot or a
+        custody report."""
+        if self.snapshot is None or self.snapshot.custody_holdings is None:
+            return None
+        return not any(row.figures.short for row in self.solvency)
+
+
+@dataclass(frozen=True)
+class AssetSolvency:
+    """One asset's line of a snapshot's solvency: the asset (for its display places; None once it is gone from the
+    assets table) and the figures (:class:`apps.proofs.selectors.Solvency`)."""
+
+    asset: Asset | None
+    figures: Solvency
+
+    @property
+    def places(self) -> int:
+        """Decimals to show: the asset's display places, else the snapshot's precision of it."""
+        return self.figures.decimals if self.asset is None else self.asset.display_places
+
 
 def overdue_after() -> timedelta:
     """How long work may wait before the dashboard calls it overdue: twice the sweeps' delay plus one interval."""
     return timedelta(seconds=2 * settings.WALLETS_SWEEP_AFTER + settings.WALLETS_SWEEP_INTERVAL)
+
+
+def _solvency(snapshot: LiabilitySnapshot | None) -> list[AssetSolvency]:
+    if snapshot is None:
+        return []
+    figures = snapshot_solvency(snapshot)
+    assets = {asset.code: asset for asset in Asset.objects.filter(code__in=[row.asset for row in figures])}
+    return [AssetSolvency(assets.get(row.asset), row) for row in figures]
 
 
 def dashboard() -> Dashboard:
@@ -212,6 +248,7 @@ def dashboard() -> Dashboard:
     per_asset = waiting.values("asset_id").annotate(amount=Sum("amount"), count=Count("id")).order_by("asset_id")
     assets = Asset.objects.in_bulk([row["asset_id"] for row in per_asset])
     cutoff = timezone.now() - overdue_after()
+    snapshot = snapshot_latest()
     return Dashboard(
         approvals=[AssetTotal(assets[row["asset_id"]], row["amount"], row["count"]) for row in per_asset],
         oldest_approval=waiting.aggregate(oldest=Min("created_at"))["oldest"],
@@ -220,6 +257,8 @@ def dashboard() -> Dashboard:
         overdue_events=CustodyEvent.objects.filter(state=EventState.RECEIVED, received_at__lte=cutoff).count(),
         overdue_withdrawals=Withdrawal.objects.filter(status=WithdrawalStatus.APPROVED, decided_at__lte=cutoff).count(),
         overdue_after=overdue_after(),
+        snapshot=snapshot,
+        solvency=_solvency(snapshot),
     )
 
 

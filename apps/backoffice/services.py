@@ -1,9 +1,10 @@
 """Operators' writes: reconciliation runs, maker-checker requests (adjustments, fee changes, second-factor
 resets), the audit log."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -33,11 +34,12 @@ from .models import (
     ChangeStatus,
     FeeChange,
     FeeChangeKind,
+    MakerCheckerDraft,
     ReconciliationRun,
     SecondFactorReset,
 )
 
-Draft = TypeVar("Draft", Adjustment, FeeChange, SecondFactorReset)
+Draft = TypeVar("Draft", bound=MakerCheckerDraft)  # the request kind a flow decides on
 
 
 def audit_record(
@@ -111,16 +113,88 @@ def _lock_draft(model: type[Draft], draft_id: int, operator_id: int, *, permissi
         operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
         if operator is None or not operator.has_perm(permission):
             raise PermissionDenied(f"Deciding on this {noun} needs the {permission} permission.")
-    draft = model._default_manager.select_for_update().filter(id=draft_id).first()
+    draft = model._default_manager.select_for_update().filter(pk=draft_id).first()
     if draft is None:
         raise NotFound(f"No such {noun}.")
     if draft.status != ChangeStatus.DRAFT:  # the same value as AdjustmentStatus.DRAFT
-        raise InvalidState(f"{noun.capitalize()} #{draft.id} is already {draft.get_status_display().lower()}.")
+        raise InvalidState(f"{noun.capitalize()} #{draft.pk} is already {draft.get_status_display().lower()}.")
     if draft.created_by_id == operator_id:
         raise PermissionDenied(
-            f"{noun.capitalize()} #{draft.id} must be approved or rejected by another operator than its author."
+            f"{noun.capitalize()} #{draft.pk} must be approved or rejected by another operator than its author."
         )
     return draft
+
+
+@dataclass(frozen=True)
+class _Applied:
+    """What approving (or rejecting) a request did besides its own state: keys added to the ``after`` of its
+    audit row, the fields of the request it changed, and further audit rows (:func:`audit_record`'s keyword
+    arguments) written after the request's own."""
+
+    after: dict = field(default_factory=dict)
+    fields: tuple[str, ...] = ()
+    audits: tuple[dict, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Flow(Generic[Draft]):
+    """One kind of maker-checker request: its model, the audit ``action`` prefix (``"fee_change"`` ->
+    ``fee_change.approve``), the permission deciding needs (besides not being the author), the state its audit
+    rows record, and the object they are about (the request itself unless ``subject`` says otherwise)."""
+
+    model: type[Draft]
+    action: str
+    state: Callable[[Draft], dict]
+    permission: str | None = None
+    subject: Callable[[Draft], tuple[str, object]] | None = None
+
+    def audited_object(self, draft: Draft) -> tuple[str, object]:
+        if self.subject is not None:
+            return self.subject(draft)
+        return f"{draft._meta.app_label}.{draft._meta.model_name}", draft.pk
+
+
+def _draft_decide(
+    flow: _Flow[Draft],
+    draft_id: int,
+    operator_id: int,
+    *,
+    approve: bool,
+    note: str = "",
+    apply: Callable[[Draft], _Applied] | None = None,
+) -> Draft:
+    """Approve or reject (with a ``note`` saying why) a request of ``flow`` still in draft, in the caller's
+    transaction: lock it (:func:`_lock_draft`), run ``apply`` (what approving does, or a check), record the
+    decision (``decided_by``, ``decided_at``, ``decision_note``) and audit it as ``<action>.approve`` /
+    ``<action>.reject`` with the state before and after, then the rows ``apply`` asked for.
+
+    Raises :class:`DomainError` (a rejection without a note) and what :func:`_lock_draft` and ``apply`` raise.
+    """
+    if not approve and (not isinstance(note, str) or not note.strip()):
+        raise DomainError("A reason is required to reject.", fields={"note": "A reason is required."})
+    draft = _lock_draft(flow.model, draft_id, operator_id, permission=flow.permission)
+    before = flow.state(draft)
+    applied = apply(draft) if apply is not None else _Applied()
+    draft.status = ChangeStatus.APPROVED if approve else ChangeStatus.REJECTED  # AdjustmentStatus has the same
+    draft.decided_by_id = operator_id
+    draft.decided_at = timezone.now()
+    draft.decision_note = note.strip()
+    draft.save(update_fields=["status", "decided_by", "decided_at", "decision_note", *applied.fields])
+    object_type, object_id = flow.audited_object(draft)
+    audit_record(
+        actor_id=operator_id,
+        action=f"{flow.action}.{'approve' if approve else 'reject'}",
+        object_type=object_type,
+        object_id=object_id,
+        before=before,
+        after={**flow.state(draft), **applied.after},
+    )
+    for row in applied.audits:
+        audit_record(actor_id=operator_id, **row)
+    return draft
+
+
+_ADJUSTMENT = _Flow(Adjustment, "adjustment", _adjustment_state)
 
 
 @retrying_atomic
@@ -130,51 +204,24 @@ def adjustment_approve(*, adjustment_id: int, approver_id: int) -> Adjustment:
     State-guarded under a row lock: approving twice raises :class:`InvalidState`; the
     author approving raises :class:`PermissionDenied`.
     """
-    adjustment = _lock_draft(Adjustment, adjustment_id, approver_id)
-    before = _adjustment_state(adjustment)
-    entry = adjustment_post(
-        adjustment_id=str(adjustment.id),
-        legs=[Leg(leg["account"], Decimal(leg["amount"])) for leg in adjustment.legs],
-        memo=adjustment.memo,
-        operator_id=approver_id,
-    )
-    adjustment.status = AdjustmentStatus.APPROVED
-    adjustment.decided_by_id = approver_id
-    adjustment.decided_at = timezone.now()
-    adjustment.entry_id = entry.id
-    adjustment.save(update_fields=["status", "decided_by", "decided_at", "entry"])
-    audit_record(
-        actor_id=approver_id,
-        action="adjustment.approve",
-        object_type="backoffice.adjustment",
-        object_id=adjustment.id,
-        before=before,
-        after=_adjustment_state(adjustment),
-    )
-    return adjustment
+
+    def post(adjustment: Adjustment) -> _Applied:
+        entry = adjustment_post(
+            adjustment_id=str(adjustment.id),
+            legs=[Leg(leg["account"], Decimal(leg["amount"])) for leg in adjustment.legs],
+            memo=adjustment.memo,
+            operator_id=approver_id,
+        )
+        adjustment.entry_id = entry.id
+        return _Applied(fields=("entry",))
+
+    return _draft_decide(_ADJUSTMENT, adjustment_id, approver_id, approve=True, apply=post)
 
 
 @retrying_atomic
 def adjustment_reject(*, adjustment_id: int, approver_id: int, note: str) -> Adjustment:
     """Reject a draft with a ``note`` saying why; nothing is posted. Guards as :func:`adjustment_approve`."""
-    if not note.strip():
-        raise DomainError("A reason is required to reject.", fields={"note": "A reason is required."})
-    adjustment = _lock_draft(Adjustment, adjustment_id, approver_id)
-    before = _adjustment_state(adjustment)
-    adjustment.status = AdjustmentStatus.REJECTED
-    adjustment.decided_by_id = approver_id
-    adjustment.decided_at = timezone.now()
-    adjustment.decision_note = note.strip()
-    adjustment.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
-    audit_record(
-        actor_id=approver_id,
-        action="adjustment.reject",
-        object_type="backoffice.adjustment",
-        object_id=adjustment.id,
-        before=before,
-        after=_adjustment_state(adjustment),
-    )
-    return adjustment
+    return _draft_decide(_ADJUSTMENT, adjustment_id, approver_id, approve=False, note=note)
 
 
 @retrying_atomic
@@ -259,6 +306,9 @@ def _fee_change_state(change: FeeChange) -> dict:
         "user": change.user_id,
         "memo": change.memo,
     }
+
+
+_FEE_CHANGE = _Flow(FeeChange, "fee_change", _fee_change_state, permission="backoffice.approve_feechange")
 
 
 def _schedule_state(schedule: FeeSchedule | None) -> dict:
@@ -384,55 +434,31 @@ def fee_change_approve(*, change_id: int, approver_id: int) -> FeeChange:
     (decided already), :class:`NotFound`, :class:`~apps.orders.errors.InvalidFeeRate`,
     :class:`DomainError` (a name taken meanwhile).
     """
-    change = _lock_draft(FeeChange, change_id, approver_id, permission="backoffice.approve_feechange")
-    before = _fee_change_state(change)
-    action, schedule, schedule_before, schedule_after = _fee_change_apply(change)
-    change.status = ChangeStatus.APPROVED
-    change.decided_by_id = approver_id
-    change.decided_at = timezone.now()
-    if schedule is not None:
-        change.schedule = schedule
-    change.save(update_fields=["status", "decided_by", "decided_at", "schedule"])
-    audit_record(
-        actor_id=approver_id,
-        action="fee_change.approve",
-        object_type="backoffice.feechange",
-        object_id=change.id,
-        before=before,
-        after=_fee_change_state(change),
-    )
-    audit_record(
-        actor_id=approver_id,
-        action=action,
-        object_type="orders.feeschedule" if schedule is not None else "auth.user",
-        object_id=schedule.id if schedule is not None else change.user_id,
-        before={**schedule_before, "fee_change": change.id},
-        after={**schedule_after, "fee_change": change.id},
-    )
-    return change
+
+    def apply(change: FeeChange) -> _Applied:
+        action, schedule, schedule_before, schedule_after = _fee_change_apply(change)
+        if schedule is not None:
+            change.schedule = schedule
+        return _Applied(
+            fields=("schedule",),
+            audits=(
+                {
+                    "action": action,
+                    "object_type": "orders.feeschedule" if schedule is not None else "auth.user",
+                    "object_id": schedule.id if schedule is not None else change.user_id,
+                    "before": {**schedule_before, "fee_change": change.id},
+                    "after": {**schedule_after, "fee_change": change.id},
+                },
+            ),
+        )
+
+    return _draft_decide(_FEE_CHANGE, change_id, approver_id, approve=True, apply=apply)
 
 
 @retrying_atomic
 def fee_change_reject(*, change_id: int, approver_id: int, note: str) -> FeeChange:
     """Reject a drafted fee change with a ``note`` saying why; nothing is applied. Guards as :func:`fee_change_approve`."""
-    if not isinstance(note, str) or not note.strip():
-        raise DomainError("A reason is required to reject.", fields={"note": "A reason is required."})
-    change = _lock_draft(FeeChange, change_id, approver_id, permission="backoffice.approve_feechange")
-    before = _fee_change_state(change)
-    change.status = ChangeStatus.REJECTED
-    change.decided_by_id = approver_id
-    change.decided_at = timezone.now()
-    change.decision_note = note.strip()
-    change.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
-    audit_record(
-        actor_id=approver_id,
-        action="fee_change.reject",
-        object_type="backoffice.feechange",
-        object_id=change.id,
-        before=before,
-        after=_fee_change_state(change),
-    )
-    return change
+    return _draft_decide(_FEE_CHANGE, change_id, approver_id, approve=False, note=note)
 
 
 # Second-factor resets (maker-checker) --------------------------------------------------------------
@@ -473,30 +499,27 @@ def second_factor_reset_request(*, user_id: int, operator_id: int, reason: str) 
     return reset
 
 
+_RESET = _Flow(
+    SecondFactorReset,
+    "second_factor_reset",
+    lambda reset: {**_reset_state(reset), "reset": reset.id},
+    permission="backoffice.approve_secondfactorreset",
+    subject=lambda reset: ("auth.user", reset.user_id),
+)
+
+
 def _decide_reset(*, reset_id: int, approver_id: int, approve: bool, note: str) -> SecondFactorReset:
-    reset = _lock_draft(SecondFactorReset, reset_id, approver_id, permission="backoffice.approve_secondfactorreset")
-    if reset.user_id == approver_id:
-        raise PermissionDenied("Operators cannot reset their own second factor.")
-    removed = []
-    if approve:
-        for device in devices_for_user(reset.user, confirmed=None):
-            removed.append(device.persistent_id)
-            device.delete()
-    before = _reset_state(reset)
-    reset.status = ChangeStatus.APPROVED if approve else ChangeStatus.REJECTED
-    reset.decided_by_id = approver_id
-    reset.decided_at = timezone.now()
-    reset.decision_note = note
-    reset.save(update_fields=["status", "decided_by", "decided_at", "decision_note"])
-    audit_record(
-        actor_id=approver_id,
-        action="second_factor_reset.approve" if approve else "second_factor_reset.reject",
-        object_type="auth.user",
-        object_id=reset.user_id,
-        before={**before, "reset": reset.id},
-        after={**_reset_state(reset), "reset": reset.id, "removed_devices": removed},
-    )
-    return reset
+    def apply(reset: SecondFactorReset) -> _Applied:
+        if reset.user_id == approver_id:
+            raise PermissionDenied("Operators cannot reset their own second factor.")
+        removed = []
+        if approve:
+            for device in devices_for_user(reset.user, confirmed=None):
+                removed.append(device.persistent_id)
+                device.delete()
+        return _Applied(after={"removed_devices": removed})
+
+    return _draft_decide(_RESET, reset_id, approver_id, approve=approve, note=note, apply=apply)
 
 
 @retrying_atomic
@@ -512,6 +535,4 @@ def second_factor_reset_approve(*, reset_id: int, approver_id: int) -> SecondFac
 @retrying_atomic
 def second_factor_reset_reject(*, reset_id: int, approver_id: int, note: str) -> SecondFactorReset:
     """Reject a reset with a ``note`` saying why; the second factor stays. Guards as :func:`second_factor_reset_approve`."""
-    if not isinstance(note, str) or not note.strip():
-        raise DomainError("A reason is required to reject.", fields={"note": "A reason is required."})
-    return _decide_reset(reset_id=reset_id, approver_id=approver_id, approve=False, note=note.strip())
+    return _decide_reset(reset_id=reset_id, approver_id=approver_id, approve=False, note=note)

@@ -52,6 +52,7 @@ from .refused import refused_form_keep, refused_form_pop
 
 HISTORY_ROWS = 50
 WITHDRAW_FORM = "withdraw"
+API_KEY_FORM = "api-key"
 ACTIVITY_PAGE = 50
 
 
@@ -359,23 +360,30 @@ def withdrawals_export(request):
 @login_required
 def api_keys(request):
     """The user's API keys (name, scopes, expiry, IP allow-list, last use) and the form to create one; a new
-    key and its signing secret are shown once. The withdraw scope needs the second factor's code."""
-    form = ApiKeyForm(request.POST or None)
+    key and its signing secret are shown once, on the answer to the POST that created it (they are never kept in
+    the session). A refused form goes back to this page (post/redirect/get) with each refusal next to its field.
+    The withdraw scope needs the second factor's code."""
     created = None
-    if request.method == "POST" and form.is_valid():
-        try:
-            created = api_key_create(user_id=request.user.id, **form.cleaned_data)
-            form = ApiKeyForm()
-        except DomainError as error:
-            for field, message in error.fields.items():
-                form.add_error(field if field in form.fields else None, message)
+    if request.method == "POST":
+        form = ApiKeyForm(request.POST)
+        if form.is_valid():
+            try:
+                created = api_key_create(user_id=request.user.id, **form.cleaned_data)
+            except DomainError as error:
+                add_domain_error(form, error)
+        if created is None:
+            refused_form_keep(request, key=API_KEY_FORM, form=form)
+            return redirect("web:api-keys")
+        form = ApiKeyForm()
+    else:
+        form = refused_form_pop(request, key=API_KEY_FORM, form_class=ApiKeyForm) or ApiKeyForm()
     context = {
         "form": form,
         "keys": ApiKey.objects.filter(user=request.user),
         "created": created,
         "has_second_factor": user_has_second_factor(user_id=request.user.id),
     }
-    return render(request, "web/api_keys.html", context, status=400 if form.errors else 200)
+    return render(request, "web/api_keys.html", context)
 
 
 @login_required

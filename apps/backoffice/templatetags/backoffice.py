@@ -83,6 +83,12 @@ def figure(value: str | None) -> str:
 
 
 @register.filter
+def percent(ratio: Decimal) -> str:
+    """A ratio as a percentage cut (never rounded up) to two places: ``Decimal("1.23456")`` -> ``"123.45 %"``."""
+    return f"{format_display(ratio * 100, 2, trim=False)} %"
+
+
+@register.filter
 def nonzero(value: str | None) -> bool:
     """Whether a figure (a decimal string) is present and not zero."""
     return value is not None and Decimal(value) != 0

@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
+from django.utils import timezone
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.errors import TradingFrozen, WithdrawalsBlocked
@@ -21,6 +22,7 @@ from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import WithdrawalStatus
 from apps.wallets.services import withdrawal_approve, withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
+from apps.web.tests.html import amt
 
 D = Decimal
 
@@ -81,8 +83,10 @@ def test_the_customer_screen_shows_balances_orders_deposits_withdrawals_logins_a
     html = page(client, customer)
 
     assert "carla@example.com" in html
-    assert "750.000000" in html and "250.000000" in html  # available; held by the order (100) and withdrawal (150)
-    assert "1000.000000" in html and "0.1000" in html  # the open order's price and quantity
+    # At display precision, exact in the tooltip: available; held by the order (100) and withdrawal (150).
+    assert amt("750") in html and amt("250") in html
+    assert ">1,000.00</td>" in html and amt("0.1") in html  # the open order's price at the tick, its quantity
+    assert f"joined {timezone.localtime(customer.date_joined):%Y-%m-%d %H:%M:%S} UTC" in html  # seconds, zone
     assert "Awaiting approval" in html and "Credited" in html
     assert "TOTP device “phone”: confirmed" in html
     assert "<strong>failed</strong>" in html  # the failed log-in

@@ -9,9 +9,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.backoffice.services import audit_record, reconciliation_run
+from apps.ledger.seal.services import journal_seal
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import market_halt
-from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (fixtures)
+from apps.proofs.services import liabilities_snapshot_take
 from apps.wallets.custody import simnet
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
@@ -22,7 +23,7 @@ def test_the_dashboard_shows_approvals_reconciliation_halted_markets_and_health(
     operator,
     admin_login,
     usdt,
-    btc_usdt,  # noqa: F811  (the fixture imported above)
+    btc_usdt,
 ):
     usdt.withdrawal_auto_approve_limit = Decimal(10)
     usdt.withdrawal_daily_limit = Decimal(100000)
@@ -46,6 +47,63 @@ def test_the_dashboard_shows_approvals_reconciliation_halted_markets_and_health(
     assert "BTC-USDT" in page.split('id="tile-markets"')[1].split("</section>")[0]
     health = page.split('id="tile-health"')[1].split("</section>")[0]
     assert "Custody events unprocessed" in health and "Celery worker:" in health
+
+
+def test_the_back_office_links_the_sites_favicon(client, operator, admin_login):
+    admin_login(operator)
+    page = client.get(reverse("admin:index")).content.decode()
+    assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in page
+
+
+def _tile(page: str, name: str) -> str:
+    return page.split(f'id="tile-{name}"')[1].split("</section>")[0]
+
+
+def test_the_dashboard_says_when_no_liabilities_snapshot_was_taken(client, operator, admin_login):
+    admin_login(operator)
+    solvency = _tile(client.get(reverse("admin:index")).content.decode(), "solvency")
+    assert "No snapshot yet" in solvency and "<table>" not in solvency
+
+
+def test_the_dashboard_shows_the_last_snapshot_and_its_solvency_per_asset(client, operator, admin_login, usdt, btc):
+    btc.display_decimals = 4
+    btc.save(update_fields=["display_decimals"])
+    deposit_through_custody(UserFactory(username="dora"), btc, "1.23456789")
+    deposit_through_custody(UserFactory(username="ugo"), usdt, "2500")
+    journal_seal()
+    liabilities_snapshot_take()  # an older one: the dashboard shows the newest
+    fund(UserFactory(username="fred"), btc, "0.5")  # a credit custody never received: BTC is short
+    journal_seal()
+    snapshot = liabilities_snapshot_take()
+    admin_login(operator)
+
+    solvency = _tile(client.get(reverse("admin:index")).content.decode(), "solvency")
+
+    assert f'href="{reverse("admin:proofs_liabilitysnapshot_change", args=[snapshot.id])}">SHORT</a>' in solvency
+    assert f"Snapshot #{snapshot.id} taken " in solvency and " UTC" in solvency
+    assert f"at block {snapshot.block.height}, 3 customers." in solvency
+    assert (
+        '<tr class="short"><td>BTC</td>'
+        '<td class="num"><span class="amount" title="1.73456789">1.7345</span></td>'
+        '<td class="num"><span class="amount" title="1.23456789">1.2345</span></td>'
+        '<td class="num">71.17 %</td></tr>'
+    ) in solvency
+    assert (
+        '<tr><td>USDT</td><td class="num"><span class="amount" title="2500">2,500</span></td>'
+        '<td class="num"><span class="amount" title="2500">2,500</span></td><td class="num">100.00 %</td></tr>'
+    ) in solvency
+
+
+def test_the_dashboard_calls_a_snapshot_custody_covers_solvent(client, operator, admin_login, btc):
+    deposit_through_custody(UserFactory(username="dora"), btc, "0.3")
+    journal_seal()
+    liabilities_snapshot_take()
+    admin_login(operator)
+
+    solvency = _tile(client.get(reverse("admin:index")).content.decode(), "solvency")
+
+    assert ">Solvent</a>" in solvency and 'class="short"' not in solvency
+    assert '<td class="num">100.00 %</td>' in solvency
 
 
 def test_postings_show_debit_and_credit_columns_the_owner_and_the_asset(client, operator, admin_login, usdt):

@@ -3,6 +3,7 @@
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from apps.backoffice.models import AuditLogEntry
 from apps.ledger.services import user_accounts
@@ -39,7 +40,13 @@ def test_the_queue_shows_the_withdrawal_with_the_users_balances(client, approver
 
     page = client.get(f"/admin/backoffice/withdrawalapproval/{awaiting.id}/change/").content.decode()
 
-    assert "850.000000" in page and "150.000000" in page  # available and held
+    cell = '<td style="text-align:right;font-family:monospace"><span class="amount" title="{}">{}</span></td>'
+    balances = page.split("<h2>Balances of")[1].split("</table>")[0]
+    shown = f"<td>USDT</td>{cell.format(850, 850)}\n      {cell.format(150, 150)}{cell.format(1000, '1,000')}"
+    assert shown in balances  # at display places, the exact amount in the tooltip
+    recent = page.split("<h2>Recent withdrawals</h2>")[1].split("</table>")[0]
+    assert timezone.localtime(awaiting.created_at).strftime("<td>%Y-%m-%d %H:%M:%S UTC</td>") in recent
+    assert "150.000000 USDT (fee" in page  # the amount decided on stays exact, at the ledger precision
     assert 'value="approve"' in page
 
 

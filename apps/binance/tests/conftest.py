@@ -1,23 +1,18 @@
-"""Fixtures of the Binance surface's tests: the orders tests' market (BTC-USDT of SCENARIOS.md) and a little trading."""
+"""Fixtures of the Binance surface's tests: a little trading on BTC-USDT, signing keys, a live ASGI server."""
 
 import pytest
 
-from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (fixtures)
 from apps.orders.tests.helpers import place
 
 
 @pytest.fixture
-def traded(btc_usdt, btc, usdt):  # noqa: F811 (the imported fixture, requested)
+def traded(btc_usdt, funded_user):
     """A buys 0.1 at 59,900 from M (one fill), then B sells 0.3 into M's bids at 59,000 and 58,900 (two fills).
 
     Left resting: M's bid 0.1 at 58,900 and ask 0.5 at 61,000. Returns (M, A, B).
     """
-    maker, buyer, seller = UserFactory(), UserFactory(), UserFactory()
-    fund(maker, btc, "2")
-    fund(maker, usdt, "100000")
-    fund(buyer, usdt, "100000")
-    fund(seller, btc, "1")
+    maker = funded_user(btc="2", usdt="100000")
+    buyer, seller = funded_user(usdt="100000"), funded_user(btc="1")
     place(maker, side="sell", price="59900", qty="0.1")
     place(buyer, side="buy", price="60000", qty="0.1")
     place(maker, side="buy", price="59000", qty="0.2")

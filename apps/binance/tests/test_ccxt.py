@@ -16,7 +16,6 @@ from ccxt.test.exchange.base.test_order_book import test_order_book as check_ord
 from ccxt.test.exchange.base.test_ticker import test_ticker as check_ticker
 from ccxt.test.exchange.base.test_trade import test_trade as check_trade
 
-from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.tests.helpers import place
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -46,13 +45,9 @@ def binance_client(base_url: str, api_key: str = "", secret: str = "") -> ccxt.b
 
 
 @pytest.fixture
-def exchange(live_server, btc, usdt, btc_usdt, signing_key):
+def exchange(live_server, btc_usdt, funded_user, signing_key):
     """A funded trader's CCXT client; a second user keeps a book to trade against (bid 59,000, ask 60,000)."""
-    maker, trader = UserFactory(), UserFactory()
-    fund(maker, btc, "5")
-    fund(maker, usdt, "500000")
-    fund(trader, btc, "2")
-    fund(trader, usdt, "200000")
+    maker, trader = funded_user(btc="5", usdt="500000"), funded_user(btc="2", usdt="200000")
     place(maker, side="sell", price="60000", qty="0.5")
     place(maker, side="buy", price="59000", qty="0.5")
     client = binance_client(live_server.url, *signing_key(trader, "read", "trade"))

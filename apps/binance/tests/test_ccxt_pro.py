@@ -10,7 +10,6 @@ import asyncio
 import ccxt.pro
 import pytest
 
-from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.tests.helpers import place
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -106,12 +105,8 @@ async def _burst_and_compare(exchange: ccxt.pro.binance, checks: tuple[str, ...]
         await exchange.close()
 
 
-def _trade_and_watch(web, btc, usdt, signing_key, checks):
-    maker, trader = UserFactory(), UserFactory()
-    fund(maker, btc, "5")
-    fund(maker, usdt, "500000")
-    fund(trader, btc, "5")
-    fund(trader, usdt, "500000")
+def _trade_and_watch(web, funded_user, signing_key, checks):
+    maker, trader = funded_user(btc="5", usdt="500000"), funded_user(btc="5", usdt="500000")
     for qty in ("0.1", "0.1", "0.1", "0.1"):
         place(maker, side="sell", price="60500", qty=qty)
     place(maker, side="sell", price="60600", qty="0.2")
@@ -120,9 +115,9 @@ def _trade_and_watch(web, btc, usdt, signing_key, checks):
     asyncio.run(_burst_and_compare(exchange, checks))
 
 
-def test_watched_book_and_orders_agree_with_rest(live_asgi, btc, usdt, btc_usdt, signing_key):
-    _trade_and_watch(live_asgi, btc, usdt, signing_key, ("book", "orders"))
+def test_watched_book_and_orders_agree_with_rest(live_asgi, btc_usdt, funded_user, signing_key):
+    _trade_and_watch(live_asgi, funded_user, signing_key, ("book", "orders"))
 
 
-def test_watched_trades_agree_with_rest(live_asgi, btc, usdt, btc_usdt, signing_key):
-    _trade_and_watch(live_asgi, btc, usdt, signing_key, ("trades",))
+def test_watched_trades_agree_with_rest(live_asgi, btc_usdt, funded_user, signing_key):
+    _trade_and_watch(live_asgi, funded_user, signing_key, ("trades",))

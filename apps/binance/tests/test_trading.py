@@ -40,19 +40,14 @@ class Signer:
 
 
 @pytest.fixture
-def trader(client, btc, usdt, btc_usdt, signing_key):
-    user = UserFactory()
-    fund(user, usdt, "100000")
-    fund(user, btc, "1")
+def trader(client, btc_usdt, funded_user, signing_key):
+    user = funded_user(usdt="100000", btc="1")
     return user, Signer(client, *signing_key(user, "read", "trade"))
 
 
 @pytest.fixture
-def maker(btc, usdt, btc_usdt):
-    user = UserFactory()
-    fund(user, btc, "2")
-    fund(user, usdt, "100000")
-    return user
+def maker(btc_usdt, funded_user):
+    return funded_user(btc="2", usdt="100000")
 
 
 def test_limit_buy_fills_against_the_book_full_response(trader, maker, btc, usdt):

@@ -5,19 +5,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.services import candles_record
 from apps.marketdata.tests.helpers import at, fill
 from apps.orders.tests.helpers import place
 
 
 @pytest.fixture
-def traded(btc_usdt, btc, usdt):
+def traded(btc_usdt, funded_user):
     """A buy of 0.1 at 59,900 (limit 60,000), a bid of 0.2 at 59,000 and an ask of 0.5 at 61,000 left resting."""
-    maker, taker = UserFactory(), UserFactory()
-    fund(maker, btc, "1")
-    fund(maker, usdt, "100000")
-    fund(taker, usdt, "100000")
+    maker, taker = funded_user(btc="1", usdt="100000"), funded_user(usdt="100000")
     place(maker, side="sell", price="59900", qty="0.1")
     place(taker, side="buy", price="60000", qty="0.1")
     place(maker, side="buy", price="59000", qty="0.2")

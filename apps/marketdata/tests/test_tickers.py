@@ -6,7 +6,6 @@ from decimal import Decimal
 import pytest
 
 from apps.core.errors import NotFound
-from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.selectors import ticker_24h, tickers_24h
 from apps.orders.models import Trade
 from apps.orders.services import market_create
@@ -18,17 +17,13 @@ US = timedelta(microseconds=1)
 
 
 @pytest.fixture
-def traded(btc_usdt, btc, usdt):
+def traded(btc_usdt, funded_user):
     """Two placements: A buys 0.1 at 59,900 (improved from 60,000), then B sells 0.2 to a bid at 59,000.
 
     Left resting: bids 0.1 + 0.3 at 58,000 (two users), an ask 0.5 at 61,000.
     """
-    maker, taker, other = UserFactory(), UserFactory(), UserFactory()
-    fund(maker, btc, "2")
-    fund(maker, usdt, "100000")
-    fund(taker, usdt, "100000")
-    fund(taker, btc, "1")
-    fund(other, usdt, "100000")
+    maker, taker = funded_user(btc="2", usdt="100000"), funded_user(usdt="100000", btc="1")
+    other = funded_user(usdt="100000")
     place(maker, side="sell", price="59900", qty="0.1")
     place(taker, side="buy", price="60000", qty="0.1")
     place(maker, side="buy", price="59000", qty="0.2")

@@ -3,7 +3,7 @@
 ``amount`` writes an amount at its full ledger precision (forms, API-like text). ``shown`` writes
 it as pages show it (the asset's display precision, thousands separators, trailing zeros
 trimmed) inside a ``<span>`` whose ``title`` holds the exact amount; ``price`` writes a price at
-its market's tick.
+its market's tick; ``rule`` a market's step or minimum in full, whatever the display precision.
 """
 
 from decimal import Decimal
@@ -48,6 +48,16 @@ def price(value: Decimal | None, market: Market) -> str:
     if value is None:
         return ""
     return format_display(Decimal(value), decimals_of(market.tick_size), trim=False)
+
+
+@register.filter
+def rule(value: Decimal | None) -> str:
+    """``{{ market.step_size|rule }}`` -> ``"0.0001"``: a market rule (step, minimum) in full, trailing zeros trimmed,
+    with thousands separators; never cut to the asset's display places, which may be coarser. Empty for None."""
+    if value is None:
+        return ""
+    value = Decimal(value)
+    return format_display(value, decimals_of(value))
 
 
 @register.filter

@@ -1,11 +1,10 @@
-"""Fixtures of the web UI's tests: USDT with withdrawal terms, and the orders tests' BTC-USDT market."""
+"""Fixtures of the web UI's tests: USDT with withdrawal terms, the live streams."""
 
 from decimal import Decimal
 
 import pytest
 
 from apps.ledger.tests.factories import AssetFactory
-from apps.orders.tests.conftest import btc_usdt, default_fees  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

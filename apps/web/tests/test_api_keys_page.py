@@ -35,9 +35,9 @@ def test_a_withdraw_key_without_a_second_factor_tells_the_user_to_enrol_first(cl
     page = client.get("/api-keys/").content.decode()
     assert 'id="enrol-first"' in page
 
-    response = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "withdraw"]})
+    response = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "withdraw"]}, follow=True)
 
-    assert response.status_code == 400
+    assert response.redirect_chain == [("/api-keys/", 302)]
     assert "Set up a second factor" in response.context["form"].errors["otp"][0]
     assert not ApiKey.objects.exists()
 
@@ -56,15 +56,31 @@ def test_a_withdraw_key_with_a_wrong_one_time_password_is_refused(client, trader
     device = enrol_device(trader)
     wrong = "000000" if code_now(device) != "000000" else "111111"
 
-    refused = client.post("/api-keys/", {"name": "bot", "scopes": ["withdraw"], "otp": wrong})
+    refused = client.post("/api-keys/", {"name": "bot", "scopes": ["withdraw"], "otp": wrong}, follow=True)
 
-    assert refused.status_code == 400
+    assert refused.redirect_chain == [("/api-keys/", 302)]
     assert "otp" in refused.context["form"].errors
     assert not ApiKey.objects.exists()
 
 
 def test_a_bad_ip_allow_list_is_shown_next_to_its_field(client, trader):
-    response = client.post("/api-keys/", {"name": "bot", "scopes": ["read"], "allowed_ips": "not-an-ip"})
-    assert response.status_code == 400
+    response = client.post("/api-keys/", {"name": "bot", "scopes": ["read"], "allowed_ips": "not-an-ip"}, follow=True)
+    assert response.redirect_chain == [("/api-keys/", 302)]
     assert set(response.context["form"].errors) == {"allowed_ips"}
     assert not ApiKey.objects.exists()
+
+
+def test_a_refused_key_form_redirects_so_a_reload_sends_nothing_and_shows_a_fresh_form(client, trader):
+    refused = client.post(
+        "/api-keys/",
+        {"name": "office bot", "scopes": ["read", "trade"], "allowed_ips": "10.0.0.0/33", "expires_in": "86400"},
+    )
+
+    assert refused.status_code == 302 and refused["Location"] == "/api-keys/"
+    shown = client.get("/api-keys/")
+    form = shown.context["form"]
+    assert shown.status_code == 200 and set(form.errors) == {"allowed_ips"}
+    assert form["name"].value() == "office bot" and form["scopes"].value() == ["read", "trade"]
+    assert form["expires_in"].value() == "86400" and 'value="office bot"' in shown.content.decode()
+    reloaded = client.get("/api-keys/")
+    assert not reloaded.context["form"].is_bound and not ApiKey.objects.exists()

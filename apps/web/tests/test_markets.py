@@ -50,9 +50,9 @@ def order_form(**overrides) -> dict:
 def test_markets_list_shows_last_price_and_best_bid_and_ask(book, client):
     page = client.get("/markets/").content.decode()
     assert 'href="/markets/BTC-USDT/"' in page
-    assert '<td class="num">60000.000000</td>' in page  # last price
-    assert 'class="num sell">60000.000000</td>' in page
-    assert 'class="num buy">59000.000000</td>' in page
+    assert '<td class="num">60,000.00</td>' in page  # last price, at the tick
+    assert 'class="num sell">60,000.00</td>' in page
+    assert 'class="num buy">59,000.00</td>' in page
 
 
 def test_market_page_is_public_with_book_and_trades_but_no_order_form(book, client):
@@ -320,3 +320,25 @@ def test_the_order_form_speaks_the_pages_words_not_the_apis_field_names(trader, 
 
     (error,) = response.context["form"].errors["qty"]
     assert error == 'A market buy takes either "Amount (BTC)" or "Spend (USDT, market buys instead of an amount)".'
+
+
+def test_the_market_rules_are_shown_in_full_even_finer_than_the_display_places(btc_usdt, btc, usdt, client):
+    btc.display_decimals = 2
+    btc.save(update_fields=["display_decimals"])
+    btc_usdt.min_notional = D("1234.5")
+    btc_usdt.save(update_fields=["min_notional"])
+
+    page = client.get(MARKET).content.decode()
+
+    assert "tick 0.01 · step 0.0001 · minimum order 1,234.5 USDT" in page
+
+
+def test_the_24_hour_strip_shows_prices_at_the_tick_and_the_volume_at_display_precision(book, btc, client):
+    btc.display_decimals = 3
+    btc.save(update_fields=["display_decimals"])
+
+    strip = client.get(MARKET).content.decode().split('id="ticker-strip"')[1].split("</dl>")[0]
+
+    assert '<dd data-field="last">60,000.00</dd>' in strip
+    assert '<dd data-field="high">60,000.00</dd>' in strip and '<dd data-field="low">60,000.00</dd>' in strip
+    assert f'<dd data-field="volume">{amt("0.1")}</dd>' in strip

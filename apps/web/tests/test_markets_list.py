@@ -45,7 +45,9 @@ def test_markets_list_shows_24h_change_volume_and_a_price_line(btc_usdt, btc, us
     page = client.get("/markets/").content.decode()
 
     assert '<td class="num sell" data-field="change_percent">-1.67 %</td>' in page
-    assert '<td class="num" data-field="volume">0.20000000 <span class="muted">BTC</span></td>' in page
+    assert (
+        '<td class="num" data-field="volume"><span class="amount" title="0.2">0.2</span> <span class="muted">BTC</span>'
+    ) in page
     assert '<svg class="sparkline sell"' in page  # coloured by the 24-hour change
     assert '<polyline points="' in page
 
@@ -55,3 +57,25 @@ def test_a_market_without_trades_shows_dashes(btc_usdt, client):
 
     assert '<td class="num " data-field="change_percent">–</td>' in page
     assert "<svg" not in page
+
+
+def test_markets_list_shows_prices_at_the_tick_and_amounts_at_display_precision(btc_usdt, btc, funded_user, client):
+    btc.display_decimals = 3
+    btc.save(update_fields=["display_decimals"])
+    seller, buyer = funded_user(btc="2"), funded_user(usdt="1000000")
+    place(seller, side="sell", price="61234.5", qty="1.2345")
+    place(buyer, side="buy", price="61234.5", qty="1.2345")
+    place(buyer, side="buy", price="60000", qty="0.1")
+    place(seller, side="sell", price="62000.1", qty="0.1")
+
+    row = client.get("/markets/").content.decode().split('<tr data-market="BTC-USDT">')[1].split("</tr>")[0]
+
+    cells = [cell.split(">", 1)[1].strip() for cell in row.split("<td")[1:]]
+    assert cells[1] == "61,234.50</td>"  # last price, at the tick's two places
+    assert cells[4] == '<span class="amount" title="1.2345">1.234</span> <span class="muted">BTC</span></td>'
+    assert cells[5:9] == [
+        "60,000.00</td>",
+        "62,000.10</td>",
+        "0.01</td>",
+        "0.0001</td>",  # the step in full, finer than BTC's three display places
+    ]

@@ -108,7 +108,8 @@ def test_a_trader_cannot_revoke_someone_elses_key(db, client, user):
 
 def test_api_key_form_errors_are_shown_next_to_the_field(db, client, user):
     client.force_login(user)
-    response = client.post("/api-keys/", {"name": "", "scopes": []})
+    response = client.post("/api-keys/", {"name": "", "scopes": []}, follow=True)
+    assert response.redirect_chain == [("/api-keys/", 302)]
     assert set(response.context["form"].errors) == {"name", "scopes"}
     assert not ApiKey.objects.exists()
 
