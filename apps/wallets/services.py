@@ -18,6 +18,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
+from typing import cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -426,16 +427,16 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
             valid.append((event, address))
     new: dict[tuple[str, str, int], Deposit] = {}
     for event, address in valid:
-        output = (event.asset.network, event.txid, event.vout)
+        output = _event_output(event)
         new.setdefault(
             output,
             Deposit(
                 user_id=address.user_id,
                 asset=event.asset,
                 address=address,
-                network=event.asset.network,
-                txid=event.txid,
-                vout=event.vout,
+                network=output[0],
+                txid=output[1],
+                vout=output[2],
                 amount=event.amount,
             ),
         )
@@ -445,8 +446,7 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
     changed: dict[int, Deposit] = {}
     credits: list[Deposit] = []
     for event, address in valid:
-        asset = event.asset
-        deposit = deposits[(asset.network, event.txid, event.vout)]
+        deposit = deposits[_event_output(event)]
         error = _deposit_report_judge(deposit, event, address)
         if error:
             outcomes[event.pk] = _rejected(event, error)
@@ -466,6 +466,12 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
     )
     _deposit_credits_email(credits)
     return outcomes
+
+
+def _event_output(event: CustodyEvent) -> tuple[str, str, int]:
+    """The transaction output a deposit report is about: ``(network, txid, vout)`` (a deposit event always has
+    a ``vout``: the ``custody_event_fields_match_type`` constraint)."""
+    return event.asset.network, event.txid, cast(int, event.vout)
 
 
 def _rejected(event: CustodyEvent, error: str) -> tuple[str, str]:
@@ -525,7 +531,7 @@ def _deposit_credits_post(deposits: Sequence[Deposit]) -> None:
     """
     if not deposits:
         return
-    available: dict[tuple[int, int], Account] = {}
+    available: dict[tuple[int, int | None], Account] = {}
     for asset_id in {deposit.asset_id for deposit in deposits}:
         users = {deposit.user_id for deposit in deposits if deposit.asset_id == asset_id}
         for account in Account.objects.filter(kind=AccountKind.USER_AVAILABLE, asset_id=asset_id, owner_id__in=users):
@@ -565,23 +571,22 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
         raise EventRejected(
             f"{event.address} is our deposit address for {address.asset.code}; the report credits {asset.code} to it."
         )
+    network, txid, vout = _event_output(event)
     Deposit.objects.bulk_create(
         [
             Deposit(
                 user_id=address.user_id,
                 asset=asset,
                 address=address,
-                network=asset.network,
-                txid=event.txid,
-                vout=event.vout,
+                network=network,
+                txid=txid,
+                vout=vout,
                 amount=event.amount,
             )
         ],
         ignore_conflicts=True,
     )
-    deposit = Deposit.objects.select_for_update(of=("self",), no_key=True).get(
-        network=asset.network, txid=event.txid, vout=event.vout
-    )
+    deposit = Deposit.objects.select_for_update(of=("self",), no_key=True).get(network=network, txid=txid, vout=vout)
     user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)  # published as committed
     if (deposit.asset_id, deposit.address_id, deposit.amount) != (asset.id, address.id, event.amount):
         raise EventRejected(
