@@ -458,14 +458,38 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
     for deposit in changed.values():
         user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)  # published as committed
     _deposit_credits_post(credits)
-    now = timezone.now()
-    for deposit in changed.values():
-        deposit.updated_at = now
-    Deposit.objects.bulk_update(
-        list(changed.values()), ["status", "entry", "credited_at", "confirmations", "updated_at"]
-    )
+    _deposits_update(list(changed.values()))
     _deposit_credits_email(credits)
     return outcomes
+
+
+_DEPOSIT_UPDATE_FIELDS = ("status", "entry_id", "credited_at", "confirmations")
+
+
+def _deposits_update(deposits: Sequence[Deposit]) -> None:
+    """Write the status, entry, credit time and confirmations of ``deposits`` (locked) in ONE statement, an
+    ``UPDATE ... FROM unnest(...)`` (Django's ``bulk_update`` builds a CASE per field and row: slower to build
+    in Python than to run); ``updated_at`` becomes now."""
+    if not deposits:
+        return
+    now = timezone.now()
+    columns = [Deposit._meta.get_field(name).column for name in _DEPOSIT_UPDATE_FIELDS]
+    quote = connection.ops.quote_name
+    table = quote(Deposit._meta.db_table)
+    assignments = ", ".join(f"{quote(column)} = v.{quote(column)}" for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS d SET {assignments}, {quote('updated_at')} = %s "  # noqa: S608 (names from _meta)
+            f"FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::timestamptz[], %s::int[]) "
+            f"AS v(id, {', '.join(quote(column) for column in columns)}) WHERE d.id = v.id",
+            [
+                now,
+                [deposit.pk for deposit in deposits],
+                *([getattr(deposit, name) for deposit in deposits] for name in _DEPOSIT_UPDATE_FIELDS),
+            ],
+        )
+    for deposit in deposits:
+        deposit.updated_at = now
 
 
 def _event_output(event: CustodyEvent) -> tuple[str, str, int]:
@@ -507,10 +531,9 @@ def _reported_confirmations(event: CustodyEvent) -> int:
     return event.asset.confirmations_required if event.status == CustodyEventStatus.CONFIRMED else 0
 
 
-def _deposit_credit_request(deposit: Deposit, available: Account) -> EntryRequest:
-    """The credit of ``deposit``: Dr custody, Cr the user's available (its amount), key
-    ``deposit:<network>:<txid>:<vout>`` (DESIGN.md section 4)."""
-    custody = system_account(AccountKind.CUSTODY, deposit.asset)
+def _deposit_credit_request(deposit: Deposit, available: Account, custody: Account) -> EntryRequest:
+    """The credit of ``deposit``: Dr ``custody`` (the asset's custody account), Cr the user's ``available``
+    (its amount), key ``deposit:<network>:<txid>:<vout>`` (DESIGN.md section 4)."""
     return EntryRequest(
         idempotency_key=deposit.idempotency_key,
         reason=EntryReason.DEPOSIT,
@@ -539,9 +562,16 @@ def _deposit_credits_post(deposits: Sequence[Deposit]) -> None:
     for deposit in deposits:
         if (deposit.asset_id, deposit.user_id) not in available:  # the user's first coins of the asset
             available[(deposit.asset_id, deposit.user_id)] = user_account(deposit.user_id, deposit.asset)
+    assets = {deposit.asset_id: deposit.asset for deposit in deposits}
+    custody_accounts = {asset_id: system_account(AccountKind.CUSTODY, asset) for asset_id, asset in assets.items()}
     ordered = sorted(deposits, key=lambda deposit: available[(deposit.asset_id, deposit.user_id)].id, reverse=True)
     entries = entries_post(
-        [_deposit_credit_request(deposit, available[(deposit.asset_id, deposit.user_id)]) for deposit in ordered]
+        [
+            _deposit_credit_request(
+                deposit, available[(deposit.asset_id, deposit.user_id)], custody_accounts[deposit.asset_id]
+            )
+            for deposit in ordered
+        ]
     )
     for deposit, entry in zip(ordered, entries, strict=True):
         deposit.entry_id = entry.id
@@ -694,7 +724,8 @@ def deposit_credit(*, deposit_id: int) -> Deposit:
 def _deposit_credit_locked(deposit: Deposit, asset: Asset, *, confirmations: int) -> Deposit:
     """Post the credit of a pending deposit whose row this transaction has locked; record ``confirmations``."""
     deposit.asset = asset
-    (entry,) = entries_post([_deposit_credit_request(deposit, user_account(deposit.user_id, asset))])
+    custody = system_account(AccountKind.CUSTODY, asset)
+    (entry,) = entries_post([_deposit_credit_request(deposit, user_account(deposit.user_id, asset), custody)])
     now = timezone.now()
     Deposit.objects.filter(pk=deposit.pk, status=DepositStatus.PENDING).update(
         status=DepositStatus.CREDITED, entry_id=entry.id, credited_at=now, confirmations=confirmations, updated_at=now
