@@ -1,20 +1,23 @@
-"""Benchmark of deposits: the custody webhook, one Celery worker, callback-to-credit latency.
+"""Benchmark of deposits: the custody webhook, two Celery workers crediting the inbox, callback-to-credit latency.
 
 Prints JSON lines ``{"bench": "deposits", "figure": ..., ...}``:
 
-- ``webhook_callbacks_per_second``: signed deposit callbacks accepted (200, stored in the inbox
-  and queued) per second, over real HTTP to a gunicorn server process, by concurrent clients;
-- ``deposits_credited_per_second``: how fast one Celery worker process (solo pool) credits the
-  deposits those callbacks queued, end to end (inbox event to journal entry);
+- ``webhook_callbacks_per_second``: signed deposit callbacks accepted (200, stored in the inbox)
+  per second, over real HTTP to a gunicorn server process, by concurrent clients;
+- ``deposits_credited_per_second``: how fast two Celery worker processes (solo pool each) credit a
+  backlog of stored callbacks, inbox event to journal entry, from the first credit to the last
+  (their ``credited_at`` in the database). Measured twice in the same run: ``batch`` 1 (one event
+  per transaction: the path before batching, the reference) and ``batch`` ``WALLETS_INBOX_BATCH``;
 - ``callback_to_credit_latency_ms``: p50 and p99 of the time from sending a callback to the
-  deposit being credited (the credit's timestamp in its transaction), at a steady rate below
-  the worker's capacity.
+  deposit being credited (the credit's timestamp in its transaction), at a steady rate, with the
+  batching workers.
 
 Everything runs against a scratch database created for the run (migrated, dropped at the end)
 on the PostgreSQL of ``DATABASE_URL``, the Redis of ``REDIS_URL`` (``make bench`` provides both)
 and a Celery queue of its own. Production settings (``DEBUG`` off). Sizes: environment
-variables ``BENCH_CALLBACKS`` (default 2000), ``BENCH_CLIENTS`` (8), ``BENCH_LATENCY_SAMPLES``
-(300), ``BENCH_LATENCY_RATE`` (per second, default 40).
+variables ``BENCH_CALLBACKS`` (per backlog, default 2000), ``BENCH_CLIENTS`` (8),
+``BENCH_LATENCY_SAMPLES`` (1000), ``BENCH_LATENCY_RATE`` (per second, default 200),
+``BENCH_BATCH`` (events per transaction of the batching workers, default 200).
 """
 
 import json
@@ -36,8 +39,10 @@ sys.path.insert(0, str(ROOT))
 
 CALLBACKS = int(os.environ.get("BENCH_CALLBACKS", 2000))
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", 8))
-LATENCY_SAMPLES = int(os.environ.get("BENCH_LATENCY_SAMPLES", 300))
-LATENCY_RATE = float(os.environ.get("BENCH_LATENCY_RATE", 40))
+LATENCY_SAMPLES = int(os.environ.get("BENCH_LATENCY_SAMPLES", 1000))
+LATENCY_RATE = float(os.environ.get("BENCH_LATENCY_RATE", 200))
+BATCH = int(os.environ.get("BENCH_BATCH", 200))
+WORKERS = 2
 USERS = 100
 WEB_WORKERS, WEB_THREADS = 2, 4
 TIMEOUT = 600
@@ -108,6 +113,8 @@ def main() -> None:
         os.environ.update(service_env())
     import psycopg
 
+    from apps.ledger.signing import private_key_generate_hex
+
     base_url = os.environ["DATABASE_URL"]
     scratch = f"bench_deposits_{os.getpid()}"
     run = secrets.token_hex(4)
@@ -121,6 +128,7 @@ def main() -> None:
         "DJANGO_SECURE_SSL_REDIRECT": "false",
         "CUSTODY_WEBHOOK_SECRET": secrets.token_hex(32),
         "API_SECRET_ENCRYPTION_KEY": secrets.token_hex(32),
+        "LEDGER_SIGNING_KEY": private_key_generate_hex(),
         "CELERY_TASK_DEFAULT_QUEUE": f"bench-deposits-{run}",
         "LOG_LEVEL": "WARNING",
         "PYTHONUNBUFFERED": "1",
@@ -160,6 +168,7 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.db.models import Max, Min
 
     from apps.ledger.models import Asset
     from apps.wallets.custody.signing import signed_headers
@@ -227,7 +236,7 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
     def credited(prefix: str) -> int:
         return Deposit.objects.filter(txid__startswith=f"{prefix}-", status=DepositStatus.CREDITED).count()
 
-    # 1. The webhook alone: callbacks accepted per second (no worker yet: the tasks wait in the queue).
+    # 1. The webhook alone: callbacks accepted per second (no worker yet: the events wait in the inbox).
     for n in range(CLIENTS * 4):  # warm up connections and workers
         send(n, "warm")
     started = time.perf_counter()
@@ -244,59 +253,80 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
         web=f"gunicorn {WEB_WORKERS} workers x {WEB_THREADS} threads",
     )
 
-    # 2. One worker process drains the queue: deposits credited per second, end to end.
-    worker = processes.start(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "exchange",
-            "worker",
-            "--pool",
-            "solo",
-            "--queues",
-            env["CELERY_TASK_DEFAULT_QUEUE"],
-            "--loglevel",
-            "INFO",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "--hostname",
-            f"bench-{os.getpid()}@%h",
-        ],
-        {**env, "LOG_LEVEL": "INFO"},
-        logs / "worker.log",
-    )
-    wait_for(
-        lambda: worker.poll() is None and " ready." in (logs / "worker.log").read_text(errors="replace"),
-        "the worker",
-        timeout=60,
-        interval=0.05,
-    )
-    started = time.perf_counter()
-    wait_for(
-        lambda: credited("load") == CALLBACKS and credited("warm") == CLIENTS * 4, "the worker to credit", interval=0.05
-    )
-    elapsed = time.perf_counter() - started
-    emit(
-        "deposits_credited_per_second",
-        value=round(CALLBACKS / elapsed, 1),
-        deposits=CALLBACKS,
-        worker="1 process, solo pool",
-    )
+    def start_workers(batch: int) -> list[subprocess.Popen]:
+        started = []
+        for n in range(WORKERS):
+            log = logs / f"worker-{batch}-{n}.log"
+            started.append(
+                processes.start(
+                    [
+                        sys.executable,
+                        "-m",
+                        "celery",
+                        "-A",
+                        "exchange",
+                        "worker",
+                        "--pool",
+                        "solo",
+                        "--queues",
+                        env["CELERY_TASK_DEFAULT_QUEUE"],
+                        "--loglevel",
+                        "WARNING",
+                        "--without-gossip",
+                        "--without-mingle",
+                        "--without-heartbeat",
+                        "--hostname",
+                        f"bench-{os.getpid()}-{batch}-{n}@%h",
+                    ],
+                    {**env, "WALLETS_INBOX_BATCH": str(batch)},
+                    log,
+                )
+            )
+        return started
 
-    # 3. Latency at a steady rate below capacity: callback sent -> deposit credited.
+    def credit_rate(prefix: str) -> float:
+        times = Deposit.objects.filter(txid__startswith=f"{prefix}-").aggregate(
+            first=Min("credited_at"), last=Max("credited_at")
+        )
+        return CALLBACKS / max((times["last"] - times["first"]).total_seconds(), 1e-6)
+
+    # 2. Two workers drain a backlog, one event per transaction (the reference), then a batch per transaction.
+    for batch, prefix in [(1, "load"), (BATCH, "batched")]:
+        if prefix != "load":
+            with ThreadPoolExecutor(CLIENTS) as pool:
+                statuses = list(pool.map(lambda n, prefix=prefix: send(n, prefix)[0], range(CALLBACKS)))
+            if statuses != [200] * CALLBACKS:
+                raise SystemExit(f"bench deposits: webhook answered {sorted(set(statuses))}")
+        workers = start_workers(batch)
+        wait_for(lambda prefix=prefix: credited(prefix) == CALLBACKS, "the workers to credit", interval=0.05)
+        emit(
+            "deposits_credited_per_second",
+            value=round(credit_rate(prefix), 1),
+            deposits=CALLBACKS,
+            batch=batch,
+            workers=f"{WORKERS} processes, solo pool",
+            reference=batch == 1,
+        )
+        if batch == 1:
+            for worker in workers:
+                processes.stop(worker)
+    wait_for(lambda: credited("warm") == CLIENTS * 4, "the warm-up deposits", interval=0.05)
+
+    # 3. Latency at a steady rate: callback sent -> deposit credited, by the batching workers.
     sent_at: dict[str, float] = {}
     interval = 1 / LATENCY_RATE
-    next_send = time.perf_counter()
-    for n in range(LATENCY_SAMPLES):
-        next_send += interval
+    begin = time.perf_counter()
+
+    def paced(n: int) -> None:
+        time.sleep(max(0.0, begin + n * interval - time.perf_counter()))
         status, sent = send(n, "latency")
         if status != 200:
             raise SystemExit(f"bench deposits: webhook answered {status}")
         sent_at[f"latency-{n}"] = sent
-        time.sleep(max(0.0, next_send - time.perf_counter()))
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        list(pool.map(paced, range(LATENCY_SAMPLES)))
+    achieved = LATENCY_SAMPLES / (time.perf_counter() - begin)
     wait_for(lambda: credited("latency") == LATENCY_SAMPLES, "the latency deposits", interval=0.05)
     latencies = sorted(
         (deposit.credited_at.timestamp() - sent_at[deposit.txid]) * 1000
@@ -309,7 +339,9 @@ def run_bench(env: dict, processes: Processes, logs: Path) -> None:
         p50=round(quantiles[49], 1),
         p99=round(quantiles[98], 1),
         samples=LATENCY_SAMPLES,
-        rate_per_second=LATENCY_RATE,
+        rate_per_second=round(achieved, 1),
+        batch=BATCH,
+        workers=f"{WORKERS} processes, solo pool",
     )
 
 

@@ -113,7 +113,7 @@ def _lock_draft(model: type[Draft], draft_id: int, operator_id: int, *, permissi
         operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
         if operator is None or not operator.has_perm(permission):
             raise PermissionDenied(f"Deciding on this {noun} needs the {permission} permission.")
-    draft = model._default_manager.select_for_update().filter(pk=draft_id).first()
+    draft = model._default_manager.select_for_update(of=("self",), no_key=True).filter(pk=draft_id).first()
     if draft is None:
         raise NotFound(f"No such {noun}.")
     if draft.status != ChangeStatus.DRAFT:  # the same value as AdjustmentStatus.DRAFT
@@ -231,7 +231,7 @@ def adjustment_withdraw(*, adjustment_id: int, author_id: int) -> Adjustment:
     State-guarded under a row lock: raises :class:`InvalidState` once it is decided or withdrawn,
     :class:`PermissionDenied` for anyone but its author, :class:`NotFound`.
     """
-    adjustment = Adjustment.objects.select_for_update().filter(id=adjustment_id).first()
+    adjustment = Adjustment.objects.select_for_update(of=("self",), no_key=True).filter(id=adjustment_id).first()
     if adjustment is None:
         raise NotFound("No such adjustment.")
     if adjustment.created_by_id != author_id:
@@ -480,7 +480,7 @@ def second_factor_reset_request(*, user_id: int, operator_id: int, reason: str) 
         raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
     if user_id == operator_id:
         raise PermissionDenied("Operators cannot reset their own second factor.")
-    user = get_user_model().objects.select_for_update().filter(id=user_id).first()
+    user = get_user_model().objects.select_for_update(of=("self",), no_key=True).filter(id=user_id).first()
     if user is None:
         raise NotFound("No such user.", fields={"user": "No such user."})
     if user.is_staff:

@@ -126,6 +126,6 @@ def withdrawal_address_require_active(*, user_id: int, asset: Asset, address: st
         return
     if status == WithdrawalAddressStatus.PENDING_CONFIRMATION:
         raise AddressNotAllowed("Confirm this address with the link we e-mailed you first.")
-    if status == WithdrawalAddressStatus.COOLING_OFF:
+    if status == WithdrawalAddressStatus.COOLING_OFF and entry is not None:
         raise AddressNotAllowed(f"This address can be used from {entry.usable_from:%Y-%m-%d %H:%M} UTC.")
     raise AddressNotAllowed(f"Add this address to your {asset.code} address book first.")

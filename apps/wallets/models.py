@@ -288,6 +288,23 @@ class EventState(models.TextChoices):
     REJECTED = "rejected", "Rejected"
 
 
+class CustodyEventStatus(models.TextChoices):
+    """What a callback reports (API.md "Custody webhook"): a deposit is ``pending``, ``confirmed`` or ``failed``;
+    a withdrawal ``pending``, ``completed`` or ``failed``."""
+
+    PENDING = "pending", "Pending"
+    CONFIRMED = "confirmed", "Confirmed"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+
+
+# The statuses each type of callback may report.
+EVENT_STATUSES = {
+    EventType.DEPOSIT: (CustodyEventStatus.PENDING, CustodyEventStatus.CONFIRMED, CustodyEventStatus.FAILED),
+    EventType.WITHDRAWAL: (CustodyEventStatus.PENDING, CustodyEventStatus.COMPLETED, CustodyEventStatus.FAILED),
+}
+
+
 class CustodyEvent(models.Model):
     """The inbox: one custody callback, stored (and committed) before the webhook answers 200.
 
@@ -298,7 +315,7 @@ class CustodyEvent(models.Model):
 
     event_id = models.CharField(max_length=200, unique=True)
     type = models.CharField(max_length=16, choices=EventType.choices)
-    status = models.CharField(max_length=16, help_text="As reported: pending, confirmed, completed or failed.")
+    status = models.CharField(max_length=16, choices=CustodyEventStatus.choices, help_text="As reported.")
     asset = models.ForeignKey(Asset, on_delete=models.PROTECT, related_name="+")
     amount = AmountField()
     txid = models.CharField(max_length=128, blank=True)
@@ -318,7 +335,8 @@ class CustodyEvent(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [
-            models.Index(fields=["received_at"], condition=Q(state="received"), name="custody_event_unprocessed")
+            # The events still to process, in arrival order: what workers claim (and the sweep looks at).
+            models.Index(fields=["id"], condition=Q(state=EventState.RECEIVED), name="custody_event_to_process")
         ]
         constraints = [
             models.CheckConstraint(condition=Q(amount__gt=0), name="custody_event_amount_positive"),
@@ -327,8 +345,12 @@ class CustodyEvent(models.Model):
             ),
             models.CheckConstraint(condition=Q(type__in=EventType.values), name="custody_event_type_valid"),
             models.CheckConstraint(
-                condition=Q(type=EventType.DEPOSIT, status__in=["pending", "confirmed", "failed"], vout__isnull=False)
-                | Q(type=EventType.WITHDRAWAL, status__in=["pending", "completed", "failed"], withdrawal__isnull=False),
+                condition=Q(type=EventType.DEPOSIT, status__in=EVENT_STATUSES[EventType.DEPOSIT], vout__isnull=False)
+                | Q(
+                    type=EventType.WITHDRAWAL,
+                    status__in=EVENT_STATUSES[EventType.WITHDRAWAL],
+                    withdrawal__isnull=False,
+                ),
                 name="custody_event_fields_match_type",
             ),
             models.CheckConstraint(

@@ -14,10 +14,11 @@ import hashlib
 import json
 import logging
 import re
-import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from functools import partial
+from typing import cast
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -33,21 +34,34 @@ from apps.core.addresses import address_validate
 from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound, PermissionDenied
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount
-from apps.ledger.models import AccountKind, Asset, EntryReason
+from apps.ledger.models import Account, AccountKind, Asset, EntryReason
 from apps.ledger.selectors import available_balance
-from apps.ledger.services import credit, debit, entry_post, funds_hold, funds_release, system_account, user_accounts
+from apps.ledger.services import (
+    EntryRequest,
+    credit,
+    debit,
+    entries_post,
+    entry_post,
+    funds_hold,
+    funds_release,
+    system_account,
+    user_account,
+    user_accounts,
+)
 from apps.ledger.transactions import retrying_atomic
 from apps.streams.services import user_event_record
 
-from . import selectors
+from . import queueing, selectors
 from .address_book import withdrawal_address_require_active
 from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
 from .errors import EventNotReady, EventRejected, WithdrawalLimit
 from .links import link_token_make, link_token_read
 from .models import (
+    EVENT_STATUSES,
     WITHDRAWAL_CANCELLABLE,
     CustodyEvent,
+    CustodyEventStatus,
     Deposit,
     DepositAddress,
     DepositStatus,
@@ -148,10 +162,9 @@ def _event_fields(body: bytes) -> dict:
     kind = data.get("type")
     if kind not in EventType.values:
         errors["type"] = 'Must be "deposit" or "withdrawal".'
-    statuses = {"deposit": ("pending", "confirmed", "failed"), "withdrawal": ("pending", "completed", "failed")}
     status = data.get("status")
-    if kind in statuses and status not in statuses[kind]:
-        errors["status"] = "Must be one of " + ", ".join(statuses[kind]) + "."
+    if kind in EVENT_STATUSES and status not in EVENT_STATUSES[kind]:
+        errors["status"] = "Must be one of " + ", ".join(EVENT_STATUSES[kind]) + "."
     code = _text(data, "asset", errors, required=True, max_length=10)
     asset = Asset.objects.filter(code=code).first() if code else None
     if code and asset is None:
@@ -164,14 +177,18 @@ def _event_fields(body: bytes) -> dict:
         "amount": _amount(data, "amount", errors, asset, required=True),
         "txid": _txid(
             _text(
-                data, "txid", errors, required=kind == "deposit" or status == "completed", max_length=MAX_TXID_LENGTH
+                data,
+                "txid",
+                errors,
+                required=kind == EventType.DEPOSIT or status == CustodyEventStatus.COMPLETED,
+                max_length=MAX_TXID_LENGTH,
             ),
             errors,
         ),
         "confirmations": _count(data, "confirmations", errors),
-        "address": _text(data, "address", errors, required=kind == "deposit", max_length=128),
+        "address": _text(data, "address", errors, required=kind == EventType.DEPOSIT, max_length=128),
     }
-    if kind == "deposit":
+    if kind == EventType.DEPOSIT:
         fields["vout"] = _count(data, "vout", errors)
         if fields["vout"] is None and "vout" not in errors:
             fields["vout"] = 0
@@ -180,7 +197,7 @@ def _event_fields(body: bytes) -> dict:
                 address_validate(network=asset.network, address=fields["address"])
             except InvalidAddress as exc:
                 errors.update(exc.fields)
-    if kind == "withdrawal":
+    if kind == EventType.WITHDRAWAL:
         fields["network_fee"] = _amount(data, "network_fee", errors, asset, required=False)
         raw_id = data.get("withdrawal_id")
         if isinstance(raw_id, str) and raw_id.isascii() and raw_id.isdigit() and len(raw_id) < 19:
@@ -202,9 +219,10 @@ def _event_fields(body: bytes) -> dict:
 def custody_event_receive(*, body: bytes) -> tuple[CustodyEvent, bool]:
     """Store a custody callback's (already authenticated) ``body`` in the inbox; return ``(event, created)``.
 
-    The event is committed when this returns, and its processing task is queued on commit.
-    The same ``event_id`` again with the same content returns the stored event
-    (``created`` False) and queues nothing. Raises :class:`DomainError` (400) for a malformed
+    The event is committed when this returns, and a drain of the inbox is queued on commit
+    (:func:`apps.wallets.queueing.inbox_drain_wake`: at most one per second, a running drain
+    picks the event up). The same ``event_id`` again with the same content returns the stored
+    event (``created`` False) and queues nothing. Raises :class:`DomainError` (400) for a malformed
     body and :class:`IdempotencyConflict` for a known ``event_id`` with other content; nothing is
     stored then.
     """
@@ -222,14 +240,40 @@ def custody_event_receive(*, body: bytes) -> tuple[CustodyEvent, bool]:
                     f"Custody event {fields['event_id']!r} was already received with other content."
                 ) from None
             return existing, False
-        transaction.on_commit(partial(_queue_event_processing, event.pk), robust=True)
+        transaction.on_commit(queueing.inbox_drain_wake, robust=True)
     return event, True
 
 
-def _queue_event_processing(event_pk: int) -> None:
-    from .tasks import custody_event_process as task
+def _event_outcome(event: CustodyEvent) -> tuple[str, str]:
+    """Apply one received event whose row this transaction has locked, in a savepoint; return its new
+    ``(state, error)``. A report that can never apply is ``rejected`` with the reason (its writes undone);
+    :class:`EventNotReady` propagates, with nothing written."""
+    try:
+        with transaction.atomic():
+            if event.type == EventType.DEPOSIT:
+                _deposit_event_apply(event)
+            else:
+                _withdrawal_event_apply(event)
+    except (EventRejected, DomainError) as exc:  # a report that can never apply waits for an operator
+        error = getattr(exc, "message", str(exc))
+        log.error("custody event %s rejected: %s", event.event_id, error)
+        return EventState.REJECTED, error
+    return EventState.PROCESSED, ""
 
-    task.delay(event_pk)
+
+def _events_mark(outcomes: dict[int, tuple[str, str]]) -> None:
+    """Record the outcome of received events this transaction has locked: ``{event pk: (state, error)}``."""
+    now = timezone.now()
+    processed = [pk for pk, (state, _error) in outcomes.items() if state == EventState.PROCESSED]
+    if processed:
+        CustodyEvent.objects.filter(pk__in=processed, state=EventState.RECEIVED).update(
+            state=EventState.PROCESSED, error="", processed_at=now
+        )
+    for pk, (state, error) in outcomes.items():
+        if state == EventState.REJECTED:
+            CustodyEvent.objects.filter(pk=pk, state=EventState.RECEIVED).update(
+                state=state, error=error, processed_at=now
+            )
 
 
 @retrying_atomic
@@ -239,34 +283,305 @@ def custody_event_process(*, event_pk: int) -> CustodyEvent:
     A deposit report records the deposit (unique on network, txid, vout) and credits it once
     it has the asset's confirmations (:func:`deposit_credit`). A withdrawal report completes
     or fails the submitted withdrawal. A report that can never apply (unknown address, a
-    contradiction) marks the event ``rejected`` with the reason, for an operator.
+    contradiction) marks the event ``rejected`` with the reason, for an operator. Workers
+    apply events in batches (:func:`custody_events_process_batch`), with the same outcomes.
 
     Raises :class:`EventNotReady` (nothing written) for a withdrawal outcome that arrives before
     its submission was recorded: the caller retries later. Raises :class:`NotFound` for an
     unknown event. Keeps invariant 8 (credited once; completed or released once).
     """
-    event = CustodyEvent.objects.select_for_update(of=("self",)).select_related("asset").filter(pk=event_pk).first()
+    event = (
+        CustodyEvent.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("asset")
+        .filter(pk=event_pk)
+        .first()
+    )
     if event is None:
         raise NotFound(f"Unknown custody event {event_pk}.")
     if event.state != EventState.RECEIVED:
         return event
-    state, error = EventState.PROCESSED, ""
-    try:
-        with transaction.atomic():
-            if event.type == EventType.DEPOSIT:
-                _deposit_event_apply(event)
-            else:
-                _withdrawal_event_apply(event)
-    except (EventRejected, DomainError) as exc:  # a report that can never apply waits for an operator
-        state, error = EventState.REJECTED, getattr(exc, "message", str(exc))
-        log.error("custody event %s rejected: %s", event.event_id, error)
-    if settings.WALLETS_EVENT_PROCESSING_DELAY:  # fault injection (tests, drills): keep the transaction open
-        time.sleep(settings.WALLETS_EVENT_PROCESSING_DELAY)
-    CustodyEvent.objects.filter(pk=event.pk, state=EventState.RECEIVED).update(
-        state=state, error=error, processed_at=timezone.now()
-    )
-    event.state, event.error = state, error
+    event.state, event.error = _event_outcome(event)
+    _events_mark({event.pk: (event.state, event.error)})
     return event
+
+
+@dataclass(frozen=True)
+class InboxBatch:
+    """What one :func:`custody_events_process_batch` did: the pks of the events it claimed, by outcome."""
+
+    processed: tuple[int, ...] = ()
+    rejected: tuple[int, ...] = ()
+    deferred: tuple[int, ...] = ()  # not ready yet (EventNotReady): still received, nothing written
+
+    @property
+    def claimed(self) -> int:
+        """How many received events the batch locked."""
+        return len(self.processed) + len(self.rejected) + len(self.deferred)
+
+    @property
+    def applied(self) -> int:
+        """How many events it marked processed or rejected."""
+        return len(self.processed) + len(self.rejected)
+
+
+@retrying_atomic
+def custody_events_process_batch(*, limit: int, exclude: Collection[int] = ()) -> InboxBatch:
+    """Apply up to ``limit`` received inbox events (oldest first, none of the pks in ``exclude``) in ONE
+    transaction, with the outcomes :func:`custody_event_process` gives each of them.
+
+    The events are claimed with ``SELECT ... FOR NO KEY UPDATE SKIP LOCKED``: two workers take
+    disjoint batches instead of queueing on each other, and an event is applied exactly once (it
+    is marked in the transaction that applies it; invariant 8). The deposit reports are applied
+    set-based (:func:`_deposit_events_apply`): one statement to find their addresses, one to
+    record new deposits, one to lock them, ONE :func:`~apps.ledger.services.entries_post` for
+    every credit of the batch, one to update the deposits. A report that can never apply is
+    rejected on its own; if the set-based step fails as a whole (an error from the ledger, a
+    constraint), its work is undone and each deposit report is applied on its own in a
+    savepoint, so the others still go through. Withdrawal reports are applied one by one in
+    savepoints; one not ready yet (:class:`EventNotReady`) is left received and returned in
+    ``deferred``. Deadlocks retry the whole batch.
+    """
+    events = list(
+        CustodyEvent.objects.select_for_update(of=("self",), no_key=True, skip_locked=True)
+        .select_related("asset")
+        .filter(state=EventState.RECEIVED)
+        .exclude(pk__in=list(exclude))
+        .order_by("id")[:limit]
+    )
+    deposit_events = [event for event in events if event.type == EventType.DEPOSIT]
+    outcomes: dict[int, tuple[str, str]] = {}
+    deferred: list[int] = []
+    if deposit_events:
+        try:
+            with transaction.atomic():
+                outcomes.update(_deposit_events_apply(deposit_events))
+        except (DomainError, IntegrityError) as exc:
+            log.warning("batch of %d deposit reports applied one by one: %s", len(deposit_events), exc)
+            for event in deposit_events:
+                outcomes[event.pk] = _event_outcome(event)
+    for event in events:
+        if event.type == EventType.WITHDRAWAL:
+            try:
+                outcomes[event.pk] = _event_outcome(event)
+            except EventNotReady:
+                deferred.append(event.pk)
+    _events_mark(outcomes)
+    return InboxBatch(
+        processed=tuple(pk for pk, (state, _error) in outcomes.items() if state == EventState.PROCESSED),
+        rejected=tuple(pk for pk, (state, _error) in outcomes.items() if state == EventState.REJECTED),
+        deferred=tuple(deferred),
+    )
+
+
+def _deposit_addresses(events: Sequence[CustodyEvent]) -> dict[tuple[str, str], DepositAddress]:
+    """Our deposit addresses the reports name, by ``(network, address)``, in one query."""
+    found = DepositAddress.objects.select_related("asset").filter(address__in={event.address for event in events})
+    return {(address.network, address.address): address for address in found}
+
+
+def _deposits_locked(outputs: Collection[tuple[str, str, int]]) -> dict[tuple[str, str, int], Deposit]:
+    """Lock the deposits of ``outputs`` (``(network, txid, vout)``) in id order, FOR NO KEY UPDATE; by output."""
+    networks, txids, vouts = zip(*outputs, strict=True) if outputs else ((), (), ())
+    table = connection.ops.quote_name(Deposit._meta.db_table)
+    locked = Deposit.objects.raw(
+        f"SELECT * FROM {table} WHERE (network, txid, vout) IN "  # noqa: S608 (the table name is the model's)
+        "(SELECT * FROM unnest(%s::text[], %s::text[], %s::int[])) ORDER BY id FOR NO KEY UPDATE",
+        [list(networks), list(txids), list(vouts)],
+    )
+    return {(deposit.network, deposit.txid, deposit.vout): deposit for deposit in locked}
+
+
+def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str, str]]:
+    """Apply deposit reports (received, locked by this transaction, in id order) set-based; return each one's
+    ``(state, error)``.
+
+    The reports are judged one after another exactly as :func:`_deposit_event_apply` judges them,
+    against the deposits as the earlier reports of the batch left them; the writes are then made
+    once for the batch. Raises what the ledger raises (:class:`DomainError`) or an
+    :class:`IntegrityError`; the caller then undoes it all and applies the reports one by one.
+    """
+    outcomes: dict[int, tuple[str, str]] = {}
+    addresses = _deposit_addresses(events)
+    valid: list[tuple[CustodyEvent, DepositAddress]] = []
+    for event in events:
+        asset = event.asset
+        address = addresses.get((asset.network, event.address))
+        if address is None:
+            outcomes[event.pk] = _rejected(
+                event, f"{event.address} is not one of our deposit addresses on {asset.network}."
+            )
+        elif address.asset_id != asset.id:
+            outcomes[event.pk] = _rejected(
+                event,
+                f"{event.address} is our deposit address for {address.asset.code}; "
+                f"the report credits {asset.code} to it.",
+            )
+        else:
+            valid.append((event, address))
+    new: dict[tuple[str, str, int], Deposit] = {}
+    for event, address in valid:
+        output = _event_output(event)
+        new.setdefault(
+            output,
+            Deposit(
+                user_id=address.user_id,
+                asset=event.asset,
+                address=address,
+                network=output[0],
+                txid=output[1],
+                vout=output[2],
+                amount=event.amount,
+            ),
+        )
+    Deposit.objects.bulk_create([new[output] for output in sorted(new)], ignore_conflicts=True)
+    deposits = _deposits_locked(sorted(new))
+
+    changed: dict[int, Deposit] = {}
+    credits: list[Deposit] = []
+    for event, address in valid:
+        deposit = deposits[_event_output(event)]
+        error = _deposit_report_judge(deposit, event, address)
+        if error:
+            outcomes[event.pk] = _rejected(event, error)
+            continue
+        outcomes[event.pk] = (EventState.PROCESSED, "")
+        changed[deposit.pk] = deposit
+        if deposit.status == DepositStatus.CREDITED and deposit.entry_id is None:
+            credits.append(deposit)
+    for deposit in changed.values():
+        user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)  # published as committed
+    _deposit_credits_post(credits)
+    _deposits_update(list(changed.values()))
+    _deposit_credits_email(credits)
+    return outcomes
+
+
+_DEPOSIT_UPDATE_FIELDS = ("status", "entry_id", "credited_at", "confirmations")
+
+
+def _deposits_update(deposits: Sequence[Deposit]) -> None:
+    """Write the status, entry, credit time and confirmations of ``deposits`` (locked) in ONE statement, an
+    ``UPDATE ... FROM unnest(...)`` (Django's ``bulk_update`` builds a CASE per field and row: slower to build
+    in Python than to run); ``updated_at`` becomes now."""
+    if not deposits:
+        return
+    now = timezone.now()
+    column_of = {field.attname: field.column for field in Deposit._meta.concrete_fields if field.column is not None}
+    columns = [column_of[name] for name in _DEPOSIT_UPDATE_FIELDS]
+    quote = connection.ops.quote_name
+    table = quote(Deposit._meta.db_table)
+    assignments = ", ".join(f"{quote(column)} = v.{quote(column)}" for column in columns)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS d SET {assignments}, {quote('updated_at')} = %s "  # noqa: S608 (names from _meta)
+            f"FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::timestamptz[], %s::int[]) "
+            f"AS v(id, {', '.join(quote(column) for column in columns)}) WHERE d.id = v.id",
+            [
+                now,
+                [deposit.pk for deposit in deposits],
+                *([getattr(deposit, name) for deposit in deposits] for name in _DEPOSIT_UPDATE_FIELDS),
+            ],
+        )
+    for deposit in deposits:
+        deposit.updated_at = now
+
+
+def _event_output(event: CustodyEvent) -> tuple[str, str, int]:
+    """The transaction output a deposit report is about: ``(network, txid, vout)`` (a deposit event always has
+    a ``vout``: the ``custody_event_fields_match_type`` constraint)."""
+    return event.asset.network, event.txid, cast(int, event.vout)
+
+
+def _rejected(event: CustodyEvent, error: str) -> tuple[str, str]:
+    log.error("custody event %s rejected: %s", event.event_id, error)
+    return EventState.REJECTED, error
+
+
+def _deposit_report_judge(deposit: Deposit, event: CustodyEvent, address: DepositAddress) -> str:
+    """Apply one report to ``deposit`` in memory (status, confirmations; ``credited_at`` when it is now to be
+    credited); return why it is rejected ('' when it applies). The rules of :func:`_deposit_event_apply`."""
+    asset = event.asset
+    if (deposit.asset_id, deposit.address_id, deposit.amount) != (asset.id, address.id, event.amount):
+        return f"The report ({asset.code} {event.amount} to {event.address}) contradicts deposit #{deposit.pk}."
+    if event.status == CustodyEventStatus.FAILED:
+        if deposit.status == DepositStatus.CREDITED:
+            return f"Deposit #{deposit.pk} was credited and is now reported failed: reverse it by hand."
+        deposit.status = DepositStatus.FAILED
+        return ""
+    if deposit.status == DepositStatus.FAILED:
+        return f"Deposit #{deposit.pk} was reported failed before."
+    confirmations = max(_reported_confirmations(event), deposit.confirmations)
+    if deposit.status == DepositStatus.PENDING and confirmations >= asset.confirmations_required:
+        deposit.status, deposit.credited_at = DepositStatus.CREDITED, timezone.now()
+    deposit.confirmations = confirmations
+    return ""
+
+
+def _reported_confirmations(event: CustodyEvent) -> int:
+    """The confirmations a deposit report gives: a ``confirmed`` report without a count is final in the
+    provider's judgement (the asset's confirmations); a ``pending`` one without a count gives none."""
+    if event.confirmations is not None:
+        return event.confirmations
+    return event.asset.confirmations_required if event.status == CustodyEventStatus.CONFIRMED else 0
+
+
+def _deposit_credit_request(deposit: Deposit, available: Account, custody: Account) -> EntryRequest:
+    """The credit of ``deposit``: Dr ``custody`` (the asset's custody account), Cr the user's ``available``
+    (its amount), key ``deposit:<network>:<txid>:<vout>`` (DESIGN.md section 4)."""
+    return EntryRequest(
+        idempotency_key=deposit.idempotency_key,
+        reason=EntryReason.DEPOSIT,
+        legs=[debit(custody, deposit.amount), credit(available, deposit.amount)],
+        reference_type="deposit",
+        reference_id=str(deposit.pk),
+        metadata={"txid": deposit.txid, "vout": deposit.vout, "address": deposit.address_id},
+    )
+
+
+def _deposit_credits_post(deposits: Sequence[Deposit]) -> None:
+    """Post the credits of ``deposits`` (locked, judged credited) with one :func:`entries_post`; set their
+    ``entry_id``.
+
+    The entries go in descending order of the user's account id: an entry locks its accounts in id
+    order, so a batch whose first entry's user account comes after the custody account locks the
+    custody account first and waits holding nothing (two batches then never deadlock on custody).
+    """
+    if not deposits:
+        return
+    available: dict[tuple[int, int | None], Account] = {}
+    for asset_id in {deposit.asset_id for deposit in deposits}:
+        users = {deposit.user_id for deposit in deposits if deposit.asset_id == asset_id}
+        for account in Account.objects.filter(kind=AccountKind.USER_AVAILABLE, asset_id=asset_id, owner_id__in=users):
+            available[(asset_id, account.owner_id)] = account
+    for deposit in deposits:
+        if (deposit.asset_id, deposit.user_id) not in available:  # the user's first coins of the asset
+            available[(deposit.asset_id, deposit.user_id)] = user_account(deposit.user_id, deposit.asset)
+    assets = {deposit.asset_id: deposit.asset for deposit in deposits}
+    custody_accounts = {asset_id: system_account(AccountKind.CUSTODY, asset) for asset_id, asset in assets.items()}
+    ordered = sorted(deposits, key=lambda deposit: available[(deposit.asset_id, deposit.user_id)].id, reverse=True)
+    entries = entries_post(
+        [
+            _deposit_credit_request(
+                deposit, available[(deposit.asset_id, deposit.user_id)], custody_accounts[deposit.asset_id]
+            )
+            for deposit in ordered
+        ]
+    )
+    for deposit, entry in zip(ordered, entries, strict=True):
+        deposit.entry_id = entry.id
+
+
+def _deposit_credits_email(deposits: Sequence[Deposit]) -> None:
+    """Tell each owner with an e-mail address that the deposit was credited (sent on commit)."""
+    with_email = set(
+        get_user_model()
+        .objects.filter(pk__in={deposit.user_id for deposit in deposits})
+        .exclude(email="")
+        .values_list("pk", flat=True)
+    )
+    for deposit in deposits:
+        if deposit.user_id in with_email:
+            _deposit_credited_email(deposit)
 
 
 def _deposit_event_apply(event: CustodyEvent) -> None:
@@ -280,29 +595,28 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
         raise EventRejected(
             f"{event.address} is our deposit address for {address.asset.code}; the report credits {asset.code} to it."
         )
+    network, txid, vout = _event_output(event)
     Deposit.objects.bulk_create(
         [
             Deposit(
                 user_id=address.user_id,
                 asset=asset,
                 address=address,
-                network=asset.network,
-                txid=event.txid,
-                vout=event.vout,
+                network=network,
+                txid=txid,
+                vout=vout,
                 amount=event.amount,
             )
         ],
         ignore_conflicts=True,
     )
-    deposit = Deposit.objects.select_for_update(of=("self",)).get(
-        network=asset.network, txid=event.txid, vout=event.vout
-    )
+    deposit = Deposit.objects.select_for_update(of=("self",), no_key=True).get(network=network, txid=txid, vout=vout)
     user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)  # published as committed
     if (deposit.asset_id, deposit.address_id, deposit.amount) != (asset.id, address.id, event.amount):
         raise EventRejected(
             f"The report ({asset.code} {event.amount} to {event.address}) contradicts deposit #{deposit.pk}."
         )
-    if event.status == "failed":
+    if event.status == CustodyEventStatus.FAILED:
         if deposit.status == DepositStatus.CREDITED:
             raise EventRejected(f"Deposit #{deposit.pk} was credited and is now reported failed: reverse it by hand.")
         Deposit.objects.filter(pk=deposit.pk, status=DepositStatus.PENDING).update(
@@ -311,10 +625,7 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
         return
     if deposit.status == DepositStatus.FAILED:
         raise EventRejected(f"Deposit #{deposit.pk} was reported failed before.")
-    reported = event.confirmations
-    if reported is None:  # a "confirmed" report without a count is final in the provider's judgement
-        reported = asset.confirmations_required if event.status == "confirmed" else 0
-    confirmations = max(reported, deposit.confirmations)
+    confirmations = max(_reported_confirmations(event), deposit.confirmations)
     if deposit.status == DepositStatus.PENDING and confirmations >= asset.confirmations_required:
         _deposit_credit_locked(deposit, asset, confirmations=confirmations)
     elif confirmations > deposit.confirmations:
@@ -322,16 +633,18 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
 
 
 def _withdrawal_event_apply(event: CustodyEvent) -> None:
-    withdrawal = Withdrawal.objects.select_for_update(of=("self",)).get(pk=event.withdrawal_id)
+    if event.withdrawal_id is None:
+        raise EventRejected("A withdrawal report names no withdrawal.")
+    withdrawal = Withdrawal.objects.select_for_update(of=("self",), no_key=True).get(pk=event.withdrawal_id)
     if (withdrawal.asset_id, withdrawal.amount) != (event.asset_id, event.amount) or (
         event.address and event.address != withdrawal.address
     ):
         raise EventRejected(f"The report contradicts withdrawal #{withdrawal.pk} (asset, amount or address).")
-    if event.status == "pending":
+    if event.status == CustodyEventStatus.PENDING:
         return
     if withdrawal.status == WithdrawalStatus.APPROVED:
         raise EventNotReady(f"Withdrawal #{withdrawal.pk} is not recorded as submitted yet.")
-    outcome = WithdrawalStatus.COMPLETED if event.status == "completed" else WithdrawalStatus.FAILED
+    outcome = WithdrawalStatus.COMPLETED if event.status == CustodyEventStatus.COMPLETED else WithdrawalStatus.FAILED
     if withdrawal.status == outcome:
         if outcome == WithdrawalStatus.COMPLETED and (
             event.txid != withdrawal.txid or (event.network_fee or Decimal(0)) != (withdrawal.network_fee or Decimal(0))
@@ -352,23 +665,23 @@ def _withdrawal_event_apply(event: CustodyEvent) -> None:
 
 @retrying_atomic
 def custody_events_requeue(*, older_than: timedelta) -> list[int]:
-    """Queue the processing of inbox events still ``received`` ``older_than`` after arrival (and after their
-    last re-queue); return their ids. Events being processed right now (row locked) are skipped.
+    """The sweep: wake a drain of the inbox when events are still ``received`` ``older_than`` after arrival and
+    no transaction is processing them (their rows are not locked); return their ids (at most 1,000).
 
-    This is the sweep that makes a killed worker lose nothing: processing is idempotent.
+    A worker killed mid-batch leaves its events received and unlocked (PostgreSQL rolled its
+    transaction back when its connection dropped): this finds them and queues one drain (on
+    commit), whatever drain messages the dead worker took with it. It marks them ``requeued_at``.
     """
     now = timezone.now()
-    cutoff = now - older_than
     ids = list(
-        CustodyEvent.objects.select_for_update(of=("self",), skip_locked=True)
-        .filter(state=EventState.RECEIVED, received_at__lte=cutoff)
-        .filter(Q(requeued_at__isnull=True) | Q(requeued_at__lte=cutoff))
+        CustodyEvent.objects.select_for_update(of=("self",), no_key=True, skip_locked=True)
+        .filter(state=EventState.RECEIVED, received_at__lte=now - older_than)
         .order_by("id")
         .values_list("id", flat=True)[:1000]
     )
-    CustodyEvent.objects.filter(pk__in=ids).update(requeued_at=now)
-    for event_pk in ids:
-        transaction.on_commit(partial(_queue_event_processing, event_pk), robust=True)
+    if ids:
+        CustodyEvent.objects.filter(pk__in=ids).update(requeued_at=now)
+        queueing.task_send_on_commit(queueing.INBOX_DRAIN_TASK)
     return ids
 
 
@@ -383,7 +696,12 @@ def deposit_credit(*, deposit_id: int) -> Deposit:
     :class:`InvalidState` for a failed deposit or one short of confirmations, :class:`NotFound`.
     Keeps invariant 8: a deposit is credited at most once.
     """
-    deposit = Deposit.objects.select_for_update(of=("self",)).select_related("asset").filter(pk=deposit_id).first()
+    deposit = (
+        Deposit.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("asset")
+        .filter(pk=deposit_id)
+        .first()
+    )
     if deposit is None:
         raise NotFound(f"Unknown deposit {deposit_id}.")
     if deposit.status == DepositStatus.CREDITED:
@@ -401,27 +719,27 @@ def deposit_credit(*, deposit_id: int) -> Deposit:
 
 def _deposit_credit_locked(deposit: Deposit, asset: Asset, *, confirmations: int) -> Deposit:
     """Post the credit of a pending deposit whose row this transaction has locked; record ``confirmations``."""
-    available, _held = user_accounts(deposit.user_id, asset)
-    entry = entry_post(
-        idempotency_key=deposit.idempotency_key,
-        reason=EntryReason.DEPOSIT,
-        legs=[debit(system_account(AccountKind.CUSTODY, asset), deposit.amount), credit(available, deposit.amount)],
-        reference_type="deposit",
-        reference_id=str(deposit.pk),
-        metadata={"txid": deposit.txid, "vout": deposit.vout, "address": deposit.address_id},
-    )
+    deposit.asset = asset
+    custody = system_account(AccountKind.CUSTODY, asset)
+    (entry,) = entries_post([_deposit_credit_request(deposit, user_account(deposit.user_id, asset), custody)])
     now = timezone.now()
     Deposit.objects.filter(pk=deposit.pk, status=DepositStatus.PENDING).update(
         status=DepositStatus.CREDITED, entry_id=entry.id, credited_at=now, confirmations=confirmations, updated_at=now
     )
     deposit.status, deposit.entry_id, deposit.credited_at = DepositStatus.CREDITED, entry.id, now
     deposit.confirmations = confirmations
+    _deposit_credited_email(deposit)
+    return deposit
+
+
+def _deposit_credited_email(deposit: Deposit) -> None:
+    """E-mail the owner that ``deposit`` was credited (on commit)."""
+    asset = deposit.asset
     email_user_on_commit(
         user_id=deposit.user_id,
         template="deposit_credited",
         context={"deposit": deposit, "amount": format_amount(deposit.amount, asset.decimals), "asset": asset},
     )
-    return deposit
 
 
 # Withdrawals ---------------------------------------------------------------------------------------
@@ -472,9 +790,7 @@ def _release(withdrawal: Withdrawal) -> None:
 
 
 def _queue_submission(withdrawal_id: int) -> None:
-    from .tasks import withdrawal_submit as task
-
-    transaction.on_commit(partial(task.delay, withdrawal_id), robust=True)
+    queueing.task_send_on_commit(queueing.WITHDRAWAL_SUBMIT_TASK, withdrawal_id)
 
 
 def _check_funds(*, user_id: int, asset: Asset, amount: Decimal) -> None:
@@ -878,9 +1194,14 @@ def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal =
     legs = [debit(held, withdrawal.total), credit(custody, withdrawal.amount)]
     if withdrawal.fee:
         legs.append(credit(system_account(AccountKind.FEE_REVENUE, asset, shard_key=key), withdrawal.fee))
-    reference = {"reference_type": "withdrawal", "reference_id": str(withdrawal.pk)}
+    reference_id = str(withdrawal.pk)
     entry_post(
-        idempotency_key=key, reason=EntryReason.WITHDRAWAL_COMPLETE, legs=legs, metadata={"txid": txid}, **reference
+        idempotency_key=key,
+        reason=EntryReason.WITHDRAWAL_COMPLETE,
+        legs=legs,
+        metadata={"txid": txid},
+        reference_type="withdrawal",
+        reference_id=reference_id,
     )
     if network_fee:
         entry_post(
@@ -891,7 +1212,8 @@ def withdrawal_complete(*, withdrawal_id: int, txid: str, network_fee: Decimal =
                 credit(custody, network_fee),
             ],
             metadata={"txid": txid},
-            **reference,
+            reference_type="withdrawal",
+            reference_id=reference_id,
         )
     _email_withdrawal_outcome(withdrawal, template="withdrawal_completed")
     return withdrawal
@@ -920,7 +1242,7 @@ def withdrawals_requeue_submission(*, older_than: timedelta) -> list[int]:
     now = timezone.now()
     cutoff = now - older_than
     ids = list(
-        Withdrawal.objects.select_for_update(of=("self",), skip_locked=True)
+        Withdrawal.objects.select_for_update(of=("self",), no_key=True, skip_locked=True)
         .filter(status=WithdrawalStatus.APPROVED, decided_at__lte=cutoff)
         .filter(Q(requeued_at__isnull=True) | Q(requeued_at__lte=cutoff))
         .order_by("id")
@@ -941,7 +1263,7 @@ def withdrawals_expire_unconfirmed(*, older_than: timedelta) -> list[int]:
     looked at again by the next sweep. Keeps invariants 4 and 8.
     """
     ids = list(
-        Withdrawal.objects.select_for_update(of=("self",), skip_locked=True)
+        Withdrawal.objects.select_for_update(of=("self",), no_key=True, skip_locked=True)
         .filter(status=WithdrawalStatus.AWAITING_CONFIRMATION, created_at__lte=timezone.now() - older_than)
         .order_by("id")
         .values_list("id", flat=True)[:1000]

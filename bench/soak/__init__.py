@@ -17,8 +17,8 @@ of its own (created here, dropped at the end) it starts, each in a process group
   with a TOTP second factor and approves or rejects the withdrawals awaiting approval.
 
 Once the traders are funded, the fault injector (this process) SIGKILLs whole Celery workers
-(and starts new ones) and single pool processes (each custody event's transaction is held open
-0.1 s, ``WALLETS_EVENT_PROCESSING_DELAY``, so that kills land mid-task), terminates the application's database
+(and starts new ones) and single pool processes (a worker credits the custody inbox in batches, so
+kills land mid-batch; the inbox sweep finds what they left), terminates the application's database
 connections (``pg_terminate_backend``), and restarts the web server, by SIGKILL or by SIGTERM.
 Every kind of fault happens at least once, so a run lasts at least ``--duration`` and at least
 one round of faults. The clients also lose a few answers on purpose: a small share of first

@@ -433,6 +433,7 @@ class Trader(Client):
         """A callback the webhook must refuse (401) and forget: a wrong secret (``bad_signature``), a stale
         timestamp (``stale_timestamp``), or a real callback's signature over a tampered body (``tampered_body``)."""
         from apps.wallets.custody.signing import signed_headers
+        from apps.wallets.models import CustodyEventStatus
 
         address = self.deposit_address(asset)
         secret = self.config["webhook_secret"]
@@ -446,7 +447,7 @@ class Trader(Client):
             "txid": txid,
             "vout": 0,
             "confirmations": 5,
-            "status": "confirmed",
+            "status": CustodyEventStatus.CONFIRMED,
         }
         body = json.dumps(payload, separators=(",", ":")).encode()
         if kind == "bad_signature":

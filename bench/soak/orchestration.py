@@ -195,9 +195,9 @@ class Soak:
             "STREAMS_CHANNEL_PREFIX": self.queue,
             "WALLETS_SWEEP_AFTER": "10",
             "WALLETS_SWEEP_INTERVAL": "3",
-            # Each custody event's transaction stays open 0.1 s, so that a worker killed is often killed mid-task
-            # (without it the sweeps are never needed: tasks take milliseconds).
-            "WALLETS_EVENT_PROCESSING_DELAY": "0.1",
+            # The inbox sweep looks every second for events a killed worker left (older than 2 s).
+            "WALLETS_INBOX_SWEEP_AFTER": "2",
+            "WALLETS_INBOX_SWEEP_INTERVAL": "1",
             "API_RATE_PER_IP": "1000000/min",
             "API_RATE_PER_KEY": "1000000/min",
             "API_RATE_LOGIN": "1000/min",

@@ -241,13 +241,16 @@ CUSTODY_SIMULATOR_HTTP_TIMEOUT = env.float("CUSTODY_SIMULATOR_HTTP_TIMEOUT", def
 
 # Wallets: a validator per network for withdrawal addresses ({network: dotted path}).
 WALLETS_ADDRESS_VALIDATORS = {"simnet": "apps.wallets.custody.simnet.validate_address"}
-# The sweep re-queues custody events still unprocessed, and approved withdrawals still not
-# submitted, this many seconds after they were stored or approved; it runs every interval.
+# The sweep re-queues approved withdrawals still not submitted this many seconds after they were
+# approved; it runs every interval.
 WALLETS_SWEEP_AFTER = env.int("WALLETS_SWEEP_AFTER", default=120)
 WALLETS_SWEEP_INTERVAL = env.float("WALLETS_SWEEP_INTERVAL", default=30.0)
-# Fault injection for drills and tests: seconds a worker holds a custody event's transaction open
-# (after posting, before commit). Always 0 in production.
-WALLETS_EVENT_PROCESSING_DELAY = env.float("WALLETS_EVENT_PROCESSING_DELAY", default=0.0)
+# The custody inbox: a worker applies up to this many stored callbacks per transaction; events still
+# unprocessed (and not being processed) this many seconds after they were stored wake a worker, checked
+# every interval (seconds), so a killed worker's events wait a few seconds, not minutes.
+WALLETS_INBOX_BATCH = env.int("WALLETS_INBOX_BATCH", default=200)
+WALLETS_INBOX_SWEEP_AFTER = env.float("WALLETS_INBOX_SWEEP_AFTER", default=5.0)
+WALLETS_INBOX_SWEEP_INTERVAL = env.float("WALLETS_INBOX_SWEEP_INTERVAL", default=5.0)
 
 # Sealed journal and proof of liabilities (PROOFS.md): the Ed25519 private key that signs blocks and
 # snapshots, as 64 hex characters or PEM. Local and test settings supply one; production requires it.
@@ -262,7 +265,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "reconcile-hourly": {"task": "apps.backoffice.tasks.reconcile_scheduled", "schedule": crontab(minute=0)},
     "wallets-requeue-custody-events": {
         "task": "apps.wallets.tasks.custody_events_sweep",
-        "schedule": WALLETS_SWEEP_INTERVAL,
+        "schedule": WALLETS_INBOX_SWEEP_INTERVAL,
     },
     "wallets-requeue-approved-withdrawals": {
         "task": "apps.wallets.tasks.withdrawals_sweep",

@@ -22,7 +22,7 @@ from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import WithdrawalStatus
 from apps.wallets.services import withdrawal_approve, withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
-from apps.web.tests.html import amt
+from exchange.tests.html import amt
 
 D = Decimal
 

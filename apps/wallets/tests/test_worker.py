@@ -2,6 +2,7 @@
 
 import signal
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
@@ -12,7 +13,7 @@ from django.core.management import call_command
 from django.db import OperationalError, connection, connections, transaction
 
 from apps.ledger.amounts import format_amount
-from apps.ledger.models import AccountKind, JournalEntry
+from apps.ledger.models import Account, AccountKind, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import system_account, user_accounts
 from apps.ledger.tests.factories import UserFactory
@@ -227,33 +228,97 @@ def _locked(table: str, pk: int) -> bool:
     return False
 
 
+def _someone_waits_for_a_lock() -> bool:
+    """Whether another session of the test database waits for a row lock (a worker blocked mid-batch).
+
+    Read from ``pg_stat_activity``: probing the rows with a lock of our own could take the lock before
+    the worker does, and the worker would skip them."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def _account_locked_by_test(account_id: int) -> None:
+    """Inside the caller's transaction: lock a ledger account as another transaction posting to it would, so a
+    worker crediting it waits there, in the middle of its batch (read-only here: the ledger writes nothing)."""
+    Account.objects.select_for_update(of=("self",), no_key=True).get(pk=account_id)
+
+
 def test_worker_killed_while_crediting_a_deposit_loses_nothing_and_credits_once(workers, callback_url, btc, user):
-    """SIGKILL a worker holding the deposit's transaction open; the sweep and a fresh worker credit it once."""
+    """SIGKILL the worker in the middle of the deposit's transaction; the next worker to start credits it once,
+    without waiting for the sweep (the sweep would find it too)."""
     available_account, _held = user_accounts(user.id, btc)
     address = deposit_address_get_or_create(user_id=user.id, asset=btc).address
-    victim = workers.start(pool="solo", concurrency=1, env={"WALLETS_EVENT_PROCESSING_DELAY": "120"})
+    victim = workers.start(pool="solo", concurrency=1)
 
-    assert post(callback_url, deposit_payload(address, "0.7", txid="K")) == 200
-    event = CustodyEvent.objects.get()
-    # The worker holds the event and the user's account (the credit is posted, not committed).
-    wait_for(
-        lambda: _locked("wallets_custodyevent", event.pk) and _locked("ledger_account", available_account.pk),
-        message="the worker to be in the middle of the credit",
-    )
-    victim.kill()
+    with transaction.atomic():
+        _account_locked_by_test(available_account.pk)
+        assert post(callback_url, deposit_payload(address, "0.7", txid="K")) == 200
+        event = CustodyEvent.objects.get()
+        # The worker holds the event (and has recorded the deposit), waiting to post the credit.
+        wait_for(_someone_waits_for_a_lock, message="the worker to be in the middle of the credit")
+        victim.kill()
 
     assert victim.process.returncode == -signal.SIGKILL
-    wait_for(lambda: not _locked("wallets_custodyevent", event.pk), message="PostgreSQL to roll the credit back")
+    wait_for(lambda: not _locked("wallets_custodyevent", event.pk), message="PostgreSQL to roll the batch back")
     event.refresh_from_db()
     assert event.state == EventState.RECEIVED
     assert not Deposit.objects.exists()
     assert available(user, btc) == 0
+    assert custody_events_requeue(older_than=timedelta(0)) == [event.pk]  # what the sweep would find
 
-    assert custody_events_requeue(older_than=timedelta(0)) == [event.pk]
     workers.start()
 
-    wait_for(lambda: credited("K"), message="the deposit to be credited after the sweep")
+    wait_for(lambda: credited("K"), message="the deposit to be credited by the new worker")
     wait_for(all_events_processed, message="the inbox to drain")
     assert available(user, btc) == Decimal("0.7")
     assert JournalEntry.objects.filter(idempotency_key="deposit:simnet:K:0").count() == 1
     assert custody_events_requeue(older_than=timedelta(0)) == []
+
+
+BURST_USERS = 10
+BURST = 200
+
+
+def test_worker_killed_mid_burst_every_stored_callback_is_credited_once_within_30_s_of_the_restart(
+    workers, callback_url, btc
+):
+    """A burst of callbacks; the worker is SIGKILLed in the middle of a batch with half of them stored; once a
+    worker starts again, every stored callback is credited exactly once within 30 s (the wait's deadline)."""
+    users = [UserFactory() for _ in range(BURST_USERS)]
+    addresses = [deposit_address_get_or_create(user_id=user.id, asset=btc).address for user in users]
+    accounts = [user_accounts(user.id, btc)[0] for user in users]
+    payloads = [
+        deposit_payload(addresses[n % BURST_USERS], "0.01", txid=f"burst-{n}", event_id=f"burst-{n}")
+        for n in range(BURST)
+    ]
+    victim = workers.start(pool="solo", concurrency=1)
+
+    def send(batch):
+        with ThreadPoolExecutor(8) as pool:
+            return list(pool.map(lambda payload: post(callback_url, payload), batch))
+
+    first, second = payloads[: BURST // 2], payloads[BURST // 2 :]
+    assert send(first) == [200] * len(first)
+    wait_for(lambda: Deposit.objects.filter(status=DepositStatus.CREDITED).exists(), message="the first credits")
+    with transaction.atomic():
+        _account_locked_by_test(accounts[0].pk)
+        assert send(second) == [200] * len(second)
+        wait_for(_someone_waits_for_a_lock, message="the worker to be in the middle of a batch")
+        victim.kill()
+    assert victim.process.returncode == -signal.SIGKILL
+    left = CustodyEvent.objects.filter(state=EventState.RECEIVED).count()
+    assert 0 < left < BURST  # killed mid-burst: some credited, some not
+
+    workers.start(pool="solo", concurrency=1)
+
+    wait_for(all_events_processed, timeout=30, message="every stored callback to be applied")
+    assert CustodyEvent.objects.filter(state=EventState.PROCESSED).count() == BURST
+    assert Deposit.objects.filter(status=DepositStatus.CREDITED).count() == BURST
+    assert JournalEntry.objects.filter(idempotency_key__startswith="deposit:simnet:burst-").count() == BURST
+    per_user = Decimal("0.01") * (BURST // BURST_USERS)
+    assert [available(user, btc) for user in users] == [per_user] * BURST_USERS
+    assert system_account(AccountKind.CUSTODY, btc).balance == Decimal("0.01") * BURST

@@ -8,7 +8,7 @@ from django.utils.html import escape
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Order, OrderStatus
 from apps.orders.tests.helpers import balance, place
-from apps.web.tests.html import amt
+from exchange.tests.html import amt
 
 MARKET = "/markets/BTC-USDT/"
 D = Decimal

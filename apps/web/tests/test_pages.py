@@ -6,7 +6,7 @@ from apps.accounts.models import ApiKey
 from apps.ledger.models import EntryReason
 from apps.ledger.services import funds_hold
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.web.tests.html import amt
+from exchange.tests.html import amt
 
 PASSWORD = "correct horse battery staple"
 

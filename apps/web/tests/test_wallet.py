@@ -11,7 +11,7 @@ from apps.wallets.custody import simnet
 from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
-from apps.web.tests.html import amt
+from exchange.tests.html import amt
 
 DESTINATION = simnet.new_address()
 

@@ -27,6 +27,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import requests
+from celery import current_app
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -46,6 +47,9 @@ NETWORK = "simnet"
 DELIVERY_LEASE = 5
 # Back-off between delivery attempts of one callback: 1, 2, 4, ... seconds, at most this.
 DELIVERY_BACKOFF_MAX = 300
+
+# The task that delivers one callback (queued by name: its module imports this one).
+CALLBACK_DELIVER_TASK = "apps.wallets.custody.simulator.tasks.callback_deliver"
 
 # ``send(body, headers) -> HTTP status`` delivers one signed callback; the default POSTs it.
 Sender = Callable[[bytes, Mapping[str, str]], int]
@@ -74,14 +78,14 @@ def _network_fee(asset_code: str) -> Decimal:
 
 def _wallet_locked(asset_code: str) -> SimWallet:
     SimWallet.objects.get_or_create(asset_code=asset_code)
-    return SimWallet.objects.select_for_update().get(asset_code=asset_code)
+    return SimWallet.objects.select_for_update(no_key=True).get(asset_code=asset_code)
 
 
 def _fault_take(operation: str, address: str) -> str | None:
     """Consume one matching scripted fault; return its kind."""
     with transaction.atomic():
         fault = (
-            SimFault.objects.select_for_update(skip_locked=True)
+            SimFault.objects.select_for_update(no_key=True, skip_locked=True)
             .filter(operation=operation, address=address, remaining__gt=0)
             .order_by("id")
             .first()
@@ -297,7 +301,7 @@ class SimulatedCustody(CustodyAdapter):
     def _claim_next(self, callback_ids: list[int] | None) -> SimCallback | None:
         now = timezone.now()
         with transaction.atomic():
-            due = SimCallback.objects.select_for_update(skip_locked=True).filter(
+            due = SimCallback.objects.select_for_update(no_key=True, skip_locked=True).filter(
                 delivered_at__isnull=True, due_at__lte=now
             )
             if callback_ids is not None:
@@ -317,7 +321,7 @@ class SimulatedCustody(CustodyAdapter):
         """The chain moves on: the deposit gains confirmations, or the withdrawal reaches its outcome."""
         payload = callback.payload
         if callback.deposit_id:
-            deposit = SimDeposit.objects.select_for_update().get(pk=callback.deposit_id)
+            deposit = SimDeposit.objects.select_for_update(no_key=True).get(pk=callback.deposit_id)
             confirmed = payload["status"] == "confirmed" and deposit.status == "pending"
             SimDeposit.objects.filter(pk=deposit.pk).update(
                 confirmations=max(deposit.confirmations, payload["confirmations"]),
@@ -327,7 +331,7 @@ class SimulatedCustody(CustodyAdapter):
                 wallet = _wallet_locked(deposit.asset_code)
                 SimWallet.objects.filter(pk=wallet.pk).update(balance=F("balance") + deposit.amount)
         elif callback.withdrawal_id:
-            withdrawal = SimWithdrawal.objects.select_for_update().get(pk=callback.withdrawal_id)
+            withdrawal = SimWithdrawal.objects.select_for_update(no_key=True).get(pk=callback.withdrawal_id)
             if withdrawal.status == "accepted":
                 SimWithdrawal.objects.filter(pk=withdrawal.pk).update(status=payload["status"])
                 if payload["status"] == "completed" and SimAddress.objects.filter(address=withdrawal.address).exists():
@@ -368,6 +372,6 @@ class SimulatedCustody(CustodyAdapter):
 
 
 def _schedule_delivery(callback_id: int, delay: float) -> None:
-    from .tasks import callback_deliver
-
-    callback_deliver.apply_async(args=[callback_id], countdown=delay)
+    """Queue :func:`~apps.wallets.custody.simulator.tasks.callback_deliver` ``delay`` seconds from now, by name (that
+    module imports this one)."""
+    current_app.send_task(CALLBACK_DELIVER_TASK, args=[callback_id], countdown=delay)
