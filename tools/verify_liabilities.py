@@ -24,6 +24,7 @@ Exit status 0 when the proof holds, 1 with the reason when it does not.
 """
 
 import argparse
+import decimal
 import hashlib
 import json
 import re
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         mine = {a["code"]: b for a, b in zip(proof["snapshot"]["assets"], balances, strict=True)}
         for expectation in args.expect:
             code, _, amount = expectation.partition("=")
-            if mine.get(code) != amount:
+            if code not in mine or decimal.Decimal(mine[code]) != _amount(amount):
                 raise Refused(f"your {code} balance in the snapshot is {mine.get(code)}, not {amount}")
     except Refused as exc:
         print(f"REFUSED: {exc}")
@@ -209,6 +210,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {code}: {amount}  (total of all customers: {snapshot['root_sums'][list(mine).index(code)]})")
     print("Check that these balances are yours at that time (your statement shows each balance after).")
     return 0
+
+
+def _amount(text: str) -> decimal.Decimal:
+    """``--expect``'s amount as a number: ``12``, ``12.000000`` and ``1,012.5`` (as the wallet page shows it)
+    are compared by value, not as text. Raises :class:`Refused` for anything that is not a number."""
+    try:
+        value = decimal.Decimal(text.replace(",", ""))
+    except decimal.InvalidOperation:
+        raise Refused(f"{text!r} is not an amount") from None
+    if not value.is_finite():
+        raise Refused(f"{text!r} is not an amount")
+    return value
 
 
 if __name__ == "__main__":

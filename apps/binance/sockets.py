@@ -88,7 +88,7 @@ class WsApiConsumer(AsyncWebsocketConsumer):
             request_id, method, params = request.get("id"), request["method"], request.get("params", {})
             if not isinstance(params, dict):
                 raise TypeError
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):  # Recursion: nested too deeply
             await self._answer(
                 None,
                 400,

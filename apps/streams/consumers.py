@@ -94,7 +94,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
             params = request.get("params", [])
             if not isinstance(params, list) or not all(isinstance(name, str) for name in params):
                 raise ValueError
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested too deeply
             await self._error(None, 'Send {"method": ..., "params": [...], "id": ...}.', "method")
             return
         if method == "SUBSCRIBE":

@@ -66,3 +66,19 @@ def test_signed_subscription_and_refusals(live_asgi, btc, usdt, btc_usdt, signin
             "NEW",
             placed["clientOrderId"],
         )
+
+
+def test_json_nested_too_deeply_is_refused_and_the_connection_stays_usable(live_asgi):
+    """A 50,000-deep array made the JSON decoder raise RecursionError, which dropped the connection."""
+    deep = '{"id": 1, "method": "SUBSCRIBE", "params": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    with connect(f"ws://{live_asgi}/ws-api/v3", open_timeout=10) as socket:
+        socket.send(deep)
+        refused = json.loads(socket.recv(timeout=10))
+        assert (refused["status"], refused["error"]["code"]) == (400, -1102)
+        assert ask(socket, "ping") == {"id": "1", "status": 200, "result": {}}
+    with connect(f"ws://{live_asgi}/stream?streams=btcusdt@trade", open_timeout=10) as socket:
+        socket.send(deep)
+        refused = json.loads(socket.recv(timeout=10))
+        assert (refused["id"], refused["error"]["code"]) == (None, "invalid_request")
+        socket.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": 2}))
+        assert json.loads(socket.recv(timeout=10)) == {"result": ["btcusdt@trade"], "id": 2}

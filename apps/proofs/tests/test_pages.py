@@ -58,6 +58,10 @@ def test_the_downloaded_proof_verifies_with_the_standalone_program(snapshot, fun
     assert run("--expect", "BTC=0.60000000").stdout == (
         "REFUSED: your BTC balance in the snapshot is 0.50000000, not 0.60000000\n"
     )
+    # Compared as numbers, as the wallet page shows them (trimmed): 0.5 is 0.50000000; 12 is 12.000000.
+    assert run("--expect", "BTC=0.5", "--expect", "USDT=12").returncode == 0
+    assert run("--expect", "BTC=half").stdout == "REFUSED: 'half' is not an amount\n"
+    assert run("--expect", "ETH=1").stdout == "REFUSED: your ETH balance in the snapshot is None, not 1\n"
     forged = json.loads(download.content)
     forged["balances"][0] = "0.40000000"
     (tmp_path / "proof.json").write_text(json.dumps(forged))
