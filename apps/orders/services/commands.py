@@ -72,9 +72,8 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
 
     Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``). A ``key`` already used by
     the user returns (or waits for) that command's outcome when the request is the same, and
-    raises :class:`IdempotencyConflict` when it differs. Raises :class:`NotFound` (no such market),
-    :class:`OrderStatusUnknown`
-    after ``settings.ORDERS_ENGINE_WAIT_SECONDS`` without an outcome.
+    raises :class:`IdempotencyConflict` when it differs. Raises :class:`NotFound` (no such market) and
+    :class:`OrderStatusUnknown` (no outcome within ``settings.ORDERS_ENGINE_WAIT_SECONDS``).
     """
     payload = {name: _jsonable(value) for name, value in payload.items()}
     request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()
@@ -105,7 +104,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
             raise NotFound(f"No market {market}.", fields={"market": "No such market."})
         if command_id is None:  # the key was used: that command answers
             conn.execute(f'UNLISTEN "{channel}"')
-            _, token, first_hash, status, outcome = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
+            _, token, first_hash, _, outcome = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
             if first_hash != request_hash:
                 raise IdempotencyConflict(
                     "This Idempotency-Key was used for a different request.", fields={"Idempotency-Key": "Used."}
@@ -114,7 +113,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
                 return outcome
             channel = queue.done_channel(token)
             conn.execute(f'LISTEN "{channel}"')
-            status, outcome = conn.execute(queue.STATUS, [token]).fetchone()
+            _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
             if outcome is not None:
                 return outcome
         deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
@@ -122,7 +121,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
             for notify in conn.notifies(timeout=left, stop_after=1):
                 if notify.channel == channel:
                     return json.loads(notify.payload)
-        status, outcome = conn.execute(queue.STATUS, [token]).fetchone()
+        _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
         if outcome is not None:
             return outcome
         raise OrderStatusUnknown(
