@@ -24,7 +24,8 @@ Cases:
 - ``candles``: per interval, the latest 1,000 candles and 1,000 from the middle of the history,
   through the selector (:func:`apps.marketdata.selectors.candles`) and through the API view
   (``GET /api/v1/markets/BTC-USDT/candles/``, formatting included). Reference, same run: the same
-  1,000 rows read by plain SQL on the same index (the floor for any design).
+  1,000 rows read by plain SQL on the same index (Django's cursor, no conversion work saved), and the
+  selector's statement under EXPLAIN ANALYZE (``plan``, ``plan_execution_ms``: the database's share).
 - ``ticker``: :func:`ticker_24h` and :func:`tickers_24h` (1,440 one-minute candles and the edge
   minutes' trades). Reference, same run: the order book's best level (``order_book_depth(limit=1)``).
 - ``placement``: a placement that fills one resting order (the maker's ask is placed beforehand,
@@ -65,18 +66,22 @@ _TRADE_SERIES = """
     FROM generate_series(1::bigint, %(trades)s::bigint) AS n
 """
 _FILL_1M = f"""
-    INSERT INTO marketdata_candle (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades)
+    INSERT INTO marketdata_candle (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades,
+                                   taker_buy_volume, taker_buy_quote_volume)
     SELECT %(market)s, '1m', date_bin('1 minute', at, {EPOCH}) AS bucket,
            (array_agg(price ORDER BY n))[1], max(price), min(price), (array_agg(price ORDER BY n DESC))[1],
-           sum(qty), sum(qty * price), count(*)
+           sum(qty), sum(qty * price), count(*),
+           COALESCE(sum(qty) FILTER (WHERE n %% 2 = 0), 0), COALESCE(sum(qty * price) FILTER (WHERE n %% 2 = 0), 0)
     FROM ({_TRADE_SERIES}) AS g
     GROUP BY bucket
 """
 _ROLL_UP = f"""
-    INSERT INTO marketdata_candle (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades)
+    INSERT INTO marketdata_candle (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades,
+                                   taker_buy_volume, taker_buy_quote_volume)
     SELECT c.market_id, i.name, date_bin(i.width, c.open_time, {EPOCH}) AS bucket,
            (array_agg(c.open ORDER BY c.open_time))[1], max(c.high), min(c.low),
-           (array_agg(c.close ORDER BY c.open_time DESC))[1], sum(c.volume), sum(c.quote_volume), sum(c.trades)
+           (array_agg(c.close ORDER BY c.open_time DESC))[1], sum(c.volume), sum(c.quote_volume), sum(c.trades),
+           sum(c.taker_buy_volume), sum(c.taker_buy_quote_volume)
     FROM marketdata_candle c
     CROSS JOIN (VALUES ('5m', INTERVAL '5 minutes'), ('15m', INTERVAL '15 minutes'), ('1h', INTERVAL '1 hour'),
                        ('4h', INTERVAL '4 hours'), ('1d', INTERVAL '1 day')) AS i(name, width)
@@ -84,11 +89,12 @@ _ROLL_UP = f"""
     GROUP BY c.market_id, i.name, bucket
 """
 _CHECK = """
-    SELECT interval, sum(volume), sum(quote_volume), sum(trades) FROM marketdata_candle
+    SELECT interval, sum(volume), sum(quote_volume), sum(trades), sum(taker_buy_volume) FROM marketdata_candle
     WHERE market_id = %s GROUP BY interval
 """
 _REFERENCE_CANDLES = """
-    SELECT open_time, open, high, low, close, volume, quote_volume, trades FROM marketdata_candle
+    SELECT open_time, open, high, low, close, volume, quote_volume, trades, taker_buy_volume, taker_buy_quote_volume
+    FROM marketdata_candle
     WHERE market_id = %s AND interval = %s ORDER BY open_time DESC LIMIT 1000
 """
 
@@ -209,6 +215,7 @@ def bench_candles(market, history: dict) -> list[dict]:
             50,
         )
         ref = timed(reference, 100)
+        plan = explain(market, interval)
         returned = len(candles(market=SYMBOL, interval=interval, limit=1000))
         (s50, s99), (m50, m99), (a50, a99), (r50, r99) = ms(latest), ms(mid), ms(api), ms(ref)
         lines.append(
@@ -226,12 +233,32 @@ def bench_candles(market, history: dict) -> list[dict]:
                 "api_p50_ms": a50,
                 "api_p99_ms": a99,
                 "reference_sql_p50_ms": r50,
+                "plan": plan["plan"],
+                "plan_execution_ms": plan["execution_ms"],
                 "reference_sql_p99_ms": r99,
                 "selector_p50_under_50ms": s50 < 50,
                 "selector_over_reference": round(s50 / r50, 2),
             }
         )
     return lines
+
+
+def explain(market, interval: str) -> dict:
+    """EXPLAIN ANALYZE of the selector's statement for the latest 1,000 candles: the top scan and its time."""
+    from django.db import connection
+
+    from apps.marketdata.selectors import _CANDLES_TO_END
+
+    params = {"market": market.symbol, "interval": interval, "start": None, "end": None, "limit": 1000}
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + _CANDLES_TO_END, params)
+        (report,) = cursor.fetchone()[0]
+    nodes = [report["Plan"]]
+    while nodes[-1].get("Relation Name") != "marketdata_candle":  # depth first, to the candle table's scan
+        node = nodes.pop()
+        nodes += reversed(node.get("Plans", []))
+    scan = nodes[-1]
+    return {"plan": f"{scan['Node Type']} using {scan.get('Index Name')}", "execution_ms": report["Execution Time"]}
 
 
 def place_pair(maker: int, taker: int, price: str) -> None:

@@ -24,9 +24,6 @@ from .selectors import (
     average_price,
     last_trade,
     market_trades,
-    taker_buy_volumes,
-    trade_number,
-    window_trades,
 )
 from .shapes import binance_symbol, market_info, ms, price_text, public_trade, qty_text
 
@@ -176,14 +173,8 @@ def klines(call: Call) -> list:
         end=None if end is None else end + timedelta(microseconds=1),
         limit=_limit(call.params, 500),
     )
-    buys = (
-        taker_buy_volumes(market=market, interval=interval, first_open=rows[0].open_time, last_open=rows[-1].open_time)
-        if rows
-        else {}
-    )
     out = []
     for row in rows:
-        buy_qty, buy_quote = buys.get(row.open_time, (None, None))
         out.append(
             [
                 ms(row.open_time),
@@ -195,8 +186,8 @@ def klines(call: Call) -> list:
                 ms(row.open_time + INTERVAL_WIDTHS[interval]) - 1,  # Binance: the candle's last millisecond
                 price_text(row.quote_volume, market),
                 row.trades,
-                qty_text(buy_qty, market),
-                price_text(buy_quote, market),
+                qty_text(row.taker_buy_volume, market),
+                price_text(row.taker_buy_quote_volume, market),
                 "0",
             ]
         )
@@ -243,25 +234,23 @@ def _ticker_out(ticker, full: bool) -> dict:
         "openTime": ms(ticker.open_time),
         "closeTime": ms(ticker.close_time),
     }
-    first, last = window_trades(market=market, start=ticker.open_time, end=ticker.close_time)
     out.update(
         {
-            "firstId": -1 if first is None else trade_number(first),
-            "lastId": -1 if last is None else trade_number(last),
+            "firstId": -1 if ticker.first_trade is None else ticker.first_trade,
+            "lastId": -1 if ticker.last_trade is None else ticker.last_trade,
             "count": ticker.trades,
         }
     )
     if not full:
         return out
     weighted = ticker.quote_volume / ticker.volume if ticker.volume else None
-    latest = last_trade(market=market)
     return {
         "symbol": out["symbol"],
         "priceChange": price_text(ticker.change, market),
         "priceChangePercent": f"{ticker.change_percent or 0:.3f}",
         "weightedAvgPrice": price_text(None if weighted is None else weighted.quantize(market.quote.quantum), market),
-        "prevClosePrice": price_text(ticker.open, market),
-        "lastQty": qty_text(None if latest is None else latest.qty, market),
+        "prevClosePrice": price_text(ticker.prev_close, market),
+        "lastQty": qty_text(ticker.last_qty, market),
         "bidPrice": price_text(ticker.bid, market),
         "bidQty": qty_text(ticker.bid_qty, market),
         "askPrice": price_text(ticker.ask, market),

@@ -15,7 +15,6 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from django.db import connection
 from django.db.models import Q, QuerySet, Sum
 
-from apps.marketdata.models import INTERVAL_WIDTHS
 from apps.orders.models import TRADE_NUMBER_BASE as FILLS_PER_ORDER
 from apps.orders.models import Market, Order, Trade
 
@@ -176,30 +175,6 @@ def average_price(*, market: Market, now: datetime) -> Decimal | None:
     return None if last is None else last.price
 
 
-def window_trades(*, market: Market, start: datetime, end: datetime) -> tuple[Trade | None, Trade | None]:
-    """The first and last trade of ``market`` within ``[start, end]`` (for ``firstId``/``lastId``)."""
-    rows = Trade.objects.filter(market_id=market.id, created_at__gte=start, created_at__lte=end)
-    return rows.order_by("taker_order_id", "seq").first(), rows.order_by("-taker_order_id", "-seq").first()
-
-
 def last_trade(*, market: Market) -> Trade | None:
-    """The market's last trade (``lastQty`` of the 24-hour ticker)."""
+    """The market's last trade (``/api/v3/ticker/price``)."""
     return Trade.objects.filter(market_id=market.id).order_by("-taker_order_id", "-seq").first()
-
-
-_TAKER_BUYS = """
-    SELECT date_bin(%s::interval, created_at, TIMESTAMPTZ '1970-01-01 00:00:00+00') AS bucket, sum(qty), sum(quote_qty)
-    FROM orders_trade
-    WHERE market_id = %s AND taker_side = 'buy' AND created_at >= %s AND created_at < %s
-    GROUP BY bucket
-"""
-
-
-def taker_buy_volumes(
-    *, market: Market, interval: str, first_open: datetime, last_open: datetime
-) -> dict[datetime, tuple[Decimal, Decimal]]:
-    """Per candle ``open_time`` in ``[first_open, last_open]``: the base and quote volume bought by takers."""
-    width = INTERVAL_WIDTHS[interval]
-    with connection.cursor() as cursor:
-        cursor.execute(_TAKER_BUYS, [width, market.id, first_open, last_open + width])
-        return {bucket: (qty, quote) for bucket, qty, quote in cursor.fetchall()}

@@ -17,7 +17,7 @@ import time
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from apps.streams.consumers import StreamConsumer
+from apps.streams.consumers import StreamConsumer, first_delivery
 from apps.streams.groups import user_group
 
 from .errors import (
@@ -39,7 +39,7 @@ class MarketSocket(StreamConsumer):
     """A raw market-data connection opened at ``/ws/<n>``: streams come by ``SUBSCRIBE``."""
 
     async def connect(self):
-        self.streams, self.last, self.depth_groups = {}, {}, set()
+        self.init_state()
         self.combined = False
         await self.accept()
 
@@ -75,6 +75,7 @@ class WsApiConsumer(AsyncWebsocketConsumer):
 
     async def connect(self):
         self.subscriptions: dict[int, str] = {}  # subscription id -> group
+        self.seen: dict[str, dict] = {}  # per group and sequence: the (update id, part) last sent
         await self.accept()
 
     async def disconnect(self, code):
@@ -118,7 +119,13 @@ class WsApiConsumer(AsyncWebsocketConsumer):
             await self._answer(request_id, error.status, error=error.body())
 
     async def stream_event(self, message):
-        """A user event from the relay: sent once per subscription on its group."""
+        """A user event from the relay: sent once per subscription on its group; a repeat (a relay round
+        published again after a crash) is dropped as on ``/ws/<listenKey>``."""
+        if message["last"] is not None:
+            seen = self.seen.setdefault(message["group"], {})
+            if not first_delivery(seen, message):
+                return
+            seen[message.get("sequence")] = (message["last"], message.get("part", 0))
         for subscription_id, group in self.subscriptions.items():
             if group == message["group"]:
                 await self.send(text_data=f'{{"subscriptionId":{subscription_id},"event":{message["data"]}}}')

@@ -8,6 +8,7 @@ trades already there).
 """
 
 from datetime import timedelta
+from decimal import Decimal
 
 from django.db import models
 from django.db.models import F, Q
@@ -43,7 +44,9 @@ class Candle(models.Model):
     ``open``/``close`` are the prices (quote per base) of the bucket's first and last trade
     (in matching order), ``high``/``low`` its extremes; ``volume`` is the base quantity,
     ``quote_volume`` the quote quantity (the sum of the trades' exact ``qty * price``),
-    ``trades`` the number of trades. Every figure is an exact sum or copy of the trades'.
+    ``trades`` the number of trades; ``taker_buy_volume``/``taker_buy_quote_volume`` the base and
+    quote quantity of the trades whose taker bought (Binance's kline ``V``/``Q``, "taker buy base/quote
+    asset volume"). Every figure is an exact sum or copy of the trades'.
     The primary key (market, interval, open_time) is also the index the reads use.
     """
 
@@ -58,6 +61,9 @@ class Candle(models.Model):
     volume = AmountField()
     quote_volume = AmountField()
     trades = models.PositiveBigIntegerField()
+    # db_default: the set-based fill of migration 0001 names only the columns it had.
+    taker_buy_volume = AmountField(db_default=Decimal(0))
+    taker_buy_quote_volume = AmountField(db_default=Decimal(0))
 
     class Meta:
         ordering = ["market_id", "interval", "open_time"]
@@ -69,6 +75,11 @@ class Candle(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(volume__gt=0, quote_volume__gt=0, trades__gt=0), name="candle_not_empty"
+            ),
+            models.CheckConstraint(
+                condition=Q(taker_buy_volume__gte=0, taker_buy_volume__lte=F("volume"))
+                & Q(taker_buy_quote_volume__gte=0, taker_buy_quote_volume__lte=F("quote_volume")),
+                name="candle_taker_buys_within_volume",
             ),
         ]
 

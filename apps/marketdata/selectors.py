@@ -5,28 +5,32 @@ quote); format them at the market's assets' precisions. Times are aware UTC date
 """
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal, localcontext
+from typing import NamedTuple
 
 from django.utils import timezone
 
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import DomainError, NotFound
-from apps.orders.models import Market
+from apps.orders.models import TRADE_NUMBER_BASE, Market
 
-from .models import INTERVAL_WIDTHS, Candle, Interval
+from .models import INTERVAL_WIDTHS, Interval
 
 MAX_CANDLES = 1000
 DEFAULT_CANDLES = 500
 TICKER_WINDOW = timedelta(hours=24)
 
 
-@dataclass(frozen=True, slots=True)
-class Kline:
+class Kline(NamedTuple):
     """One candle as read: what traded in ``[open_time, open_time + interval)`` (see :class:`Candle`).
 
     ``open``/``close`` the first and last trade's price, ``high``/``low`` the extremes (quote per
-    base); ``volume`` base, ``quote_volume`` quote, ``trades`` their number.
+    base); ``volume`` base, ``quote_volume`` quote, ``trades`` their number; ``taker_buy_volume`` (base)
+    and ``taker_buy_quote_volume`` (quote) of the trades whose taker bought. ``first_trade`` and
+    ``last_trade`` are the integer ids (``Trade.number``) of the candle's first and last trade, read
+    only by :func:`candles_latest` (``None`` elsewhere). A named tuple: a thousand of them are built
+    per read, and a tuple is built ten times faster than a frozen dataclass.
     """
 
     interval: str
@@ -38,6 +42,10 @@ class Kline:
     volume: Decimal
     quote_volume: Decimal
     trades: int
+    taker_buy_volume: Decimal = Decimal(0)
+    taker_buy_quote_volume: Decimal = Decimal(0)
+    first_trade: int | None = None
+    last_trade: int | None = None
 
     @property
     def close_time(self) -> datetime:
@@ -45,7 +53,30 @@ class Kline:
         return self.open_time + INTERVAL_WIDTHS[self.interval] - timedelta(microseconds=1)
 
 
-_KLINE_FIELDS = ("interval", "open_time", "open", "high", "low", "close", "volume", "quote_volume", "trades")
+# One statement for the market's id and its candles: a primary-key range (0.5 ms for 1,000 candles by
+# EXPLAIN ANALYZE). What costs is turning rows into Python objects, so ``open_time`` comes as epoch
+# microseconds (a timestamptz loads twenty times slower) and the amounts without NUMERIC(38, 18)'s
+# trailing zeros (shorter texts to parse into Decimal; the same values).
+_CANDLE_COLUMNS = """
+    c.interval, (extract(epoch FROM c.open_time) * 1000000)::bigint, trim_scale(c.open), trim_scale(c.high),
+    trim_scale(c.low), trim_scale(c.close), trim_scale(c.volume), trim_scale(c.quote_volume), c.trades,
+    trim_scale(c.taker_buy_volume), trim_scale(c.taker_buy_quote_volume)
+"""
+_CANDLES = """
+    SELECT {columns} FROM marketdata_candle c
+    WHERE c.market_id = (SELECT id FROM orders_market WHERE symbol = %(market)s) AND c.interval = %(interval)s
+      AND c.open_time >= COALESCE(%(start)s::timestamptz, '-infinity') AND c.open_time < COALESCE(%(end)s::timestamptz, 'infinity')
+    ORDER BY c.open_time {order} LIMIT %(limit)s
+"""
+_CANDLES_FROM_START = _CANDLES.format(columns=_CANDLE_COLUMNS, order="ASC")
+_CANDLES_TO_END = _CANDLES.format(columns=_CANDLE_COLUMNS, order="DESC")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _klines(rows: list[tuple]) -> list[Kline]:
+    """Rows of :data:`_CANDLE_COLUMNS` (and any columns after them) as :class:`Kline`."""
+    epoch, us = _EPOCH, timedelta(microseconds=1)
+    return [Kline(row[0], epoch + row[1] * us, *row[2:]) for row in rows]
 
 
 def _check_window(start: datetime | None, end: datetime | None) -> None:
@@ -66,9 +97,9 @@ def candles(
 
     ``start`` (inclusive) and ``end`` (exclusive) bound the candles' ``open_time``. With a
     ``start``: the first ``limit`` candles from it; otherwise the last ``limit`` before ``end``
-    (or up to now). ``limit`` is 1..1000. One index range scan of the candle table (its primary
-    key), whatever the number of trades; rows are read as tuples into :class:`Kline` (no model
-    instances: half the time for 1,000 candles). Raises :class:`NotFound` (market), :class:`DomainError`
+    (or up to now). ``limit`` is 1..1000. One prepared statement: an index range scan of the candle
+    table (its primary key), whatever the number of trades; rows are read as tuples into
+    :class:`Kline` (no model instances, no ORM). Raises :class:`NotFound` (market), :class:`DomainError`
     naming ``interval``, ``limit`` or ``end`` (not after ``start``).
     """
     if interval not in Interval.values:
@@ -78,19 +109,51 @@ def candles(
         message = f"Must be a whole number from 1 to {MAX_CANDLES}."
         raise DomainError(message, fields={"limit": message})
     _check_window(start, end)
-    market_id = Market.objects.filter(symbol=market).values_list("id", flat=True).first()
-    if market_id is None:
+    params = {"market": market, "interval": interval, "start": start, "end": end, "limit": limit}
+    with PreparedCursor() as cursor:
+        cursor.execute(_CANDLES_FROM_START if start is not None else _CANDLES_TO_END, params)
+        rows = cursor.fetchall()
+    if not rows and not Market.objects.filter(symbol=market).exists():
         raise NotFound(f"No market {market}.", fields={"market": "No such market."})
-    rows = Candle.objects.filter(market_id=market_id, interval=interval)
-    if start is not None:
-        rows = rows.filter(open_time__gte=start)
-    if end is not None:
-        rows = rows.filter(open_time__lt=end)
-    if start is not None:
-        found = rows.order_by("open_time").values_list(*_KLINE_FIELDS)[:limit]
-        return [Kline(*row) for row in found]
-    found = rows.order_by("-open_time").values_list(*_KLINE_FIELDS)[:limit]
-    return [Kline(*row) for row in reversed(found)]
+    found = _klines(rows)
+    return found if start is not None else found[::-1]
+
+
+# The newest candle of every interval and the integer ids of its first and last trade: the trades of the
+# candle's bucket by time (index trade_market_time), first and last in matching order.
+_LATEST = """
+    SELECT {columns}, first.number, last.number
+    FROM (VALUES ('1m', INTERVAL '1 minute', 1), ('5m', INTERVAL '5 minutes', 2), ('15m', INTERVAL '15 minutes', 3),
+                 ('1h', INTERVAL '1 hour', 4), ('4h', INTERVAL '4 hours', 5), ('1d', INTERVAL '1 day', 6))
+         AS i(name, width, rank)
+    CROSS JOIN LATERAL (
+        SELECT * FROM marketdata_candle c WHERE c.market_id = %(market)s AND c.interval = i.name
+        ORDER BY c.open_time DESC LIMIT 1
+    ) AS c
+    LEFT JOIN LATERAL (
+        SELECT t.taker_order_id * %(base)s::bigint + t.seq AS number FROM orders_trade t
+        WHERE t.market_id = c.market_id AND t.created_at >= c.open_time AND t.created_at < c.open_time + i.width
+        ORDER BY t.created_at, t.taker_order_id, t.seq LIMIT 1
+    ) AS first ON true
+    LEFT JOIN LATERAL (
+        SELECT t.taker_order_id * %(base)s::bigint + t.seq AS number FROM orders_trade t
+        WHERE t.market_id = c.market_id AND t.created_at >= c.open_time AND t.created_at < c.open_time + i.width
+        ORDER BY t.created_at DESC, t.taker_order_id DESC, t.seq DESC LIMIT 1
+    ) AS last ON true
+    ORDER BY i.rank
+""".replace("{columns}", _CANDLE_COLUMNS)
+
+
+def candles_latest(*, market_id: int) -> list[Kline]:
+    """The newest candle of each interval of the market (by id), 1m first, with its ``first_trade`` and ``last_trade``.
+
+    What the ``kline_<interval>`` streams publish (Binance's ``f``/``L``); an interval without a candle
+    is absent. One statement: a primary-key probe per interval and two probes of the trades' time
+    index. Raises nothing of its own.
+    """
+    with PreparedCursor() as cursor:
+        cursor.execute(_LATEST, {"market": market_id, "base": TRADE_NUMBER_BASE})
+        return _klines(cursor.fetchall())
 
 
 @dataclass(frozen=True)
@@ -104,6 +167,10 @@ class Ticker:
     trades in the window). ``volume`` (base), ``quote_volume`` (quote) and ``trades`` count the
     window's trades exactly. ``bid``/``ask`` are the best resting prices and ``bid_qty``/
     ``ask_qty`` the base quantity resting at them, as of the read (``None`` on an empty side).
+    ``last_qty`` is the base quantity of the last trade (``None`` with ``last``); ``prev_close`` the price
+    of the last trade before the window (Binance's ``x``/``prevClosePrice``, ``None`` when there was none);
+    ``first_trade``/``last_trade`` the integer ids (``Trade.number``) of the window's first and last trade
+    (``None`` without trades in the window; Binance shows -1).
     """
 
     market: Market
@@ -120,6 +187,10 @@ class Ticker:
     bid_qty: Decimal | None
     ask: Decimal | None
     ask_qty: Decimal | None
+    last_qty: Decimal | None
+    prev_close: Decimal | None
+    first_trade: int | None
+    last_trade: int | None
 
     @property
     def symbol(self) -> str:
@@ -162,7 +233,8 @@ _TICKERS = """
         FROM minutes
     )
     SELECT m.id, agg.open, agg.high, agg.low, COALESCE(agg.volume, 0), COALESCE(agg.quote_volume, 0),
-           COALESCE(agg.trades, 0), last.price, bid.price, bid.qty, ask.price, ask.qty
+           COALESCE(agg.trades, 0), last.price, bid.price, bid.qty, ask.price, ask.qty, last.qty, prev.price,
+           first.number, CASE WHEN last.created_at >= w.t0 THEN last.number END
     FROM orders_market m CROSS JOIN w
     CROSS JOIN LATERAL (
         SELECT (array_agg(p.open ORDER BY p.at, p.taker_order_id, p.seq))[1] AS open, max(p.high) AS high,
@@ -187,9 +259,19 @@ _TICKERS = """
         ) AS p
     ) AS agg
     LEFT JOIN LATERAL (
-        SELECT t.price FROM orders_trade t WHERE t.market_id = m.id AND t.created_at <= w.t1
+        SELECT t.price, t.qty, t.created_at, t.taker_order_id * %s::bigint + t.seq AS number
+        FROM orders_trade t WHERE t.market_id = m.id AND t.created_at <= w.t1
         ORDER BY t.created_at DESC, t.taker_order_id DESC, t.seq DESC LIMIT 1
     ) AS last ON true
+    LEFT JOIN LATERAL (
+        SELECT t.taker_order_id * %s::bigint + t.seq AS number
+        FROM orders_trade t WHERE t.market_id = m.id AND t.created_at >= w.t0 AND t.created_at <= w.t1
+        ORDER BY t.created_at, t.taker_order_id, t.seq LIMIT 1
+    ) AS first ON true
+    LEFT JOIN LATERAL (
+        SELECT t.price FROM orders_trade t WHERE t.market_id = m.id AND t.created_at < w.t0
+        ORDER BY t.created_at DESC, t.taker_order_id DESC, t.seq DESC LIMIT 1
+    ) AS prev ON true
     LEFT JOIN LATERAL (
         SELECT o.price, sum(o.qty - o.filled_qty) AS qty FROM orders_order o
         WHERE o.market_id = m.id AND o.side = 'buy' AND o.status IN ('open', 'partially_filled')
@@ -207,11 +289,17 @@ _TICKERS = """
 def _tickers(markets: list[Market], now: datetime | None) -> list[Ticker]:
     now = now or timezone.now()
     with PreparedCursor() as cursor:  # planned once per connection: the statement is long, its run short
-        cursor.execute(_TICKERS, [now, TICKER_WINDOW, now, [market.id for market in markets]])
+        cursor.execute(
+            _TICKERS,
+            [now, TICKER_WINDOW, now, TRADE_NUMBER_BASE, TRADE_NUMBER_BASE, [market.id for market in markets]],
+        )
         rows = {row[0]: row[1:] for row in cursor.fetchall()}
     tickers = []
     for market in markets:
-        open_, high, low, volume, quote_volume, trades, last, bid, bid_qty, ask, ask_qty = rows[market.id]
+        open_, high, low, volume, quote_volume, trades, last, bid, bid_qty, ask, ask_qty, *trade_figures = rows[
+            market.id
+        ]
+        last_qty, prev_close, first_trade, last_trade = trade_figures
         tickers.append(
             Ticker(
                 market=market,
@@ -228,6 +316,10 @@ def _tickers(markets: list[Market], now: datetime | None) -> list[Ticker]:
                 bid_qty=bid_qty,
                 ask=ask,
                 ask_qty=ask_qty,
+                last_qty=last_qty,
+                prev_close=prev_close,
+                first_trade=first_trade,
+                last_trade=last_trade,
             )
         )
     return tickers

@@ -18,17 +18,21 @@ from apps.ledger.db import PreparedCursor
 # every interval. All fills of a placement share its time, so they fall in one bucket per interval.
 _UPSERT = """
     WITH f AS (
-        SELECT * FROM unnest(%s::numeric[], %s::numeric[], %s::numeric[]) WITH ORDINALITY AS f(price, qty, quote_qty, n)
+        SELECT * FROM unnest(%s::numeric[], %s::numeric[], %s::numeric[], %s::boolean[])
+                      WITH ORDINALITY AS f(price, qty, quote_qty, taker_buy, n)
     ), a AS (
         SELECT (array_agg(price ORDER BY n))[1] AS open, max(price) AS high, min(price) AS low,
                (array_agg(price ORDER BY n DESC))[1] AS close, sum(qty) AS volume, sum(quote_qty) AS quote_volume,
-               count(*) AS trades
+               count(*) AS trades, COALESCE(sum(qty) FILTER (WHERE taker_buy), 0) AS taker_buy_volume,
+               COALESCE(sum(quote_qty) FILTER (WHERE taker_buy), 0) AS taker_buy_quote_volume
         FROM f
     )
     INSERT INTO marketdata_candle AS c
-        (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades)
+        (market_id, interval, open_time, open, high, low, close, volume, quote_volume, trades,
+         taker_buy_volume, taker_buy_quote_volume)
     SELECT %s, i.name, date_bin(i.width, %s::timestamptz, TIMESTAMPTZ '1970-01-01 00:00:00+00'),
-           a.open, a.high, a.low, a.close, a.volume, a.quote_volume, a.trades
+           a.open, a.high, a.low, a.close, a.volume, a.quote_volume, a.trades, a.taker_buy_volume,
+           a.taker_buy_quote_volume
     FROM a, (VALUES ('1m', INTERVAL '1 minute'), ('5m', INTERVAL '5 minutes'), ('15m', INTERVAL '15 minutes'),
                     ('1h', INTERVAL '1 hour'), ('4h', INTERVAL '4 hours'), ('1d', INTERVAL '1 day')) AS i(name, width)
     ON CONFLICT (market_id, interval, open_time) DO UPDATE SET
@@ -37,16 +41,26 @@ _UPSERT = """
         close = EXCLUDED.close,
         volume = c.volume + EXCLUDED.volume,
         quote_volume = c.quote_volume + EXCLUDED.quote_volume,
-        trades = c.trades + EXCLUDED.trades
+        trades = c.trades + EXCLUDED.trades,
+        taker_buy_volume = c.taker_buy_volume + EXCLUDED.taker_buy_volume,
+        taker_buy_quote_volume = c.taker_buy_quote_volume + EXCLUDED.taker_buy_quote_volume
 """
 
 
+class Resting(Protocol):
+    """What a candle needs of a fill's maker: its ``side`` (``"buy"`` or ``"sell"``)."""
+
+    side: str
+
+
 class Print(Protocol):
-    """What a candle needs of a fill: ``price`` (quote per base), ``qty`` (base), ``quote_qty`` (quote)."""
+    """What a candle needs of a fill: ``price`` (quote per base), ``qty`` (base), ``quote_qty`` (quote) and its
+    ``maker`` (the resting order: a fill against a resting ``"sell"`` is a taker buy)."""
 
     price: Decimal
     qty: Decimal
     quote_qty: Decimal
+    maker: Resting
 
 
 def candles_record(*, market_id: int, time: datetime, fills: Sequence[Print]) -> None:
@@ -58,7 +72,8 @@ def candles_record(*, market_id: int, time: datetime, fills: Sequence[Print]) ->
     NUMERIC arithmetic on the fills' exact amounts. One statement; nothing when ``fills`` is
     empty. Call it inside the placement's transaction, under the market's row lock (placements
     of a market then count in commit order, so ``open`` stays the first trade's and ``close``
-    the last's). Raises nothing of its own; a database error aborts the placement with it.
+    the last's). A fill against a resting sell (the taker bought) also counts into ``taker_buy_volume``
+    and ``taker_buy_quote_volume``. Raises nothing of its own; a database error aborts the placement with it.
     """
     if not fills:
         return
@@ -69,6 +84,7 @@ def candles_record(*, market_id: int, time: datetime, fills: Sequence[Print]) ->
                 [fill.price for fill in fills],
                 [fill.qty for fill in fills],
                 [fill.quote_qty for fill in fills],
+                [fill.maker.side == "sell" for fill in fills],
                 market_id,
                 time,
             ],

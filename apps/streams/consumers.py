@@ -13,29 +13,54 @@ plus one). An event already seen (``u`` not above the last one: the relay publis
 round twice) is dropped; a depth event that does not continue the last one (a message
 lost while Redis reconnected) closes the connection with code 4409, and the client starts
 again from a fresh snapshot, as Binance's book procedure says.
+
+Keys: a user stream lives as long as its key. The connection checks its keys every
+``STREAMS_TOKEN_CHECK_SECONDS`` and at each key's expiry; a key that is gone (revoked) or expired
+gets Binance's ``{"e": "listenKeyExpired", "E": <ms>, "listenKey": <key>}`` and the connection is
+closed with code 4401 (a new key opens a new stream).
 """
 
+import asyncio
+import contextlib
 import json
+import time
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.utils import timezone
 
 from .groups import user_group
 from .names import MAX_STREAMS, InvalidStream, PublicStream, parse_stream
-from .selectors import stream_symbols, stream_token_user_id
+from .selectors import stream_symbols, stream_token_expiry, stream_token_user_id
 
 CLOSE_INVALID = 4400  # a stream name or message that names nothing
+CLOSE_EXPIRED = 4401  # the user stream's key expired or was revoked: create a new one
 CLOSE_GAP = 4409  # an event was lost: resubscribe and take a fresh snapshot
+
+
+def first_delivery(seen: dict, message: dict) -> bool:
+    """Whether a relay ``message`` with update ids comes after what was sent of its sequence (``seen``: sequence ->
+    the ``(update id, part)`` last sent); false for a repeat, which a relay round published again after a crash
+    sends. A sequence's updates arrive in order, so anything at or before the last sent is a repeat."""
+    last = seen.get(message.get("sequence"))
+    return last is None or (message["last"], message.get("part", 0)) > last
 
 
 class StreamConsumer(AsyncWebsocketConsumer):
     """One client connection: its subscriptions (group -> stream name) and the last update id per group."""
 
-    async def connect(self):
+    def init_state(self) -> None:
+        """The connection's state before any subscription (also :class:`apps.binance.sockets.MarketSocket`'s)."""
         self.streams: dict[str, str] = {}  # group -> stream name
-        self.last: dict[str, tuple[int, int]] = {}  # per group: the (update id, part) last sent
+        self.last: dict[str, dict] = {}  # per group and sequence: the (update id, part) last sent
         self.depth_groups: set[str] = set()
+        self.keys: dict[str, str] = {}  # user stream key -> its group
+        self.key_watch: asyncio.Task | None = None
+
+    async def connect(self):
+        self.init_state()
         path = self.scope["path"]
         self.combined = path == "/stream"
         if self.combined:
@@ -53,6 +78,11 @@ class StreamConsumer(AsyncWebsocketConsumer):
             await self._refuse(error, "streams")
 
     async def disconnect(self, code):
+        watch = getattr(self, "key_watch", None)
+        if watch is not None and watch is not asyncio.current_task():
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
         for group in getattr(self, "streams", {}):
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -75,6 +105,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
                 await self.channel_layer.group_discard(group, self.channel_name)
                 del self.streams[group]
                 self.last.pop(group, None)
+                self.keys = {key: kept for key, kept in self.keys.items() if kept != group}
             await self._result(request_id, None)
         elif method == "LIST_SUBSCRIPTIONS":
             await self._result(request_id, list(self.streams.values()))
@@ -99,16 +130,15 @@ class StreamConsumer(AsyncWebsocketConsumer):
         name = self.streams.get(group)
         if name is None:
             return  # unsubscribed meanwhile
-        first, last = message["first"], message["last"]
-        if last is not None:
-            position = (last, message.get("part", 0))
-            seen = self.last.get(group)
-            if seen is not None and position <= seen:
+        if message["last"] is not None:
+            seen = self.last.setdefault(group, {})
+            if not first_delivery(seen, message):
                 return  # published twice (a relay round that did not commit)
-            if seen is not None and group in self.depth_groups and first != seen[0] + 1:
+            previous = seen.get(None)  # a depth group's own sequence
+            if previous is not None and group in self.depth_groups and message["first"] != previous[0] + 1:
                 await self.close(code=CLOSE_GAP, reason="Missed book updates: take a fresh snapshot.")
                 return
-            self.last[group] = position
+            seen[message.get("sequence")] = (message["last"], message.get("part", 0))
         data = message["data"]
         await self.send(text_data=f'{{"stream":{json.dumps(name)},"data":{data}}}' if self.combined else data)
 
@@ -120,6 +150,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
             return f"At most {MAX_STREAMS} streams per connection."
         symbols = set(await database_sync_to_async(stream_symbols)())
         groups: dict[str, tuple[str, bool]] = {}
+        keys: dict[str, str] = {}
         for name in names:
             try:
                 stream = parse_stream(name, symbols)
@@ -132,12 +163,37 @@ class StreamConsumer(AsyncWebsocketConsumer):
                 if user_id is None:
                     return "Unknown or expired stream key."
                 groups[user_group(user_id)] = (name, False)
+                keys[stream] = user_group(user_id)
         for group, (name, depth) in groups.items():
             await self.channel_layer.group_add(group, self.channel_name)
             self.streams[group] = name
             if depth:
                 self.depth_groups.add(group)
+        self.keys.update(keys)
+        if self.keys and self.key_watch is None:
+            self.key_watch = asyncio.create_task(self._watch_keys())
         return None
+
+    async def _watch_keys(self) -> None:
+        """Until every key is unsubscribed: check the keys every ``STREAMS_TOKEN_CHECK_SECONDS`` and at the
+        earliest expiry; on the first key gone or expired, ``listenKeyExpired`` and close (:data:`CLOSE_EXPIRED`)."""
+        expiry: dict[str, float] = {}  # key -> its expiry (epoch seconds) as last read
+        while self.keys:
+            for key in list(self.keys):
+                expires_at = await database_sync_to_async(stream_token_expiry)(key=key)
+                if expires_at is None:
+                    await self._key_expired(key)
+                    return
+                expiry[key] = expires_at.timestamp()
+            now = timezone.now().timestamp()
+            soonest = min(expiry.get(key, now) for key in self.keys)  # a key subscribed meanwhile: check it now
+            await asyncio.sleep(max(0.0, min(settings.STREAMS_TOKEN_CHECK_SECONDS, soonest - now)))
+        self.key_watch = None
+
+    async def _key_expired(self, key: str) -> None:
+        event = json.dumps({"e": "listenKeyExpired", "E": time.time_ns() // 1_000_000, "listenKey": key})
+        await self.send(text_data=f'{{"stream":{json.dumps(key)},"data":{event}}}' if self.combined else event)
+        await self.close(code=CLOSE_EXPIRED, reason="The stream key expired or was revoked.")
 
     async def _refuse(self, message: str, field: str) -> None:
         await self._error(None, message, field)

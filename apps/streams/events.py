@@ -245,11 +245,10 @@ def _ms(moment) -> int:
 
 
 def kline(market: MarketInfo, candle, now_ms: int) -> dict:
-    """``kline`` for a candle (:class:`apps.marketdata.selectors.Kline`); ``x`` is true once it has closed.
-
-    Binance's trade-id fields ``f``/``L`` and taker-buy volumes ``V``/``Q`` are not kept by the
-    candles and are left out.
-    """
+    """``kline`` for a candle (:class:`apps.marketdata.selectors.Kline` from ``candles_latest``), Binance's fields:
+    ``t``/``T`` open and close time, ``f``/``L`` its first and last trade id, ``o``/``c``/``h``/``l`` prices,
+    ``v``/``q`` base and quote volume, ``n`` trades, ``x`` true once it has closed, ``V``/``Q`` the taker
+    buy base and quote volume, ``B`` Binance's unused field (``"0"``)."""
     close_ms = _ms(candle.close_time)
     return {
         "e": "kline",
@@ -260,6 +259,8 @@ def kline(market: MarketInfo, candle, now_ms: int) -> dict:
             "T": close_ms,
             "s": market.event_symbol,
             "i": candle.interval,
+            "f": candle.first_trade,
+            "L": candle.last_trade,
             "o": market.price(candle.open),
             "c": market.price(candle.close),
             "h": market.price(candle.high),
@@ -268,6 +269,9 @@ def kline(market: MarketInfo, candle, now_ms: int) -> dict:
             "n": candle.trades,
             "x": close_ms < now_ms,
             "q": format_amount(candle.quote_volume, market.quote_decimals),
+            "V": market.qty(candle.taker_buy_volume),
+            "Q": format_amount(candle.taker_buy_quote_volume, market.quote_decimals),
+            "B": "0",
         },
     }
 
@@ -275,10 +279,12 @@ def kline(market: MarketInfo, candle, now_ms: int) -> dict:
 def ticker_24h(market: MarketInfo, ticker, now_ms: int) -> dict:
     """``24hrTicker`` from :class:`apps.marketdata.selectors.Ticker`: ``p``/``P`` change and change %, ``w``
     the volume-weighted average price (rounded half-even), ``c`` last, ``o``/``h``/``l`` of the window, ``v``/``q`` base and
-    quote volume, ``b``/``B``/``a``/``A`` the best bid and ask, ``O``/``C`` the window, ``n`` its trades.
+    quote volume, ``b``/``B``/``a``/``A`` the best bid and ask, ``O``/``C`` the window, ``n`` its trades,
+    ``x`` the price of the last trade before the window, ``Q`` the last trade's quantity, ``F``/``L`` the
+    window's first and last trade id.
 
-    Missing figures (no trade in the window, an empty side) are ``"0"``. Binance's ``x``, ``Q``, ``F``
-    and ``L`` (previous close, last quantity, trade ids) are not kept and are left out.
+    Missing figures (no trade in the window, an empty side, no trade before the window) are ``"0"``;
+    ``F``/``L`` are -1 without trades in the window (Binance's).
     """
     zero = Decimal(0)
 
@@ -296,7 +302,9 @@ def ticker_24h(market: MarketInfo, ticker, now_ms: int) -> dict:
         "p": price(ticker.change),
         "P": f"{ticker.change_percent:.2f}" if ticker.change_percent is not None else "0.00",
         "w": price(weighted.quantize(Decimal(1).scaleb(-market.quote_decimals))),
+        "x": price(ticker.prev_close),
         "c": price(ticker.last),
+        "Q": qty(ticker.last_qty),
         "b": price(ticker.bid),
         "B": qty(ticker.bid_qty),
         "a": price(ticker.ask),
@@ -308,5 +316,7 @@ def ticker_24h(market: MarketInfo, ticker, now_ms: int) -> dict:
         "q": format_amount(ticker.quote_volume, market.quote_decimals),
         "O": _ms(ticker.open_time),
         "C": _ms(ticker.close_time),
+        "F": -1 if ticker.first_trade is None else ticker.first_trade,
+        "L": -1 if ticker.last_trade is None else ticker.last_trade,
         "n": ticker.trades,
     }

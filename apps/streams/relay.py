@@ -5,7 +5,7 @@ Each round, in one transaction, it deletes up to ``STREAMS_RELAY_BATCH`` rows in
 (``DELETE ... RETURNING``), publishes them to the channel layer (Redis pub/sub, one
 connection, so every subscriber receives them in publish order) and commits. A crash
 before the commit publishes the rows again: consumers drop what they have seen by update
-id. When there is nothing to do it waits for the outbox trigger's notification (sent at
+id and part (a user's execution reports carry their market's update id too). When there is nothing to do it waits for the outbox trigger's notification (sent at
 commit) or ``STREAMS_RELAY_IDLE_SECONDS``.
 
 Order: a market's rows are written under its row lock, so they become visible in update id
@@ -31,8 +31,7 @@ from django.db import connection, transaction
 from apps.ledger.amounts import format_amount
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_users
-from apps.marketdata.models import Interval
-from apps.marketdata.selectors import candles, ticker_24h
+from apps.marketdata.selectors import candles_latest, ticker_24h
 from apps.orders.models import Market
 from apps.wallets.apis import withdrawal_out
 from apps.wallets.models import Deposit, Withdrawal
@@ -156,16 +155,17 @@ class Relay:
         for change in run:
             for part, trade in enumerate(events.trades(market, change, stamp)):  # one change, several fills
                 out.append((market_group(symbol, "trade"), _message(trade, change.update_id, change.update_id, part)))
-            for user_id, report in events.execution_reports(market, change, stamp):
-                out.append((user_group(user_id), _message(report)))
+            # Numbered within the change on the market's sequence, so a round published again is dropped.
+            for part, (user_id, report) in enumerate(events.execution_reports(market, change, stamp)):
+                position = {"first": change.update_id, "last": change.update_id, "part": part, "sequence": market.id}
+                out.append((user_group(user_id), _message(report, **position)))
                 touched[user_id] |= {market.base_id, market.quote_id}
         ticker = events.book_ticker(market, run[-1])
         out.append((market_group(symbol, "bookTicker"), _message(ticker, last, last)))
         if any(change.payload["trades"] for change in run):
-            for interval in Interval.values:  # the candles the trades went into (kept in their transaction)
-                for candle in candles(market=market.symbol, interval=interval, limit=1):
-                    kline = events.kline(market, candle, stamp)
-                    out.append((market_group(symbol, f"kline_{interval}"), _message(kline, last, last)))
+            for candle in candles_latest(market_id=market.id):  # the candles the trades went into (their transaction's)
+                kline = events.kline(market, candle, stamp)
+                out.append((market_group(symbol, f"kline_{candle.interval}"), _message(kline, last, last)))
         self.tickers_due.add(market.id)
         return out
 
@@ -237,14 +237,19 @@ class Relay:
             await self.layer.group_send(group, {**message, "group": group})
 
 
-def _message(data: dict, first: int | None = None, last: int | None = None, part: int = 0) -> dict:
+def _message(
+    data: dict, first: int | None = None, last: int | None = None, part: int = 0, sequence: int | None = None
+) -> dict:
     """A channel-layer message: the event serialised once (consumers forward the text), with its update ids and,
-    for the several events one update makes on a stream (its trades), its ``part`` (0, 1, ...): consumers drop
-    a repeated ``(last, part)``, never the next part of the same update."""
+    for the several events one update makes on a stream (its trades, its execution reports), its ``part``
+    (0, 1, ...): consumers drop a repeated ``(last, part)``, never the next part of the same update.
+    ``sequence`` names whose update ids they are when a group carries several (a user's group: the market's
+    id); ``None`` on a market's own groups."""
     return {
         "type": "stream.event",
         "data": json.dumps(data, separators=(",", ":")),
         "first": first,
         "last": last,
         "part": part,
+        "sequence": sequence,
     }

@@ -1,6 +1,7 @@
 """Reads of the streams app: whose user stream a key opens, market symbols in stream names."""
 
 import hashlib
+from datetime import datetime
 
 from django.utils import timezone
 
@@ -17,6 +18,16 @@ def stream_token_user_id(*, key: str) -> int | None:
     return (
         StreamToken.objects.filter(key_hash=key_hash, expires_at__gt=timezone.now())
         .values_list("user_id", flat=True)
+        .first()
+    )
+
+
+def stream_token_expiry(*, key: str) -> datetime | None:
+    """When the stream key ``key`` expires, or ``None`` when it is unknown (revoked) or already expired."""
+    key_hash = hashlib.sha256(key.encode()).hexdigest()
+    return (
+        StreamToken.objects.filter(key_hash=key_hash, expires_at__gt=timezone.now())
+        .values_list("expires_at", flat=True)
         .first()
     )
 

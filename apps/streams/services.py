@@ -158,7 +158,8 @@ def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
 
 
 def stream_token_revoke(*, user_id: int, key: str) -> None:
-    """Delete the user's stream key; streams opened with it stay open until they disconnect.
+    """Delete the user's stream key; streams opened with it get ``listenKeyExpired`` and are closed within
+    ``STREAMS_TOKEN_CHECK_SECONDS`` (:mod:`apps.streams.consumers`).
 
     Raises :class:`NotFound` for a key that is unknown or another user's.
     """

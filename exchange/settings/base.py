@@ -353,6 +353,9 @@ CHANNEL_LAYERS = {
 STREAMS_PUBLISH = env.bool("STREAMS_PUBLISH", default=True)
 # Seconds a user stream key lives (extended by PUT /api/v1/stream-token/, like Binance's listenKey).
 STREAMS_TOKEN_TTL = env.int("STREAMS_TOKEN_TTL", default=3600)
+# Seconds between checks that an open user stream's key still exists: a revoked key closes its streams
+# within this time (an expired one at its expiry).
+STREAMS_TOKEN_CHECK_SECONDS = env.float("STREAMS_TOKEN_CHECK_SECONDS", default=10.0)
 # Where browsers open the streams: empty means the page's own host (a proxy routes /ws/ and /stream
 # to the ASGI server); make run serves them on their own port.
 STREAMS_URL = env("STREAMS_URL", default="")

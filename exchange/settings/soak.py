@@ -1,4 +1,4 @@
-"""Settings of the soak (``bench/soak.py``): the deployed settings, with the simulated custody, on 127.0.0.1.
+"""Settings of the soak (``bench/soak/``): the deployed settings, with the simulated custody, on 127.0.0.1.
 
 Everything of ``deployed`` holds (``DEBUG`` off, secure cookies, every secret from the
 environment) except that static files are served without the hashed manifest, so no

@@ -1,4 +1,4 @@
-"""The soak of ``bench/soak.py``, short: about 20 s of load while every kind of fault happens, then nothing lost.
+"""The soak of ``bench/soak/``, short: about 20 s of load while every kind of fault happens, then nothing lost.
 
 It runs the real thing in processes of its own (gunicorn, Celery workers and beat, the simulated
 custody, trader and approver clients) against a scratch database and queue, which it drops;
@@ -27,7 +27,8 @@ def soak() -> dict:
     soak = subprocess.Popen(
         [
             sys.executable,
-            "bench/soak.py",
+            "-m",
+            "bench.soak",
             "--duration",
             "20",
             "--traders",

@@ -1,8 +1,9 @@
 /*
  * The market page, live from the WebSocket streams (apps/streams): the order book with depth bars,
  * the spread and the user's own orders marked, a depth chart, recent trades, the candlestick chart
- * with volume and an interval switch, the 24-hour strip; for a logged-in user their balances, open
- * orders and a toast when one of their orders fills. No polling: one combined stream connection.
+ * with volume and an interval switch, the 24-hour strip; for a logged-in user their balances, their open
+ * orders, order history and fills (refreshed on each of their execution reports) and a toast when one of
+ * their orders fills, partly or fully. No polling: one combined stream connection.
  *
  * The book follows Binance's procedure (apps/streams/book.py): buffer the depth stream, fetch the
  * REST depth, drop events up to its last_update_id, apply the rest; a gap, or a dropped connection,
@@ -305,8 +306,42 @@
     setTimeout(() => item.remove(), 10000);
   }
 
+  // Open orders, order history and fills, as the server renders them (amounts, cancel forms): after each
+  // report of the user's on this market the page itself is fetched once more and the three tables swapped
+  // in. Driven by the stream, never by a timer; one fetch at a time, and one more if reports came meanwhile.
+  const ownTables = ["#open-orders", "#order-history", "#fills"];
+  let tablesFetch = null;
+  let tablesAgain = false;
+
+  function refreshOwnTables() {
+    if (tablesFetch) {
+      tablesAgain = true;
+      return;
+    }
+    tablesFetch = (async () => {
+      try {
+        const response = await fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } });
+        if (!response.ok) return;
+        const page = new DOMParser().parseFromString(await response.text(), "text/html");
+        for (const selector of ownTables) {
+          const fresh = page.querySelector(selector);
+          const shown = document.querySelector(selector);
+          if (fresh && shown) shown.replaceWith(document.importNode(fresh, true));
+        }
+        root.dataset.ownTables = String(Number(root.dataset.ownTables || 0) + 1);
+      } finally {
+        tablesFetch = null;
+        if (tablesAgain) {
+          tablesAgain = false;
+          refreshOwnTables();
+        }
+      }
+    })();
+  }
+
   function onExecutionReport(event) {
     if (event.s !== config.symbol.replace("-", "")) return;
+    refreshOwnTables();
     const ended = ["FILLED", "CANCELED", "EXPIRED", "REJECTED"].includes(event.X);
     if (event.o === "LIMIT" && !ended) ownOrders.set(event.i, { side: event.S.toLowerCase(), price: event.p });
     if (ended) ownOrders.delete(event.i);

@@ -122,6 +122,8 @@ def test_ticker_24hr(client, traded):
     assert body["weightedAvgPrice"] == "59200.000000" and body["lastQty"] == "0.10000000"
     trades = Trade.objects.order_by("taker_order_id", "seq")
     assert body["firstId"] < body["lastId"] and body["lastId"] == trades.last().taker_order_id * 10**6 + 2
+    assert body["firstId"] == trades.first().number
+    assert body["prevClosePrice"] == "0.000000"  # no trade before the 24 hours
     (listed,) = get(client, "ticker/24hr", symbols='["BTCUSDT"]').json()
     assert (listed["symbol"], listed["lastPrice"], listed["count"]) == ("BTCUSDT", "58900.000000", 3)
     mini = get(client, "ticker/24hr", symbol="BTCUSDT", type="MINI").json()

@@ -12,11 +12,20 @@ class Fill:
     price: Decimal
     qty: Decimal
     quote_qty: Decimal
+    maker: "Maker"
 
 
-def fill(price: str, qty: str) -> Fill:
-    """A fill of ``qty`` base at ``price``; its quote quantity is the exact product."""
-    return Fill(Decimal(price), Decimal(qty), Decimal(price) * Decimal(qty))
+@dataclass(frozen=True)
+class Maker:
+    """What :func:`apps.marketdata.services.candles_record` reads of a fill's resting order."""
+
+    side: str
+
+
+def fill(price: str, qty: str, *, maker_side: str = "sell") -> Fill:
+    """A fill of ``qty`` base at ``price`` against a resting ``maker_side`` order (by default the taker bought);
+    its quote quantity is the exact product."""
+    return Fill(Decimal(price), Decimal(qty), Decimal(price) * Decimal(qty), Maker(maker_side))
 
 
 def at(text: str) -> datetime:

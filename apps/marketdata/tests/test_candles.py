@@ -9,7 +9,7 @@ from django.db import connection, transaction
 from apps.ledger.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.models import Candle, Interval
-from apps.marketdata.selectors import Kline, candles
+from apps.marketdata.selectors import Kline, candles, candles_latest
 from apps.marketdata.services import candles_record
 from apps.marketdata.tests.helpers import at, fill
 from apps.orders.models import Trade
@@ -29,6 +29,10 @@ def figures(candle: Kline | Candle) -> tuple:
         candle.quote_volume,
         candle.trades,
     )
+
+
+def all_figures(candle: Kline | Candle) -> tuple:
+    return (*figures(candle), candle.taker_buy_volume, candle.taker_buy_quote_volume)
 
 
 @pytest.fixture
@@ -191,6 +195,9 @@ def test_the_migration_fills_from_trades_what_placements_record(btc_usdt, btc, u
     """The candles kept placement by placement equal the set-based aggregation of the trades that the
     migration ran for the trades made before the table existed."""
     fill_from_trades = importlib.import_module("apps.marketdata.migrations.0001_candles").FILL_FROM_TRADES
+    fill_taker_buys = importlib.import_module(
+        "apps.marketdata.migrations.0002_candle_taker_buy_volumes"
+    ).FILL_TAKER_BUYS
     maker, taker = UserFactory(), UserFactory()
     fund(maker, btc, "1")
     fund(taker, usdt, "100000")
@@ -198,11 +205,59 @@ def test_the_migration_fills_from_trades_what_placements_record(btc_usdt, btc, u
         place(maker, side="sell", price=price, qty="0.0100")
     place(taker, side="buy", price="60000", qty="0.0200")  # two fills
     place(taker, side="buy", price="60000", qty="0.0100")
-    live = sorted((c.interval, *figures(c)) for c in Candle.objects.all())
+    fund(taker, btc, "1")
+    place(maker, side="buy", price="59000", qty="0.0100")
+    place(taker, side="sell", price="59000", qty="0.0100")  # a taker sell: not a taker buy
+    live = sorted((c.interval, *all_figures(c)) for c in Candle.objects.all())
 
     Candle.objects.all().delete()
     with connection.cursor() as cursor:
         cursor.execute(fill_from_trades)
+        cursor.execute(fill_taker_buys)
 
-    assert sorted((c.interval, *figures(c)) for c in Candle.objects.all()) == live
+    assert sorted((c.interval, *all_figures(c)) for c in Candle.objects.all()) == live
+    assert any(c.taker_buy_volume for c in Candle.objects.all())
     assert len(live) >= len(Interval.values)
+
+
+def test_taker_buy_volumes_count_the_fills_whose_taker_bought(btc_usdt, btc, usdt):
+    """Binance's kline ``V``/``Q``: a buy taking two asks counts, a sell taking a bid does not."""
+    maker, taker = UserFactory(), UserFactory()
+    fund(maker, btc, "1")
+    fund(maker, usdt, "100000")
+    fund(taker, usdt, "100000")
+    fund(taker, btc, "1")
+    place(maker, side="sell", price="59900", qty="0.1")
+    place(maker, side="sell", price="59950", qty="0.2")
+    place(taker, side="buy", price="60000", qty="0.3")  # taker buys 0.3 for 17,980
+    place(maker, side="buy", price="59000", qty="0.05")
+    place(taker, side="sell", price="59000", qty="0.05")  # taker sells 0.05 for 2,950
+
+    for interval in Interval.values:
+        rows = candles(market="BTC-USDT", interval=interval)
+        assert sum(c.volume for c in rows) == D("0.35"), interval
+        assert sum(c.taker_buy_volume for c in rows) == D("0.3")
+        assert sum(c.taker_buy_quote_volume for c in rows) == D("17980")
+
+
+def test_candles_latest_name_their_first_and_last_trade(btc_usdt, btc, usdt):
+    """Binance's kline ``f``/``L``: the integer ids of the newest candle's first and last trade, per interval."""
+    maker, taker = UserFactory(), UserFactory()
+    fund(maker, btc, "1")
+    fund(taker, usdt, "100000")
+    place(maker, side="sell", price="59900", qty="0.1")
+    place(maker, side="sell", price="59950", qty="0.2")
+    place(taker, side="buy", price="60000", qty="0.2")  # two fills
+    place(taker, side="buy", price="60000", qty="0.1")  # one more
+    numbers = [trade.number for trade in Trade.objects.order_by("created_at", "taker_order_id", "seq")]
+    assert numbers[1] == numbers[0] + 1  # <taker order> * 10**6 + 1, then + 2
+
+    latest = candles_latest(market_id=btc_usdt.id)
+
+    assert [c.interval for c in latest] == Interval.values
+    day = latest[-1]  # the three trades are in one day's candle, whatever the minute
+    assert (day.first_trade, day.last_trade, day.trades) == (numbers[0], numbers[-1], 3)
+    for candle in latest:
+        assert candle.last_trade == numbers[-1], candle.interval
+        (read,) = candles(market="BTC-USDT", interval=candle.interval, limit=1)
+        assert all_figures(candle) == all_figures(read)

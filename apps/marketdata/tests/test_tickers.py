@@ -134,3 +134,22 @@ def test_every_market_at_once(traded, btc, usdt):
 def test_unknown_market(db):
     with pytest.raises(NotFound):
         ticker_24h(market="NOPE-USDT")
+
+
+def trade_ids(ticker) -> tuple:
+    return ticker.prev_close, ticker.last_qty, ticker.first_trade, ticker.last_trade
+
+
+def test_previous_close_last_quantity_and_the_windows_trade_ids(traded):
+    """Binance's ``x`` (the last price before the window), ``Q`` (the last trade's quantity), ``F``/``L``."""
+    first, second = traded
+    a, b = (trade.number for trade in Trade.objects.order_by("created_at"))
+
+    assert trade_ids(ticker_24h(market="BTC-USDT", now=first + timedelta(hours=1))) == (None, D("0.2"), a, b)
+    # A microsecond past the first trade's 24 hours: it is the previous close, the second the only trade.
+    assert trade_ids(ticker_24h(market="BTC-USDT", now=first + DAY + US)) == (D("59900"), D("0.2"), b, b)
+    gone = ticker_24h(market="BTC-USDT", now=second + DAY + US)
+    assert trade_ids(gone) == (D("59000"), D("0.2"), None, None)
+    at_first = ticker_24h(market="BTC-USDT", now=first)
+    assert trade_ids(at_first) == (None, D("0.1"), a, a)
+    assert trade_ids(ticker_24h(market="BTC-USDT", now=first - US)) == (None, None, None, None)

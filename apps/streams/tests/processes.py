@@ -81,15 +81,17 @@ class LiveProcess:
             self.process.wait(timeout=10)
 
 
-def start_web(log_dir: Path, name: str) -> tuple[LiveProcess, str]:
-    """uvicorn serving HTTP and WebSockets on a free port; returns it and its ``host:port``."""
+def start_web(log_dir: Path, name: str, env: dict[str, str] | None = None) -> tuple[LiveProcess, str]:
+    """uvicorn serving HTTP and WebSockets on a free port (``env``: settings of its own); returns it and its
+    ``host:port``."""
     port = free_port()
     command = [sys.executable, "-m", "uvicorn", "exchange.asgi:application", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--no-access-log", "--ws", "websockets"]
-    process = LiveProcess(command, log_path=log_dir / f"{name}.log", ready="Uvicorn running")
+    process = LiveProcess(command, log_path=log_dir / f"{name}.log", ready="Uvicorn running", env=env)
     return process, f"127.0.0.1:{port}"
 
 
-def start_relay(log_dir: Path) -> LiveProcess:
+def start_relay(log_dir: Path, name: str = "relay", env: dict[str, str] | None = None) -> LiveProcess:
+    """``manage.py run_stream_relay``, ready once it holds the relay lock (``env``: settings of its own)."""
     command = [sys.executable, "manage.py", "run_stream_relay"]
-    return LiveProcess(command, log_path=log_dir / "relay.log", ready="stream relay active")
+    return LiveProcess(command, log_path=log_dir / f"{name}.log", ready="stream relay active", env=env)

@@ -9,7 +9,7 @@ from django.db import connection
 
 from apps.ledger.errors import InsufficientFunds, InvalidState
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.models import Market
+from apps.orders.models import Market, Trade
 from apps.orders.services import market_halt, market_resume, order_cancel, order_place
 from apps.streams.models import StreamEvent
 from apps.streams.relay import Relay
@@ -234,6 +234,15 @@ def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(trade
         "x": False,
     }
     assert one_minute["T"] - one_minute["t"] == 59_999
+    taker_order = Trade.objects.get(seq=1).taker_order_id
+    for kline in klines.values():  # Binance's trade ids and taker buy volumes: the taker bought both fills
+        assert {k: kline[k] for k in ("f", "L", "V", "Q", "B")} == {
+            "f": taker_order * 10**6 + 1,
+            "L": taker_order * 10**6 + 2,
+            "V": "0.70000000",
+            "Q": "70.400000",
+            "B": "0",
+        }
     assert relay.tickers_due == {btc_usdt.id}
 
     ticker = events.ticker_24h(relay.market(btc_usdt.id), ticker_24h(market="BTC-USDT"), 0)
@@ -253,6 +262,12 @@ def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(trade
         "A": "0.30000000",
         "b": "0.000000",
         "n": 2,
+    }
+    assert {k: ticker[k] for k in ("x", "Q", "F", "L")} == {
+        "x": "0.000000",  # no trade before the window
+        "Q": "0.20000000",  # the last fill's quantity
+        "F": taker_order * 10**6 + 1,
+        "L": taker_order * 10**6 + 2,
     }
 
 

@@ -1,16 +1,25 @@
 """The private user stream against the live servers: a user's own events, and never anyone else's."""
 
+import contextlib
+import os
+import signal
+import time
+
 import pytest
 import requests
+from django.db import connection
 
 from apps.accounts.services import api_key_create
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import order_cancel, order_place
+from apps.streams.models import StreamEvent
+from apps.streams.services import stream_token_create, stream_token_revoke
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address
 
 from .clients import StreamReader
+from .processes import start_relay, start_web
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,3 +99,112 @@ def test_an_unknown_stream_key_or_stream_name_is_refused_with_the_reason(stream_
             reader.close()
         assert error["error"]["code"] == "invalid_request" and field in error["error"]["fields"]
         assert reader.closed_code == 4400
+
+
+def closed(reader: StreamReader, timeout: float = 10) -> int | None:
+    """The code ``reader``'s connection was closed with, waiting up to ``timeout`` s for it (``None``: still open)."""
+    deadline = time.monotonic() + timeout
+    while reader.closed_code is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return reader.closed_code
+
+
+def test_an_expired_or_revoked_stream_key_closes_its_stream_with_listen_key_expired(tmp_path, btc_usdt, settings):
+    """Binance's ``listenKeyExpired``, then close 4401: at the key's expiry, and within the check interval
+    (0.5 s here) of a revocation; a stream whose key stays valid stays open."""
+    web_process, web = start_web(tmp_path, "keys", env={"STREAMS_TOKEN_CHECK_SECONDS": "0.5"})
+    user = UserFactory()
+    settings.STREAMS_TOKEN_TTL = 4
+    _, expiring = stream_token_create(user_id=user.id)
+    settings.STREAMS_TOKEN_TTL = 3600
+    _, revoked = stream_token_create(user_id=user.id)
+    _, kept = stream_token_create(user_id=user.id)
+    readers = [
+        StreamReader(f"ws://{web}/ws/{expiring}"),
+        StreamReader(f"ws://{web}/stream?streams=btcusdt@trade/{revoked}"),
+        StreamReader(f"ws://{web}/ws/{kept}"),
+    ]
+    expiring_stream, revoked_stream, kept_stream = readers
+    try:
+        stream_token_revoke(user_id=user.id, key=revoked)
+        (notice,) = revoked_stream.wait_for(lambda message: message["data"]["e"] == "listenKeyExpired", timeout=5)
+        assert closed(revoked_stream) == 4401
+        (event,) = expiring_stream.wait_for(lambda message: message["e"] == "listenKeyExpired", timeout=15)
+        assert closed(expiring_stream) == 4401
+        assert closed(kept_stream, timeout=1) is None
+        assert kept_stream.take() == []
+    finally:
+        for reader in readers:
+            reader.close()
+        web_process.stop()
+
+    assert notice["stream"] == revoked and notice["data"]["listenKey"] == revoked
+    assert event["listenKey"] == expiring and isinstance(event["E"], int)
+
+
+@contextlib.contextmanager
+def session_relay_paused(stream_servers):
+    """The session's relay stopped (SIGSTOP) and its database connection ended, so that it gives up the relay
+    lock; on the way out it runs again, finds its connection gone and waits for the lock anew."""
+    from apps.streams.relay import RELAY_LOCK_KEY
+
+    group = stream_servers.relay.process.pid
+    os.killpg(group, signal.SIGSTOP)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND objid = %s AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                [RELAY_LOCK_KEY],
+            )
+        yield
+    finally:
+        os.killpg(group, signal.SIGCONT)
+
+
+def test_a_relay_killed_in_the_middle_of_a_round_sends_no_execution_report_twice_and_loses_none(
+    stream_servers, tmp_path, btc_usdt, btc, usdt
+):
+    """A real relay process is killed (SIGKILL) while it publishes a round: the round did not commit, so the
+    next relay publishes it again; the user stream sends each report once, in order, none missing."""
+    alice, bob = funded(btc, usdt), funded(btc, usdt)
+    orders = 200
+    web = stream_servers.webs[0]
+    alice_stream = StreamReader(f"ws://{web}/ws/{stream_key(web, alice)}")
+    try:
+        with session_relay_paused(stream_servers):
+            asks = [
+                order_place(user_id=alice.id, market="BTC-USDT", side="sell", price=str(100 + n), qty="0.01")
+                for n in range(orders)
+            ]
+            for ask in asks:  # each buy fills one of alice's asks
+                order_place(user_id=bob.id, market="BTC-USDT", side="buy", price=str(ask.price), qty="0.01")
+            waiting = StreamEvent.objects.count()
+            killed = start_relay(tmp_path, "killed", env={"STREAMS_RELAY_BATCH": str(waiting)})  # one round
+            before_kill = alice_stream.wait_for(lambda event: event["e"] == "executionReport", timeout=60)
+            os.killpg(killed.process.pid, signal.SIGKILL)
+            killed.process.wait(timeout=10)
+            time.sleep(0.5)  # what was on its way arrives
+            before_kill += alice_stream.take()
+            assert StreamEvent.objects.count() == waiting  # the round did not commit: it is published again
+            relay = start_relay(tmp_path, "next")
+            try:
+                after = alice_stream.wait_for(
+                    lambda event: (
+                        event["e"] == "executionReport" and event["i"] == asks[-1].id and event["x"] == "TRADE"
+                    ),
+                    timeout=60,
+                )
+                time.sleep(0.5)  # a repeat, were one sent, would come by now
+                after += alice_stream.take()
+            finally:
+                relay.stop()
+    finally:
+        alice_stream.close()
+
+    delivered = [event for event in before_kill + after if event["e"] == "executionReport"]
+    reports_before_kill = sum(event["e"] == "executionReport" for event in before_kill)
+    assert 0 < reports_before_kill < 2 * orders  # killed in the middle of the round
+    assert [(report["i"], report["x"]) for report in delivered] == [(ask.id, "NEW") for ask in asks] + [
+        (ask.id, "TRADE") for ask in asks
+    ]
