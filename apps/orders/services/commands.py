@@ -78,33 +78,42 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
     payload = {name: _jsonable(value) for name, value in payload.items()}
     request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()
     token = uuid.uuid4().hex
-    conn = _queue_connection()
-    try:
-        with conn.pipeline():
-            conn.execute(f'LISTEN "{queue.done_channel(token)}"')
-            submitted = conn.execute(
-                queue.SUBMIT,
-                {
-                    "symbol": market,
-                    "kind": kind,
-                    "user_id": user_id,
-                    "key": key,
-                    "request_hash": request_hash,
-                    "token": token,
-                    "payload": json.dumps(payload),
-                },
-            )
-        market_id, command_id, _ = submitted.fetchone()
-    except BaseException:
-        conn.close()  # the next call starts on a new connection, in no LISTEN
-        raise
+    params = {
+        "symbol": market,
+        "kind": kind,
+        "user_id": user_id,
+        "key": key,
+        "request_hash": request_hash,
+        "token": token,
+        "payload": json.dumps(payload),
+    }
     channel = queue.done_channel(token)
+    for attempt in (1, 2):
+        conn = _queue_connection()
+        try:
+            with conn.pipeline():
+                conn.execute(f'LISTEN "{channel}"')
+                submitted = conn.execute(queue.SUBMIT, params)
+            market_id, command_id, _ = submitted.fetchone()
+            break
+        except psycopg.OperationalError:
+            # A connection terminated while idle (a database restart, a failover) fails on first use; the same
+            # token again is safe: if the first INSERT did land, the second one finds it.
+            queue_connection_close()
+            if attempt == 2:
+                raise
+        except BaseException:
+            queue_connection_close()  # the next call starts on a new connection, in no LISTEN
+            raise
     try:
         if market_id is None:
             raise NotFound(f"No market {market}.", fields={"market": "No such market."})
-        if command_id is None:  # the key was used: that command answers
+        if command_id is None:  # sent before (this token), or the key was used: that command answers
             conn.execute(f'UNLISTEN "{channel}"')
-            _, token, first_hash, _, outcome = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
+            existing = conn.execute(queue.BY_TOKEN, [token]).fetchone()
+            if existing is None:
+                existing = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
+            _, token, first_hash, _, outcome = existing
             if first_hash != request_hash:
                 raise IdempotencyConflict(
                     "This Idempotency-Key was used for a different request.", fields={"Idempotency-Key": "Used."}
@@ -116,21 +125,39 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
             _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
             if outcome is not None:
                 return outcome
-        deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
-        while (left := deadline - time.monotonic()) > 0:
+        return _wait(conn, token, channel)
+    finally:
+        if not conn.closed:
+            conn.execute(f'UNLISTEN "{channel}"')
+
+
+def _wait(conn: psycopg.Connection, token: str, channel: str) -> dict:
+    """The outcome notified on ``channel`` within ``settings.ORDERS_ENGINE_WAIT_SECONDS``.
+
+    A connection lost while waiting is replaced (LISTEN again, then read the command's status, so
+    nothing committed meanwhile is missed). Raises :class:`OrderStatusUnknown` at the deadline.
+    """
+    deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
+    while (left := deadline - time.monotonic()) > 0:
+        try:
             for notify in conn.notifies(timeout=left, stop_after=1):
                 if notify.channel == channel:
                     return json.loads(notify.payload)
-        _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
-        if outcome is not None:
-            return outcome
-        raise OrderStatusUnknown(
-            "The order was submitted but its outcome is not known yet: query the order "
-            "(by client_order_id) or retry with the same client_order_id or Idempotency-Key.",
-            fields={"order": "Status unknown."},
-        )
-    finally:
-        conn.execute(f'UNLISTEN "{channel}"')
+        except psycopg.OperationalError:
+            queue_connection_close()
+            conn = _queue_connection()
+            conn.execute(f'LISTEN "{channel}"')
+            _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
+            if outcome is not None:
+                return outcome
+    _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
+    if outcome is not None:
+        return outcome
+    raise OrderStatusUnknown(
+        "The order was submitted but its outcome is not known yet: query the order "
+        "(by client_order_id) or retry with the same client_order_id or Idempotency-Key.",
+        fields={"order": "Status unknown."},
+    )
 
 
 def domain_outcome(exc: DomainError) -> dict:

@@ -28,7 +28,7 @@ SUBMIT = f"""
         SELECT market.id, %(kind)s, %(user_id)s, %(key)s, %(request_hash)s, %(token)s, %(payload)s::jsonb,
                '{CommandStatus.PENDING}', now()
         FROM market
-        ON CONFLICT (user_id, key) WHERE key <> '' DO NOTHING
+        ON CONFLICT DO NOTHING
         RETURNING id, market_id
     )
     SELECT (SELECT id FROM market), id,
@@ -36,10 +36,14 @@ SUBMIT = f"""
     FROM (SELECT 1) one LEFT JOIN inserted ON true
 """
 """Insert a pending command for the market named by symbol and wake its sequencer. One row:
-``(market id, command id, _)``: no market id for an unknown symbol, no command id when ``key`` was taken."""
+``(market id, command id, _)``: no market id for an unknown symbol, no command id when ``key`` was taken
+or ``token`` already inserted (a submission sent again after its connection broke)."""
 
 BY_KEY = f"SELECT id, token, request_hash, status, outcome FROM {_TABLE} WHERE user_id = %s AND key = %s"
 """The command a user already submitted under an idempotency key."""
+
+BY_TOKEN = f"SELECT id, token, request_hash, status, outcome FROM {_TABLE} WHERE token = %s"
+"""The command with this token (one sent again after a broken connection)."""
 
 STATUS = f"SELECT status, outcome FROM {_TABLE} WHERE token = %s"
 

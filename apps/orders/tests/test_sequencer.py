@@ -241,3 +241,17 @@ def test_a_wait_that_times_out_answers_status_unknown_and_the_order_is_placed_on
     )
     assert again.id == order.id
     assert Order.objects.count() == 1
+
+
+def test_a_caller_whose_queue_connection_was_terminated_submits_on_a_new_one(engines, traders):
+    buyer, _ = traders
+    engines("BTC-USDT")
+    first = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+    with connection.cursor() as cursor:  # as a database restart or failover would, while the connection is idle
+        cursor.execute("SELECT pg_terminate_backend(%s)", [engine_commands._local.conn.info.backend_pid])
+
+    second = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+
+    assert second.id != first.id
+    assert Command.objects.filter(status=CommandStatus.DONE).count() == 2
+    assert Order.objects.count() == 2
