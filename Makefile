@@ -21,9 +21,13 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(WITH_SERVICES) $(PY) -m pytest $(PYTEST_ARGS); status=$$?; $(PY) -m devtools.localservices status; exit $$status
 
+# ruff (lint, format), mypy with the Django and DRF stubs, and the import layers of DESIGN.md section 1
+# (pyproject.toml configures all four; none needs the embedded services).
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy .
+	$(VENV)/bin/lint-imports
 
 e2e: $(VENV)/.installed
 	$(PY) -m devtools.e2e

@@ -194,6 +194,7 @@ def bench_candles(market, history: dict) -> list[dict]:
     for interval in INTERVAL_WIDTHS:
         total = Candle.objects.filter(market_id=market.id, interval=interval).count()
         first = Candle.objects.filter(market_id=market.id, interval=interval).order_by("open_time").first()
+        assert first is not None, "the history was seeded"
         middle = first.open_time + (HISTORY / 2 if total > 2000 else timedelta(0))
 
         def reference(interval=interval):
@@ -277,7 +278,7 @@ def bench_placement(maker: int, taker: int, placements: int) -> dict:
     def skip(**kwargs) -> None:
         """The candle upsert switched off (this benchmark only)."""
 
-    timings = {"with": [], "without": []}
+    timings: dict[str, list[float]] = {"with": [], "without": []}
     block = 50
     for n in range(placements // block):
         mode = "with" if n % 2 == 0 else "without"

@@ -165,7 +165,7 @@ class Flow:
 
     def run(self, count: int) -> list[float]:
         """Run ``count`` requests; return each one's latency in seconds."""
-        from apps.ledger.errors import DomainError
+        from apps.core.errors import DomainError
 
         latencies = []
         for _ in range(count):

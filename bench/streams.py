@@ -159,7 +159,7 @@ def placement_cost(orders: int, maker: int, taker: int) -> dict:
     """Per-placement wall time with publishing on and off, in alternating blocks of ``BLOCK`` trades."""
     from django.conf import settings
 
-    timings = {True: [], False: []}
+    timings: dict[bool, list[float]] = {True: [], False: []}
     for block in range(max(2, orders // BLOCK)):
         publish = block % 2 == 0
         settings.STREAMS_PUBLISH = publish

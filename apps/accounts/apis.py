@@ -9,8 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apps.api.authentication import ApiKeyAuthentication
+from apps.api.fields import ApiTime
 from apps.api.throttles import IpRateThrottle, LoginRateThrottle
-from apps.api.views import api_time
 
 from .models import Scope
 from .second_factor import second_factor_require, user_has_second_factor
@@ -33,10 +33,15 @@ class TokenIn(serializers.Serializer):
 
 
 class TokenOut(serializers.Serializer):
-    token = serializers.CharField(help_text="Authorization: Token <token> (X-MBX-APIKEY on /api/v3/).")
+    """A new API key: its token and signing secret, shown only in this answer."""
+
+    # Writes a NewApiKey (apps.accounts.services.api_key_create).
+    token = serializers.CharField(
+        source="raw_key", help_text="Authorization: Token <token> (X-MBX-APIKEY on /api/v3/)."
+    )
     secret = serializers.CharField(help_text="Signs /api/v3/ requests (HMAC-SHA256); shown only here.")
-    scopes = serializers.ListField(child=serializers.CharField())
-    expires_at = serializers.DateTimeField(allow_null=True)
+    scopes = serializers.ListField(source="key.scopes", child=serializers.CharField())
+    expires_at = ApiTime(source="key.expires_at", allow_null=True)
 
 
 class TokenApi(APIView):
@@ -70,11 +75,4 @@ class TokenApi(APIView):
             expires_in=data.get("expires_in"),
             otp=data.get("otp"),
         )
-        return Response(
-            {
-                "token": created.raw_key,
-                "secret": created.secret,
-                "scopes": created.key.scopes,
-                "expires_at": api_time(created.key.expires_at),
-            }
-        )
+        return Response(TokenOut(created).data)

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from apps.backoffice.services import audit_record
-from apps.ledger.errors import DomainError, NotFound, PermissionDenied
+from apps.core.errors import DomainError, NotFound, PermissionDenied
 
 from .models import AccountRestriction
 

@@ -8,8 +8,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from apps.api.base import ScopedApiView
 from apps.api.fields import Text
-from apps.api.views import ScopedApiView
 
 from .enrolment import second_factor_confirm, second_factor_enrol
 
@@ -19,6 +19,8 @@ class OtpIn(serializers.Serializer):
 
 
 class EnrolmentOut(serializers.Serializer):
+    """An authenticator secret to enrol, and the otpauth URI that carries it."""
+
     secret = serializers.CharField(help_text="The authenticator's key, base32 (RFC 4648).")
     otpauth_url = serializers.CharField(help_text="otpauth://totp/... URI, what a QR code for the app carries.")
 
@@ -28,6 +30,8 @@ class ConfirmIn(serializers.Serializer):
 
 
 class ConfirmOut(serializers.Serializer):
+    """The second factor is on; the recovery codes are shown only here."""
+
     enabled = serializers.BooleanField()
     recovery_codes = serializers.ListField(
         child=serializers.CharField(), help_text="Ten codes, each usable once in place of a code; shown only here."
@@ -46,7 +50,7 @@ class OtpEnrolApi(ScopedApiView):
         body = OtpIn(data=request.data)
         body.is_valid(raise_exception=True)
         enrolment = second_factor_enrol(user_id=request.user.id, otp=body.validated_data.get("otp"))
-        return Response({"secret": enrolment.secret, "otpauth_url": enrolment.otpauth_url})
+        return Response(EnrolmentOut(enrolment).data)
 
 
 class OtpConfirmApi(ScopedApiView):
@@ -60,4 +64,4 @@ class OtpConfirmApi(ScopedApiView):
         body = ConfirmIn(data=request.data)
         body.is_valid(raise_exception=True)
         codes = second_factor_confirm(user_id=request.user.id, otp=body.validated_data["otp"])
-        return Response({"enabled": True, "recovery_codes": codes})
+        return Response(ConfirmOut({"enabled": True, "recovery_codes": codes}).data)

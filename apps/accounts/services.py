@@ -11,10 +11,9 @@ from typing import NamedTuple
 from django.conf import settings
 from django.utils import timezone
 
-from apps.ledger.errors import DomainError, NotFound, PermissionDenied
+from apps.core.addresses import address_validate
+from apps.core.errors import DomainError, InvalidAddress, NotFound, PermissionDenied
 from apps.streams.services import user_notice_record
-from apps.wallets.addresses import address_validate
-from apps.wallets.errors import InvalidAddress
 
 from .models import ApiKey, Scope
 from .notifications import email_user_on_commit

@@ -1,7 +1,7 @@
 from rest_framework import authentication, exceptions
 
 from apps.accounts.services import api_key_authenticate
-from apps.ledger.errors import PermissionDenied
+from apps.core.errors import PermissionDenied
 from exchange.client_ip import client_ip
 
 

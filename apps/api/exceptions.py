@@ -12,7 +12,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 
 log = logging.getLogger(__name__)
 

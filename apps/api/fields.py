@@ -1,7 +1,16 @@
-"""Serializer fields for API input: amounts passed on to the services unparsed, and plain text."""
+"""Serializer fields: for input, amounts passed on to the services unparsed and plain text; for output,
+amounts at their asset's precision, times in the API's format, blank text as null."""
+
+from collections.abc import Callable
+from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.fields import get_attribute
+
+from apps.ledger.amounts import format_amount
+
+from .base import api_time
 
 PLAIN_DECIMAL_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
 
@@ -48,3 +57,66 @@ class Text(serializers.CharField):
         except UnicodeEncodeError:
             self.fail("invalid")
         return value
+
+
+# Output fields: the ``*Out`` serializers both describe a response (the OpenAPI schema) and write it
+# (``XOut(obj).data``), so the two cannot drift apart.
+
+
+@extend_schema_field({"type": "string"})
+class AmountOut(serializers.Field):
+    """An amount written as an exact decimal string at its asset's precision (:func:`format_amount`).
+
+    ``decimals`` is the dotted path, from the object serialized, to the precision (``"asset.decimals"``,
+    ``"decimals"``), or a function of the object and the serializer's context that returns it (an order's
+    amounts are in its market's base or quote asset, the market passed in the context); ``negate`` writes ``-value`` (a debit-positive posting shown as a change of a
+    credit-normal balance). ``None`` is written as ``null``.
+    """
+
+    def __init__(
+        self, *, decimals: str | Callable[[Any, dict], int] = "asset.decimals", negate: bool = False, **kwargs
+    ):
+        self.decimals = decimals
+        self.negate = negate
+        super().__init__(**kwargs)
+
+    def get_attribute(self, instance):
+        value = super().get_attribute(instance)
+        if value is None:
+            return None
+        if callable(self.decimals):
+            return value, self.decimals(instance, self.context)
+        return value, get_attribute(instance, self.decimals.split("."))
+
+    def to_representation(self, value):
+        amount, decimals = value
+        return format_amount(-amount if self.negate else amount, decimals)
+
+
+class ApiTime(serializers.DateTimeField):
+    """A time written as the API writes every time: ISO 8601 in UTC with a ``Z`` (:func:`api_time`)."""
+
+    def to_representation(self, value):
+        return api_time(value)
+
+
+class BlankAsNullChoice(serializers.ChoiceField):
+    """A choice stored as ``""`` when there is none (an order that did not end early) and written as ``null``."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        return value or None
+
+
+class BlankAsNull(serializers.CharField):
+    """Text stored as ``""`` when absent (a txid not yet known, no reject reason) and written as ``null``."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        return str(value) or None

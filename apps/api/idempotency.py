@@ -13,7 +13,8 @@ from collections.abc import Callable
 from django.db import connection, transaction
 from rest_framework.response import Response
 
-from apps.ledger.errors import DomainError, IdempotencyConflict
+from apps.core.errors import DomainError
+from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.transactions import retrying_atomic
 
 from .models import IdempotencyRecord

@@ -17,13 +17,16 @@ even a valid cursor never reaches anyone else's rows.
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from django.core import signing
 from rest_framework.response import Response
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 
-from .views import limit_param
+from .base import limit_param
+
+Row = TypeVar("Row")  # one row of a list endpoint (a model instance, a selector's named tuple)
 
 # The query parameters every paginated list accepts, on top of its own filters.
 LIST_PARAMS = ("cursor", "paginate", "start", "end", "limit")
@@ -109,7 +112,7 @@ def _cursor_decode(raw: str, *, salt: str, key: tuple[KeyPart, ...]) -> tuple:
         raise refused from None
     if not isinstance(values, list) or len(values) != len(key):
         raise refused
-    decoded = []
+    decoded: list[int | datetime] = []
     for value, kind in zip(values, key, strict=True):
         if kind is datetime:
             if not isinstance(value, str):
@@ -126,7 +129,9 @@ def _cursor_encode(values: tuple, *, salt: str) -> str:
     return signing.dumps([v.isoformat() if isinstance(v, datetime) else v for v in values], salt=salt)
 
 
-def page_response(page: Page, rows: Iterable, *, key_of: Callable[[object], tuple], out: Callable) -> Response:
+def page_response(
+    page: Page, rows: Iterable[Row], *, key_of: Callable[[Row], tuple], out: Callable[[Row], object]
+) -> Response:
     """The answer of a list: the plain list of ``out(row)``, or with pagination ``{"results", "next"}``.
 
     ``rows`` are at most ``page.limit`` rows in the list's order; ``key_of(row)`` is a row's keyset.

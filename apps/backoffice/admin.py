@@ -14,9 +14,9 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from apps.accounts.selectors import account_restriction
+from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.ledger.amounts import format_exact, parse_amount
-from apps.ledger.errors import DomainError
 from apps.ledger.models import Account, AccountKind, Asset
 from apps.ledger.selectors import balances_for_user, user_postings
 from apps.ledger.services import Leg, system_account, user_account

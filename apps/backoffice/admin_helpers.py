@@ -5,7 +5,7 @@ import re
 from django import forms
 from django.http import Http404
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from exchange.converters import ObjectIdConverter
 
 

@@ -10,8 +10,8 @@ from django.views.decorators.http import require_POST
 from apps.accounts.models import AccountRestriction
 from apps.accounts.restrictions import CHANGE_PERMISSION, account_trading_freeze, account_withdrawals_block
 from apps.accounts.selectors import account_restriction
+from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin
-from apps.ledger.errors import DomainError
 from apps.ledger.selectors import balances_for_user
 from apps.orders.selectors import orders_for_user
 from apps.wallets.selectors import deposits_for_user, withdrawals_for_user

@@ -10,8 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import path
 from django.views.decorators.http import require_POST
 
+from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin
-from apps.ledger.errors import DomainError
 from apps.orders.models import FeeSchedule
 
 from .admin_helpers import add_domain_error, numeric_id

@@ -135,7 +135,7 @@ def withdrawal_risk_signals(withdrawal: Withdrawal) -> RiskSignals:
     )
     recent_totals = (
         recent.values_list("asset__code", "asset__decimals")
-        .annotate(total=Sum(F("amount") + F("fee")))
+        .annotate(requested=Sum(F("amount") + F("fee")))  # not "total": Withdrawal.total is a property
         .order_by("asset__code")
     )
     last_fill_at = Trade.objects.filter(Q(taker_user_id=user_id) | Q(maker_user_id=user_id)).aggregate(

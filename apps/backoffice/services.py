@@ -3,13 +3,14 @@ resets), the audit log."""
 
 from collections.abc import Sequence
 from decimal import Decimal
+from typing import TypeVar
 
 from django.contrib.auth import get_user_model
-from django.db import models, transaction
+from django.db import transaction
 from django.utils import timezone
 from django_otp import devices_for_user
 
-from apps.ledger.errors import DomainError, InvalidState, NotFound, PermissionDenied
+from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
 from apps.ledger.transactions import retrying_atomic
@@ -35,6 +36,8 @@ from .models import (
     ReconciliationRun,
     SecondFactorReset,
 )
+
+Draft = TypeVar("Draft", Adjustment, FeeChange, SecondFactorReset)
 
 
 def audit_record(
@@ -97,18 +100,18 @@ def adjustment_draft(*, author_id: int, memo: str, legs: Sequence[Leg]) -> Adjus
     return adjustment
 
 
-def _lock_draft(model: type[models.Model], draft_id: int, operator_id: int, *, permission: str | None = None):
+def _lock_draft(model: type[Draft], draft_id: int, operator_id: int, *, permission: str | None = None) -> Draft:
     """Lock a maker-checker request (an adjustment, a fee change, a second-factor reset) still in draft.
 
     Refuses the author (:class:`PermissionDenied`), an operator without ``permission`` when one
     is named, a request already decided (:class:`InvalidState`) or unknown (:class:`NotFound`).
     """
-    noun = model._meta.verbose_name
+    noun = str(model._meta.verbose_name)
     if permission is not None:
         operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
         if operator is None or not operator.has_perm(permission):
             raise PermissionDenied(f"Deciding on this {noun} needs the {permission} permission.")
-    draft = model.objects.select_for_update().filter(id=draft_id).first()
+    draft = model._default_manager.select_for_update().filter(id=draft_id).first()
     if draft is None:
         raise NotFound(f"No such {noun}.")
     if draft.status != ChangeStatus.DRAFT:  # the same value as AdjustmentStatus.DRAFT
@@ -226,6 +229,7 @@ def withdrawal_decide(*, withdrawal_id: int, operator_id: int, approve: bool, re
         withdrawal = withdrawal_approve(withdrawal_id=withdrawal_id, operator_id=operator_id)
     else:
         withdrawal = withdrawal_reject(withdrawal_id=withdrawal_id, operator_id=operator_id, reason=reason)
+    assert before is not None  # else the service raised NotFound
     audit_record(
         actor_id=operator_id,
         action="withdrawal.approve" if approve else "withdrawal.reject",
@@ -329,6 +333,7 @@ def fee_change_draft(
 
 
 def _required(value, field: str):
+    """``value``, or :class:`DomainError` naming ``field`` when it is missing (``None`` or empty)."""
     if value is None or value == "":
         raise DomainError(f"{field.replace('_', ' ').capitalize()} is required.", fields={field: "Required."})
     return value
@@ -336,28 +341,36 @@ def _required(value, field: str):
 
 def _fee_change_apply(change: FeeChange) -> tuple[str, FeeSchedule | None, dict, dict]:
     """Apply an approved change through :mod:`apps.orders.services`; return the audit action, object and states."""
+    # Each kind's fields were required when the draft was made (fee_change_draft); _required re-states it.
     if change.kind == FeeChangeKind.CREATE:
-        schedule = fee_schedule_create(name=change.name, maker_rate=change.maker_rate, taker_rate=change.taker_rate)
+        schedule = fee_schedule_create(
+            name=change.name,
+            maker_rate=_required(change.maker_rate, "maker_rate"),
+            taker_rate=_required(change.taker_rate, "taker_rate"),
+        )
         return "fee_schedule.create", schedule, {}, _schedule_state(schedule)
     if change.kind == FeeChangeKind.RATES:
         before = _schedule_state(change.schedule)
         schedule = fee_schedule_rates_update(
-            schedule_id=change.schedule_id, maker_rate=change.maker_rate, taker_rate=change.taker_rate
+            schedule_id=_required(change.schedule_id, "schedule"),
+            maker_rate=_required(change.maker_rate, "maker_rate"),
+            taker_rate=_required(change.taker_rate, "taker_rate"),
         )
         return "fee_schedule.update", schedule, before, _schedule_state(schedule)
     if change.kind == FeeChangeKind.MAKE_DEFAULT:
         previous = FeeSchedule.objects.filter(is_default=True).first()
-        schedule = fee_schedule_make_default(schedule_id=change.schedule_id)
+        schedule = fee_schedule_make_default(schedule_id=_required(change.schedule_id, "schedule"))
         return (
             "fee_schedule.make_default",
             schedule,
             {"default": previous.name if previous else None},
             {"default": schedule.name},
         )
-    tier = UserFeeTier.objects.select_related("schedule").filter(user_id=change.user_id).first()
-    fee_tier_assign(user_id=change.user_id, schedule_id=change.schedule_id)
-    before = {"user": change.user_id, "schedule": tier.schedule.name if tier else None}
-    after = {"user": change.user_id, "schedule": change.schedule.name if change.schedule_id else None}
+    user_id = _required(change.user_id, "user")
+    tier = UserFeeTier.objects.select_related("schedule").filter(user_id=user_id).first()
+    fee_tier_assign(user_id=user_id, schedule_id=change.schedule_id)
+    before = {"user": user_id, "schedule": tier.schedule.name if tier else None}
+    after = {"user": user_id, "schedule": change.schedule.name if change.schedule is not None else None}
     return "fee_tier.assign", change.schedule, before, after
 
 

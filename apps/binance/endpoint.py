@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from apps.accounts.models import ApiKey
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from exchange.client_ip import client_ip
 
 from . import limits
@@ -78,8 +78,13 @@ class Call:
 
     @property
     def user_id(self) -> int:
+        return self.api_key.user_id
+
+    @property
+    def api_key(self) -> ApiKey:
+        """The authenticated key; only for endpoints whose security needs one."""
         assert self.key is not None, "only for endpoints that need a key"
-        return self.key.user_id
+        return self.key
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@
 Codes and messages follow Binance's spot API documentation ("Error codes"); clients such as
 CCXT map them to their own exception classes by code and by message text, so both are kept
 verbatim where Binance defines one. :func:`from_domain` translates our services' errors
-(:class:`apps.ledger.errors.DomainError` codes of API.md) into the code Binance answers with
+(:class:`apps.core.errors.DomainError` codes of API.md) into the code Binance answers with
 for the same situation.
 """
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 
 
 class BinanceError(Exception):

@@ -7,7 +7,7 @@ secret (made before keys had one) or one whose secret cannot be opened.
 
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_authenticate, api_key_signing_secret
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 
 from .errors import rejected_key
 

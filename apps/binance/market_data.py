@@ -7,6 +7,7 @@ the book (each placement and cancel).
 
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Literal, overload
 
 from django.utils import timezone
 
@@ -37,6 +38,10 @@ def markets_by_symbol() -> dict[str, Market]:
     return {binance_symbol(market): market for market in market_list()}
 
 
+@overload
+def symbol_market(params: Params, *, required: Literal[True] = True) -> Market: ...
+@overload
+def symbol_market(params: Params, *, required: bool) -> Market | None: ...
 def symbol_market(params: Params, *, required: bool = True) -> Market | None:
     """The market named by ``symbol``: -1102 when required and absent, -1121 when unknown."""
     symbol = params.text("symbol", required=required, pattern=_SYMBOL)
@@ -205,8 +210,9 @@ def avg_price(call: Call) -> dict:
 def _ticker_weight(params: Params, single: int, every: int) -> int:
     if params.raw("symbol"):
         return single
-    if params.raw("symbols"):
-        return min(every, single * max(1, params.raw("symbols").count(",") + 1))
+    symbols = params.raw("symbols")
+    if symbols:
+        return min(every, single * max(1, symbols.count(",") + 1))
     return every
 
 

@@ -11,6 +11,7 @@ rounded). Decimals are plain strings (``"0.001"``): no exponent, sign, NaN or In
 import re
 from collections.abc import Iterable
 from decimal import Decimal
+from typing import Literal, overload
 from urllib.parse import parse_qsl
 
 from apps.ledger.amounts import check_amount
@@ -68,6 +69,10 @@ class Params:
         value = self._values.get(name)
         return value if value else None
 
+    @overload
+    def text(self, name: str, *, required: Literal[True], pattern: re.Pattern = _TEXT) -> str: ...
+    @overload
+    def text(self, name: str, *, required: bool = False, pattern: re.Pattern = _TEXT) -> str | None: ...
     def text(self, name: str, *, required: bool = False, pattern: re.Pattern = _TEXT) -> str | None:
         """A short name or id (letters, digits and ``.:/_@-``); -1102 when required and absent, -1100 when malformed."""
         value = self.raw(name)
@@ -79,6 +84,18 @@ class Params:
             raise illegal(name, pattern.pattern)
         return value
 
+    @overload
+    def integer(
+        self, name: str, *, required: Literal[True], default: int | None = None, minimum: int = 0, maximum: int = ...
+    ) -> int: ...
+    @overload
+    def integer(
+        self, name: str, *, required: bool = False, default: int, minimum: int = 0, maximum: int = ...
+    ) -> int: ...
+    @overload
+    def integer(
+        self, name: str, *, required: bool = False, default: None = None, minimum: int = 0, maximum: int = ...
+    ) -> int | None: ...
     def integer(
         self,
         name: str,
@@ -98,6 +115,10 @@ class Params:
             raise illegal(name, f"{minimum}..{maximum}")
         return int(value)
 
+    @overload
+    def decimal(self, name: str, *, decimals: int, required: Literal[True]) -> Decimal: ...
+    @overload
+    def decimal(self, name: str, *, decimals: int, required: bool = False) -> Decimal | None: ...
     def decimal(self, name: str, *, decimals: int, required: bool = False) -> Decimal | None:
         """A positive amount with at most ``decimals`` places (the asset's precision).
 
@@ -112,13 +133,18 @@ class Params:
         if not _DECIMAL.fullmatch(value):
             raise illegal(name, "a plain decimal such as 0.001")
         amount = Decimal(value)
-        if amount != 0 and amount.normalize().as_tuple().exponent < -decimals:
+        exponent = amount.normalize().as_tuple().exponent  # an int: _DECIMAL admits no NaN or Infinity
+        if amount != 0 and isinstance(exponent, int) and exponent < -decimals:
             raise BinanceError(BAD_PRECISION, f"Precision is over the maximum defined for this asset ('{name}').")
         try:
             return check_amount(amount, decimals=decimals, field=name)
         except InvalidAmount:
             raise invalid_value(name) from None
 
+    @overload
+    def choice(self, name: str, choices: Iterable[str], *, required: Literal[True], error=None) -> str: ...
+    @overload
+    def choice(self, name: str, choices: Iterable[str], *, required: bool = False, error=None) -> str | None: ...
     def choice(self, name: str, choices: Iterable[str], *, required: bool = False, error=None) -> str | None:
         """One of ``choices`` (exact, upper case as Binance writes them); ``error`` replaces -1130 for others."""
         value = self.raw(name)

@@ -83,7 +83,9 @@ def agg_trades(
     One taker order's fills at one price are consecutive (the book is walked by price), so
     grouping by (taker order, price) is Binance's aggregation.
     """
-    where, params, direction = [], [market.id], "ASC"
+    where: list[str] = []
+    params: list[int | datetime] = [market.id]
+    direction = "ASC"
     if from_number is not None:
         order_id, seq = divmod(from_number, FILLS_PER_ORDER)
         where.append("AND (taker_order_id > %s OR (taker_order_id = %s AND seq >= %s))")

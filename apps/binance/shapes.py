@@ -24,7 +24,7 @@ from apps.orders.models import (
 
 from .selectors import trade_number
 
-STATUSES = {
+STATUSES: dict[str, str] = {
     OrderStatus.OPEN: "NEW",
     OrderStatus.PARTIALLY_FILLED: "PARTIALLY_FILLED",
     OrderStatus.FILLED: "FILLED",
@@ -37,7 +37,7 @@ STP_MODES = {
     "EXPIRE_MAKER": SelfTradePrevention.EXPIRE_MAKER,
     "EXPIRE_BOTH": SelfTradePrevention.EXPIRE_BOTH,
 }
-STP_NAMES = {ours: theirs for theirs, ours in STP_MODES.items()}
+STP_NAMES: dict[str, str] = {ours: theirs for theirs, ours in STP_MODES.items()}
 ORDER_TYPES = ("LIMIT", "MARKET", "LIMIT_MAKER")
 
 

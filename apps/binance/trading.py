@@ -17,7 +17,7 @@ import secrets
 
 from django.db import transaction
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
 from apps.orders.models import Market, Order, OrderType, Side
 from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user
@@ -190,6 +190,7 @@ def _find_order(call: Call, market: Market, *, missing: BinanceError) -> Order:
             MANDATORY_PARAM_EMPTY_OR_MALFORMED,
             "Param 'origClientOrderId' or 'orderId' must be sent, but both were empty/null!",
         )
+    order: Order | None
     if order_id is not None:
         try:
             order = order_for_user(user_id=call.user_id, order_id=order_id)
@@ -198,6 +199,7 @@ def _find_order(call: Call, market: Market, *, missing: BinanceError) -> Order:
         if client_id is not None and order.client_order_id != client_id:
             raise missing
     else:
+        assert client_id is not None  # one of the two was sent (checked above)
         order = order_by_client_id(user_id=call.user_id, client_order_id=client_id)
     if order is None or order.market_id != market.id:
         raise missing
@@ -305,7 +307,7 @@ def account(call: Call) -> dict:
         for b in balances_for_user(call.user_id)
         if not (omit_zero and b.total == 0)
     ]
-    scopes = set(call.key.scopes)
+    scopes = set(call.api_key.scopes)
     return {
         "makerCommission": int(maker * 10000),
         "takerCommission": int(taker * 10000),

@@ -7,7 +7,7 @@ the ``read`` scope) and no signature (Binance's ``USER_STREAM`` security); an un
 another user's listenKey is -1125.
 """
 
-from apps.ledger.errors import NotFound
+from apps.core.errors import NotFound
 from apps.streams.services import stream_token_create, stream_token_extend, stream_token_revoke
 
 from .endpoint import Call, Security, endpoint

@@ -38,3 +38,12 @@ class NotFound(DomainError):
 
     code = "not_found"
     status = 404
+
+
+class InvalidAddress(DomainError):
+    """An address that is not valid on its network (a withdrawal, the address book, an API key's allow-list)."""
+
+    code = "invalid_address"
+
+    def __init__(self, message: str, *, field: str = "address"):
+        super().__init__(message, fields={field: message})

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from apps.orders.models import Market, MarketStatus
 from apps.orders.selectors import orders_for_user, recent_trades
 from apps.orders.services import order_cancel, order_place

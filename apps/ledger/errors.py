@@ -1,20 +1,10 @@
 """The ledger's own refusals (amounts, balance, idempotency), on the shared base of :mod:`apps.core.errors`.
 
-The shared classes are imported here too, so ``from apps.ledger.errors import DomainError`` keeps working.
+The shared classes (``DomainError``, ``InvalidState``, ``PermissionDenied``, ``NotFound``) are imported from
+:mod:`apps.core.errors`, never from here.
 """
 
-from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
-
-__all__ = [
-    "DomainError",
-    "IdempotencyConflict",
-    "InsufficientFunds",
-    "InvalidAmount",
-    "InvalidState",
-    "NotFound",
-    "PermissionDenied",
-    "UnbalancedEntry",
-]
+from apps.core.errors import DomainError
 
 
 class InvalidAmount(DomainError):

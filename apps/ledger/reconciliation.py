@@ -13,8 +13,9 @@ from decimal import Decimal
 
 from django.db import connection, transaction
 
+from apps.core.errors import NotFound
+
 from .amounts import format_amount
-from .errors import NotFound
 from .models import Asset
 
 DETAILS_LIMIT = 100

@@ -1,4 +1,4 @@
-"""Reads of the ledger: balances, statements, balances as of a past time."""
+"""Reads of the ledger: balances (per user, per batch of users) and the user's postings."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,11 +57,6 @@ def available_balance(*, user_id: int, asset_id: int) -> Decimal:
     return balance if balance is not None else Decimal(0)
 
 
-def account_statement(account_id: int) -> QuerySet[Posting]:
-    """The account's postings, newest first, each with its entry (reason, reference, time) and balance after."""
-    return Posting.objects.filter(account_id=account_id).select_related("entry", "asset").order_by("-id")
-
-
 def user_postings(
     user_id: int,
     *,
@@ -100,17 +95,6 @@ def postings_between(*, start: datetime, end: datetime) -> Iterator[Posting]:
         .order_by("entry_id", "id")
         .iterator(chunk_size=2000)
     )
-
-
-def account_balance_at(account_id: int, at: datetime) -> Decimal:
-    """The account's balance (normal direction) just after the last entry posted at or before ``at``."""
-    last = (
-        Posting.objects.filter(account_id=account_id, entry__created_at__lte=at)
-        .order_by("-id")
-        .values_list("balance_after", flat=True)
-        .first()
-    )
-    return last if last is not None else Decimal(0)
 
 
 def balances_for_users(*, user_ids: set[int], asset_ids: set[int]) -> dict[int, list[UserBalance]]:

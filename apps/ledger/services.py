@@ -20,16 +20,11 @@ from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from moneyed import Money
 
+from apps.core.errors import DomainError, NotFound
+
 from .amounts import check_amount, fits, format_amount, is_exact
 from .db import PreparedCursor
-from .errors import (
-    DomainError,
-    IdempotencyConflict,
-    InsufficientFunds,
-    InvalidAmount,
-    NotFound,
-    UnbalancedEntry,
-)
+from .errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
 from .models import (
     USER_KINDS,
     Account,

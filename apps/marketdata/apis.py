@@ -11,79 +11,85 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
+from apps.api.base import ScopedApiView, limit_param, path_name
+from apps.api.fields import AmountOut, ApiTime
 from apps.api.pagination import time_window
-from apps.api.views import ScopedApiView, api_time, limit_param, path_name
-from apps.ledger.amounts import format_amount
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from apps.orders.selectors import market_get
 
 from .models import Interval
-from .selectors import DEFAULT_CANDLES, MAX_CANDLES, Kline, Ticker, candles, ticker_24h, tickers_24h
+from .selectors import DEFAULT_CANDLES, MAX_CANDLES, Ticker, candles, ticker_24h, tickers_24h
+
+
+def _base(row, context: dict) -> int:
+    """The precision of the base asset of the market in the serializer's context."""
+    return context["market"].base.decimals
+
+
+def _quote(row, context: dict) -> int:
+    """The precision of the quote asset of the market in the serializer's context."""
+    return context["market"].quote.decimals
+
+
+def _ticker_base(ticker: Ticker, context: dict) -> int:
+    return ticker.market.base.decimals
+
+
+def _ticker_quote(ticker: Ticker, context: dict) -> int:
+    return ticker.market.quote.decimals
 
 
 class CandleOut(serializers.Serializer):
-    open_time = serializers.DateTimeField()
-    close_time = serializers.DateTimeField(
-        help_text="The last instant inside the candle (open_time + interval - 1 µs)."
-    )
-    open = serializers.CharField()
-    high = serializers.CharField()
-    low = serializers.CharField()
-    close = serializers.CharField()
-    volume = serializers.CharField(help_text="Base quantity traded.")
-    quote_volume = serializers.CharField(help_text="Quote quantity traded.")
+    """A candle (kline): open, high, low and close prices, volumes and the count of trades in one interval."""
+
+    # context["market"] is the candle's market, with its assets.
+    open_time = ApiTime()
+    close_time = ApiTime(help_text="The last instant inside the candle (open_time + interval - 1 µs).")
+    open = AmountOut(decimals=_quote)
+    high = AmountOut(decimals=_quote)
+    low = AmountOut(decimals=_quote)
+    close = AmountOut(decimals=_quote)
+    volume = AmountOut(decimals=_base, help_text="Base quantity traded.")
+    quote_volume = AmountOut(decimals=_quote, help_text="Quote quantity traded.")
     trades = serializers.IntegerField()
+
+
+class _Percent(serializers.CharField):
+    """A Decimal percentage written exactly (``f"{value:f}"``)."""
+
+    def to_representation(self, value):
+        return f"{value:f}"
 
 
 class TickerOut(serializers.Serializer):
+    """A market's rolling 24-hour figures, with the best bid and ask now."""
+
     symbol = serializers.CharField()
-    last = serializers.CharField(allow_null=True, help_text="Price of the last trade (even before the window).")
-    open = serializers.CharField(allow_null=True, help_text="First trade of the last 24 hours; null without one.")
-    high = serializers.CharField(allow_null=True)
-    low = serializers.CharField(allow_null=True)
-    change = serializers.CharField(allow_null=True, help_text="last - open.")
-    change_percent = serializers.CharField(allow_null=True, help_text="change / open * 100, two decimal places.")
-    volume = serializers.CharField(help_text="Base quantity traded in the window.")
-    quote_volume = serializers.CharField(help_text="Quote quantity traded in the window.")
+    last = AmountOut(
+        decimals=_ticker_quote, allow_null=True, help_text="Price of the last trade (even before the window)."
+    )
+    open = AmountOut(
+        decimals=_ticker_quote, allow_null=True, help_text="First trade of the last 24 hours; null without one."
+    )
+    high = AmountOut(decimals=_ticker_quote, allow_null=True)
+    low = AmountOut(decimals=_ticker_quote, allow_null=True)
+    change = AmountOut(decimals=_ticker_quote, allow_null=True, help_text="last - open.")
+    change_percent = _Percent(allow_null=True, help_text="change / open * 100, two decimal places.")
+    volume = AmountOut(decimals=_ticker_base, help_text="Base quantity traded in the window.")
+    quote_volume = AmountOut(decimals=_ticker_quote, help_text="Quote quantity traded in the window.")
     trades = serializers.IntegerField()
-    bid = serializers.CharField(allow_null=True, help_text="Best bid price now.")
-    bid_qty = serializers.CharField(allow_null=True)
-    ask = serializers.CharField(allow_null=True, help_text="Best ask price now.")
-    ask_qty = serializers.CharField(allow_null=True)
-    open_time = serializers.DateTimeField(help_text="Start of the window: 24 hours before close_time.")
-    close_time = serializers.DateTimeField(help_text="End of the window: the time of the request.")
+    bid = AmountOut(decimals=_ticker_quote, allow_null=True, help_text="Best bid price now.")
+    bid_qty = AmountOut(decimals=_ticker_base, allow_null=True)
+    ask = AmountOut(decimals=_ticker_quote, allow_null=True, help_text="Best ask price now.")
+    ask_qty = AmountOut(decimals=_ticker_base, allow_null=True)
+    open_time = ApiTime(help_text="Start of the window: 24 hours before close_time.")
+    close_time = ApiTime(help_text="End of the window: the time of the request.")
 
 
 class TimeOut(serializers.Serializer):
-    time = serializers.DateTimeField()
+    """The server's clock."""
 
-
-def _price(value, decimals: int) -> str | None:
-    return None if value is None else format_amount(value, decimals)
-
-
-def ticker_out(ticker: Ticker) -> dict:
-    """A ticker as the API shows it (``TickerOut``)."""
-    base, quote = ticker.market.base.decimals, ticker.market.quote.decimals
-    percent = ticker.change_percent
-    return {
-        "symbol": ticker.symbol,
-        "last": _price(ticker.last, quote),
-        "open": _price(ticker.open, quote),
-        "high": _price(ticker.high, quote),
-        "low": _price(ticker.low, quote),
-        "change": _price(ticker.change, quote),
-        "change_percent": None if percent is None else f"{percent:f}",
-        "volume": format_amount(ticker.volume, base),
-        "quote_volume": format_amount(ticker.quote_volume, quote),
-        "trades": ticker.trades,
-        "bid": _price(ticker.bid, quote),
-        "bid_qty": _price(ticker.bid_qty, base),
-        "ask": _price(ticker.ask, quote),
-        "ask_qty": _price(ticker.ask_qty, base),
-        "open_time": api_time(ticker.open_time),
-        "close_time": api_time(ticker.close_time),
-    }
+    time = ApiTime()
 
 
 _SYMBOL = OpenApiParameter("symbol", str, OpenApiParameter.PATH, description="Market symbol, such as BTC-USDT.")
@@ -124,22 +130,7 @@ class CandleListApi(ScopedApiView):
             end=end,
             limit=limit_param(request, default=DEFAULT_CANDLES, maximum=MAX_CANDLES),
         )
-        base, quote = market.base.decimals, market.quote.decimals
-        return Response([_candle_out(candle, base, quote) for candle in rows])
-
-
-def _candle_out(candle: Kline, base: int, quote: int) -> dict:
-    return {
-        "open_time": api_time(candle.open_time),
-        "close_time": api_time(candle.close_time),
-        "open": format_amount(candle.open, quote),
-        "high": format_amount(candle.high, quote),
-        "low": format_amount(candle.low, quote),
-        "close": format_amount(candle.close, quote),
-        "volume": format_amount(candle.volume, base),
-        "quote_volume": format_amount(candle.quote_volume, quote),
-        "trades": candle.trades,
-    }
+        return Response(CandleOut(rows, many=True, context={"market": market}).data)
 
 
 class TickerApi(ScopedApiView):
@@ -149,7 +140,7 @@ class TickerApi(ScopedApiView):
 
     @extend_schema(parameters=[_SYMBOL], responses=TickerOut, auth=[])
     def get(self, request, symbol: str):
-        return Response(ticker_out(ticker_24h(market=path_name(symbol, what="market"))))
+        return Response(TickerOut(ticker_24h(market=path_name(symbol, what="market"))).data)
 
 
 class TickerListApi(ScopedApiView):
@@ -159,7 +150,7 @@ class TickerListApi(ScopedApiView):
 
     @extend_schema(responses=TickerOut(many=True), auth=[])
     def get(self, request):
-        return Response([ticker_out(ticker) for ticker in tickers_24h()])
+        return Response(TickerOut(tickers_24h(), many=True).data)
 
 
 class ServerTimeApi(ScopedApiView):
@@ -169,4 +160,4 @@ class ServerTimeApi(ScopedApiView):
 
     @extend_schema(responses=TimeOut, auth=[])
     def get(self, request):
-        return Response({"time": api_time(timezone.now())})
+        return Response(TimeOut({"time": timezone.now()}).data)

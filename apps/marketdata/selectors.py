@@ -11,8 +11,8 @@ from typing import NamedTuple
 
 from django.utils import timezone
 
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.db import PreparedCursor
-from apps.ledger.errors import DomainError, NotFound
 from apps.orders.models import TRADE_NUMBER_BASE, Market
 
 from .models import INTERVAL_WIDTHS, Interval
@@ -204,7 +204,7 @@ class Ticker:
 
     @property
     def change_percent(self) -> Decimal | None:
-        if self.change is None:
+        if self.change is None or self.open is None:
             return None
         with localcontext(prec=80):
             return (self.change * 100 / self.open).quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN)

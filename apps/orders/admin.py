@@ -11,8 +11,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from apps.backoffice.services import audit_record
+from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin, amount_column, amount_html
-from apps.ledger.errors import DomainError
 
 from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
 from .services import (

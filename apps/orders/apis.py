@@ -7,21 +7,20 @@ orders ``trade``.
 """
 
 from datetime import datetime
-from decimal import Decimal
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.api.fields import AmountInput, Text
+from apps.api.base import ScopedApiView, limit_param, path_id, path_name, text_param
+from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, BlankAsNullChoice, Text
 from apps.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
-from apps.api.views import ScopedApiView, api_time, limit_param, path_id, path_name, text_param
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import format_amount
-from apps.ledger.errors import DomainError, NotFound
 
 from .models import (
     EndReason,
@@ -49,42 +48,79 @@ from .services import order_cancel, order_place
 DEFAULT_MARKET_DATA_LIMIT = 50
 
 
-# Serializers (the schema; views build plain dicts) --------------------------------------------------
+# Serializers: the schema, and the output (XOut(obj).data) ------------------------------------------
+
+
+def _base(row, context: dict) -> int:
+    """The precision of the base asset of the market in the serializer's context."""
+    return context["market"].base.decimals
+
+
+def _quote(row, context: dict) -> int:
+    """The precision of the quote asset of the market in the serializer's context."""
+    return context["market"].quote.decimals
+
+
+def _received(row, context: dict) -> int:
+    """The precision of what an order or fill receives (its fee's asset): base for a buy, quote for a sell."""
+    return _base(row, context) if row.side == Side.BUY else _quote(row, context)
+
+
+def _given(row, context: dict) -> int:
+    """The precision of what an order gives (what it holds): quote for a buy, base for a sell."""
+    return _quote(row, context) if row.side == Side.BUY else _base(row, context)
 
 
 class MarketOut(serializers.Serializer):
+    """A market with its filters and status."""
+
     symbol = serializers.CharField(help_text="BASE-QUOTE, such as BTC-USDT.")
-    base = serializers.CharField()
-    quote = serializers.CharField()
-    tick_size = serializers.CharField(help_text="Prices are multiples of it (quote asset).")
-    step_size = serializers.CharField(help_text="Quantities are multiples of it (base asset).")
-    min_qty = serializers.CharField()
-    max_qty = serializers.CharField()
-    min_notional = serializers.CharField(help_text="Smallest order value, in the quote asset.")
+    base = serializers.CharField(source="base.code")
+    quote = serializers.CharField(source="quote.code")
+    tick_size = AmountOut(decimals="quote.decimals", help_text="Prices are multiples of it (quote asset).")
+    step_size = AmountOut(decimals="base.decimals", help_text="Quantities are multiples of it (base asset).")
+    min_qty = AmountOut(decimals="base.decimals")
+    max_qty = AmountOut(decimals="base.decimals")
+    min_notional = AmountOut(decimals="quote.decimals", help_text="Smallest order value, in the quote asset.")
     status = serializers.ChoiceField(choices=MarketStatus.choices)
 
 
+class _LevelsOut(serializers.ListField):
+    """Book levels ``[(price, quantity)]`` written as ``[["price", "quantity"]]`` at the market's precisions."""
+
+    def __init__(self, **kwargs):
+        super().__init__(
+            child=serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2), **kwargs
+        )
+
+    def to_representation(self, data):
+        base, quote = _base(None, self.context), _quote(None, self.context)
+        return [[format_amount(price, quote), format_amount(qty, base)] for price, qty in data]
+
+
 class DepthOut(serializers.Serializer):
-    bids = serializers.ListField(
-        child=serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2),
-        help_text="[price, quantity] levels, best (highest) first.",
-    )
-    asks = serializers.ListField(
-        child=serializers.ListField(child=serializers.CharField(), min_length=2, max_length=2),
-        help_text="[price, quantity] levels, best (lowest) first.",
-    )
+    """The order book aggregated by price level."""
+
+    # context["market"] is the book's market, with its assets.
+    bids = _LevelsOut(help_text="[price, quantity] levels, best (highest) first.")
+    asks = _LevelsOut(help_text="[price, quantity] levels, best (lowest) first.")
     sequence = serializers.IntegerField(help_text="The book's sequence: it rises with every placement and cancel.")
     last_update_id = serializers.IntegerField(
-        help_text="The last book update in this snapshot: apply the depth stream's events with u above it."
+        source="sequence",
+        help_text="The last book update in this snapshot: apply the depth stream's events with u above it.",
     )
 
 
 class MarketTradeOut(serializers.Serializer):
+    """A trade of the market; its side is the taker's."""
+
+    # context["market"] is the trade's market (the precision of its prices and quantities).
+
     id = serializers.CharField()
-    price = serializers.CharField()
-    qty = serializers.CharField()
-    side = serializers.ChoiceField(choices=Side.choices, help_text="The taker's side.")
-    time = serializers.DateTimeField()
+    price = AmountOut(decimals=_quote)
+    qty = AmountOut(decimals=_base)
+    side = serializers.ChoiceField(source="taker_side", choices=Side.choices, help_text="The taker's side.")
+    time = ApiTime(source="created_at")
 
 
 class OrderIn(serializers.Serializer):
@@ -117,93 +153,60 @@ class OrderIn(serializers.Serializer):
 
 
 class OrderOut(serializers.Serializer):
+    """An order of the user's, with what it has filled and still holds."""
+
+    # context["market"] is the order's market, with its assets (the precision of each amount).
+
     id = serializers.IntegerField()
-    client_order_id = serializers.CharField(allow_null=True)
-    market = serializers.CharField()
+    client_order_id = BlankAsNull()
+    market = serializers.SerializerMethodField()
     side = serializers.ChoiceField(choices=Side.choices)
     type = serializers.ChoiceField(choices=OrderType.choices)
-    price = serializers.CharField(allow_null=True)
-    qty = serializers.CharField(allow_null=True)
-    quote_qty = serializers.CharField(allow_null=True)
-    filled_qty = serializers.CharField()
-    filled_quote_qty = serializers.CharField()
-    fee_total = serializers.CharField(help_text="In the asset the order receives: base for a buy, quote for a sell.")
-    held_remaining = serializers.CharField(help_text="Still held: quote for a buy, base for a sell.")
+    price = AmountOut(decimals=_quote, allow_null=True)
+    qty = AmountOut(decimals=_base, allow_null=True)
+    quote_qty = AmountOut(decimals=_quote, allow_null=True)
+    filled_qty = AmountOut(decimals=_base)
+    filled_quote_qty = AmountOut(decimals=_quote)
+    fee_total = AmountOut(
+        decimals=_received, help_text="In the asset the order receives: base for a buy, quote for a sell."
+    )
+    held_remaining = AmountOut(decimals=_given, help_text="Still held: quote for a buy, base for a sell.")
     time_in_force = serializers.ChoiceField(choices=TimeInForce.choices)
     post_only = serializers.BooleanField()
     stp = serializers.ChoiceField(choices=SelfTradePrevention.choices)
     status = serializers.ChoiceField(choices=OrderStatus.choices)
-    reject_reason = serializers.ChoiceField(
+    reject_reason = BlankAsNullChoice(
         choices=[choice for choice in EndReason.choices if choice[0]],
-        allow_null=True,
         help_text="Why the order ended other than by filling.",
     )
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
+    created_at = ApiTime()
+    updated_at = ApiTime()
+
+    def get_market(self, order: Order) -> str:
+        return self.context["market"].symbol
 
 
 class FillOut(serializers.Serializer):
+    """A fill of one of the user's orders, as maker or taker."""
+
+    # context["market"] is the fill's market, with its assets.
+
     id = serializers.CharField()
     order_id = serializers.IntegerField()
     market = serializers.CharField()
     side = serializers.ChoiceField(choices=Side.choices)
-    price = serializers.CharField()
-    qty = serializers.CharField()
-    quote_qty = serializers.CharField()
-    fee = serializers.CharField()
+    price = AmountOut(decimals=_quote)
+    qty = AmountOut(decimals=_base)
+    quote_qty = AmountOut(decimals=_quote)
+    fee = AmountOut(decimals=_received)
     fee_asset = serializers.CharField()
     liquidity = serializers.ChoiceField(choices=[("maker", "maker"), ("taker", "taker")])
-    time = serializers.DateTimeField()
+    time = ApiTime()
 
 
-# Output ----------------------------------------------------------------------------------------------
-
-
-def _optional(value: Decimal | None, decimals: int) -> str | None:
-    return None if value is None else format_amount(value, decimals)
-
-
-def market_out(market: Market) -> dict:
-    """A market as the API shows it (``MarketOut``)."""
-    base, quote = market.base.decimals, market.quote.decimals
-    return {
-        "symbol": market.symbol,
-        "base": market.base.code,
-        "quote": market.quote.code,
-        "tick_size": format_amount(market.tick_size, quote),
-        "step_size": format_amount(market.step_size, base),
-        "min_qty": format_amount(market.min_qty, base),
-        "max_qty": format_amount(market.max_qty, base),
-        "min_notional": format_amount(market.min_notional, quote),
-        "status": market.status,
-    }
-
-
-def order_out(order: Order, market: Market) -> dict:
-    """An order as the API shows it (``OrderOut``); ``market`` is the order's, with its assets."""
-    base, quote = market.base.decimals, market.quote.decimals
-    buy = order.side == Side.BUY
-    return {
-        "id": order.id,
-        "client_order_id": order.client_order_id or None,
-        "market": market.symbol,
-        "side": order.side,
-        "type": order.type,
-        "price": _optional(order.price, quote),
-        "qty": _optional(order.qty, base),
-        "quote_qty": _optional(order.quote_qty, quote),
-        "filled_qty": format_amount(order.filled_qty, base),
-        "filled_quote_qty": format_amount(order.filled_quote_qty, quote),
-        "fee_total": format_amount(order.fee_total, base if buy else quote),
-        "held_remaining": format_amount(order.held_remaining, quote if buy else base),
-        "time_in_force": order.time_in_force,
-        "post_only": order.post_only,
-        "stp": order.stp,
-        "status": order.status,
-        "reject_reason": order.reject_reason or None,
-        "created_at": api_time(order.created_at),
-        "updated_at": api_time(order.updated_at),
-    }
+def _order_out(order: Order, market: Market):
+    """``OrderOut`` of ``order``; ``market`` is the order's, with its assets."""
+    return OrderOut(order, context={"market": market}).data
 
 
 def _markets_by_id() -> dict[int, Market]:
@@ -220,7 +223,7 @@ class MarketListApi(ScopedApiView):
 
     @extend_schema(responses=MarketOut(many=True), auth=[])
     def get(self, request):
-        return Response([market_out(market) for market in market_list()])
+        return Response(MarketOut(market_list(), many=True).data)
 
 
 _LIMIT = OpenApiParameter("limit", int, required=False, description="1 to 1000; 50 by default.")
@@ -237,15 +240,7 @@ class MarketDepthApi(ScopedApiView):
     def get(self, request, symbol: str):
         market = market_get(symbol=path_name(symbol, what="market"))
         depth = order_book_depth(market=market.symbol, limit=limit_param(request, default=DEFAULT_MARKET_DATA_LIMIT))
-        base, quote = market.base.decimals, market.quote.decimals
-        return Response(
-            {
-                "bids": [[format_amount(price, quote), format_amount(qty, base)] for price, qty in depth.bids],
-                "asks": [[format_amount(price, quote), format_amount(qty, base)] for price, qty in depth.asks],
-                "sequence": depth.sequence,
-                "last_update_id": depth.sequence,
-            }
-        )
+        return Response(DepthOut(depth, context={"market": market}).data)
 
 
 class MarketTradeListApi(ScopedApiView):
@@ -272,18 +267,11 @@ class MarketTradeListApi(ScopedApiView):
         trades = recent_trades(
             market=market.symbol, limit=page.limit, before=page.before, start=page.start, end=page.end
         )
-        base, quote = market.base.decimals, market.quote.decimals
         return page_response(
             page,
             trades,
             key_of=lambda trade: (trade.taker_order_id, trade.seq),
-            out=lambda trade: {
-                "id": trade.id,
-                "price": format_amount(trade.price, quote),
-                "qty": format_amount(trade.qty, base),
-                "side": trade.taker_side,
-                "time": api_time(trade.created_at),
-            },
+            out=lambda trade: MarketTradeOut(trade, context={"market": market}).data,
         )
 
 
@@ -315,7 +303,7 @@ def _place(request) -> Response:
         except NotFound as error:
             # An unknown market named in the body is bad input (400), not a missing resource.
             raise DomainError(error.message, fields=error.fields) from None
-        return Response(order_out(order, _markets_by_id()[order.market_id]), status=201)
+        return Response(_order_out(order, _markets_by_id()[order.market_id]), status=201)
 
     return idempotent(request, perform)
 
@@ -354,7 +342,7 @@ class OrderListApi(ScopedApiView):
             page,
             id_page(orders, page),
             key_of=lambda order: (order.id,),
-            out=lambda order: order_out(order, markets[order.market_id]),
+            out=lambda order: _order_out(order, markets[order.market_id]),
         )
 
     @extend_schema(
@@ -381,14 +369,14 @@ class OrderDetailApi(ScopedApiView):
     def get(self, request, id: str):  # noqa: A002 (API.md's name)
         """One of the user's orders; another user's order is a 404."""
         order = order_for_user(user_id=request.user.id, order_id=path_id(id, what="order"))
-        return Response(order_out(order, _markets_by_id()[order.market_id]))
+        return Response(_order_out(order, _markets_by_id()[order.market_id]))
 
     @extend_schema(parameters=[_ORDER_ID], responses={200: OpenApiResponse(OrderOut, "The order, cancelled.")})
     def delete(self, request, id: str):  # noqa: A002
         """Cancel the order and release what it still holds; 409 ``invalid_state`` when it has already ended
         (filled, cancelled, expired). Another user's order is a 404."""
         order = order_cancel(order_id=path_id(id, what="order"), user_id=request.user.id)
-        return Response(order_out(order, _markets_by_id()[order.market_id]))
+        return Response(_order_out(order, _markets_by_id()[order.market_id]))
 
 
 class FillListApi(ScopedApiView):
@@ -418,19 +406,5 @@ class FillListApi(ScopedApiView):
         return page_response(page, fills, key_of=lambda fill: fill.key, out=lambda fill: _fill_out(fill, markets))
 
 
-def _fill_out(fill, markets: dict[str, Market]) -> dict:
-    market = markets[fill.market]
-    base, quote = market.base.decimals, market.quote.decimals
-    return {
-        "id": fill.id,
-        "order_id": fill.order_id,
-        "market": fill.market,
-        "side": fill.side,
-        "price": format_amount(fill.price, quote),
-        "qty": format_amount(fill.qty, base),
-        "quote_qty": format_amount(fill.quote_qty, quote),
-        "fee": format_amount(fill.fee, base if fill.side == Side.BUY else quote),
-        "fee_asset": fill.fee_asset,
-        "liquidity": fill.liquidity,
-        "time": api_time(fill.time),
-    }
+def _fill_out(fill, markets: dict[str, Market]):
+    return FillOut(fill, context={"market": markets[fill.market]}).data

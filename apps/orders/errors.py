@@ -3,7 +3,7 @@
 A rejection is synchronous and leaves nothing behind: no order row, nothing held.
 """
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 
 
 class OrderRejected(DomainError):

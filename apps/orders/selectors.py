@@ -12,7 +12,7 @@ from decimal import Decimal
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from apps.ledger.errors import DomainError, NotFound
+from apps.core.errors import DomainError, NotFound
 
 from .errors import NoFeeSchedule
 from .models import ENDED_STATUSES, OPEN_STATUSES, FeeSchedule, Market, Order, Side, Trade

@@ -5,7 +5,7 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.api.views import ScopedApiView, limit_param
+from apps.api.base import ScopedApiView, limit_param
 
 from .documents import snapshot_served
 from .selectors import liabilities_proof, snapshots_published

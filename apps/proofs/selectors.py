@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from django.db.models import Q
 
-from apps.ledger.errors import NotFound
+from apps.core.errors import NotFound
 
 from .documents import snapshot_served
 from .models import LiabilityLeaf, LiabilityNode, LiabilitySnapshot

@@ -5,8 +5,8 @@ import secrets
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apps.core.errors import InvalidState
 from apps.ledger.amounts import format_amount
-from apps.ledger.errors import InvalidState
 from apps.ledger.merkle import EMPTY_ROOT
 from apps.ledger.models import Asset, JournalBlock
 from apps.ledger.seal.keys import signing_key_active

@@ -8,7 +8,7 @@ from django.http import FileResponse, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from apps.ledger.seal.selectors import entry_proof
 
 from .documents import snapshot_header_of

@@ -9,8 +9,8 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.api.fields import Text
-from apps.api.views import ScopedApiView, api_time
+from apps.api.base import ScopedApiView
+from apps.api.fields import ApiTime, Text
 
 from .services import stream_token_create, stream_token_extend, stream_token_revoke
 
@@ -20,8 +20,10 @@ class StreamTokenIn(serializers.Serializer):
 
 
 class StreamTokenOut(serializers.Serializer):
+    """A user stream key and when it expires unless kept alive."""
+
     token = serializers.CharField(help_text="Open the user stream at /ws/<token> (or name it in /stream?streams=).")
-    expires_at = serializers.DateTimeField()
+    expires_at = ApiTime()
 
 
 class StreamTokenApi(ScopedApiView):
@@ -31,14 +33,14 @@ class StreamTokenApi(ScopedApiView):
     def post(self, request):
         request.data  # noqa: B018 (it takes no body, yet one sent must be well-formed: a 400 or 413, never ignored)
         token, key = stream_token_create(user_id=request.user.id)
-        return Response({"token": key, "expires_at": api_time(token.expires_at)}, status=201)
+        return Response(StreamTokenOut({"token": key, "expires_at": token.expires_at}).data, status=201)
 
     @extend_schema(request=StreamTokenIn, responses=StreamTokenOut)
     def put(self, request):
         body = StreamTokenIn(data=request.data)
         body.is_valid(raise_exception=True)
         token = stream_token_extend(user_id=request.user.id, key=body.validated_data["token"])
-        return Response({"token": body.validated_data["token"], "expires_at": api_time(token.expires_at)})
+        return Response(StreamTokenOut({"token": body.validated_data["token"], "expires_at": token.expires_at}).data)
 
     @extend_schema(request=StreamTokenIn, responses={204: None})
     def delete(self, request):

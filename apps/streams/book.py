@@ -45,10 +45,12 @@ class LocalBook:
 
     def _apply(self, event: dict) -> None:
         """Drop an event the book already has; apply one that continues it; raise :class:`Gap` otherwise."""
-        if event["u"] <= self.last_update_id:
+        last = self.last_update_id
+        assert last is not None, "applied only once a snapshot is in"
+        if event["u"] <= last:
             return
-        if not event["U"] <= self.last_update_id + 1 <= event["u"]:
-            raise Gap(f"event {event['U']}..{event['u']} after {self.last_update_id}")
+        if not event["U"] <= last + 1 <= event["u"]:
+            raise Gap(f"event {event['U']}..{event['u']} after {last}")
         for side, levels in ((self.bids, event["b"]), (self.asks, event["a"])):
             for price, qty in levels:
                 if Decimal(qty):

@@ -188,7 +188,7 @@ def execution_reports(market: MarketInfo, change: BookChange, now_ms: int) -> li
     for order in orders.values():
         if order["id"] in traded:
             continue
-        if order is taker and order["status"] in ("open", "partially_filled", "filled"):
+        if taker is not None and order is taker and order["status"] in ("open", "partially_filled", "filled"):
             continue
         if order["status"] in ("cancelled", "expired", "rejected"):
             execution = "CANCELED" if order["status"] == "cancelled" else order["status"].upper()

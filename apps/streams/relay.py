@@ -33,7 +33,7 @@ from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_users
 from apps.marketdata.selectors import candles_latest, ticker_24h
 from apps.orders.models import Market
-from apps.wallets.apis import withdrawal_out
+from apps.wallets.apis import WithdrawalOut
 from apps.wallets.models import Deposit, Withdrawal
 
 from . import events
@@ -131,6 +131,7 @@ class Relay:
             if kind == StreamEventKind.BOOK:
                 payload = json.loads(payload)  # Django's cursor leaves jsonb as text; amounts in it are strings
                 if run and market_id != run_market:
+                    assert run_market is not None  # set with the run's first event
                     out += self.book_messages(self.market(run_market), run, touched)
                     run = []
                 run_market = market_id
@@ -143,6 +144,7 @@ class Relay:
                 wallet_objects.add((kind, object_id))
                 out += self.wallet_message(kind, user_id, object_id, touched)
         if run:
+            assert run_market is not None  # set with the run's first event
             out += self.book_messages(self.market(run_market), run, touched)
         out += self.balance_messages(touched)
         return out
@@ -215,7 +217,7 @@ class Relay:
             if withdrawal is None:
                 return []
             touched[user_id].add(withdrawal.asset_id)
-            data = {"e": "withdrawalUpdate", "E": now_ms(), "w": withdrawal_out(withdrawal)}
+            data = {"e": "withdrawalUpdate", "E": now_ms(), "w": WithdrawalOut(withdrawal).data}
         return [(user_group(user_id), _message(data))]
 
     def balance_messages(self, touched: dict[int, set[int]]) -> list:

@@ -17,8 +17,8 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from apps.core.errors import NotFound
 from apps.ledger.db import PreparedCursor
-from apps.ledger.errors import NotFound
 from apps.orders.models import TRADE_NUMBER_BASE
 
 from .models import StreamEvent, StreamEventKind, StreamToken
@@ -83,9 +83,11 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
     if not settings.STREAMS_PUBLISH:
         return
     with PreparedCursor() as cursor:  # planned once per connection: it runs in every placement
+        # psycopg binds a mapping to %(name)s placeholders; PreparedCursor.execute's annotation (apps/ledger/db.py)
+        # says list only.
         cursor.execute(
             _INSERT_BOOK_EVENT,
-            {
+            {  # type: ignore[arg-type]
                 "market": market_id,
                 "update_id": update_id,
                 "orders": order_ids,

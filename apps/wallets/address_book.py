@@ -17,11 +17,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.accounts.notifications import email_user_on_commit, site_url
-from apps.ledger.errors import DomainError, InvalidState, NotFound
+from apps.core.addresses import address_validate
+from apps.core.errors import DomainError, InvalidState, NotFound
 from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
 
-from .addresses import address_validate
 from .links import link_token_make, link_token_read
 from .models import WithdrawalAddress, WithdrawalAddressStatus
 
@@ -54,7 +54,7 @@ def withdrawal_address_add(*, user_id: int, asset_code: str, address: str, label
     (:func:`~apps.accounts.second_factor.second_factor_check_if_enrolled`), outside any transaction so
     that a wrong code counts against django-otp's throttle. Raises :class:`DomainError` naming
     ``asset``, ``label``, ``email`` (the user has no e-mail address to confirm with) or
-    ``address`` (already in the book), :class:`~apps.wallets.errors.InvalidAddress`. Nothing is
+    ``address`` (already in the book), :class:`~apps.core.errors.InvalidAddress`. Nothing is
     written when it raises.
     """
     asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None

@@ -15,18 +15,17 @@ from rest_framework.response import Response
 
 from apps.accounts.models import ApiKey
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require
-from apps.api.fields import AmountInput, Text
+from apps.api.base import ScopedApiView, path_id, path_name
+from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, Text
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
-from apps.api.views import ScopedApiView, api_time, path_id, path_name
-from apps.ledger.amounts import format_amount
-from apps.ledger.errors import DomainError, NotFound, PermissionDenied
+from apps.core.errors import DomainError, NotFound, PermissionDenied
 from apps.ledger.models import Asset
 
 from .address_book import withdrawal_address_add, withdrawal_address_delete
 from .custody.base import CustodyError
-from .models import DepositStatus, Withdrawal, WithdrawalAddress, WithdrawalAddressStatus, WithdrawalStatus
+from .models import DepositStatus, WithdrawalAddressStatus, WithdrawalStatus
 from .selectors import deposits_for_user, withdrawal_addresses_for_user, withdrawals_for_user
 from .services import deposit_address_get_or_create, withdrawal_cancel, withdrawal_request
 
@@ -39,19 +38,23 @@ class CustodyUnavailable(DomainError):
 
 
 class DepositAddressOut(serializers.Serializer):
-    asset = serializers.CharField()
+    """The user's deposit address for one asset."""
+
+    asset = serializers.CharField(source="asset.code")
     address = serializers.CharField()
 
 
 class DepositOut(serializers.Serializer):
+    """A deposit: pending until confirmed, then credited."""
+
     id = serializers.IntegerField()
-    asset = serializers.CharField()
-    amount = serializers.CharField()
+    asset = serializers.CharField(source="asset.code")
+    amount = AmountOut()
     txid = serializers.CharField()
     vout = serializers.IntegerField()
     status = serializers.ChoiceField(choices=DepositStatus.choices)
     confirmations = serializers.IntegerField()
-    time = serializers.DateTimeField(help_text="When the deposit was first seen.")
+    time = ApiTime(source="created_at", help_text="When the deposit was first seen.")
 
 
 class WithdrawalIn(serializers.Serializer):
@@ -66,35 +69,18 @@ class WithdrawalIn(serializers.Serializer):
 
 
 class WithdrawalOut(serializers.Serializer):
+    """A withdrawal: the amount the address receives and the fee taken on top."""
+
     id = serializers.IntegerField()
-    asset = serializers.CharField()
-    amount = serializers.CharField()
-    fee = serializers.CharField()
+    asset = serializers.CharField(source="asset.code")
+    amount = AmountOut()
+    fee = AmountOut()
     address = serializers.CharField()
     status = serializers.ChoiceField(choices=WithdrawalStatus.choices)
-    txid = serializers.CharField(allow_null=True)
-    reject_reason = serializers.CharField(
-        allow_null=True, help_text="Why an operator rejected it (status rejected); null otherwise."
-    )
-    created_at = serializers.DateTimeField()
-    updated_at = serializers.DateTimeField()
-
-
-def withdrawal_out(withdrawal: Withdrawal) -> dict:
-    """A withdrawal as the API shows it (``WithdrawalOut``); ``withdrawal.asset`` is loaded."""
-    decimals = withdrawal.asset.decimals
-    return {
-        "id": withdrawal.id,
-        "asset": withdrawal.asset.code,
-        "amount": format_amount(withdrawal.amount, decimals),
-        "fee": format_amount(withdrawal.fee, decimals),
-        "address": withdrawal.address,
-        "status": withdrawal.status,
-        "txid": withdrawal.txid or None,
-        "reject_reason": withdrawal.reject_reason or None,
-        "created_at": api_time(withdrawal.created_at),
-        "updated_at": api_time(withdrawal.updated_at),
-    }
+    txid = BlankAsNull()
+    reject_reason = BlankAsNull(help_text="Why an operator rejected it (status rejected); null otherwise.")
+    created_at = ApiTime()
+    updated_at = ApiTime()
 
 
 def _asset(code: str) -> Asset:
@@ -117,7 +103,7 @@ class DepositAddressApi(ScopedApiView):
             address = deposit_address_get_or_create(user_id=request.user.id, asset=found)
         except CustodyError:
             raise CustodyUnavailable("The custody provider did not answer; try again shortly.") from None
-        return Response({"asset": found.code, "address": address.address})
+        return Response(DepositAddressOut(address).data)
 
 
 class DepositListApi(ScopedApiView):
@@ -135,16 +121,7 @@ class DepositListApi(ScopedApiView):
             page,
             id_page(deposits_for_user(user_id=request.user.id), page),
             key_of=lambda deposit: (deposit.id,),
-            out=lambda deposit: {
-                "id": deposit.id,
-                "asset": deposit.asset.code,
-                "amount": format_amount(deposit.amount, deposit.asset.decimals),
-                "txid": deposit.txid,
-                "vout": deposit.vout,
-                "status": deposit.status,
-                "confirmations": deposit.confirmations,
-                "time": api_time(deposit.created_at),
-            },
+            out=lambda deposit: DepositOut(deposit).data,
         )
 
 
@@ -172,7 +149,7 @@ class WithdrawalListApi(ScopedApiView):
             page,
             id_page(withdrawals_for_user(user_id=request.user.id), page),
             key_of=lambda withdrawal: (withdrawal.id,),
-            out=withdrawal_out,
+            out=lambda withdrawal: WithdrawalOut(withdrawal).data,
         )
 
     @extend_schema(
@@ -202,7 +179,7 @@ class WithdrawalListApi(ScopedApiView):
                 amount=data["amount"],
                 address=data["address"],
             )
-            return Response(withdrawal_out(withdrawal), status=201)
+            return Response(WithdrawalOut(withdrawal).data, status=201)
 
         return idempotent(request, perform)
 
@@ -220,35 +197,35 @@ class WithdrawalDetailApi(ScopedApiView):
         """Cancel while ``requested`` or ``awaiting_approval`` and release its hold; afterwards 409
         ``invalid_state``. Another user's withdrawal is a 404."""
         withdrawal = withdrawal_cancel(withdrawal_id=path_id(id, what="withdrawal"), user_id=request.user.id)
-        return Response(withdrawal_out(withdrawal))
+        return Response(WithdrawalOut(withdrawal).data)
 
 
 class WithdrawalAddressIn(serializers.Serializer):
     asset = Text(max_length=10, help_text="Asset code, such as BTC.")
     address = Text(max_length=128)
-    label = Text(max_length=100, required=False, help_text="Your name for it.")
+    # A declared field (DRF's metaclass takes it off the class), not Field.label: hence the ignore.
+    label = Text(max_length=100, required=False, help_text="Your name for it.")  # type: ignore[assignment]
     otp = Text(max_length=32, required=False, help_text="A current code: required once a second factor is on.")
 
 
+class _StatusNow(serializers.ChoiceField):
+    """An address book entry's status as of the serializer's ``context["now"]``."""
+
+    def to_representation(self, value):  # the whole entry (source="*")
+        return value.status_at(self.context["now"])
+
+
 class WithdrawalAddressOut(serializers.Serializer):
+    """An address of the user's withdrawal address book."""
+
+    # The status is the entry's as of context["now"] (one instant for a whole list).
+
     id = serializers.IntegerField()
-    asset = serializers.CharField()
+    asset = serializers.CharField(source="asset.code")
     address = serializers.CharField()
-    label = serializers.CharField()
-    status = serializers.ChoiceField(choices=WithdrawalAddressStatus.choices)
-    usable_from = serializers.DateTimeField(allow_null=True, help_text="Null until confirmed by e-mail link.")
-
-
-def withdrawal_address_out(entry: WithdrawalAddress, now) -> dict:
-    """An address book entry as the API shows it (``WithdrawalAddressOut``); ``entry.asset`` is loaded."""
-    return {
-        "id": entry.id,
-        "asset": entry.asset.code,
-        "address": entry.address,
-        "label": entry.label,
-        "status": entry.status_at(now),
-        "usable_from": api_time(entry.usable_from),
-    }
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, as in WithdrawalAddressIn
+    status = _StatusNow(source="*", choices=WithdrawalAddressStatus.choices)
+    usable_from = ApiTime(allow_null=True, help_text="Null until confirmed by e-mail link.")
 
 
 class WithdrawalAddressListApi(ScopedApiView):
@@ -271,7 +248,7 @@ class WithdrawalAddressListApi(ScopedApiView):
             page,
             id_page(withdrawal_addresses_for_user(user_id=request.user.id), page),
             key_of=lambda entry: (entry.id,),
-            out=lambda entry: withdrawal_address_out(entry, now),
+            out=lambda entry: WithdrawalAddressOut(entry, context={"now": now}).data,
         )
 
     @extend_schema(
@@ -296,7 +273,7 @@ class WithdrawalAddressListApi(ScopedApiView):
                 address=data["address"],
                 label=data.get("label", ""),
             )
-            return Response(withdrawal_address_out(entry, timezone.now()), status=201)
+            return Response(WithdrawalAddressOut(entry, context={"now": timezone.now()}).data, status=201)
 
         return idempotent(request, perform)
 

@@ -1,15 +1,6 @@
 """The wallets' domain errors, with API.md's error codes; each names the offending input field."""
 
-from apps.ledger.errors import DomainError
-
-
-class InvalidAddress(DomainError):
-    """A withdrawal or deposit address that is not valid on the asset's network."""
-
-    code = "invalid_address"
-
-    def __init__(self, message: str, *, field: str = "address"):
-        super().__init__(message, fields={field: message})
+from apps.core.errors import DomainError
 
 
 class WithdrawalLimit(DomainError):

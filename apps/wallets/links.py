@@ -8,7 +8,7 @@ state-guarded write: the object leaves the state the token confirms.
 
 from django.core import signing
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 
 
 class InvalidLink(DomainError):

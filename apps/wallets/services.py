@@ -29,16 +29,10 @@ from django.utils import timezone
 from apps.accounts.errors import WithdrawalsBlocked
 from apps.accounts.notifications import email_user_on_commit, site_url
 from apps.accounts.selectors import withdrawals_blocked
+from apps.core.addresses import address_validate
+from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound, PermissionDenied
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
-from apps.ledger.errors import (
-    DomainError,
-    IdempotencyConflict,
-    InsufficientFunds,
-    InvalidAmount,
-    InvalidState,
-    NotFound,
-    PermissionDenied,
-)
+from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.selectors import available_balance
 from apps.ledger.services import credit, debit, entry_post, funds_hold, funds_release, system_account, user_accounts
@@ -47,10 +41,9 @@ from apps.streams.services import user_event_record
 
 from . import selectors
 from .address_book import withdrawal_address_require_active
-from .addresses import address_validate
 from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
-from .errors import EventNotReady, EventRejected, InvalidAddress, WithdrawalLimit
+from .errors import EventNotReady, EventRejected, WithdrawalLimit
 from .links import link_token_make, link_token_read
 from .models import (
     WITHDRAWAL_CANCELLABLE,

@@ -13,7 +13,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from apps.ledger.errors import NotFound
+from apps.core.errors import NotFound
 
 from . import services
 from .custody.base import CustodyUnavailable

@@ -12,7 +12,7 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 
 from . import services
 from .custody import get_adapter

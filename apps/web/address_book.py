@@ -9,7 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from apps.wallets.address_book import withdrawal_address_confirm, withdrawal_address_delete
 from apps.wallets.services import withdrawal_confirm
 

@@ -173,7 +173,7 @@ class OtpForm(forms.Form):
 
 
 def add_domain_error(form: forms.Form, error) -> None:
-    """Show a service's :class:`~apps.ledger.errors.DomainError` next to the fields it names (at the top of the
+    """Show a service's :class:`~apps.core.errors.DomainError` next to the fields it names (at the top of the
     form for fields the form does not have, or when it names none), in the form's words when it has
     ``page_words``."""
     words = getattr(form, "page_words", str)

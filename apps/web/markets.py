@@ -22,7 +22,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from apps.ledger.errors import DomainError, IdempotencyConflict, NotFound
+from apps.core.errors import DomainError, NotFound
+from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.selectors import balances_for_user
 from apps.marketdata.models import Interval
 from apps.marketdata.selectors import Ticker, candles, ticker_24h, tickers_24h
@@ -120,7 +121,8 @@ def _render_market(request, market: Market, form: forms.Form | None = None):
     if settings.STREAMS_URL:
         # The streams may be served from another origin (uvicorn on its own port): the page's script may connect
         # there, and only there, beside 'self' (Content-Security-Policy connect-src).
-        response._csp_update = {"connect-src": [_origin(settings.STREAMS_URL)]}
+        # django-csp reads this attribute off the response; HttpResponse's stubs do not know it.
+        response._csp_update = {"connect-src": [_origin(settings.STREAMS_URL)]}  # type: ignore[attr-defined]
     return response
 
 

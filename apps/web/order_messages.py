@@ -8,7 +8,7 @@ from apps.ledger.amounts import format_display
 from apps.orders.models import EndReason, Market, Order, OrderStatus, Side, decimals_of
 
 # Why an order's remainder was not filled, in the page's words (the end reasons of apps.orders.models).
-_NOT_FILLED_BECAUSE = {
+_NOT_FILLED_BECAUSE: dict[str, str] = {
     EndReason.UNFILLED_REMAINDER: "immediate or cancel",
     EndReason.SELF_TRADE_PREVENTION: "it would have traded with your own order",
 }
@@ -40,7 +40,8 @@ def _remainder(order: Order, market: Market) -> str:
     if order.qty is not None:
         left = order.remaining_qty
         return f"{_base(market, left)} not filled: {_why(order)}" if left else ""
-    left = order.quote_qty - order.filled_quote_qty  # a market buy by quote budget
+    assert order.quote_qty is not None  # a market buy by quote budget: no qty, a quote_qty
+    left = order.quote_qty - order.filled_quote_qty
     if not left:
         return ""
     if order.status == OrderStatus.FILLED:

@@ -6,6 +6,9 @@ the page (GET), and the page shows the form once more, bound and with its errors
 removed as it is read, so a second reload shows a fresh form.
 """
 
+from collections.abc import Collection
+from typing import cast
+
 from django import forms
 from django.http import QueryDict
 
@@ -16,7 +19,8 @@ _DROPPED = ("csrfmiddlewaretoken",)
 
 def refused_form_keep(request, *, key: str, form: forms.Form) -> None:
     """Keep the refused bound ``form`` (its data and errors) for the next GET of the page named ``key``."""
-    data = {name: form.data.getlist(name) for name in form.data if name not in _DROPPED}
+    sent = cast(QueryDict, form.data)  # a refused form is bound to request.POST
+    data = {name: sent.getlist(name) for name in sent if name not in _DROPPED}
     request.session[_PREFIX + key] = {"data": data, "errors": form.errors.get_json_data()}
 
 
@@ -33,7 +37,7 @@ def refused_form_pop(request, *, key: str, form_class: type[forms.Form], **kwarg
     form.is_valid()  # the form's own checks again (cheap, deterministic); the service's refusals are added below
     for field, errors in kept["errors"].items():
         name = None if field == "__all__" or field not in form.fields else field
-        shown = form.errors.get(field if name else "__all__", [])
+        shown: Collection[object] = form.errors.get(field if name else "__all__", [])
         for error in errors:
             if error["message"] not in shown:
                 form.add_error(name, error["message"])

@@ -20,7 +20,7 @@ from apps.accounts.enrolment import (
     second_factor_remove,
 )
 from apps.accounts.second_factor import user_has_second_factor
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 
 from .forms import OtpForm, add_domain_error
 

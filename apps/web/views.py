@@ -16,8 +16,9 @@ from apps.accounts.models import ApiKey
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.core.csv_export import csv_response
+from apps.core.errors import DomainError
 from apps.ledger.amounts import parse_amount
-from apps.ledger.errors import DomainError, IdempotencyConflict
+from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_user, user_postings
 from apps.orders.selectors import fills_for_user_between, orders_for_user

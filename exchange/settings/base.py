@@ -6,6 +6,7 @@ See ``.env.example`` for the variables and README.md for their meaning.
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import environ
 from celery.schedules import crontab
@@ -343,7 +344,7 @@ CELERY_BEAT_SCHEDULE["wallets-expire-unconfirmed-withdrawals"] = {
 # Streams (apps.streams): WebSockets served by the ASGI app (exchange/asgi.py, uvicorn) through Django
 # Channels; events cross processes on Redis pub/sub. Book, trade and user events are written to an
 # outbox in the transaction of their change and published in order by one relay (run_stream_relay).
-CHANNEL_LAYERS = {
+CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL], "prefix": env("STREAMS_CHANNEL_PREFIX", default="streams")},

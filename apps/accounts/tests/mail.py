@@ -42,7 +42,9 @@ class Mailbox:
 
 
 def body(message: EmailMessage) -> str:
-    return message.get_body(preferencelist=("plain",)).get_content()
+    part = message.get_body(preferencelist=("plain",))
+    assert part is not None, "the message has a plain-text part"
+    return part.get_content()
 
 
 def link_path(message: EmailMessage, site_url: str) -> str:

@@ -10,7 +10,7 @@ from django.utils import timezone
 from apps.accounts.models import ApiKey
 from apps.accounts.secret_box import SecretUnreadable, secret_open, secret_seal
 from apps.accounts.services import api_key_create, api_key_signing_secret
-from apps.ledger.errors import DomainError, NotFound
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory
 
 from .otp import code_now, enrol_device

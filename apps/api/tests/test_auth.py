@@ -4,7 +4,7 @@ from django.core.cache import cache
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.accounts.tests.otp import fresh_code
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from apps.ledger.tests.factories import UserFactory
 
 

@@ -87,7 +87,7 @@ def exchange(db, key_for) -> dict:
     pending = withdrawal_request(user_id=trader.id, asset_code="USDT", amount="2000", address=address)
     journal_seal()  # the proof endpoints answer with real blocks, entry proofs and a liabilities snapshot
     liabilities_snapshot_take()
-    sealed_entry = Posting.objects.filter(account__owner=trader).order_by("id").first().entry_id
+    sealed_entry = Posting.objects.filter(account__owner=trader).order_by("id").values_list("entry_id", flat=True)[0]
     return {
         "headers": {"Authorization": f"Token {key_for(trader, 'read', 'trade', 'withdraw')}"},
         "path": {"symbol": "BTC-USDT", "asset": "BTC", "height": "0"},

@@ -5,8 +5,8 @@ from decimal import Decimal
 from django.urls import include, path
 from rest_framework.response import Response
 
+from apps.api.base import ScopedApiView
 from apps.api.idempotency import idempotent
-from apps.api.views import ScopedApiView
 from apps.ledger.amounts import money, parse_amount
 from apps.ledger.services import transfer_create
 

@@ -78,7 +78,8 @@ def figure(value: str | None) -> str:
     if value is None:
         return "—"
     number = Decimal(value)
-    return format_display(number, max(0, -number.as_tuple().exponent))
+    exponent = number.as_tuple().exponent  # an int: report figures are finite
+    return format_display(number, max(0, -exponent) if isinstance(exponent, int) else 0)
 
 
 @register.filter

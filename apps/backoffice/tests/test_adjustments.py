@@ -10,12 +10,8 @@ from apps.backoffice.services import (
     adjustment_reject,
     adjustment_withdraw,
 )
-from apps.ledger.errors import (
-    DomainError,
-    InvalidState,
-    PermissionDenied,
-    UnbalancedEntry,
-)
+from apps.core.errors import DomainError, InvalidState, PermissionDenied
+from apps.ledger.errors import UnbalancedEntry
 from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.selectors import balances_for_user
 from apps.ledger.services import Leg, system_account, user_account

@@ -18,7 +18,7 @@ from apps.ledger.tests.factories import UserFactory
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
-from apps.web.tests.test_browser import CHROMIUM, CHROMIUM_ARGS
+from devtools.chromium import CHROMIUM, CHROMIUM_ARGS
 
 SCREENSHOT = Path(settings.BASE_DIR) / "artifacts" / "withdrawal-approval.png"
 
@@ -59,7 +59,7 @@ def test_the_destination_address_is_large_monospaced_and_of_the_highest_contrast
     approver = login_with_second_factor(Client(), UserFactory(is_staff=True, is_superuser=True))
     session = approver.cookies[settings.SESSION_COOKIE_NAME].value
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": live_server.url}])

@@ -13,7 +13,7 @@ from apps.accounts.restrictions import account_trading_freeze, account_withdrawa
 from apps.backoffice.models import AuditLogEntry, ChangeStatus, SecondFactorReset
 from apps.backoffice.services import second_factor_reset_approve, second_factor_reset_request
 from apps.backoffice.tests.logins import login_with_second_factor
-from apps.ledger.errors import DomainError, InvalidState, PermissionDenied
+from apps.core.errors import DomainError, InvalidState, PermissionDenied
 from apps.ledger.tests.factories import UserFactory
 from apps.orders.models import OrderStatus
 from apps.orders.services import market_create, order_cancel, order_place

@@ -8,7 +8,7 @@ from django.test import Client
 from apps.backoffice.models import AuditLogEntry, ChangeStatus, FeeChange
 from apps.backoffice.services import fee_change_approve, fee_change_draft, fee_change_reject
 from apps.backoffice.tests.logins import login_with_second_factor
-from apps.ledger.errors import DomainError, InvalidState, PermissionDenied
+from apps.core.errors import DomainError, InvalidState, PermissionDenied
 from apps.orders.errors import InvalidFeeRate
 from apps.orders.models import FeeSchedule, UserFeeTier
 from apps.orders.selectors import fee_rates_for_user

@@ -1,6 +1,7 @@
 """Reads behind the proof endpoints of PROOFS.md section 1: blocks, keys, an entry's inclusion proof."""
 
-from ..errors import InvalidState, NotFound
+from apps.core.errors import InvalidState, NotFound
+
 from ..merkle import audit_path
 from ..models import BlockEntry, JournalBlock, JournalEntry, Posting
 from .documents import block_header, entry_documents

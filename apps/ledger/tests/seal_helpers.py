@@ -13,7 +13,8 @@ def run_command(name: str, *args: str) -> tuple[int, str]:
     try:
         call_command(name, *args, stdout=out)
     except SystemExit as exit_:
-        return exit_.code, out.getvalue()
+        code = exit_.code  # an int from Django's CommandError; None is a clean exit
+        return (code if isinstance(code, int) else 0 if code is None else 1), out.getvalue()
     return 0, out.getvalue()
 
 

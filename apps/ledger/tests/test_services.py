@@ -4,14 +4,9 @@ import pytest
 from django.db import transaction
 from django.db.transaction import TransactionManagementError
 
+from apps.core.errors import DomainError
 from apps.ledger.amounts import format_amount, money
-from apps.ledger.errors import (
-    DomainError,
-    IdempotencyConflict,
-    InsufficientFunds,
-    InvalidAmount,
-    UnbalancedEntry,
-)
+from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
 from apps.ledger.models import Account, AccountKind, EntryReason, JournalEntry, Posting
 from apps.ledger.selectors import balances_for_user
 from apps.ledger.services import (

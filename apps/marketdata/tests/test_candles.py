@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection, transaction
 
-from apps.ledger.errors import DomainError, NotFound
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.models import Candle, Interval
 from apps.marketdata.selectors import Kline, candles, candles_latest

@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.ledger.errors import NotFound
+from apps.core.errors import NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.selectors import ticker_24h, tickers_24h
 from apps.orders.models import Trade

@@ -56,14 +56,16 @@ def hold_plan(
     """
     buy = side == Side.BUY
     with localcontext(EXACT):
-        if not buy:
-            held_amount = qty
-        elif quote_qty is not None:
+        if buy and quote_qty is not None:
             held_amount = quote_qty
-        elif price is not None:
+        elif buy and price is None:
+            held_amount = plan.filled_quote_qty
+        elif qty is None:
+            raise ValueError("a sell or a limit buy needs a quantity")
+        elif buy and price is not None:
             held_amount = qty * price
         else:
-            held_amount = plan.filled_quote_qty
+            held_amount = qty
         held_left = held_amount - (plan.filled_quote_qty if buy else plan.filled_qty)
     if held_left < 0:
         raise AssertionError(f"the fills consume more than the hold {held_amount}")
@@ -108,6 +110,7 @@ def maker_updates(*, taker_side: str, settlements: list[Settlement], expired: li
     """
     makers_buy = taker_side == Side.SELL
     updates: list[tuple[Maker, str, str]] = []
+    status: str
     with localcontext(EXACT):
         for s in settlements:
             maker = s.fill.maker

@@ -4,8 +4,8 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from apps.core.errors import InvalidState, NotFound
 from apps.ledger.db import PreparedCursor
-from apps.ledger.errors import InvalidState, NotFound
 from apps.ledger.services import entries_post
 from apps.ledger.trading import TradingAccounts, order_release_entry
 from apps.ledger.transactions import retrying_atomic

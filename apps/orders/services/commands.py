@@ -29,13 +29,14 @@ import threading
 import time
 import uuid
 from decimal import Decimal
+from typing import Any
 
 import psycopg
 from django.conf import settings
 from django.db import connection
 
-from apps.core.errors import DomainError
-from apps.ledger.errors import IdempotencyConflict, NotFound
+from apps.core.errors import DomainError, NotFound
+from apps.ledger.errors import IdempotencyConflict
 
 from ..errors import OrderStatusUnknown
 from ..models import CommandKind, Order, OrderType
@@ -61,6 +62,13 @@ def queue_connection_close() -> None:
     if conn is not None:
         conn.close()
         _local.conn = None
+
+
+def _one(row: tuple | None) -> tuple:
+    """The row a statement that always returns one returned."""
+    if row is None:
+        raise RuntimeError("the command queue returned no row")
+    return row
 
 
 def _jsonable(value):
@@ -94,7 +102,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
             with conn.pipeline():
                 conn.execute(f'LISTEN "{channel}"')
                 submitted = conn.execute(queue.SUBMIT, params)
-            market_id, command_id, _ = submitted.fetchone()
+            market_id, command_id, _ = _one(submitted.fetchone())
             break
         except psycopg.OperationalError:
             # A connection terminated while idle (a database restart, a failover) fails on first use; the same
@@ -113,7 +121,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
             existing = conn.execute(queue.BY_TOKEN, [token]).fetchone()
             if existing is None:
                 existing = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
-            _, token, first_hash, _, outcome = existing
+            _, token, first_hash, _, outcome = _one(existing)
             if first_hash != request_hash:
                 raise IdempotencyConflict(
                     "This Idempotency-Key was used for a different request.", fields={"Idempotency-Key": "Used."}
@@ -122,7 +130,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
                 return outcome
             channel = queue.done_channel(token)
             conn.execute(f'LISTEN "{channel}"')
-            _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
+            _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
             if outcome is not None:
                 return outcome
         return _wait(conn, token, channel)
@@ -147,10 +155,10 @@ def _wait(conn: psycopg.Connection, token: str, channel: str) -> dict:
             queue_connection_close()
             conn = _queue_connection()
             conn.execute(f'LISTEN "{channel}"')
-            _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
+            _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
             if outcome is not None:
                 return outcome
-    _, outcome = conn.execute(queue.STATUS, [token]).fetchone()
+    _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
     if outcome is not None:
         return outcome
     raise OrderStatusUnknown(
@@ -205,7 +213,7 @@ def order_place(
     ``idempotency_key`` (sequencer mode; optional) makes a retry under the same key return the
     first command's outcome. Also raises :class:`OrderStatusUnknown` (sequencer mode, no answer in time).
     """
-    arguments = {
+    arguments: dict[str, Any] = {
         "user_id": user_id,
         "market": market,
         "side": side,
@@ -229,7 +237,7 @@ def order_place(
 def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
     """Cancel an open order: :func:`apps.orders.services.cancel.order_cancel` (its errors), inline or by the
     sequencer of the order's market. Also raises :class:`OrderStatusUnknown` (sequencer mode, no answer in time)."""
-    arguments = {"order_id": order_id, "user_id": user_id, "by_operator": by_operator}
+    arguments: dict[str, Any] = {"order_id": order_id, "user_id": user_id, "by_operator": by_operator}
     if settings.ORDERS_ENGINE == "inline":
         return cancel.order_cancel(**arguments)
     found = Order.objects.filter(id=order_id).values_list("market__symbol", "user_id").first()

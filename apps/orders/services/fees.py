@@ -9,8 +9,9 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import parse_amount
-from apps.ledger.errors import DomainError, InvalidAmount, NotFound
+from apps.ledger.errors import InvalidAmount
 from apps.ledger.transactions import retrying_atomic
 
 from ..errors import InvalidFeeRate

@@ -11,8 +11,8 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import format_exact
-from apps.ledger.errors import DomainError, NotFound
 from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
 from apps.streams.services import book_event_record

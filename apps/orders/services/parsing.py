@@ -7,8 +7,9 @@ section 2); each error names its field with a stable code (:mod:`apps.orders.err
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
+from apps.core.errors import DomainError
 from apps.ledger.amounts import format_amount, parse_amount
-from apps.ledger.errors import DomainError, InvalidAmount
+from apps.ledger.errors import InvalidAmount
 
 from ..engine.matching import EXACT, WIDE, MatchPlan
 from ..errors import InvalidPrice, InvalidQuantity, MinNotional

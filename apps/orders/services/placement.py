@@ -39,9 +39,10 @@ from django.utils import timezone
 
 from apps.accounts.errors import TradingFrozen
 from apps.accounts.selectors import TRADING_FROZEN_SQL
+from apps.core.errors import DomainError
 from apps.ledger.amounts import fits, quantum
 from apps.ledger.db import PreparedCursor
-from apps.ledger.errors import DomainError, IdempotencyConflict
+from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.services import EntryRequest, entries_post
 from apps.ledger.trading import (
     FillTerms,

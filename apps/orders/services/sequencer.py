@@ -109,7 +109,12 @@ class Sequencer:
             cursor.execute(queue.PENDING, [self.market_ids, self.batch])
             rows = cursor.fetchall()
         # Django's cursor leaves jsonb as text (its JSONField decodes it).
-        return [QueuedCommand(*row[:-1], json.loads(row[-1]) if isinstance(row[-1], str) else row[-1]) for row in rows]
+        return [
+            QueuedCommand(
+                id_, market_id, kind, user_id, token, json.loads(payload) if isinstance(payload, str) else payload
+            )
+            for id_, market_id, kind, user_id, token, payload in rows
+        ]
 
     def run_once(self) -> int:
         """Apply what is pending (one batch per market); return how many commands were applied."""

@@ -57,7 +57,7 @@ def _book_page_sql(side: str, *, limited: bool, after: bool) -> str:
     """
 
 
-_BOOK_PAGE_SQL = {
+_BOOK_PAGE_SQL: dict[tuple[str, bool, bool], str] = {
     (side, limited, after): _book_page_sql(side, limited=limited, after=after)
     for side in (Side.SELL, Side.BUY)
     for limited in (False, True)

@@ -9,7 +9,7 @@ is held, so ids (time priority) follow the order in which placements hold the lo
 from dataclasses import dataclass, fields
 from decimal import Decimal
 
-from apps.ledger.errors import NotFound
+from apps.core.errors import NotFound
 from apps.ledger.models import Asset
 
 from ..models import Market, Order
@@ -78,7 +78,7 @@ _ASSET_COLUMNS = {
     "quote_decimals": "q.decimals",
 }
 _MARKET_SELECT = ", ".join(
-    _ASSET_COLUMNS.get(f.name) or f"m.{Market._meta.get_field(f.name.removesuffix('_id')).column}"
+    _ASSET_COLUMNS.get(f.name) or f"m.{next(c.column for c in Market._meta.concrete_fields if c.attname == f.name)}"
     for f in fields(LockedMarket)
 )
 _ORDER_ID = f"nextval(pg_get_serial_sequence('{Order._meta.db_table}', '{Order._meta.pk.column}'))"

@@ -22,7 +22,7 @@ def column_types(model: type[models.Model], names: Sequence[str]) -> list[tuple[
         db_type = field.rel_db_type(connection) if field.is_relation else field.db_type(connection)
         if db_type is None:
             raise ValueError(f"{model.__name__}.{name} has no column type")
-        result.append((field.column, db_type))
+        result.append((str(field.column), db_type))
     return result
 
 

@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 from django.db import transaction
 
-from apps.ledger.errors import InvalidState, NotFound
+from apps.core.errors import InvalidState, NotFound
 from apps.ledger.models import JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund

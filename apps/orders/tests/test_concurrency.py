@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.ledger.errors import DomainError, InvalidState
+from apps.core.errors import DomainError, InvalidState
 from apps.ledger.models import Account, AccountKind, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import user_accounts

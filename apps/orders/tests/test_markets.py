@@ -6,7 +6,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 
-from apps.ledger.errors import DomainError, NotFound
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import AssetFactory, UserFactory
 from apps.orders.models import Market, MarketStatus, decimals_of, market_precision_problems
 from apps.orders.services import market_create, market_filters_update, market_halt, market_resume

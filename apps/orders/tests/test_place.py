@@ -4,7 +4,8 @@ from decimal import Decimal
 
 import pytest
 
-from apps.ledger.errors import DomainError, IdempotencyConflict, InsufficientFunds, NotFound
+from apps.core.errors import DomainError, NotFound
+from apps.ledger.errors import IdempotencyConflict, InsufficientFunds
 from apps.ledger.models import JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund

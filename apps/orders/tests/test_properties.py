@@ -16,7 +16,7 @@ from django.db.models import Sum
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from apps.ledger.models import Account, AccountKind, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund

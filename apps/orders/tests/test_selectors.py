@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.ledger.errors import DomainError, NotFound
+from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.selectors import (
     fills_for_user,

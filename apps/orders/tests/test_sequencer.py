@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
@@ -27,6 +28,13 @@ D = Decimal
 ORDERS = "/api/v1/orders/"
 
 
+class EngineProcess(subprocess.Popen):
+    """A ``run_engine`` process with its log file and its PostgreSQL application name."""
+
+    log_path: Path
+    app_name: str
+
+
 @pytest.fixture
 def sequencer_mode(settings):
     settings.ORDERS_ENGINE = "sequencer"
@@ -38,9 +46,9 @@ def sequencer_mode(settings):
 @pytest.fixture
 def engines(tmp_path, sequencer_mode):
     """``start(*symbols)`` -> a running ``run_engine`` process (waited for until ready or blocked on its lock)."""
-    started: list[subprocess.Popen] = []
+    started: list[EngineProcess] = []
 
-    def start(*symbols: str, wait_ready: bool = True) -> subprocess.Popen:
+    def start(*symbols: str, wait_ready: bool = True) -> EngineProcess:
         name = f"engine-test-{os.getpid()}-{len(started)}"
         env = {
             **os.environ,
@@ -51,7 +59,7 @@ def engines(tmp_path, sequencer_mode):
         log_path = tmp_path / f"{name}.log"
         args = [sys.executable, "manage.py", "run_engine", *(f"--market={s}" for s in symbols)]
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(
+            process = EngineProcess(
                 args,
                 cwd=django_settings.BASE_DIR,
                 env=env,

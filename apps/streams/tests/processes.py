@@ -30,12 +30,13 @@ def free_port() -> int:
 
 def process_env() -> dict[str, str]:
     """The environment of a live process: the test database and Redis, this session's channels."""
+    channel_prefix: str = settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"]
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
         "DATABASE_URL": database_url(connection.settings_dict),
         "REDIS_URL": settings.REDIS_URL,
-        "STREAMS_CHANNEL_PREFIX": settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"],
+        "STREAMS_CHANNEL_PREFIX": channel_prefix,
         "CELERY_TASK_DEFAULT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
         "PYTHONUNBUFFERED": "1",
     }

@@ -94,7 +94,7 @@ def synced_book(reader: StreamReader, web: str, unwrap=lambda message: message) 
 
 def catch_up(book: LocalBook, reader: StreamReader, target: int, unwrap=lambda message: message) -> None:
     """Apply the stream until the book is at update ``target``."""
-    while book.last_update_id < target:
+    while book.last_update_id is None or book.last_update_id < target:
         for message in reader.wait_for(lambda _: True):
             book.on_event(unwrap(message))
 

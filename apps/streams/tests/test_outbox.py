@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
-from apps.ledger.errors import InsufficientFunds, InvalidState
+from apps.core.errors import InvalidState
+from apps.ledger.errors import InsufficientFunds
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Market, Trade
 from apps.orders.services import market_halt, market_resume, order_cancel, order_place

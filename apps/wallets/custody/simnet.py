@@ -9,7 +9,7 @@ import hashlib
 import re
 import secrets
 
-from apps.wallets.errors import InvalidAddress
+from apps.core.errors import InvalidAddress
 
 PREFIX = "sim1"
 _FORMAT = re.compile(r"sim1([0-9a-f]{32})([0-9a-f]{8})")

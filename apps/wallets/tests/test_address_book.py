@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from apps.accounts.tests.otp import enrol, user_code
-from apps.ledger.errors import InvalidState, NotFound
+from apps.core.errors import InvalidState, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.wallets.address_book import (
     AddressNotAllowed,

@@ -2,11 +2,11 @@
 
 import pytest
 
+from apps.core.addresses import address_validate
+from apps.core.errors import InvalidAddress
 from apps.ledger.tests.factories import UserFactory
-from apps.wallets.addresses import address_validate
 from apps.wallets.custody import simnet
 from apps.wallets.custody.simulator.models import SimAddress
-from apps.wallets.errors import InvalidAddress
 from apps.wallets.models import DepositAddress
 from apps.wallets.services import deposit_address_get_or_create
 

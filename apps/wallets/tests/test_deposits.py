@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 from django.db import connections
 
-from apps.ledger.errors import InvalidState
+from apps.core.errors import InvalidState
 from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.services import system_account, user_accounts
 from apps.ledger.tests.factories import UserFactory

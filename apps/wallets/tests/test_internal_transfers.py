@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 from django.db import connections
 
+from apps.core.errors import InvalidAddress
 from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import system_account, user_accounts
@@ -14,7 +15,6 @@ from apps.ledger.tests.factories import UserFactory
 from apps.wallets.custody.base import CustodyRejected
 from apps.wallets.custody.simulator.models import SimCallback, SimWithdrawal
 from apps.wallets.custody.simulator.provider import SimulatedCustody
-from apps.wallets.errors import InvalidAddress
 from apps.wallets.models import CustodyEvent, Deposit, DepositStatus, EventState, WithdrawalStatus
 from apps.wallets.services import (
     custody_event_process,

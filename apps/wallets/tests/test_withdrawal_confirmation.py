@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.ledger.errors import InvalidState
+from apps.core.errors import InvalidState
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import user_accounts
 from apps.wallets.custody.simnet import new_address

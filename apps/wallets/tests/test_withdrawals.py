@@ -8,14 +8,8 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from apps.ledger.errors import (
-    DomainError,
-    IdempotencyConflict,
-    InsufficientFunds,
-    InvalidState,
-    NotFound,
-    PermissionDenied,
-)
+from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound, PermissionDenied
+from apps.ledger.errors import IdempotencyConflict, InsufficientFunds
 from apps.ledger.models import AccountKind, EntryReason, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import funds_hold, system_account, user_accounts
@@ -24,7 +18,7 @@ from apps.wallets.custody.base import CustodyUnavailable
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.custody.simulator.models import SimWithdrawal
 from apps.wallets.custody.simulator.provider import SimulatedCustody
-from apps.wallets.errors import EventNotReady, InvalidAddress, WithdrawalLimit
+from apps.wallets.errors import EventNotReady, WithdrawalLimit
 from apps.wallets.models import CustodyEvent, EventState, Withdrawal, WithdrawalStatus
 from apps.wallets.services import (
     custody_event_process,

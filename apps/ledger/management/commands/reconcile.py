@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.ledger.errors import NotFound
+from apps.core.errors import NotFound
 from apps.ledger.reconciliation import reconcile
 
 

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.ledger.errors import DomainError
+from apps.core.errors import DomainError
 from apps.proofs.services import liabilities_snapshot_take
 
 

@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import OperationalError
 from django.utils import timezone
 
+from apps.core.errors import DomainError
 from apps.ledger.amounts import parse_amount
-from apps.ledger.errors import DomainError
 from apps.ledger.models import Asset
 from apps.wallets.custody.base import CustodyError
 from apps.wallets.custody.simulator.models import SimCallback

@@ -9,21 +9,25 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.api.views import ScopedApiView, api_time, path_id
+from apps.api.base import ScopedApiView, path_id
+from apps.api.fields import ApiTime
+from apps.core.errors import NotFound
+from apps.ledger.seal.keys import public_keys
+from apps.ledger.seal.selectors import block_served, entry_proof, journal_block, journal_head
 from exchange.converters import MAX_ID
-
-from .errors import NotFound
-from .seal.keys import public_keys
-from .seal.selectors import block_served, entry_proof, journal_block, journal_head
 
 
 class KeyOut(serializers.Serializer):
+    """A public key that signs sealed blocks and liabilities snapshots."""
+
     key_id = serializers.CharField()
     public_key = serializers.CharField(help_text="Ed25519 public key, 32 bytes in hex.")
-    created_at = serializers.CharField()
+    created_at = ApiTime()
 
 
 class KeysOut(serializers.Serializer):
+    """Every signing key, oldest first."""
+
     keys = KeyOut(many=True)
 
 
@@ -76,14 +80,7 @@ class KeyListApi(ScopedApiView):
 
     @extend_schema(responses=KeysOut, auth=[])
     def get(self, request):
-        return Response(
-            {
-                "keys": [
-                    {"key_id": key.key_id, "public_key": key.public_key, "created_at": api_time(key.created_at)}
-                    for key in public_keys()
-                ]
-            }
-        )
+        return Response(KeysOut({"keys": public_keys()}).data)
 
 
 class JournalHeadApi(ScopedApiView):

@@ -1,5 +1,8 @@
 """Address validation, one pluggable validator per network (``settings.WALLETS_ADDRESS_VALIDATORS``).
 
+Shared by the wallets (withdrawals, the address book) and the accounts (an API key's withdrawal allow-list),
+so it sits in the core below both (DESIGN.md section 1).
+
 A validator is a function ``validate(address) -> None`` raising :class:`InvalidAddress`.
 A network without a validator accepts no address at all.
 """
