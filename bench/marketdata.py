@@ -270,7 +270,7 @@ def place_pair(maker: int, taker: int, price: str) -> None:
 
 
 def bench_placement(maker: int, taker: int, placements: int) -> dict:
-    import apps.orders.services as order_services
+    import apps.orders.services.placement as order_services
     from apps.orders.services import order_place
 
     recording = order_services.candles_record

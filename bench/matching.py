@@ -18,7 +18,12 @@ by the wall time of the timed phase. After each case ``reconcile`` checks every 
 
 Cases: one market with one worker; one market with two workers (they queue on the
 market lock); four markets with a worker each, with separate users and with the same
-users trading all four markets (their accounts are shared: USDT above all).
+users trading all four markets (their accounts are shared: USDT above all). These are the
+``inline`` engine (``ORDERS_ENGINE=inline``: one transaction per order in the caller), the
+reference of the ``sequencer`` cases measured in the same run: the same mix from
+``--callers`` caller processes per market, each call handed to a ``manage.py run_engine``
+process per market that applies a batch of commands per transaction; latency there is the
+caller's whole wait (submit, batch, commit, notification, reading the order).
 
 It runs in its own database (``<name>_bench``, created and dropped here), never in the
 development database.
@@ -26,6 +31,7 @@ development database.
 
 import argparse
 import cProfile
+import io
 import json
 import multiprocessing
 import os
@@ -49,7 +55,7 @@ D = Decimal
 MARKETS = [("BTC", 8, "50000"), ("ETH", 18, "3000"), ("SOL", 9, "150"), ("LTC", 8, "80")]
 TICK, STEP = D("0.01"), D("0.0001")
 USERS_PER_MARKET = 10
-WARMUP = 300
+WARMUP = 300  # untimed requests per worker that build the book (--warmup)
 
 
 def setup_django() -> None:
@@ -184,10 +190,14 @@ def backend_cpu_seconds(pid: int) -> float:
         return 0.0
 
 
-def worker(symbol: str, mid: str, user_ids: list[int], seed: int, count: int, start, results, profile: str | None):
+def worker(
+    symbol: str, mid: str, user_ids: list[int], seed: int, count: int, start, results, profile: str | None, engine: str
+):
+    from django.conf import settings
     from django.db import connection
 
     setup_django()
+    settings.ORDERS_ENGINE = engine
     flow = Flow(symbol, mid, user_ids, seed)
     flow.run(WARMUP)
     with connection.cursor() as cursor:
@@ -207,7 +217,41 @@ def worker(symbol: str, mid: str, user_ids: list[int], seed: int, count: int, st
     results.put((began, ended, latencies, cpu, db_cpu))
 
 
-def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: int, profile: str | None) -> dict:
+def start_engines(symbols: list[str]) -> list:
+    """One ``run_engine`` process per market on the bench database, each waited for until ready."""
+    import subprocess
+    import tempfile
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    engines = []
+    for symbol in symbols:
+        log = tempfile.NamedTemporaryFile(prefix=f"bench-engine-{symbol}-", suffix=".log", delete=False)
+        engine = subprocess.Popen(
+            [sys.executable, "manage.py", "run_engine", "--market", symbol],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while b"engine ready" not in Path(log.name).read_bytes():
+            if engine.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"run_engine --market {symbol} did not start: {Path(log.name).read_text()}")
+            time.sleep(0.05)
+        engines.append(engine)
+    return engines
+
+
+def run_case(
+    name: str,
+    markets: int,
+    workers: int,
+    shared_users: bool,
+    orders: int,
+    profile: str | None,
+    engine: str = "inline",
+) -> dict:
+    from django.core.management import call_command
     from django.db import connections
 
     from apps.ledger.reconciliation import reconcile
@@ -215,6 +259,7 @@ def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: 
 
     plan = prepare(markets, shared_users)
     connections.close_all()  # children open their own connections
+    engines = start_engines(list(plan)) if engine == "sequencer" else []
     context = multiprocessing.get_context("fork")
     start, results = context.Barrier(workers), context.Queue()
     symbols = list(plan)
@@ -234,6 +279,7 @@ def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: 
                     start,
                     results,
                     profile if n == 0 else None,
+                    engine,
                 ),
             )
         )
@@ -251,12 +297,19 @@ def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: 
                 raise SystemExit(f"a worker failed with exit code {failed[0]}") from None
     for process in processes:
         process.join()
+    for process in engines:
+        process.terminate()
+        process.wait(timeout=60)
     latencies = sorted(latency for outcome in outcomes for latency in outcome[2])
     elapsed = max(outcome[1] for outcome in outcomes) - min(outcome[0] for outcome in outcomes)
+    # Beat seals the journal every few seconds in a deployment; the bench has no beat, so it seals
+    # once before reconciling (the journal_sealed check fails on entries left unsealed too long).
+    call_command("journal_seal", verbosity=0, stdout=io.StringIO())  # JSON lines only on stdout
     report = reconcile()
     return {
         "bench": "matching",
         "case": name,
+        "engine": engine,
         "markets": markets,
         "workers": workers,
         "shared_users": shared_users,
@@ -271,6 +324,11 @@ def run_case(name: str, markets: int, workers: int, shared_users: bool, orders: 
         "server_side_binding": bool(os.environ.get("BENCH_SERVER_SIDE_BINDING")),
         "trades": Trade.objects.count(),
         "reconcile_ok": report.ok,
+        "reconcile_failed": [
+            {"check": check.name, "offending": check.offending, "first": check.details[:1]}
+            for check in report.checks
+            if not check.ok
+        ],
     }
 
 
@@ -279,6 +337,8 @@ def main() -> int:
     parser.add_argument("--orders", type=int, default=4000, help="timed requests per case (all workers)")
     parser.add_argument("--case", action="append", help="run only the named case(s)")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the first worker of each case into FILE")
+    parser.add_argument("--warmup", type=int, help="untimed requests per worker first (default 300)")
+    parser.add_argument("--callers", type=int, default=8, help="caller processes per market in the sequencer cases")
     parser.add_argument(
         "--server-side-binding",
         action="store_true",
@@ -286,6 +346,9 @@ def main() -> int:
         "(the project's settings use client-side binding)",
     )
     args = parser.parse_args()
+    if args.warmup is not None:
+        global WARMUP
+        WARMUP = args.warmup
     if args.server_side_binding:
         os.environ["BENCH_SERVER_SIDE_BINDING"] = "1"
 
@@ -298,19 +361,21 @@ def main() -> int:
 
     call_command("migrate", verbosity=0)
     cases = [
-        ("1 market", 1, 1, False),
-        ("1 market, 2 workers", 1, 2, False),
-        ("4 markets", 4, 4, False),
-        ("4 markets, shared users", 4, 4, True),
+        ("1 market", 1, 1, False, "inline"),
+        ("1 market, 2 workers", 1, 2, False, "inline"),
+        ("4 markets", 4, 4, False, "inline"),
+        ("4 markets, shared users", 4, 4, True, "inline"),
+        ("1 market, sequencer", 1, args.callers, False, "sequencer"),
+        ("4 markets, sequencer", 4, 4 * args.callers, False, "sequencer"),
     ]
     ok = True
     try:
-        for name, markets, workers, shared in cases:
+        for name, markets, workers, shared, engine in cases:
             if args.case and name not in args.case:
                 continue
-            figures = run_case(name, markets, workers, shared, args.orders, args.profile)
+            figures = run_case(name, markets, workers, shared, args.orders, args.profile, engine)
             ok &= figures["reconcile_ok"]
-            print(json.dumps(figures), flush=True)
+            print(json.dumps(figures, default=str), flush=True)
     finally:
         connections.close_all()
         recreate_database(admin_url, bench_url, drop_only=True)

@@ -3,8 +3,9 @@
 Starts the embedded PostgreSQL and Redis unless ``DATABASE_URL`` / ``REDIS_URL`` are set,
 migrates, loads the demo data (idempotent), prints where to go, then runs the Procfile
 under honcho: web server, the streams' ASGI server (uvicorn, on ``STREAMS_PORT``, by default
-the web port plus one) and relay, Celery worker, Celery beat, the simulated custody's
-confirmation loop and the market-making bot. Ctrl-C stops every process; the embedded services this
+the web port plus one) and relay, the matching engine's sequencer (``run_engine --all``: every
+market seeded before it starts; ``ORDERS_ENGINE=sequencer``), Celery worker, Celery beat, the
+simulated custody's confirmation loop and the market-making bot. Ctrl-C stops every process; the embedded services this
 run started are stopped too (the data stays in the data folder until ``make reset``).
 """
 
@@ -25,6 +26,7 @@ def main() -> int:
     streams_port = os.environ.setdefault("STREAMS_PORT", str(int(port) + 1))
     os.environ.setdefault("STREAMS_URL", f"ws://127.0.0.1:{streams_port}")  # where the pages open the streams
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
+    os.environ.setdefault("ORDERS_ENGINE", "sequencer")  # placements go to the Procfile's engine process
     os.environ.setdefault("LOCAL_DATA_DIR", str(localservices.data_dir()))
     already_running = localservices.running()
     env = {**os.environ, **localservices.service_env(), "PYTHONUNBUFFERED": "1"}

@@ -15,6 +15,7 @@ from rest_framework.response import Response
 
 from apps.api.base import ScopedApiView, limit_param, path_id, path_name, text_param
 from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, BlankAsNullChoice, Text
+from apps.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
@@ -297,6 +298,7 @@ def _place(request) -> Response:
                 post_only=data["post_only"],
                 stp=data.get("stp"),
                 client_order_id=data["client_order_id"],
+                idempotency_key=request.headers.get(IDEMPOTENCY_HEADER, ""),
             )
         except NotFound as error:
             # An unknown market named in the body is bad input (400), not a missing resource.

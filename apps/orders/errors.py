@@ -65,3 +65,13 @@ class InvalidFeeRate(DomainError):
 
     def __init__(self, message: str, *, field: str):
         super().__init__(message, fields={field: message})
+
+
+class OrderStatusUnknown(DomainError):
+    """The order was handed to its market's sequencer, but no outcome arrived within
+    ``settings.ORDERS_ENGINE_WAIT_SECONDS`` (HTTP 504): it may still be placed. Query the
+    order (by ``client_order_id``) or retry with the same ``client_order_id`` or
+    ``Idempotency-Key``, which returns the original order; never assume it failed."""
+
+    code = "order_status_unknown"
+    status = 504

@@ -474,3 +474,54 @@ class Trade(models.Model):
     @property
     def seller_id(self) -> int:
         return self.maker_user_id if self.taker_side == Side.BUY else self.taker_user_id
+
+
+class CommandKind(models.TextChoices):
+    PLACE = "place", "Place an order"
+    CANCEL = "cancel", "Cancel an order"
+
+
+class CommandStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DONE = "done", "Done"
+
+
+class Command(models.Model):
+    """A placement or cancel handed to its market's sequencer (``manage.py run_engine``).
+
+    Written (committed) by the caller before it waits, so it survives any process dying;
+    the sequencer applies pending commands in id order and, in the same transaction as
+    their effects, marks them ``done`` with their ``outcome`` (``{"order_id": n}`` or
+    ``{"error": {"type", "message", "fields"}}``), so each is applied exactly once.
+    ``key`` (an ``Idempotency-Key``, optional) is unique per user: a retry under it finds
+    the first command instead of adding one. ``token`` names the channel the caller
+    LISTENs on (``orders_done_<token>``).
+    """
+
+    market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="+", db_index=False)
+    kind = models.CharField(max_length=8, choices=CommandKind.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False)
+    key = models.CharField(max_length=255, blank=True, default="")
+    request_hash = models.CharField(max_length=64)
+    token = models.CharField(max_length=32, unique=True)
+    payload = models.JSONField()
+    status = models.CharField(max_length=8, choices=CommandStatus.choices, default=CommandStatus.PENDING)
+    outcome = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    done_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["market", "id"], condition=Q(status="pending"), name="command_pending_per_market"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], condition=~Q(key=""), name="command_key_per_user"),
+            models.CheckConstraint(
+                condition=Q(status="pending", outcome__isnull=True, done_at__isnull=True)
+                | Q(status="done", outcome__isnull=False, done_at__isnull=False),
+                name="command_done_has_outcome",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} command {self.id}"

@@ -6,6 +6,10 @@ of its own (created here, dropped at the end) it starts, each in a process group
 
 - a gunicorn web server (production settings, ``exchange.settings.soak``), and the streams:
   uvicorn serving the WebSockets and the stream relay (SIGKILLed among the faults);
+- the matching engine (``ORDERS_ENGINE=sequencer``): an active ``manage.py run_engine --all`` and a
+  standby waiting on the markets' advisory locks; the active one is SIGKILLed among the faults (the
+  standby takes over, a new standby starts), and sequencers ended by terminated connections are
+  started again;
 - Celery worker processes (prefork pool), Celery beat (the sweeps every few seconds) and the
   simulated custody provider's delivery loop (``manage.py run_custody_simulator``);
 - client processes: traders that log in through ``POST /api/v1/auth/token/``, fund themselves

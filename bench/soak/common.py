@@ -23,6 +23,7 @@ FAULT_KINDS = (
     "web_killed",
     "web_restarted",
     "relay_killed",
+    "engine_killed",
 )
 SIMULATOR_CONFIRMATIONS = 2  # deposits are reported with 0, 1 and 2 confirmations; 2 are required
 

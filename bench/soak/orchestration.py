@@ -36,7 +36,7 @@ from .common import (
     free_port,
     with_database,
 )
-from .processes import Process, Processes, Streams, Web, WorkerPool, terminate_backends
+from .processes import Engine, Process, Processes, Streams, Web, WorkerPool, terminate_backends
 
 # Setting up ----------------------------------------------------------------------------------------
 
@@ -176,6 +176,7 @@ class Soak:
             **os.environ,
             "DATABASE_URL": with_database(self.admin_url, self.database),
             "DJANGO_SETTINGS_MODULE": "exchange.settings.soak",
+            "ORDERS_ENGINE": "sequencer",  # placements and cancels go to the engine's sequencers
             "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "DJANGO_ADMIN_URL": "admin/",
@@ -300,6 +301,8 @@ class Soak:
         web.start()
         streams = self.streams = Streams(self.processes, free_port())
         streams.start()
+        self.engine = Engine(self.processes)
+        self.engine.replenish()
         workers = WorkerPool(self.processes, self.queue, self.args.workers, self.run_id)
         workers.replenish()
         beat = self.processes.start(
@@ -358,6 +361,7 @@ class Soak:
         drained = self.wait_drained(self.args.drain_timeout)
         stream_books = self.check_stream_books(base_url)
         streams.stop()
+        self.engine.stop()
         for process in [beat, custody, *workers.workers, web.process, streams.web, streams.relay]:
             process.stop()
 
@@ -428,12 +432,16 @@ class Soak:
                 return
         elif kind == "db_connections_terminated":
             self.backends_terminated += terminate_backends(self.admin_url, self.database)
+            time.sleep(1)  # the sequencers end with their connections (active and standby alike)
+            self.engine.replenish()
         elif kind == "web_killed":
             web.restart(kill=True)
         elif kind == "web_restarted":
             web.restart(kill=False)
         elif kind == "relay_killed":
             self.streams.kill_relay()
+        elif kind == "engine_killed":
+            self.engine.kill_active()
         self.faults[kind] += 1
 
     def ensure_services(self, web: Web, workers: WorkerPool, beat: Process, custody: Process) -> None:
@@ -446,6 +454,7 @@ class Soak:
         if not self.streams.alive():
             raise RuntimeError(f"the streams died:\n{self.streams.web.log_tail()}{self.streams.relay.log_tail()}")
         workers.replenish()
+        self.engine.replenish()  # a sequencer ends with its terminated connection; its supervisor restarts it
         wait_for(web.healthy, "the services to be healthy after the faults", START_TIMEOUT)
 
     def check_stream_books(self, base_url: str) -> dict:

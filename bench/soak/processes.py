@@ -164,6 +164,43 @@ class Web:
             return False
 
 
+class Engine:
+    """The matching engine: an active ``run_engine --all`` and a standby (blocked on the markets' advisory
+    locks). The fault injector SIGKILLs the active one mid-batch: the standby takes over, and a new standby
+    starts. A sequencer exits when its database connection is terminated (it may have lost its locks);
+    :meth:`replenish` starts it again, as a supervisor would."""
+
+    def __init__(self, processes: Processes):
+        self.processes = processes
+        self.sequencers: list[Process] = []
+
+    def start_one(self) -> Process:
+        sequencer = self.processes.start(
+            f"engine-{len(self.sequencers)}", [sys.executable, "manage.py", "run_engine", "--all"]
+        )
+        self.sequencers.append(sequencer)
+        return sequencer
+
+    def running(self) -> list[Process]:
+        return [s for s in self.sequencers if s.alive()]
+
+    def replenish(self) -> None:
+        """Two sequencers running (one active, one standby)."""
+        while len(self.running()) < 2:
+            self.start_one()
+
+    def kill_active(self) -> None:
+        """SIGKILL the oldest running sequencer (the active one: it took the locks first) and replenish."""
+        running = self.running()
+        if running:
+            running[0].kill()
+        self.replenish()
+
+    def stop(self) -> None:
+        for sequencer in self.running():
+            sequencer.stop()
+
+
 class Streams:
     """The streams: uvicorn serving WebSockets (``exchange.asgi``) and the relay; the fault injector kills the relay.
 

@@ -283,6 +283,15 @@ CELERY_BEAT_SCHEDULE: dict = {
 
 # Ledger: hot system accounts (fee revenue) are split into this many shards, summed for reporting.
 LEDGER_FEE_REVENUE_SHARDS = env.int("LEDGER_FEE_REVENUE_SHARDS", default=8)
+
+# The matching engine (apps.orders.services.commands, docs/DESIGN.md section 7): "inline" runs a
+# placement or cancel in the caller's process and transaction (tests, tiny installs); "sequencer"
+# hands it to the market's sequencer process (manage.py run_engine) and waits for its outcome.
+ORDERS_ENGINE = env("ORDERS_ENGINE", default="inline")
+# How long a caller waits for the sequencer's answer before order_status_unknown (HTTP 504).
+ORDERS_ENGINE_WAIT_SECONDS = env.float("ORDERS_ENGINE_WAIT_SECONDS", default=10.0)
+# Commands a sequencer applies per transaction at most.
+ORDERS_ENGINE_BATCH = env.int("ORDERS_ENGINE_BATCH", default=200)
 # Deadlocks and serialization failures are retried this many times in all.
 LEDGER_TRANSACTION_ATTEMPTS = env.int("LEDGER_TRANSACTION_ATTEMPTS", default=8)
 

@@ -8,7 +8,7 @@ from apps.ledger.models import Account, AccountKind, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import system_account
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
-from apps.orders.matching import fee_for
+from apps.orders.engine.matching import fee_for
 from apps.orders.models import FeeSchedule, Trade
 from apps.orders.selectors import fee_rates_for_user
 from apps.orders.services import fee_tier_assign, market_create

@@ -7,9 +7,8 @@ import pytest
 from apps.accounts.errors import TradingFrozen
 from apps.accounts.models import AccountRestriction
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders import services
 from apps.orders.models import Order, OrderStatus
-from apps.orders.services import order_cancel
+from apps.orders.services import order_cancel, placement
 
 from .helpers import balance, place
 
@@ -67,12 +66,12 @@ def test_the_freeze_is_read_whether_or_not_the_market_shape_is_cached(trader, us
     other = UserFactory()
     fund(other, usdt, "1000")
     freeze(trader)
-    monkeypatch.setattr(services, "_SHAPES", {})  # the first order of this process on the market: no pipeline
+    monkeypatch.setattr(placement, "SHAPES", {})  # the first order of this process on the market: no pipeline
 
     with pytest.raises(TradingFrozen):
         place(trader, side="buy", price="100", qty="1")
     place(other, side="buy", price="100", qty="1")  # caches the shape
-    assert "BTC-USDT" in services._SHAPES
+    assert "BTC-USDT" in placement.SHAPES
     with pytest.raises(TradingFrozen):
         place(trader, side="buy", price="100", qty="1")  # the lock, the book page and the freeze in one round trip
 

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.orders.matching import Maker, Stop, Taker, plan_match
+from apps.orders.engine.matching import Maker, Stop, Taker, plan_match
 
 D = Decimal
 

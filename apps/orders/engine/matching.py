@@ -6,7 +6,7 @@ self-trade prevention action *before* anything is written, so fill-or-kill, post
 and a market buy by base quantity (whose hold is the exact cost of its fills) are
 decided first. :mod:`apps.orders.services` loads the book under the market lock and
 carries the plan out; since nothing else can touch the book while the lock is held,
-the plan is exactly what happens.
+the plan is exactly what happens. No database here (:mod:`apps.orders.engine`).
 
 Amounts are ``Decimal``: prices in quote per base, quantities in base, values in quote.
 Every ``qty * price`` is exact (the market precision rule); :data:`EXACT` traps any
@@ -28,7 +28,7 @@ from decimal import (
     localcontext,
 )
 
-from .models import SelfTradePrevention, Side
+from .vocabulary import SelfTradePrevention, Side
 
 # Wide enough for NUMERIC(38, 18) times NUMERIC(38, 18); any rounding is an error.
 EXACT = Context(prec=80, traps=[InvalidOperation, DivisionByZero, Overflow, Inexact, Rounded])

@@ -1,0 +1,9 @@
+"""The orders app's pure core: matching and settlement planning, with no database.
+
+Nothing in this package imports ``django.db`` (or the models): it works on plain values
+(:class:`~apps.orders.engine.matching.Maker`, :class:`~apps.orders.engine.matching.Taker`,
+``Decimal`` amounts, the string values of :mod:`apps.orders.engine.vocabulary`) so it is
+tested without a database (``apps/orders/tests/test_engine.py``). The SQL lives in
+:mod:`apps.orders.store`, the orchestration (locks, transactions, posting through the
+ledger) in :mod:`apps.orders.services`.
+"""

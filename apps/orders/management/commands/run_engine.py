@@ -1,0 +1,41 @@
+"""``manage.py run_engine``: the sequencer of one or more markets (:mod:`apps.orders.services.sequencer`)."""
+
+import signal
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from apps.orders.models import Market
+from apps.orders.services.sequencer import Sequencer
+
+
+class Command(BaseCommand):
+    help = (
+        "Apply the placements and cancels of the given markets (all with --all), a batch per transaction. "
+        "A second process for the same market waits as a standby and takes over when the first one dies."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--market", action="append", default=[], help="A market symbol (repeatable).")
+        parser.add_argument("--all", action="store_true", help="Every market that exists when it starts.")
+        parser.add_argument("--batch", type=int, default=None, help="Commands per transaction at most.")
+
+    def handle(self, *args, market: list[str], all: bool, batch: int | None, **options):  # noqa: A002
+        if all == bool(market):
+            raise CommandError("Give --market SYMBOL (repeatable) or --all.")
+        markets = Market.objects.all() if all else Market.objects.filter(symbol__in=market)
+        ids = dict(markets.values_list("symbol", "id"))
+        missing = sorted(set(market) - ids.keys())
+        if missing or not ids:
+            raise CommandError(f"No such market: {', '.join(missing) or '(none exist)'}.")
+        sequencer = Sequencer(list(ids.values()), batch=batch)
+        signal.signal(signal.SIGTERM, lambda *_: sequencer.stop())
+
+        def ready() -> None:
+            self.stdout.write(f"engine ready: {', '.join(sorted(ids))}")
+            sys.stdout.flush()
+
+        try:
+            sequencer.run(on_ready=ready)
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,63 @@
+"""Order cancellation (:func:`order_cancel`) under the market's row lock, like a placement."""
+
+from decimal import Decimal
+
+from django.utils import timezone
+
+from apps.core.errors import InvalidState, NotFound
+from apps.ledger.db import PreparedCursor
+from apps.ledger.services import entries_post
+from apps.ledger.trading import TradingAccounts, order_release_entry
+from apps.ledger.transactions import retrying_atomic
+from apps.streams.services import book_event_record
+
+from ..models import OPEN_STATUSES, EndReason, Order, OrderStatus
+from ..store import orders as order_rows
+from ..store.markets import LOCK_MARKET_OF_ORDER, locked_market_of_order
+
+
+@retrying_atomic
+def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
+    """Cancel an open order and release its whole remaining hold (``order:<id>:release``), exactly once.
+
+    ``user_id``: the owner asking (an order of another user is :class:`NotFound`);
+    ``None`` for an operator or the system (``by_operator`` records who). Takes the
+    market lock, so it never interleaves with a placement that fills the order: the
+    order is either filled first (and the cancel releases what is left, or finds it
+    ended) or cancelled first (and the placement no longer sees it). Works on a halted
+    market. Raises :class:`NotFound`, :class:`InvalidState` (409) when the order has
+    already ended. Keeps invariants 4 and 8.
+    """
+    with PreparedCursor() as cursor:
+        # One round trip: BEGIN, the market lock, then the order as the lock's previous holder left it.
+        market_rows, order_found = cursor.pipeline(
+            [(LOCK_MARKET_OF_ORDER, [order_id]), (order_rows.ORDER_BY_ID, [order_id])]
+        )
+        order = order_rows.order_from_row(order_found[0]) if market_rows and order_found else None
+        if order is None or (user_id is not None and order.user_id != user_id):
+            raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
+        market = locked_market_of_order(market_rows[0])
+        if order.status not in OPEN_STATUSES:
+            message = f"Order {order_id} is {order.status}: it can no longer be cancelled."
+            raise InvalidState(message, fields={"order": message})
+        release = order.held_remaining
+        order.status = OrderStatus.CANCELLED
+        order.reject_reason = EndReason.CANCELLED_BY_OPERATOR if by_operator else EndReason.CANCELLED
+        order.held_remaining = Decimal(0)
+        order.updated_at = timezone.now()
+        accounts = TradingAccounts.lock(
+            cursor,
+            user_ids={order.user_id},
+            assets=[a for a in market.assets if a.id == order.held_asset_id],
+            with_statement=order_rows.CANCEL_ORDER,
+            with_params=[str(order.reject_reason), order.updated_at, order.id],
+        )
+        entries_post(
+            [
+                order_release_entry(
+                    accounts, order_id=order.id, user_id=order.user_id, asset_id=order.held_asset_id, amount=release
+                )
+            ]
+        )
+        book_event_record(market_id=market.id, update_id=market.sequence, order_ids=[order.id], taker_order_id=None)
+    return order

@@ -1,0 +1,247 @@
+"""The public placement and cancel services: run inline, or handed to the market's sequencer.
+
+``settings.ORDERS_ENGINE`` chooses (DESIGN.md section 7, "The sequencer"):
+
+- ``"inline"`` (tests, tiny installs): :func:`order_place` and :func:`order_cancel` run the
+  placement (:func:`apps.orders.services.placement.order_place`) or cancel in the caller's
+  process and transaction, under the market row lock: the same code a sequencer runs for each
+  command of its batch.
+- ``"sequencer"``: the caller writes a durable :class:`~apps.orders.models.Command` (committed
+  on its own connection, so it survives the caller's transaction and any process dying) and
+  waits, LISTENing on PostgreSQL, for the outcome the sequencer (``manage.py run_engine``)
+  NOTIFYs when its batch commits, then returns what the inline call would have returned, or
+  raises the same error. LISTEN/NOTIFY keeps the queue and its answers in the one system that
+  is already durable and transactional: the outcome is notified by the very commit that applies
+  the command, and a command written is never lost with a broker. With no outcome within
+  ``settings.ORDERS_ENGINE_WAIT_SECONDS`` the caller gets :class:`OrderStatusUnknown` (504),
+  never a guess; the command stays queued and is applied once.
+
+Idempotency across retries and restarts: ``client_order_id`` is unique per user on the order
+itself (a replay returns the original order, whichever process applies it); an
+``idempotency_key`` (the API's ``Idempotency-Key``) is unique per user on the command, so a
+retry under it finds the first command and its outcome instead of queueing another.
+"""
+
+import hashlib
+import importlib
+import json
+import threading
+import time
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+from django.conf import settings
+from django.db import connection
+
+from apps.core.errors import DomainError, NotFound
+from apps.ledger.errors import IdempotencyConflict
+
+from ..errors import OrderStatusUnknown
+from ..models import CommandKind, Order, OrderType
+from ..store import commands as queue
+from . import cancel, placement
+
+_local = threading.local()
+
+
+def _queue_connection() -> psycopg.Connection:
+    """This thread's own autocommit connection to the database, for submitting commands and LISTENing."""
+    conn = getattr(_local, "conn", None)
+    if conn is None or conn.closed or conn.broken:
+        skip = {"cursor_factory", "context", "prepare_threshold"}
+        params = {k: v for k, v in connection.get_connection_params().items() if k not in skip}
+        conn = _local.conn = psycopg.connect(autocommit=True, **params)
+    return conn
+
+
+def queue_connection_close() -> None:
+    """Close this thread's command connection, if open (tests; threads that end)."""
+    conn = getattr(_local, "conn", None)
+    if conn is not None:
+        conn.close()
+        _local.conn = None
+
+
+def _one(row: tuple | None) -> tuple:
+    """The row a statement that always returns one returned."""
+    if row is None:
+        raise RuntimeError("the command queue returned no row")
+    return row
+
+
+def _jsonable(value):
+    return str(value) if isinstance(value, Decimal) else value
+
+
+def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: str = "") -> dict:
+    """Queue a command for the sequencer of ``market`` (a symbol) and wait for its outcome.
+
+    Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``). A ``key`` already used by
+    the user returns (or waits for) that command's outcome when the request is the same, and
+    raises :class:`IdempotencyConflict` when it differs. Raises :class:`NotFound` (no such market) and
+    :class:`OrderStatusUnknown` (no outcome within ``settings.ORDERS_ENGINE_WAIT_SECONDS``).
+    """
+    payload = {name: _jsonable(value) for name, value in payload.items()}
+    request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()
+    token = uuid.uuid4().hex
+    params = {
+        "symbol": market,
+        "kind": kind,
+        "user_id": user_id,
+        "key": key,
+        "request_hash": request_hash,
+        "token": token,
+        "payload": json.dumps(payload),
+    }
+    channel = queue.done_channel(token)
+    for attempt in (1, 2):
+        conn = _queue_connection()
+        try:
+            with conn.pipeline():
+                conn.execute(f'LISTEN "{channel}"')
+                submitted = conn.execute(queue.SUBMIT, params)
+            market_id, command_id, _ = _one(submitted.fetchone())
+            break
+        except psycopg.OperationalError:
+            # A connection terminated while idle (a database restart, a failover) fails on first use; the same
+            # token again is safe: if the first INSERT did land, the second one finds it.
+            queue_connection_close()
+            if attempt == 2:
+                raise
+        except BaseException:
+            queue_connection_close()  # the next call starts on a new connection, in no LISTEN
+            raise
+    try:
+        if market_id is None:
+            raise NotFound(f"No market {market}.", fields={"market": "No such market."})
+        if command_id is None:  # sent before (this token), or the key was used: that command answers
+            conn.execute(f'UNLISTEN "{channel}"')
+            existing = conn.execute(queue.BY_TOKEN, [token]).fetchone()
+            if existing is None:
+                existing = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
+            _, token, first_hash, _, outcome = _one(existing)
+            if first_hash != request_hash:
+                raise IdempotencyConflict(
+                    "This Idempotency-Key was used for a different request.", fields={"Idempotency-Key": "Used."}
+                )
+            if outcome is not None:
+                return outcome
+            channel = queue.done_channel(token)
+            conn.execute(f'LISTEN "{channel}"')
+            _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
+            if outcome is not None:
+                return outcome
+        return _wait(conn, token, channel)
+    finally:
+        if not conn.closed:
+            conn.execute(f'UNLISTEN "{channel}"')
+
+
+def _wait(conn: psycopg.Connection, token: str, channel: str) -> dict:
+    """The outcome notified on ``channel`` within ``settings.ORDERS_ENGINE_WAIT_SECONDS``.
+
+    A connection lost while waiting is replaced (LISTEN again, then read the command's status, so
+    nothing committed meanwhile is missed). Raises :class:`OrderStatusUnknown` at the deadline.
+    """
+    deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            for notify in conn.notifies(timeout=left, stop_after=1):
+                if notify.channel == channel:
+                    return json.loads(notify.payload)
+        except psycopg.OperationalError:
+            queue_connection_close()
+            conn = _queue_connection()
+            conn.execute(f'LISTEN "{channel}"')
+            _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
+            if outcome is not None:
+                return outcome
+    _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
+    if outcome is not None:
+        return outcome
+    raise OrderStatusUnknown(
+        "The order was submitted but its outcome is not known yet: query the order "
+        "(by client_order_id) or retry with the same client_order_id or Idempotency-Key.",
+        fields={"order": "Status unknown."},
+    )
+
+
+def domain_outcome(exc: DomainError) -> dict:
+    """The stored outcome of a command refused with ``exc``."""
+    kind = type(exc)
+    return {"error": {"type": f"{kind.__module__}:{kind.__qualname__}", "message": exc.message, "fields": exc.fields}}
+
+
+def _raise_outcome(error: dict):
+    """Raise the error a stored outcome describes: the same :class:`DomainError` class, message and fields."""
+    module, _, name = error["type"].partition(":")
+    kind = getattr(importlib.import_module(module), name, None) if module.startswith("apps.") else None
+    if not (isinstance(kind, type) and issubclass(kind, DomainError)):
+        raise RuntimeError(f"the sequencer failed on this command: {error['message']}")
+    exc = kind.__new__(kind)
+    DomainError.__init__(exc, error["message"], fields=error.get("fields") or {})
+    raise exc
+
+
+def _order_of(outcome: dict) -> Order:
+    if "error" in outcome:
+        _raise_outcome(outcome["error"])
+    return Order.objects.get(id=outcome["order_id"])
+
+
+def order_place(
+    *,
+    user_id: int,
+    market: str,
+    side: str,
+    type: str = OrderType.LIMIT,
+    price: str | Decimal | None = None,
+    qty: str | Decimal | None = None,
+    quote_qty: str | Decimal | None = None,
+    time_in_force: str | None = None,
+    post_only: bool = False,
+    stp: str | None = None,
+    client_order_id: str = "",
+    idempotency_key: str = "",
+) -> Order:
+    """Place an order and return it as it ends up: :func:`apps.orders.services.placement.order_place`
+    (arguments, amounts, holds, statuses and errors are documented there), run inline or by the
+    market's sequencer (``settings.ORDERS_ENGINE``).
+
+    ``idempotency_key`` (sequencer mode; optional) makes a retry under the same key return the
+    first command's outcome. Also raises :class:`OrderStatusUnknown` (sequencer mode, no answer in time).
+    """
+    arguments: dict[str, Any] = {
+        "user_id": user_id,
+        "market": market,
+        "side": side,
+        "type": type,
+        "price": price,
+        "qty": qty,
+        "quote_qty": quote_qty,
+        "time_in_force": time_in_force,
+        "post_only": post_only,
+        "stp": stp,
+        "client_order_id": client_order_id,
+    }
+    if settings.ORDERS_ENGINE == "inline":
+        return placement.order_place(**arguments)
+    outcome = command_submit(
+        market=market, kind=CommandKind.PLACE, user_id=user_id, payload=arguments, key=idempotency_key
+    )
+    return _order_of(outcome)
+
+
+def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
+    """Cancel an open order: :func:`apps.orders.services.cancel.order_cancel` (its errors), inline or by the
+    sequencer of the order's market. Also raises :class:`OrderStatusUnknown` (sequencer mode, no answer in time)."""
+    arguments: dict[str, Any] = {"order_id": order_id, "user_id": user_id, "by_operator": by_operator}
+    if settings.ORDERS_ENGINE == "inline":
+        return cancel.order_cancel(**arguments)
+    found = Order.objects.filter(id=order_id).values_list("market__symbol", "user_id").first()
+    if found is None or (user_id is not None and found[1] != user_id):
+        raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
+    outcome = command_submit(market=found[0], kind=CommandKind.CANCEL, user_id=found[1], payload=arguments)
+    return _order_of(outcome)

@@ -1,0 +1,139 @@
+"""The sequencer: the one process applying a market's placements and cancels, a batch per transaction.
+
+:class:`Sequencer` serves one or more markets (``manage.py run_engine --market X``). It
+takes ``pg_advisory_lock(ENGINE_LOCK_CLASS, market id)`` on its connection for each of them
+(in id order) before anything else: a second sequencer for the same market blocks there and
+takes over when the first one's connection ends (failover; PostgreSQL releases a session's
+advisory locks when it dies, SIGKILL included). It then LISTENs for new commands and, in a
+loop, reads up to ``settings.ORDERS_ENGINE_BATCH`` pending commands in id (arrival) order
+and applies them in one transaction (:func:`batch_apply`): each command runs the same
+placement or cancel as inline mode, in its own savepoint, so a refusal (insufficient funds,
+a filter) undoes only that command and becomes its outcome; then the commands are marked
+done with their outcomes and their callers notified, all at the commit. A sequencer killed
+mid-batch committed nothing of it: its successor applies those commands again from the
+start, and no command is applied twice (done and effect share a commit).
+
+Any database error other than a deadlock (which reruns the batch) ends the process: its
+connection, and with it the advisory lock, may be gone, and only the lock holder may write.
+"""
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import OperationalError, connection
+
+from apps.core.errors import DomainError
+from apps.ledger.transactions import retrying_atomic
+
+from ..models import CommandKind
+from ..store import commands as queue
+from . import cancel, placement
+from .commands import domain_outcome
+
+log = logging.getLogger(__name__)
+
+ENGINE_LOCK_CLASS = 0x4F524452
+"""The first key of the sequencers' advisory locks (``pg_advisory_lock(ENGINE_LOCK_CLASS, market id)``)."""
+
+
+@dataclass(frozen=True)
+class QueuedCommand:
+    """A pending command as the sequencer reads it."""
+
+    id: int
+    market_id: int
+    kind: str
+    user_id: int
+    token: str
+    payload: dict
+
+
+def _apply(command: QueuedCommand) -> dict:
+    """Apply one command in a savepoint of the batch's transaction; return its outcome."""
+    try:
+        if command.kind == CommandKind.PLACE:
+            order = placement.order_place(**command.payload)
+        else:
+            order = cancel.order_cancel(**command.payload)
+    except DomainError as exc:
+        return domain_outcome(exc)
+    except OperationalError:
+        raise  # a deadlock reruns the batch; anything else ends the process (see the module)
+    except Exception as exc:  # a bug on one command must not stop the market: its caller gets a 500
+        log.exception("engine.command_failed", extra={"command": command.id})
+        return {"error": {"type": "internal", "message": f"{type(exc).__name__}: {exc}"}}
+    return {"order_id": order.id}
+
+
+@retrying_atomic
+def batch_apply(commands: Sequence[QueuedCommand]) -> list[dict]:
+    """Apply ``commands`` (in order) and mark them done with their outcomes, in one transaction.
+
+    The callers are notified at the commit (:data:`apps.orders.store.commands.MARK_DONE`).
+    Returns the outcomes. A deadlock reruns the whole batch (nothing of it was committed).
+    """
+    outcomes = [_apply(command) for command in commands]
+    with connection.cursor() as cursor:
+        cursor.execute(queue.MARK_DONE, [[c.id for c in commands], [json.dumps(o) for o in outcomes]])
+    return outcomes
+
+
+class Sequencer:
+    """The writer of ``market_ids``' orders (see the module). :meth:`run` until :meth:`stop`."""
+
+    def __init__(self, market_ids: Sequence[int], *, batch: int | None = None, idle_seconds: float = 1.0):
+        self.market_ids = sorted(set(market_ids))
+        self.batch = batch or settings.ORDERS_ENGINE_BATCH
+        self.idle_seconds = idle_seconds
+        self.stopping = False
+
+    def stop(self) -> None:
+        """Finish the batch in progress, then return from :meth:`run`."""
+        self.stopping = True
+
+    def acquire(self) -> None:
+        """Take every market's advisory lock (blocking while another sequencer holds one) and LISTEN."""
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            for market_id in self.market_ids:
+                cursor.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
+            for market_id in self.market_ids:
+                cursor.execute(f'LISTEN "{queue.engine_channel(market_id)}"')
+
+    def pending(self) -> list[QueuedCommand]:
+        """The oldest pending commands of the markets served, at most one batch."""
+        with connection.cursor() as cursor:
+            cursor.execute(queue.PENDING, [self.market_ids, self.batch])
+            rows = cursor.fetchall()
+        # Django's cursor leaves jsonb as text (its JSONField decodes it).
+        return [
+            QueuedCommand(
+                id_, market_id, kind, user_id, token, json.loads(payload) if isinstance(payload, str) else payload
+            )
+            for id_, market_id, kind, user_id, token, payload in rows
+        ]
+
+    def run_once(self) -> int:
+        """Apply what is pending (one batch per market); return how many commands were applied."""
+        commands = self.pending()
+        by_market: dict[int, list[QueuedCommand]] = {}
+        for command in commands:
+            by_market.setdefault(command.market_id, []).append(command)
+        for group in by_market.values():
+            batch_apply(group)
+        return len(commands)
+
+    def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
+        """Acquire the markets, then apply commands as they arrive until stopped."""
+        self.acquire()
+        log.info("engine.ready", extra={"markets": self.market_ids})
+        if on_ready is not None:
+            on_ready()
+        while not self.stopping:
+            if self.run_once():
+                continue
+            for _ in connection.connection.notifies(timeout=self.idle_seconds, stop_after=1):
+                pass

@@ -1,0 +1,69 @@
+"""The SQL of the engine's command queue (:class:`~apps.orders.models.Command`) and its notifications.
+
+Channels: a caller LISTENs on ``orders_done_<token>`` (its command's token) and the
+sequencer of a market on ``orders_engine_<market id>``; the payload of a done
+notification is the command's outcome (JSON). NOTIFY inside a transaction is delivered
+at its commit, so a caller never hears of an outcome that was rolled back.
+"""
+
+from ..models import Command, CommandStatus, Market
+
+_TABLE = Command._meta.db_table
+
+
+def done_channel(token: str) -> str:
+    """The channel a caller waiting for the command ``token`` LISTENs on."""
+    return f"orders_done_{token}"
+
+
+def engine_channel(market_id: int) -> str:
+    """The channel the sequencer of ``market_id`` LISTENs on for new commands."""
+    return f"orders_engine_{market_id}"
+
+
+SUBMIT = f"""
+    WITH market AS (SELECT id FROM {Market._meta.db_table} WHERE symbol = %(symbol)s),
+    inserted AS (
+        INSERT INTO {_TABLE} (market_id, kind, user_id, key, request_hash, token, payload, status, created_at)
+        SELECT market.id, %(kind)s, %(user_id)s, %(key)s, %(request_hash)s, %(token)s, %(payload)s::jsonb,
+               '{CommandStatus.PENDING}', now()
+        FROM market
+        ON CONFLICT DO NOTHING
+        RETURNING id, market_id
+    )
+    SELECT (SELECT id FROM market), id,
+           CASE WHEN id IS NOT NULL THEN pg_notify('orders_engine_' || market_id, id::text) END
+    FROM (SELECT 1) one LEFT JOIN inserted ON true
+"""
+"""Insert a pending command for the market named by symbol and wake its sequencer. One row:
+``(market id, command id, _)``: no market id for an unknown symbol, no command id when ``key`` was taken
+or ``token`` already inserted (a submission sent again after its connection broke)."""
+
+BY_KEY = f"SELECT id, token, request_hash, status, outcome FROM {_TABLE} WHERE user_id = %s AND key = %s"
+"""The command a user already submitted under an idempotency key."""
+
+BY_TOKEN = f"SELECT id, token, request_hash, status, outcome FROM {_TABLE} WHERE token = %s"
+"""The command with this token (one sent again after a broken connection)."""
+
+STATUS = f"SELECT status, outcome FROM {_TABLE} WHERE token = %s"
+
+PENDING = f"""
+    SELECT id, market_id, kind, user_id, token, payload FROM {_TABLE}
+    WHERE status = '{CommandStatus.PENDING}' AND market_id = ANY(%s::bigint[])
+    ORDER BY id
+    LIMIT %s
+"""
+"""The oldest pending commands of the sequencer's markets (id order is arrival order)."""
+
+MARK_DONE = f"""
+    WITH done AS (
+        UPDATE {_TABLE} c SET status = '{CommandStatus.DONE}', outcome = v.outcome, done_at = now(),
+            key = CASE WHEN v.outcome ? 'error' THEN '' ELSE c.key END
+        FROM unnest(%s::bigint[], %s::jsonb[]) AS v(id, outcome)
+        WHERE c.id = v.id AND c.status = '{CommandStatus.PENDING}'
+        RETURNING c.token, v.outcome
+    )
+    SELECT count(pg_notify('orders_done_' || token, outcome::text)) FROM done
+"""
+"""Mark applied commands done with their outcomes and notify their callers (at commit). A refused command
+gives its idempotency key back: a retry under it (after funding the account, say) is a new command."""

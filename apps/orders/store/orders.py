@@ -1,0 +1,87 @@
+"""Writing orders and trades: the order row, its cancel, the resting orders' fills and the trades.
+
+Statements come from the models (:mod:`apps.orders.store.sql`); values are the model
+instances' or the engine's named values.
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import connection
+
+from ..engine.settlement import MakerUpdate, Settlement
+from ..models import Order, OrderStatus, Trade
+from .sql import attnames, columns_of, insert_sql, plain, update_sql
+
+ORDER_FIELDS = attnames(Order)
+INSERT_ORDERS = insert_sql(Order, ORDER_FIELDS)
+"""INSERT orders, one array per column of :data:`ORDER_FIELDS` (:func:`order_columns`)."""
+
+ORDER_BY_ID = f"SELECT {', '.join(ORDER_FIELDS)} FROM {Order._meta.db_table} WHERE id = %s"
+
+CANCEL_ORDER = f"""
+    UPDATE {Order._meta.db_table} SET status = '{OrderStatus.CANCELLED}', reject_reason = %s, held_remaining = 0,
+        updated_at = %s
+    WHERE id = %s
+"""
+"""Cancel one order (its end reason, the time, its id); the caller releases what it held."""
+
+_MAKER_FIELDS = ["id", "filled_qty", "filled_quote_qty", "fee_total", "held_remaining", "status", "reject_reason"]
+UPDATE_MAKERS = update_sql(Order, _MAKER_FIELDS, constant=["updated_at"])
+
+TRADE_FIELDS = attnames(Trade)
+INSERT_TRADES = insert_sql(Trade, TRADE_FIELDS)
+
+
+def order_columns(orders: Sequence[Order]) -> list[list]:
+    """The parameters of :data:`INSERT_ORDERS` for ``orders``."""
+    return columns_of(([getattr(order, name) for name in ORDER_FIELDS] for order in orders), len(ORDER_FIELDS))
+
+
+def order_from_row(row: tuple) -> Order:
+    """An :class:`Order` from an :data:`ORDER_BY_ID` row."""
+    return Order.from_db(connection.alias, ORDER_FIELDS, row)
+
+
+def maker_update_params(updated_at: datetime, updates: Sequence[MakerUpdate]) -> list:
+    """The parameters of :data:`UPDATE_MAKERS`: the resting orders' new fill totals, holds and states."""
+    return [
+        updated_at,
+        *columns_of(
+            (
+                (u.maker.id, u.maker.filled_qty, u.maker.filled_quote_qty, u.maker.fee_total, u.maker.held_remaining)
+                + (u.status, u.reason)
+                for u in updates
+            ),
+            len(_MAKER_FIELDS),
+        ),
+    ]
+
+
+def trade_params(
+    *, market_id: int, taker: Order, taker_rate, settlements: Sequence[Settlement], created_at: datetime
+) -> list:
+    """The parameters of :data:`INSERT_TRADES` for the taker's settled fills (entry ids set)."""
+    rows = []
+    for s in settlements:
+        values = {
+            "id": s.trade_id,
+            "market_id": market_id,
+            "taker_order_id": taker.id,
+            "maker_order_id": s.fill.maker.id,
+            "seq": s.seq,
+            "taker_user_id": taker.user_id,
+            "maker_user_id": s.fill.maker.user_id,
+            "taker_side": taker.side,
+            "price": s.fill.price,
+            "qty": s.fill.qty,
+            "quote_qty": s.fill.quote_qty,
+            "taker_fee": s.taker_fee,
+            "maker_fee": s.maker_fee,
+            "taker_fee_rate": taker_rate,
+            "maker_fee_rate": s.fill.maker.fee_rate,
+            "entry_id": s.entry_id,
+            "created_at": created_at,
+        }
+        rows.append([plain(values[name]) for name in TRADE_FIELDS])
+    return columns_of(rows, len(TRADE_FIELDS))

@@ -1,0 +1,265 @@
+"""The sequencer as real processes (``manage.py run_engine``): answers, SIGKILL mid-batch, failover,
+idempotent retries across restarts, and the caller's bounded wait."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connection, connections
+
+from apps.ledger.reconciliation import reconcile
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.models import Command, CommandStatus, Order, OrderStatus, Trade
+from apps.orders.services import commands as engine_commands
+from apps.orders.services import order_place
+from apps.orders.services.sequencer import ENGINE_LOCK_CLASS
+from apps.orders.tests.helpers import balance
+from apps.wallets.tests.conftest import database_url, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+D = Decimal
+ORDERS = "/api/v1/orders/"
+
+
+class EngineProcess(subprocess.Popen):
+    """A ``run_engine`` process with its log file and its PostgreSQL application name."""
+
+    log_path: Path
+    app_name: str
+
+
+@pytest.fixture
+def sequencer_mode(settings):
+    settings.ORDERS_ENGINE = "sequencer"
+    settings.ORDERS_ENGINE_WAIT_SECONDS = 20
+    yield settings
+    engine_commands.queue_connection_close()
+
+
+@pytest.fixture
+def engines(tmp_path, sequencer_mode):
+    """``start(*symbols)`` -> a running ``run_engine`` process (waited for until ready or blocked on its lock)."""
+    started: list[EngineProcess] = []
+
+    def start(*symbols: str, wait_ready: bool = True) -> EngineProcess:
+        name = f"engine-test-{os.getpid()}-{len(started)}"
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
+            "PGAPPNAME": name,
+            "DATABASE_URL": database_url(connection.settings_dict),
+        }
+        log_path = tmp_path / f"{name}.log"
+        args = [sys.executable, "manage.py", "run_engine", *(f"--market={s}" for s in symbols)]
+        with open(log_path, "wb") as log:
+            process = EngineProcess(
+                args,
+                cwd=django_settings.BASE_DIR,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        process.log_path, process.app_name = log_path, name
+        started.append(process)
+        if wait_ready:
+            wait_for(
+                lambda: process.poll() is not None or b"engine ready" in log_path.read_bytes(),
+                message=f"{name} ready",
+            )
+            assert process.poll() is None, log_path.read_text()
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        print(f"--- {process.app_name}\n{process.log_path.read_text()}")  # shown when the test fails
+
+
+def kill(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def waiting_on_lock(app_name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+            [app_name],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.fixture
+def traders(btc_usdt, btc, usdt):
+    buyer, seller = UserFactory(), UserFactory()
+    fund(buyer, usdt, "100000")
+    fund(seller, btc, "10")
+    return buyer, seller
+
+
+def test_an_order_placed_through_the_api_is_answered_by_the_sequencer(engines, traders, api_as, usdt):
+    buyer, seller = traders
+    engines("BTC-USDT")
+    ask = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
+    response = api_as(buyer, "trade").post(
+        ORDERS,
+        {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "50100", "qty": "0.1"},
+        format="json",
+    )
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert (body["status"], body["filled_qty"]) == ("filled", "0.10000000")
+    assert balance(buyer, usdt) == (D("95000"), D("0"))  # price improvement released
+    assert Order.objects.get(id=ask.id).status == OrderStatus.FILLED
+    assert set(Command.objects.values_list("status", flat=True)) == {CommandStatus.DONE}
+
+    refused = api_as(buyer, "trade").post(
+        ORDERS, {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "50000", "qty": "100"}, format="json"
+    )
+    assert (refused.status_code, refused.json()["error"]["code"]) == (400, "insufficient_funds")
+    assert reconcile().ok
+
+
+def test_a_sequencer_killed_mid_batch_loses_nothing_and_applies_nothing_twice(engines, traders, usdt, btc):
+    buyer, seller = traders
+    first = engines("BTC-USDT")
+    from apps.ledger.models import Account, AccountKind
+
+    seller_btc = Account.objects.get(owner=seller, asset=btc, kind=AccountKind.USER_AVAILABLE)
+    blocker = connections.create_connection("default")
+    results: list[object] = []
+
+    def place(n: int) -> None:
+        try:
+            results.append(
+                order_place(
+                    user_id=seller.id,
+                    market="BTC-USDT",
+                    side="sell",
+                    price=f"{50000 + n}",
+                    qty="0.1",
+                    client_order_id=f"ask-{n}",
+                )
+            )
+        except Exception as exc:  # collected for the asserts
+            results.append(exc)
+        finally:
+            engine_commands.queue_connection_close()
+            connections.close_all()
+
+    try:
+        blocker.ensure_connection()
+        with blocker.cursor() as cursor:  # hold the seller's account: the batch blocks inside its transaction
+            cursor.execute("BEGIN")
+            cursor.execute("SELECT id FROM ledger_account WHERE id = %s FOR UPDATE", [seller_btc.id])
+            callers = [threading.Thread(target=place, args=(n,)) for n in range(5)]
+            for caller in callers:
+                caller.start()
+            wait_for(lambda: waiting_on_lock(first.app_name), message="the batch blocked mid-transaction")
+            kill(first)
+            cursor.execute("ROLLBACK")
+    finally:
+        blocker.close()
+    assert Order.objects.count() == 0  # nothing of the killed batch was committed
+
+    engines("BTC-USDT")
+    for caller in callers:
+        caller.join(timeout=60)
+
+    assert sorted(o.client_order_id for o in results) == [f"ask-{n}" for n in range(5)]
+    assert Order.objects.count() == 5
+    assert Command.objects.filter(status=CommandStatus.DONE).count() == 5
+    assert balance(seller, btc) == (D("9.5"), D("0.5"))
+    assert reconcile().ok
+
+
+def test_a_standby_sequencer_takes_over_when_the_active_one_dies(engines, traders):
+    buyer, seller = traders
+    active = engines("BTC-USDT")
+    standby = engines("BTC-USDT", wait_ready=False)
+    wait_for(lambda: waiting_on_lock(standby.app_name), message="the standby waiting on the advisory lock")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND NOT granted",
+            [ENGINE_LOCK_CLASS],
+        )
+        assert cursor.fetchone()[0] == 1
+
+    kill(active)
+    wait_for(lambda: b"engine ready" in standby.log_path.read_bytes(), message="the standby taking over")
+    order = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+    assert order.status == OrderStatus.OPEN
+
+
+def test_a_retry_after_a_restart_returns_the_original_order(engines, traders, api_as, usdt):
+    buyer, seller = traders
+    first = engines("BTC-USDT")
+    original = order_place(
+        user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", client_order_id="mine-1"
+    )
+    client = api_as(buyer, "trade")
+    body = {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "41000", "qty": "0.1"}
+    keyed = client.post(ORDERS, body, format="json", HTTP_IDEMPOTENCY_KEY="retry-1")
+    kill(first)
+    engines("BTC-USDT")
+
+    again = order_place(
+        user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", client_order_id="mine-1"
+    )
+    keyed_again = client.post(ORDERS, body, format="json", HTTP_IDEMPOTENCY_KEY="retry-1")
+
+    assert again.id == original.id
+    assert keyed.status_code == keyed_again.status_code == 201
+    assert keyed_again.json()["id"] == keyed.json()["id"]
+    assert Order.objects.count() == 2
+    assert balance(buyer, usdt) == (D("100000") - D("4000") - D("4100"), D("8100"))
+
+
+def test_a_wait_that_times_out_answers_status_unknown_and_the_order_is_placed_once_later(
+    engines, traders, api_as, sequencer_mode
+):
+    buyer, seller = traders
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 0.5
+    body = {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "40000", "qty": "0.1"}
+    response = api_as(buyer, "trade").post(ORDERS, {**body, "client_order_id": "late-1"}, format="json")
+
+    assert response.status_code == 504
+    assert response.json()["error"]["code"] == "order_status_unknown"
+    assert not Order.objects.exists()
+
+    engines("BTC-USDT")
+    wait_for(lambda: Command.objects.filter(status=CommandStatus.DONE).exists(), message="the queued command applied")
+    order = Order.objects.get(user=buyer, client_order_id="late-1")
+    assert order.status == OrderStatus.OPEN
+    assert not Trade.objects.exists()
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 20
+    again = order_place(
+        user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", client_order_id="late-1"
+    )
+    assert again.id == order.id
+    assert Order.objects.count() == 1
+
+
+def test_a_caller_whose_queue_connection_was_terminated_submits_on_a_new_one(engines, traders):
+    buyer, _ = traders
+    engines("BTC-USDT")
+    first = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+    with connection.cursor() as cursor:  # as a database restart or failover would, while the connection is idle
+        cursor.execute("SELECT pg_terminate_backend(%s)", [engine_commands._local.conn.info.backend_pid])
+
+    second = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+
+    assert second.id != first.id
+    assert Command.objects.filter(status=CommandStatus.DONE).count() == 2
+    assert Order.objects.count() == 2
