@@ -17,6 +17,7 @@ from django.utils import timezone
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.ledger.models import Asset
+from apps.ledger.services import asset_register
 from apps.orders.models import Market
 from apps.orders.services import market_create
 from apps.wallets.custody.simnet import new_address
@@ -82,19 +83,17 @@ USERS = [
 def seed_assets() -> dict[str, Asset]:
     assets = {}
     for code, name, decimals, shown, fee, minimum, auto_approve, daily in ASSETS:
-        assets[code], _ = Asset.objects.get_or_create(
+        assets[code] = asset_register(
             code=code,
-            defaults={
-                "name": name,
-                "decimals": decimals,
-                "display_decimals": shown,
-                "network": "simnet",
-                "confirmations_required": 2,
-                "withdrawal_fee": fee,
-                "min_withdrawal": minimum,
-                "withdrawal_auto_approve_limit": auto_approve,
-                "withdrawal_daily_limit": daily,
-            },
+            name=name,
+            decimals=decimals,
+            display_decimals=shown,
+            network="simnet",
+            confirmations_required=2,
+            withdrawal_fee=fee,
+            min_withdrawal=minimum,
+            withdrawal_auto_approve_limit=auto_approve,
+            withdrawal_daily_limit=daily,
         )
     return assets
 

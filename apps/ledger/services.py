@@ -57,6 +57,21 @@ def credit(account: Account, amount: Decimal) -> Leg:
     return Leg(account.id, -amount)
 
 
+# Assets --------------------------------------------------------------------------------------------
+
+
+def asset_register(*, code: str, name: str, decimals: int, **attributes) -> Asset:
+    """The asset ``code``, created with ``name``, ``decimals`` and the other ``attributes`` (Asset's fields:
+    ``display_decimals``, ``network``, withdrawal fee and limits...) when it does not exist yet.
+
+    Reference data, no money. An existing asset is returned unchanged: its code and precision never change
+    (a trigger refuses it), and operators edit the rest in the back office. Concurrent registrations of one
+    code are settled by its unique constraint.
+    """
+    asset, _ = Asset.objects.get_or_create(code=code, defaults={"name": name, "decimals": decimals, **attributes})
+    return asset
+
+
 # Accounts ------------------------------------------------------------------------------------------
 
 

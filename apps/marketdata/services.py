@@ -50,17 +50,22 @@ _UPSERT = """
 class Resting(Protocol):
     """What a candle needs of a fill's maker: its ``side`` (``"buy"`` or ``"sell"``)."""
 
-    side: str
+    @property
+    def side(self) -> str: ...
 
 
 class Print(Protocol):
     """What a candle needs of a fill: ``price`` (quote per base), ``qty`` (base), ``quote_qty`` (quote) and its
     ``maker`` (the resting order: a fill against a resting ``"sell"`` is a taker buy)."""
 
-    price: Decimal
-    qty: Decimal
-    quote_qty: Decimal
-    maker: Resting
+    @property
+    def price(self) -> Decimal: ...
+    @property
+    def qty(self) -> Decimal: ...
+    @property
+    def quote_qty(self) -> Decimal: ...
+    @property
+    def maker(self) -> Resting: ...
 
 
 def candles_record(*, market_id: int, time: datetime, fills: Sequence[Print]) -> None:

@@ -5,6 +5,7 @@ writes an order.
 """
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -115,7 +116,7 @@ class MarketAdmin(admin.ModelAdmin):
             "action": action,
             "action_name": request.POST.get("action", ""),
             "missing_reason": request.POST.get("confirm") == "yes",
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
         }
         return TemplateResponse(request, "admin/orders/market/confirm_status.html", context)
 

@@ -35,7 +35,7 @@ def market_list() -> list[Market]:
 def market_get(*, symbol: str) -> Market:
     """The market with ``symbol`` (``BTC-USDT``) and its assets. Raises :class:`NotFound`, also for a
     ``symbol`` no market can have (not text, too long, NUL or other unprintable characters)."""
-    max_length = Market._meta.get_field("symbol").max_length
+    max_length = Market._meta.get_field("symbol").max_length or 0  # a CharField: always set
     if not isinstance(symbol, str) or not 0 < len(symbol) <= max_length or not symbol.isprintable():
         raise NotFound("No such market.", fields={"market": "No such market."})
     market = Market.objects.select_related("base", "quote").filter(symbol=symbol).first()

@@ -34,17 +34,6 @@ WRITE_METHODS = frozenset(
 SQL_WRITE = re.compile(r"\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+\"?ledger_\w+", re.IGNORECASE)
 SQL_LOCK = re.compile(r"\bledger_\w+\b[\s\S]*\bFOR\s+(?:NO\s+KEY\s+)?UPDATE\b", re.IGNORECASE)
 
-# Files allowed to break the rule for now, each with the reason it is still here.
-ALLOWED = {
-    # The orders' hot path reads and locks ledger_account rows in its own SQL; branch engine moves that into
-    # apps.ledger (issue 17). The lead removes this entry when merging it.
-    "apps/orders/services.py",
-    # The demo seed creates its assets (Asset.objects.get_or_create) on a fresh database: reference data, no
-    # money; it goes when apps.ledger has an asset-creating service (none today; apps/ledger/services.py is
-    # branch ledger's).
-    "apps/demo/seed.py",
-}
-
 
 def ledger_writes(source: str) -> list[str]:
     """The ledger writes in one module's source, as ``"line N: what"`` strings (empty when it has none)."""
@@ -94,15 +83,9 @@ def test_only_the_ledger_writes_ledger_models():
     for path in app_modules():
         name = path.relative_to(ROOT).as_posix()
         found = ledger_writes(path.read_text())
-        if found and name not in ALLOWED:
+        if found:
             offences[name] = found
     assert offences == {}, "Only apps.ledger writes ledger models (DESIGN.md section 1): " + repr(offences)
-
-
-def test_every_allowed_file_still_breaks_the_rule():
-    """An allow-list entry whose file no longer writes ledger rows is stale: remove it."""
-    for name in ALLOWED:
-        assert ledger_writes((ROOT / name).read_text()), f"{name} no longer writes ledger rows: drop it from ALLOWED"
 
 
 @pytest.mark.parametrize(

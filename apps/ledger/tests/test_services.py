@@ -13,6 +13,7 @@ from apps.ledger.services import (
     EntryRequest,
     Leg,
     adjustment_post,
+    asset_register,
     credit,
     debit,
     entries_post,
@@ -339,3 +340,10 @@ def test_release_legs_undo_hold_legs(db, usdt, user):
         Leg(2, Decimal("-2")),
         Leg(2, Decimal("2")),
     ]
+
+
+def test_asset_register_creates_once_and_leaves_an_existing_asset_unchanged(db):
+    first = asset_register(code="DOGE", name="Dogecoin", decimals=8, display_decimals=4, network="simnet")
+    again = asset_register(code="DOGE", name="Renamed", decimals=2)
+    assert again.id == first.id
+    assert (again.name, again.decimals, again.display_decimals) == ("Dogecoin", 8, 4)

@@ -12,7 +12,7 @@ from apps.ledger.amounts import format_amount, parse_amount
 from apps.ledger.errors import InvalidAmount
 
 from ..engine.matching import EXACT, WIDE, MatchPlan
-from ..errors import InvalidPrice, InvalidQuantity, MinNotional
+from ..errors import InvalidPrice, InvalidQuantity, MinNotional, OrderRejected
 from ..models import OrderType, SelfTradePrevention, Side, TimeInForce
 from ..store.markets import LockedMarket, MarketShape
 
@@ -23,9 +23,9 @@ def value_parse(raw, *, decimals: int, field: str, error: type[DomainError], all
         with localcontext(WIDE):  # NUMERIC(38, 18) needs more than the default 28 digits
             return parse_amount(raw, decimals=decimals, field=field, allow_zero=allow_zero)
     except InvalidAmount as exc:
-        if error is DomainError:
-            raise DomainError(exc.message, fields={field: exc.message}) from None
-        raise error(exc.message, field=field) from None
+        if issubclass(error, OrderRejected):
+            raise error(exc.message, field=field) from None
+        raise error(exc.message, fields={field: exc.message}) from None
 
 
 _CHOICE_VALUES = {choices: frozenset(choices.values) for choices in (Side, OrderType, TimeInForce, SelfTradePrevention)}
@@ -144,6 +144,8 @@ def notional_check(market: LockedMarket, request: Request, plan: MatchPlan) -> N
     """
     if request.quote_qty is not None:
         value, field = request.quote_qty, "quote_qty"
+    elif request.qty is None:  # request_parse gives every order a qty or a quote_qty
+        raise ValueError("an order request with neither qty nor quote_qty")
     elif request.price is not None:
         value, field = EXACT.multiply(request.qty, request.price), "qty"
     elif plan.first_price is not None:

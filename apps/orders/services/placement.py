@@ -33,6 +33,7 @@ its last statement under the lock; the relay publishes them in that order.
 """
 
 from decimal import Decimal, localcontext
+from typing import Any
 
 from django.db import IntegrityError
 from django.utils import timezone
@@ -166,7 +167,7 @@ def order_place(
     the same order again returns the original). Keeps invariants 3, 4 and 8: an ended
     order holds nothing, an open one holds exactly its ``held_remaining``.
     """
-    inputs = {
+    inputs: dict[str, Any] = {
         "user_id": user_id,
         "side": side,
         "type": type,
@@ -186,7 +187,7 @@ def order_place(
                 request = request_parse(shape, **inputs)
             except DomainError:
                 pass  # judged again with the market as locked (the shape kept here may be out of date)
-        if request is not None:
+        if request is not None and shape is not None:
             # One round trip: BEGIN, the market lock (which draws the order id), the first book page
             # and the account's trading freeze.
             book = _book_for(cursor, shape, request)
@@ -253,7 +254,9 @@ def _execute(
         raise InvalidQuantity(f"The order's value {held_amount:f} is beyond what an amount can be.", field="qty")
     ended = status not in OPEN_STATUSES
 
-    taker_rate = taker_rate if plan.fills else Decimal(0)
+    if plan.fills and taker_rate is None:  # the book reads the taker's rate with the first maker it loads
+        raise RuntimeError("fills were planned without the taker's fee rate")
+    taker_rate = taker_rate if taker_rate is not None and plan.fills else Decimal(0)
     settlements = settlements_plan(
         taker_side=request.side,
         taker_rate=taker_rate,
