@@ -281,7 +281,13 @@
   }
 
   function onTicker(event) {
-    setStrip({ last: event.c, change_percent: `${event.P}%`, high: event.h, low: event.l, volume: event.v });
+    setStrip({
+      last: priceText(event.c),
+      change_percent: `${event.P}%`,
+      high: priceText(event.h),
+      low: priceText(event.l),
+      volume: shownText(event.v, config.baseShown),
+    });
   }
 
   // ------------------------------------------------------------- the user's orders and balances

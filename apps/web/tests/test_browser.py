@@ -198,7 +198,7 @@ def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
     expect(live).to_have_attribute("data-candles", "1", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#price-chart canvas").first).to_be_visible(timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#depth-chart canvas").first).to_be_visible(timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("60000.000000", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("60,000.00", timeout=LIVE_TIMEOUT_MS)
 
     # The book updates from the depth stream (amounts shown as the server shows them) and marks the trader's own order.
     expect(page.locator("#book tr.bid.own")).to_contain_text("59,800.00", timeout=LIVE_TIMEOUT_MS)
@@ -223,10 +223,11 @@ def test_the_market_page_draws_candles_and_shows_a_fill_and_book_changes_live(
     expect(balance_cell(page, "#market-balances", "BTC", "available")).to_have_text("0.04995")  # less 0.1 % fee
     expect(balance_cell(page, "#market-balances", "USDT", "held")).to_have_text("0", timeout=LIVE_TIMEOUT_MS)
 
-    # The 24-hour strip follows the ticker stream.
-    expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("59800.000000", timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator("#ticker-strip [data-field='low']")).to_have_text("59800.000000", timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator("#ticker-strip [data-field='volume']")).to_have_text("0.07000000", timeout=LIVE_TIMEOUT_MS)
+    # The 24-hour strip follows the ticker stream, formatted as the server renders it (at the tick, grouped;
+    # the volume at BTC's display places, trimmed): the raw stream values once replaced the formatted ones.
+    expect(page.locator("#ticker-strip [data-field='last']")).to_have_text("59,800.00", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#ticker-strip [data-field='low']")).to_have_text("59,800.00", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#ticker-strip [data-field='volume']")).to_have_text("0.07", timeout=LIVE_TIMEOUT_MS)
 
     # The fills' candle arrived on the kline stream; the 5m switch loads the 5m candles.
     latest = candles(market="BTC-USDT", interval="1m")[-1]
