@@ -68,7 +68,7 @@ def test_signed_subscription_and_refusals(live_asgi, btc, usdt, btc_usdt, signin
         )
 
 
-def test_json_nested_too_deeply_is_refused_and_the_connection_stays_usable(live_asgi):
+def test_json_nested_too_deeply_is_refused_and_the_connection_stays_usable(live_asgi, btc_usdt):
     """A 50,000-deep array made the JSON decoder raise RecursionError, which dropped the connection."""
     deep = '{"id": 1, "method": "SUBSCRIBE", "params": ' + "[" * 50_000 + "]" * 50_000 + "}"
     with connect(f"ws://{live_asgi}/ws-api/v3", open_timeout=10) as socket:
