@@ -13,7 +13,6 @@ from apps.api.fields import ApiTime
 from apps.api.throttles import IpRateThrottle, LoginRateThrottle
 
 from .models import Scope
-from .second_factor import second_factor_require, user_has_second_factor
 from .services import api_key_create
 
 DEFAULT_NAME = "token (API log-in)"
@@ -66,8 +65,6 @@ class TokenApi(APIView):
         user = authenticate(request._request, username=data["username"], password=data["password"])
         if user is None:
             raise AuthenticationFailed("Invalid username or password.")
-        if Scope.WITHDRAW not in data["scopes"] and user_has_second_factor(user_id=user.id):
-            second_factor_require(user_id=user.id, code=data.get("otp"))
         created = api_key_create(
             user_id=user.id,
             name=data["name"],
