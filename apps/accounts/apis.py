@@ -13,6 +13,7 @@ from apps.api.fields import ApiTime
 from apps.api.throttles import IpRateThrottle, LoginRateThrottle
 
 from .models import Scope
+from .passwords import MAX_PASSWORD_LENGTH
 from .services import api_key_create
 
 DEFAULT_NAME = "token (API log-in)"
@@ -20,7 +21,7 @@ DEFAULT_NAME = "token (API log-in)"
 
 class TokenIn(serializers.Serializer):
     username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=128, trim_whitespace=False)
+    password = serializers.CharField(max_length=MAX_PASSWORD_LENGTH, trim_whitespace=False)
     scopes = serializers.ListField(
         child=serializers.ChoiceField(choices=Scope.values), min_length=1, max_length=3, default=["read"]
     )
