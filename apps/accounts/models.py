@@ -6,6 +6,10 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+# The unique index on ``lower(email)`` of ``auth_user`` for non-empty addresses (migration 0004): no two users
+# share an e-mail address whatever its case.
+EMAIL_UNIQUE_INDEX = "auth_user_email_lower_unique"
+
 
 class Scope(models.TextChoices):
     """What an API key may do (API.md): read everything of its user, trade, withdraw."""

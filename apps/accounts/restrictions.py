@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from apps.backoffice.services import audit_record
-from apps.core.errors import DomainError, NotFound, PermissionDenied
+from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
 
 from .models import AccountRestriction
 
@@ -24,6 +24,11 @@ _FLAGS = {
         "account.withdrawals_block",
         "account.withdrawals_unblock",
     ),
+}
+# restriction -> the refusal of lifting it from an account that does not have it
+_NOT_SET = {
+    "trading": "Trading is not frozen for this account: nothing to lift.",
+    "withdrawals": "Withdrawals are not restricted for this account: nothing to lift.",
 }
 
 
@@ -52,6 +57,8 @@ def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bo
     row, _ = AccountRestriction.objects.select_for_update().get_or_create(
         user_id=user_id, defaults={"updated_by_id": operator_id}
     )
+    if not on and not getattr(row, flag):
+        raise InvalidState(_NOT_SET[restriction])
     before = _state(row)
     setattr(row, flag, on)
     setattr(row, reason_field, reason)
@@ -74,7 +81,8 @@ def account_trading_freeze(*, user_id: int, operator_id: int, frozen: bool, reas
     While frozen, :func:`apps.orders.services.order_place` refuses new orders with
     ``trading_frozen``; open orders stay cancellable. Raises :class:`DomainError` (no reason),
     :class:`PermissionDenied` (the operator lacks ``accounts.change_accountrestriction``, or
-    it is their own account), :class:`NotFound` (user).
+    it is their own account), :class:`NotFound` (user), :class:`InvalidState` when unfreezing an account whose
+    trading is not frozen (nothing is written: no row, no audit).
     """
     return _restriction_set(user_id=user_id, operator_id=operator_id, restriction="trading", on=frozen, reason=reason)
 
@@ -84,7 +92,8 @@ def account_withdrawals_block(*, user_id: int, operator_id: int, blocked: bool, 
 
     While blocked, :func:`apps.wallets.services.withdrawal_request` and ``withdrawal_approve``
     refuse with ``withdrawals_blocked`` (pending withdrawals can still be rejected or
-    cancelled). Raises as :func:`account_trading_freeze`.
+    cancelled). Raises as :func:`account_trading_freeze` (:class:`InvalidState` for unblocking an account whose
+    withdrawals are not blocked).
     """
     return _restriction_set(
         user_id=user_id, operator_id=operator_id, restriction="withdrawals", on=blocked, reason=reason

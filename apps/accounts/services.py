@@ -17,7 +17,7 @@ from apps.streams.services import user_notice_record
 
 from .models import ApiKey, Scope
 from .notifications import email_user_on_commit
-from .second_factor import second_factor_require
+from .second_factor import second_factor_check_if_enrolled, second_factor_require
 from .secret_box import SecretUnreadable, secret_open, secret_seal
 
 KEY_PREFIX = "ex"
@@ -51,12 +51,14 @@ def api_key_create(
     (optional) restricts withdrawals made with this key to those addresses; ``allowed_ips``
     (optional, IP addresses or networks, at most 20) the client addresses it is accepted from;
     ``expires_in`` (optional, whole seconds from now, 60 to ``API_KEY_MAX_LIFETIME``) its life.
-    The ``withdraw`` scope needs the user's second factor: ``otp``, a valid code now (issue 14).
+    The ``withdraw`` scope needs the user's second factor: ``otp``, a valid code now (issue 14); any other
+    scope needs one too once the user has a second factor (API.md ``otp``), for every caller (API and web).
     The raw key is stored as its SHA-256 only; the signing secret encrypted (``secret_box``).
 
     Raises :class:`DomainError` naming ``name``, ``scopes``, ``withdrawal_addresses``, ``allowed_ips``
     or ``expires_in`` when invalid; then, for ``withdraw``, :class:`SecondFactorRequired` when the
-    user has no second factor and :class:`InvalidOtp` for a missing or wrong code. Nothing is
+    user has no second factor; :class:`InvalidOtp` for a missing or wrong code whenever the user has
+    one. Nothing is
     written when it raises. The user is told by e-mail once it commits.
     """
     name = name.strip() if isinstance(name, str) else ""
@@ -72,6 +74,8 @@ def api_key_create(
     expires_at = _expiry(expires_in)
     if Scope.WITHDRAW in scopes:
         second_factor_require(user_id=user_id, code=otp)
+    else:
+        second_factor_check_if_enrolled(user_id=user_id, code=otp)
     prefix = secrets.token_hex(4)
     raw_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     signing_secret = secrets.token_hex(32)

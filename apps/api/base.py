@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 from apps.core.errors import DomainError, NotFound
 from exchange.converters import MAX_ID
 
+from .exceptions import DuplicateField
 from .permissions import HasScope
 from .schema import ScopedAutoSchema
 
@@ -34,11 +35,16 @@ class ScopedApiView(APIView):
 
 
 def check_query_params(request, known: tuple[str, ...]) -> None:
-    """Refuse a query parameter the view does not read: 400 ``invalid_request`` naming it, never ignored.
+    """Refuse a query parameter the view does not read: 400 ``invalid_request`` naming it, never ignored;
+    and one given twice (``?limit=5&limit=6``): 400 ``duplicate_field`` (:class:`DuplicateField`) naming it,
+    never "one of them wins".
 
     Checked once authentication, permissions and throttles have passed, for every GET of every
     :class:`ScopedApiView`; the view lists what it reads in ``query_params``.
     """
+    repeated = [name for name, values in request.query_params.lists() if len(values) > 1]
+    if repeated:
+        raise DuplicateField(repeated)
     unknown = sorted(name for name in request.query_params if name not in known)
     if unknown:
         noun = "parameter" if len(unknown) == 1 else "parameters"

@@ -1,4 +1,5 @@
 import json
+from collections import Counter
 from decimal import Decimal
 
 from django.conf import settings
@@ -6,7 +7,15 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils.json import strict_constant
 
-from .exceptions import PayloadTooLarge
+from .exceptions import DuplicateField, PayloadTooLarge
+
+
+def _object_without_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """One JSON object as a dict; :class:`DuplicateField` naming every key given more than once."""
+    counts = Counter(key for key, _ in pairs)
+    if len(counts) != len(pairs):
+        raise DuplicateField([key for key, count in counts.items() if count > 1])
+    return dict(pairs)
 
 
 class DecimalJSONParser(JSONParser):
@@ -14,7 +23,8 @@ class DecimalJSONParser(JSONParser):
 
     A body longer than ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes is refused with :class:`PayloadTooLarge`
     (413) before it is parsed, and one nested deeper than Python's recursion limit is a
-    :class:`ParseError` (400) like any other malformed JSON.
+    :class:`ParseError` (400) like any other malformed JSON. A key given twice in one object (at any
+    depth) is :class:`DuplicateField` (400 ``duplicate_field`` naming it), never "the last one wins".
     """
 
     def parse(self, stream, media_type=None, parser_context=None):
@@ -24,7 +34,12 @@ class DecimalJSONParser(JSONParser):
         if limit is not None and len(raw) > limit:
             raise PayloadTooLarge()
         try:
-            return json.loads(raw.decode(encoding), parse_float=Decimal, parse_constant=strict_constant)
+            return json.loads(
+                raw.decode(encoding),
+                parse_float=Decimal,
+                parse_constant=strict_constant,
+                object_pairs_hook=_object_without_duplicates,
+            )
         except ValueError as exc:
             raise ParseError(f"JSON parse error: {exc}") from None
         except RecursionError:

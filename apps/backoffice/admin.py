@@ -27,7 +27,7 @@ from apps.wallets.selectors import (
 )
 
 from . import customer_admin, fee_admin  # noqa: F401 (their screens register on import)
-from .admin_helpers import numeric_id
+from .admin_helpers import about, numeric_id
 from .models import (
     Adjustment,
     AdjustmentStatus,
@@ -372,7 +372,7 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
         try:
             withdrawal_decide(withdrawal_id=withdrawal_id, operator_id=request.user.id, approve=approve, reason=reason)
         except DomainError as error:
-            self.message_user(request, f"Withdrawal #{withdrawal_id}: {error.message}", messages.ERROR)
+            self.message_user(request, about(f"Withdrawal #{withdrawal_id}", error.message), messages.ERROR)
             return False
         self.message_user(request, f"Withdrawal #{withdrawal_id} {'approved' if approve else 'rejected'}.")
         return True

@@ -31,3 +31,9 @@ def add_domain_error(form: forms.Form, error: DomainError, field_names: dict[str
             shown = True
     if not shown:
         form.add_error(None, error.message)
+
+
+def about(subject: str, message: str) -> str:
+    """``message`` about ``subject`` ("Withdrawal #18"), prefixed ``"<subject>: "`` unless it names the subject first
+    already ("Withdrawal #18 is already cancelled.", not "Withdrawal #18: Withdrawal #18 is ...")."""
+    return message if message.startswith(subject) else f"{subject}: {message}"

@@ -14,7 +14,7 @@ from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.orders.models import FeeSchedule
 
-from .admin_helpers import add_domain_error, numeric_id
+from .admin_helpers import about, add_domain_error, numeric_id
 from .models import ChangeStatus, FeeChange, FeeChangeKind
 from .services import fee_change_approve, fee_change_draft, fee_change_reject
 
@@ -122,7 +122,7 @@ class FeeChangeAdmin(ReadOnlyAdmin):
             else:
                 raise DomainError("Choose approve or reject.")
         except DomainError as error:
-            self.message_user(request, f"Fee change #{change_id}: {error.message}", messages.ERROR)
+            self.message_user(request, about(f"Fee change #{change_id}", error.message), messages.ERROR)
         else:
             self.message_user(request, f"Fee change #{change.id} {change.get_status_display().lower()}.")
         return redirect("admin:backoffice_feechange_change", change_id)

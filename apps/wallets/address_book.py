@@ -22,6 +22,7 @@ from apps.core.errors import DomainError, InvalidState, NotFound
 from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
 
+from .errors import UNKNOWN_ASSET, unknown_asset_message
 from .links import link_token_make, link_token_read
 from .models import WithdrawalAddress, WithdrawalAddressStatus
 
@@ -59,7 +60,7 @@ def withdrawal_address_add(*, user_id: int, asset_code: str, address: str, label
     """
     asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
     if asset is None:
-        raise DomainError("Unknown asset.", fields={"asset": "Unknown asset."})
+        raise DomainError(unknown_asset_message(asset_code), fields={"asset": UNKNOWN_ASSET})
     address_validate(network=asset.network, address=address)
     label = _label(label)
     if not get_user_model().objects.filter(pk=user_id).exclude(email="").exists():

@@ -25,6 +25,7 @@ from apps.ledger.models import Asset
 
 from .address_book import withdrawal_address_add, withdrawal_address_delete
 from .custody.base import CustodyError
+from .errors import UNKNOWN_ASSET, unknown_asset_message
 from .models import DepositStatus, WithdrawalAddressStatus, WithdrawalStatus
 from .selectors import deposits_for_user, withdrawal_addresses_for_user, withdrawals_for_user
 from .services import deposit_address_get_or_create, withdrawal_cancel, withdrawal_request
@@ -86,7 +87,7 @@ class WithdrawalOut(serializers.Serializer):
 def _asset(code: str) -> Asset:
     asset = Asset.objects.filter(code=path_name(code, what="asset")).first()
     if asset is None:
-        raise NotFound(f"No asset {code}.", fields={"asset": "No such asset."})
+        raise NotFound(unknown_asset_message(code), fields={"asset": UNKNOWN_ASSET})
     return asset
 
 

@@ -2,6 +2,17 @@
 
 from apps.core.errors import DomainError
 
+UNKNOWN_ASSET = "Unknown asset."
+
+
+def unknown_asset_message(code: object) -> str:
+    """The one wording of an unknown asset code, wherever it comes from: ``"Unknown asset BTX."`` (the code as
+    given, when it is short printable text), with the field message :data:`UNKNOWN_ASSET`. In the URL path
+    (``/deposit-address/{asset}/``) it is a 404 ``not_found``; in a body field a 400 ``invalid_request``."""
+    if isinstance(code, str) and 0 < len(code) <= 16 and code.isprintable():
+        return f"Unknown asset {code}."
+    return UNKNOWN_ASSET
+
 
 class WithdrawalLimit(DomainError):
     """A withdrawal below the asset's minimum or above the user's daily limit."""

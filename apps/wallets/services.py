@@ -55,7 +55,7 @@ from . import queueing, selectors
 from .address_book import withdrawal_address_require_active
 from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
-from .errors import EventNotReady, EventRejected, WithdrawalLimit
+from .errors import UNKNOWN_ASSET, EventNotReady, EventRejected, WithdrawalLimit, unknown_asset_message
 from .links import link_token_make, link_token_read
 from .models import (
     EVENT_STATUSES,
@@ -766,6 +766,8 @@ def _transition(
         current = Withdrawal.objects.filter(pk=withdrawal_id).values_list("status", "user_id").first()
         if current is None or (user_id is not None and current[1] != user_id):
             raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"withdrawal": "Unknown withdrawal."})
+        if current[0] == to:
+            raise InvalidState(f"Withdrawal #{withdrawal_id} is already {to}.")
         raise InvalidState(f"Withdrawal #{withdrawal_id} is {current[0]}; it cannot become {to}.")
     withdrawal = Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
     user_event_record(kind="withdrawal", user_id=withdrawal.user_id, object_id=withdrawal.pk)
@@ -834,7 +836,7 @@ def withdrawal_request(
         raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
     asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
     if asset is None:
-        raise DomainError("Unknown asset.", fields={"asset": "Unknown asset."})
+        raise DomainError(unknown_asset_message(asset_code), fields={"asset": UNKNOWN_ASSET})
     value = parse_amount(amount, decimals=asset.decimals)
     address_validate(network=asset.network, address=address)
     _own_deposit_address(asset, address)  # another asset's is refused here

@@ -13,12 +13,17 @@ from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
 from exchange.converters import MAX_ID
 
+EMAIL_IN_USE = "This e-mail address is already in use."
+USERNAME_TAKEN = "This username is taken."
+
 
 class SignUpForm(UserCreationForm):
-    """A trader's sign-up: username, optional e-mail, password twice (Django's password validators).
+    """A trader's sign-up: username, optional e-mail, password twice (Django's password validators, with the
+    128-character cap of :mod:`apps.accounts.passwords`).
 
     Usernames are ASCII and unique whatever their case, so no one can pose as "alice" as "Alice" or
-    with a look-alike letter.
+    with a look-alike letter. An e-mail address, when given, is another user's whatever its case: refused
+    (the unique index on ``lower(email)`` of ``accounts`` migration 0004 holds it against two sign-ups at once).
     """
 
     email = forms.EmailField(required=False)
@@ -30,8 +35,14 @@ class SignUpForm(UserCreationForm):
         username = self.cleaned_data["username"]
         ASCIIUsernameValidator()(username)
         if get_user_model().objects.filter(username__iexact=username).exists():
-            raise forms.ValidationError("This username is taken.")
+            raise forms.ValidationError(USERNAME_TAKEN)
         return username
+
+    def clean_email(self) -> str:
+        email = self.cleaned_data["email"]
+        if email and get_user_model().objects.filter(email__iexact=email).exists():
+            raise forms.ValidationError(EMAIL_IN_USE)
+        return email
 
 
 def _lines(text: str) -> list[str]:
@@ -64,7 +75,8 @@ class ApiKeyForm(forms.Form):
         required=False,
         max_length=16,
         label="One-time password",
-        help_text="From your authenticator: required for the withdraw scope.",
+        help_text="From your authenticator: required for any key once you have a second factor (and the withdraw "
+        "scope needs one).",
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "inputmode": "numeric"}),
     )
 

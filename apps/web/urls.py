@@ -3,7 +3,7 @@ from django.urls import path, register_converter
 
 from exchange.converters import ObjectIdConverter
 
-from . import address_book, markets, security, views
+from . import address_book, login, markets, security, views
 
 register_converter(ObjectIdConverter, "id")
 
@@ -48,6 +48,7 @@ urlpatterns = [
 ]
 
 auth_urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", login.LoginView.as_view(), name="login"),
+    path("login/second-factor/", login.login_second_factor, name="login-second-factor"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
 ]

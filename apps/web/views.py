@@ -7,12 +7,13 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.db import IntegrityError, transaction
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.accounts.models import ApiKey
+from apps.accounts.models import EMAIL_UNIQUE_INDEX, ApiKey
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.core.csv_export import csv_response
@@ -39,6 +40,8 @@ from apps.wallets.services import (
 
 from . import exports, markets
 from .forms import (
+    EMAIL_IN_USE,
+    USERNAME_TAKEN,
     ActivityFilterForm,
     ApiKeyForm,
     HistoryFilterForm,
@@ -62,9 +65,20 @@ def home(request):
 
 
 def signup(request):
+    """``/signup/``: a new trader, logged in at once. Two sign-ups at the same time with one username or e-mail
+    address: the database's unique indexes refuse the second, shown next to its field like the form's checks."""
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        user = form.save()
+        try:
+            with transaction.atomic():
+                user = form.save()
+        except IntegrityError as error:
+            constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
+            if constraint == EMAIL_UNIQUE_INDEX:
+                form.add_error("email", EMAIL_IN_USE)
+            else:
+                form.add_error("username", USERNAME_TAKEN)
+            return render(request, "registration/signup.html", {"form": form})
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, "Welcome! Your account is ready.")
         return redirect("web:wallet")

@@ -153,3 +153,17 @@ def test_a_key_allow_list_of_valid_addresses_is_kept(db, user):
         user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=[address, address], otp=fresh_code(user)
     ).key
     assert key.withdrawal_addresses == [address]
+
+
+def test_a_token_with_a_code_used_before_says_it_was_already_used(db, api):
+    alice = UserFactory(username="alice")
+    code = fresh_code(alice)
+    ask = {"username": "alice", "password": "correct horse battery staple", "scopes": ["read"], "otp": code}
+    assert api.post("/api/v1/auth/token/", ask, format="json").status_code == 200
+
+    replayed = api.post("/api/v1/auth/token/", ask, format="json")
+
+    assert replayed.status_code == 400
+    error = replayed.json()["error"]
+    assert error["code"] == "invalid_otp" and "already used" in error["fields"]["otp"]
+    assert ApiKey.objects.count() == 1

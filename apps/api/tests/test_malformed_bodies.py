@@ -85,3 +85,25 @@ def test_a_nul_byte_in_a_url_is_a_4xx(db, api_as, user, path):
     response = api_as(user, "read").get(path)
     assert 400 <= response.status_code < 500
     assert "code" in response.json()["error"]
+
+
+@pytest.mark.parametrize("path", post_paths())
+def test_a_json_key_given_twice_is_refused_naming_it(db, api_as, user, path):
+    client = api_as(user, "read", "trade", "withdraw")
+    body = '{"market": "BTC-USDT", "qty": "0.01", "qty": "50", "side": "buy", "side": "sell"}'
+
+    response = client.generic("POST", path, body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": "duplicate_field",
+        "message": "Duplicate fields: qty, side (give each once).",
+        "fields": {"qty": "Given more than once.", "side": "Given more than once."},
+    }
+
+
+def test_a_key_given_twice_in_a_nested_object_is_refused(db, api_as, user):
+    body = '{"market": "BTC-USDT", "extra": {"a": 1, "a": 2}}'
+    response = api_as(user, "trade").generic("POST", "/api/v1/orders/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {"a": "Given more than once."}

@@ -199,6 +199,21 @@ def test_an_unknown_query_parameter_is_refused_on_every_get(trader_orders, path)
     }
 
 
+@pytest.mark.parametrize("path", _get_operations())
+def test_a_query_parameter_given_twice_is_refused_on_every_get(trader_orders, path):
+    trader, orders, client = trader_orders
+    concrete = path.replace("{symbol}", "BTC-USDT").replace("{asset}", "USDT").replace("{id}", str(orders[0].id))
+
+    response = client.get(f"{concrete}?limit=5&limit=6")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": "duplicate_field",
+        "message": "Duplicate field: limit (give each once).",
+        "fields": {"limit": "Given more than once."},
+    }
+
+
 def test_a_get_of_a_path_without_one_stays_a_405(trader_orders, api_as):
     trader, _, _ = trader_orders
 

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.errors import TradingFrozen, WithdrawalsBlocked
+from apps.accounts.models import AccountRestriction
 from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block
 from apps.backoffice.models import AuditLogEntry, ChangeStatus, SecondFactorReset
 from apps.backoffice.services import second_factor_reset_approve, second_factor_reset_request
@@ -158,6 +159,24 @@ def test_restrictions_need_the_permission_a_reason_and_another_persons_account(c
     with pytest.raises(PermissionDenied):
         account_withdrawals_block(user_id=operator.id, operator_id=operator.id, blocked=True, reason="x")
     assert audit(customer) == []
+
+
+@pytest.mark.parametrize(
+    ("restriction", "message"),
+    [
+        ("withdrawals", "Withdrawals are not restricted for this account: nothing to lift."),
+        ("trading", "Trading is not frozen for this account: nothing to lift."),
+    ],
+)
+def test_lifting_a_restriction_never_set_says_so_and_writes_nothing(client, operator, customer, restriction, message):
+    client.force_login(operator)
+
+    response = restrict(client, customer, restriction, "off", reason="all clear")
+
+    shown = [str(shown) for shown in response.context["messages"]]
+    assert shown == [message]
+    assert audit(customer) == []
+    assert not AccountRestriction.objects.filter(user=customer).exists()
 
 
 @pytest.mark.parametrize("fields", [{"restriction": "bogus", "switch": "on"}, {"restriction": "trading", "switch": ""}])

@@ -9,7 +9,7 @@ from apps.backoffice.models import AuditLogEntry
 from apps.ledger.services import user_accounts
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalStatus
-from apps.wallets.services import withdrawal_request
+from apps.wallets.services import withdrawal_cancel, withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
 
 
@@ -70,7 +70,9 @@ def test_approving_twice_submits_once_and_is_audited_once(
 
     assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.APPROVED
     assert len(queued) == 1  # one submission to custody queued
-    assert f"Withdrawal #{awaiting.id}: " in second.content.decode()  # the double click is refused, politely
+    # the double click is refused, politely, naming the withdrawal once
+    shown = [str(message) for message in second.context["messages"]]
+    assert shown == [f"Withdrawal #{awaiting.id} approved.", f"Withdrawal #{awaiting.id} is already approved."]
     audit = AuditLogEntry.objects.get(object_type="wallets.withdrawal", object_id=str(awaiting.id))
     assert (audit.actor, audit.action) == (approver, "withdrawal.approve")
     assert audit.before["status"] == "awaiting_approval" and audit.after["status"] == "approved"
@@ -92,6 +94,16 @@ def test_a_rejected_withdrawal_releases_once_and_cannot_be_approved(
     assert (available.balance, held.balance) == (Decimal("1000"), Decimal("0"))
     decisions = AuditLogEntry.objects.filter(object_type="wallets.withdrawal", object_id=str(awaiting.id))
     assert list(decisions.values_list("action", flat=True)) == ["withdrawal.reject"]
+
+
+def test_approving_a_cancelled_withdrawal_names_it_once(client, approver, awaiting, user, admin_login):
+    withdrawal_cancel(withdrawal_id=awaiting.id, user_id=user.id)
+    admin_login(approver)
+
+    response = decide(client, awaiting, "approve", follow=True)
+
+    shown = [str(message) for message in response.context["messages"]]
+    assert shown == [f"Withdrawal #{awaiting.id} is cancelled; it cannot become approved."]
 
 
 def test_approve_selected_action(client, approver, awaiting, admin_login):

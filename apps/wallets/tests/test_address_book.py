@@ -220,3 +220,22 @@ def test_the_e_mailed_link_opens_a_page_and_confirms_on_its_button(usdt, user, c
     assert confirmed.status_code == 200 and "can be used from" in confirmed.content.decode()
     assert client.post(url).status_code == 409
     assert client.post("/wallet/addresses/confirm/nonsense/").status_code == 400
+
+
+def test_an_unknown_asset_reads_the_same_in_the_address_book_and_the_deposit_address(db, api_as, user):
+    client = api_as(user, "read", "withdraw")
+
+    booked = client.post(BOOK, {"asset": "btc", "address": new_address()}, format="json")
+    deposit = client.get("/api/v1/deposit-address/btc/")
+
+    assert (booked.status_code, deposit.status_code) == (400, 404)
+    assert booked.json()["error"] == {
+        "code": "invalid_request",
+        "message": "Unknown asset btc.",
+        "fields": {"asset": "Unknown asset."},
+    }
+    assert deposit.json()["error"] == {
+        "code": "not_found",
+        "message": "Unknown asset btc.",
+        "fields": {"asset": "Unknown asset."},
+    }

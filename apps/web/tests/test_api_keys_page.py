@@ -84,3 +84,26 @@ def test_a_refused_key_form_redirects_so_a_reload_sends_nothing_and_shows_a_fres
     assert form["expires_in"].value() == "86400" and 'value="office bot"' in shown.content.decode()
     reloaded = client.get("/api-keys/")
     assert not reloaded.context["form"].is_bound and not ApiKey.objects.exists()
+
+
+def test_a_read_key_of_a_user_with_a_second_factor_needs_a_code(client, trader):
+    device = enrol_device(trader)
+
+    refused = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "trade"], "otp": ""}, follow=True)
+
+    assert refused.redirect_chain == [("/api-keys/", 302)]
+    assert "valid code" in refused.context["form"].errors["otp"][0]
+    assert not ApiKey.objects.exists()
+    granted = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "trade"], "otp": code_now(device)})
+    assert granted.status_code == 200
+    assert ApiKey.objects.get(user=trader).scopes == ["read", "trade"]
+
+
+def test_a_code_used_once_is_refused_as_already_used(client, trader):
+    code = code_now(enrol_device(trader))
+    assert client.post("/api-keys/", {"name": "one", "scopes": ["read"], "otp": code}).status_code == 200
+
+    refused = client.post("/api-keys/", {"name": "two", "scopes": ["read"], "otp": code}, follow=True)
+
+    assert "already used" in refused.context["form"].errors["otp"][0]
+    assert list(ApiKey.objects.values_list("name", flat=True)) == ["one"]

@@ -1,6 +1,8 @@
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
 
 from apps.accounts.models import ApiKey
 from apps.ledger.models import EntryReason
@@ -140,3 +142,35 @@ def test_sign_up_refuses_look_alike_and_case_variant_usernames(db, client, usern
 def test_ids_beyond_a_bigint_match_no_page(db, client, user, path):
     client.force_login(user)
     assert client.post(path).status_code == 404
+
+
+@pytest.mark.parametrize("email", ["dave@example.com", "DAVE@Example.COM"])
+def test_sign_up_refuses_another_users_e_mail_address_whatever_its_case(db, client, email):
+    UserFactory(username="dave", email="dave@example.com")
+
+    response = client.post(
+        "/signup/", {"username": "carol", "email": email, "password1": PASSWORD, "password2": PASSWORD}
+    )
+
+    assert response.status_code == 200
+    assert response.context["form"].errors == {"email": ["This e-mail address is already in use."]}
+    assert not get_user_model().objects.filter(username="carol").exists()
+
+
+def test_two_users_cannot_share_an_e_mail_address_in_the_database(db):
+    UserFactory(username="dave", email="dave@example.com")
+    UserFactory(username="erin", email="")
+    UserFactory(username="fred", email="")  # many users without an address
+    with pytest.raises(IntegrityError), transaction.atomic():
+        UserFactory(username="gina", email="Dave@example.com")
+
+
+def test_sign_up_refuses_a_password_longer_than_the_api_accepts(db, client):
+    long = "x7!" * 43  # 129 characters
+    response = client.post("/signup/", {"username": "carol", "password1": long, "password2": long})
+
+    assert response.status_code == 200
+    assert "at most 128 characters" in str(response.context["form"].errors)
+    assert not get_user_model().objects.filter(username="carol").exists()
+    fits = long[:128]
+    assert client.post("/signup/", {"username": "carol", "password1": fits, "password2": fits}).status_code == 302

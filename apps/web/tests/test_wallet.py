@@ -8,7 +8,7 @@ from apps.accounts.tests.otp import enrol, user_code
 from apps.ledger.services import user_accounts
 from apps.ledger.tests.factories import AssetFactory, UserFactory
 from apps.wallets.custody import simnet
-from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalStatus
+from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalAddress, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
 from exchange.tests.html import amt
@@ -154,6 +154,10 @@ def test_a_pending_withdrawal_can_be_cancelled_from_the_page(holder, usdt, clien
     refused = client.post(f"/wallet/withdrawals/{approved.id}/cancel/", follow=True).content.decode()
     assert "cannot become cancelled" in refused
     assert Withdrawal.objects.get(id=approved.id).status == WithdrawalStatus.APPROVED
+    again = client.post(f"/wallet/withdrawals/{pending.id}/cancel/", follow=True)
+    assert [str(message) for message in again.context["messages"]] == [
+        f"Withdrawal #{pending.id} is already cancelled."
+    ]
 
 
 def test_a_trader_cannot_cancel_someone_elses_withdrawal(holder, client):
@@ -261,3 +265,16 @@ def test_a_withdrawal_over_the_balance_says_insufficient_funds_not_daily_limit(h
     (error,) = response.context["form"].errors["amount"]
     assert error == "Insufficient funds: 500.000000 USDT available, 601.000000 needed with the fee."
     assert not Withdrawal.objects.exists()
+
+
+def test_deleting_someone_elses_address_book_entry_says_no_such_address(holder, usdt, client):
+    entry = book_address(holder, usdt, simnet.new_address())
+    intruder = UserFactory()
+    client.force_login(intruder)
+
+    response = client.post(f"/wallet/addresses/{entry.id}/delete/", follow=True)
+
+    assert response.redirect_chain == [("/wallet/", 302)]
+    assert [str(message) for message in response.context["messages"]] == ["No such address in your address book."]
+    assert "No such address in your address book." in response.content.decode()
+    assert WithdrawalAddress.objects.filter(id=entry.id).exists()

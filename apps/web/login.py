@@ -1,0 +1,69 @@
+"""The traders' web log-in in two steps, as exchanges do: the password, then, for a user with a second factor,
+a code from the authenticator (or a recovery code), checked by :mod:`apps.accounts.second_factor` like every
+other path that needs one. The session is logged in only after both, and is then otp-verified
+(``django_otp.login``: ``request.user.is_verified()``)."""
+
+import time
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth import login as auth_login
+from django.contrib.auth import views as auth_views
+from django.shortcuts import redirect, render
+from django_otp import login as otp_login
+
+from apps.accounts.second_factor import second_factor_refusal, second_factor_verified_device, user_has_second_factor
+
+from .forms import OtpForm
+
+PENDING_LOGIN = "pending_login"
+# How long the password step stays good for the second step, in seconds.
+PENDING_LOGIN_SECONDS = 300
+
+
+class LoginView(auth_views.LoginView):
+    """``/accounts/login/``: username and password (django-axes counts failures); a user with a second factor is
+    sent to the second step instead of being logged in."""
+
+    def form_valid(self, form):
+        user = form.get_user()
+        if not user_has_second_factor(user_id=user.id):
+            return super().form_valid(form)
+        self.request.session[PENDING_LOGIN] = {
+            "user_id": user.id,
+            "backend": user.backend,
+            "at": int(time.time()),
+            "next": self.get_success_url(),
+        }
+        return redirect("login-second-factor")
+
+
+def _pending_user(request):
+    pending = request.session.get(PENDING_LOGIN)
+    if not pending or time.time() - pending["at"] > PENDING_LOGIN_SECONDS:
+        return None, None
+    user = get_user_model().objects.filter(pk=pending["user_id"], is_active=True).first()
+    return user, pending
+
+
+def login_second_factor(request):
+    """``/accounts/login/second-factor/``: the code after the password. Without a password step of the last
+    five minutes in this session it goes back to the log-in; a missing, wrong or already used code is a 400
+    with the reason next to the field (django-otp's throttle slows guessing)."""
+    user, pending = _pending_user(request)
+    if user is None:
+        request.session.pop(PENDING_LOGIN, None)
+        messages.error(request, "Log in again: enter your username and password first.")
+        return redirect("login")
+    form = OtpForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        code = form.cleaned_data["otp"]
+        device = second_factor_verified_device(user_id=user.id, code=code)
+        if device is not None:
+            del request.session[PENDING_LOGIN]
+            auth_login(request, user, backend=pending["backend"])
+            otp_login(request, device)
+            return redirect(pending["next"])
+        form.add_error("otp", second_factor_refusal(user_id=user.id, code=code).message)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "registration/login_second_factor.html", {"form": form}, status=status)

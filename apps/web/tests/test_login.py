@@ -1,0 +1,89 @@
+"""The web log-in asks a user with a second factor for a code after the password; the session is then
+otp-verified. A user without one is logged in by the password alone."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django_otp import DEVICE_ID_SESSION_KEY
+
+from apps.accounts.tests.otp import code_now, enrol, enrol_device
+from apps.ledger.tests.factories import UserFactory
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def bob(db):
+    return UserFactory(username="bob")
+
+
+def _password_step(client, **extra):
+    return client.post("/accounts/login/", {"username": "bob", "password": PASSWORD, **extra})
+
+
+def test_a_user_with_a_second_factor_is_not_logged_in_by_the_password_alone(client, bob):
+    device = enrol_device(bob)
+
+    first = _password_step(client)
+
+    assert first.status_code == 302 and first["Location"] == "/accounts/login/second-factor/"
+    assert client.get("/api-keys/").status_code == 302  # not logged in yet
+    assert client.get("/accounts/login/second-factor/").status_code == 200
+    second = client.post("/accounts/login/second-factor/", {"otp": code_now(device)})
+    assert second.status_code == 302 and second["Location"] == "/wallet/"
+    assert client.session[DEVICE_ID_SESSION_KEY] == device.persistent_id
+    page = client.get("/api-keys/")
+    assert page.status_code == 200 and page.wsgi_request.user.is_verified()
+
+
+def test_the_second_step_keeps_the_next_page(client, bob):
+    device = enrol_device(bob)
+    _password_step(client, next="/activity/")
+    assert client.post("/accounts/login/second-factor/", {"otp": code_now(device)})["Location"] == "/activity/"
+
+
+def test_a_wrong_or_used_code_is_refused_and_logs_nobody_in(client, bob):
+    device = enrol_device(bob)
+    code = code_now(device)
+    wrong = "000000" if code != "000000" else "111111"
+    _password_step(client)
+
+    refused = client.post("/accounts/login/second-factor/", {"otp": wrong})
+
+    assert refused.status_code == 400 and "valid code" in refused.context["form"].errors["otp"][0]
+    assert "_auth_user_id" not in client.session
+    device.refresh_from_db()
+    device.throttling_failure_count = 0  # django-otp slows the next try down after a failure
+    device.save()
+    assert client.post("/accounts/login/second-factor/", {"otp": code}).status_code == 302
+    client.post("/accounts/logout/")
+    _password_step(client)
+    reused = client.post("/accounts/login/second-factor/", {"otp": code})
+    assert reused.status_code == 400 and "already used" in reused.context["form"].errors["otp"][0]
+
+
+def test_a_recovery_code_logs_in_once(client, bob):
+    recovery = enrol(bob)[0]
+    _password_step(client)
+    assert client.post("/accounts/login/second-factor/", {"otp": recovery}).status_code == 302
+    assert client.get("/api-keys/").wsgi_request.user.is_verified()
+
+
+def test_the_second_step_without_the_password_step_goes_back_to_the_log_in(client, bob):
+    enrol_device(bob)
+    response = client.post("/accounts/login/second-factor/", {"otp": "123456"})
+    assert response.status_code == 302 and response["Location"] == "/accounts/login/"
+    assert "_auth_user_id" not in client.session
+
+
+def test_an_account_deactivated_between_the_steps_is_not_logged_in(client, bob):
+    device = enrol_device(bob)
+    _password_step(client)
+    get_user_model().objects.filter(pk=bob.pk).update(is_active=False)
+    response = client.post("/accounts/login/second-factor/", {"otp": code_now(device)})
+    assert response["Location"] == "/accounts/login/" and "_auth_user_id" not in client.session
+
+
+def test_a_user_without_a_second_factor_logs_in_with_the_password(client, bob):
+    response = _password_step(client)
+    assert response.status_code == 302 and response["Location"] == "/wallet/"
+    assert client.get("/api-keys/").status_code == 200
