@@ -1,4 +1,6 @@
-"""Reads of the accounts app: the restrictions operators set on an account."""
+"""Reads of the accounts app: the restrictions operators set on an account, whether an e-mail address is taken."""
+
+from django.contrib.auth import get_user_model
 
 from .models import AccountRestriction
 
@@ -17,3 +19,17 @@ TRADING_FROZEN_SQL = f"SELECT 1 FROM {AccountRestriction._meta.db_table} WHERE u
 def withdrawals_blocked(*, user_id: int) -> bool:
     """Whether an operator blocked the user's withdrawals (new withdrawals and approvals are refused)."""
     return AccountRestriction.objects.filter(user_id=user_id, withdrawals_blocked=True).exists()
+
+
+EMAIL_IN_USE = "This e-mail address is already in use."
+
+
+def email_in_use(email: str, *, except_user_id: int | None = None) -> bool:
+    """Whether another user (not ``except_user_id``) has ``email``, whatever its case: addresses are unique
+    per user (the unique index on ``lower(email)`` of ``accounts`` migration 0004). Empty is never in use."""
+    if not email:
+        return False
+    others = get_user_model().objects.filter(email__iexact=email)
+    if except_user_id is not None:
+        others = others.exclude(pk=except_user_id)
+    return others.exists()

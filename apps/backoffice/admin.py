@@ -26,7 +26,7 @@ from apps.wallets.selectors import (
     withdrawals_for_user,
 )
 
-from . import customer_admin, fee_admin  # noqa: F401 (their screens register on import)
+from . import customer_admin, fee_admin, user_admin  # noqa: F401 (their screens register on import)
 from .admin_helpers import about, numeric_id
 from .models import (
     Adjustment,

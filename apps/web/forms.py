@@ -9,11 +9,11 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from apps.accounts.models import Scope
+from apps.accounts.selectors import EMAIL_IN_USE, email_in_use
 from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
 from exchange.converters import MAX_ID
 
-EMAIL_IN_USE = "This e-mail address is already in use."
 USERNAME_TAKEN = "This username is taken."
 
 
@@ -40,7 +40,7 @@ class SignUpForm(UserCreationForm):
 
     def clean_email(self) -> str:
         email = self.cleaned_data["email"]
-        if email and get_user_model().objects.filter(email__iexact=email).exists():
+        if email_in_use(email):
             raise forms.ValidationError(EMAIL_IN_USE)
         return email
 
