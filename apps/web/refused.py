@@ -7,12 +7,13 @@ removed as it is read, so a second reload shows a fresh form.
 """
 
 from collections.abc import Collection
-from typing import cast
+from typing import TypeVar, cast
 
 from django import forms
 from django.http import QueryDict
 
 _PREFIX = "refused-form:"
+F = TypeVar("F", bound=forms.Form)
 # Never carried over to the page: the page's own form renders a fresh token.
 _DROPPED = ("csrfmiddlewaretoken",)
 
@@ -24,7 +25,7 @@ def refused_form_keep(request, *, key: str, form: forms.Form) -> None:
     request.session[_PREFIX + key] = {"data": data, "errors": form.errors.get_json_data()}
 
 
-def refused_form_pop(request, *, key: str, form_class: type[forms.Form], **kwargs) -> forms.Form | None:
+def refused_form_pop(request, *, key: str, form_class: type[F], **kwargs) -> F | None:
     """The form kept under ``key``, bound to what was sent and with the errors it was refused with (removed
     from the session); ``None`` when there is none. ``kwargs`` go to ``form_class``."""
     kept = request.session.pop(_PREFIX + key, None)

@@ -23,6 +23,10 @@ from apps.accounts.second_factor import user_has_second_factor
 from apps.core.errors import DomainError
 
 from .forms import OtpForm, add_domain_error
+from .refused import refused_form_keep, refused_form_pop
+
+# The page's three code forms; a refused one is kept for the next GET (post/redirect/get: a reload sends nothing).
+START_FORM, CONFIRM_FORM, REMOVE_FORM = "security-start", "security-confirm", "security-remove"
 
 
 def qr_code_svg(data: str) -> str:
@@ -31,7 +35,7 @@ def qr_code_svg(data: str) -> str:
     return image.to_string(encoding="unicode")
 
 
-def _render(request, *, form=None, replace_form=None, remove_form=None, recovery_codes=None, status=200):
+def _render(request, *, form=None, replace_form=None, remove_form=None, recovery_codes=None):
     pending = second_factor_pending(user_id=request.user.id)
     context = {
         "enabled": user_has_second_factor(user_id=request.user.id),
@@ -42,13 +46,19 @@ def _render(request, *, form=None, replace_form=None, remove_form=None, recovery
         "remove_form": remove_form or OtpForm(),
         "recovery_codes": recovery_codes,
     }
-    return render(request, "web/security.html", context, status=status)
+    return render(request, "web/security.html", context)
 
 
 @login_required
 def security(request):
-    """The second factor's state, and the set-up (QR code, secret, confirmation) while one is pending."""
-    return _render(request)
+    """The second factor's state, and the set-up (QR code, secret, confirmation) while one is pending; a form
+    refused on the last POST is shown again once, with its errors."""
+    return _render(
+        request,
+        form=refused_form_pop(request, key=CONFIRM_FORM, form_class=OtpForm),
+        replace_form=refused_form_pop(request, key=START_FORM, form_class=OtpForm),
+        remove_form=refused_form_pop(request, key=REMOVE_FORM, form_class=OtpForm),
+    )
 
 
 @login_required
@@ -61,7 +71,7 @@ def second_factor_start(request):
     except DomainError as error:
         form.is_valid()
         add_domain_error(form, error)
-        return _render(request, replace_form=form, status=400)
+        refused_form_keep(request, key=START_FORM, form=form)
     return redirect("web:security")
 
 
@@ -77,8 +87,9 @@ def second_factor_confirm_view(request):
             add_domain_error(form, error)
         else:
             messages.success(request, "Second factor on: withdrawals and changes to it now need a code.")
-            return _render(request, recovery_codes=codes)
-    return _render(request, form=form, status=400)
+            return _render(request, recovery_codes=codes)  # shown once, in this answer only: never kept
+    refused_form_keep(request, key=CONFIRM_FORM, form=form)
+    return redirect("web:security")
 
 
 @login_required
@@ -94,4 +105,5 @@ def second_factor_remove_view(request):
         else:
             messages.success(request, "Second factor off. You cannot withdraw until you set one up again.")
             return redirect("web:security")
-    return _render(request, remove_form=form, status=400)
+    refused_form_keep(request, key=REMOVE_FORM, form=form)
+    return redirect("web:security")

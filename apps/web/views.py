@@ -56,6 +56,7 @@ from .refused import refused_form_keep, refused_form_pop
 HISTORY_ROWS = 50
 WITHDRAW_FORM = "withdraw"
 API_KEY_FORM = "api-key"
+ADDRESS_FORM = "withdrawal-address"
 ACTIVITY_PAGE = 50
 
 
@@ -132,8 +133,10 @@ def wallet(request):
     for the balances table alone."""
     if request.htmx:
         return render(request, "web/_balances.html", {"balances": balances_for_user(request.user.id)})
-    refused = refused_form_pop(request, key=WITHDRAW_FORM, form_class=WithdrawForm, assets=_assets())
-    return _render_wallet(request, form=refused)
+    assets = _assets()
+    refused = refused_form_pop(request, key=WITHDRAW_FORM, form_class=WithdrawForm, assets=assets)
+    refused_address = refused_form_pop(request, key=ADDRESS_FORM, form_class=WithdrawalAddressForm, assets=assets)
+    return _render_wallet(request, form=refused, address_form=refused_address)
 
 
 def _fee_context(asset: Asset | None, raw_amount: str | None) -> dict:
@@ -213,7 +216,8 @@ def withdrawal_address_add_view(request):
         else:
             messages.success(request, f"{entry.asset.code} address added: confirm it with the link we e-mailed you.")
             return redirect("web:wallet")
-    return _render_wallet(request, address_form=form, status=400)
+    refused_form_keep(request, key=ADDRESS_FORM, form=form)  # post/redirect/get: a reload sends nothing again
+    return redirect("web:wallet")
 
 
 @login_required

@@ -154,7 +154,11 @@ def test_security_page_shows_the_qr_code_and_secret_then_recovery_codes_once(use
     assert "On: withdrawals" in later
 
     refused = client.post("/security/second-factor/remove/", {"otp": "000000x"})
-    assert refused.status_code == 400 and user_has_second_factor(user_id=user.id)
+    assert (refused.status_code, refused["Location"]) == (302, "/security/")  # post/redirect/get
+    assert user_has_second_factor(user_id=user.id)
+    shown = client.get("/security/")
+    assert shown.context["remove_form"].errors["otp"] and shown.context["remove_form"]["otp"].value() == "000000x"
+    assert not client.get("/security/").context["remove_form"].is_bound  # shown once
     assert client.post("/security/second-factor/remove/", {"otp": codes[0]}).status_code == 302
     assert not user_has_second_factor(user_id=user.id)
 

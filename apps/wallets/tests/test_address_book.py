@@ -202,7 +202,11 @@ def test_the_wallet_page_lists_the_book_and_adds_and_deletes(usdt, user, client)
     row = page.split(f'<tr data-withdrawal-address="{entry.id}">')[1].split("</tr>")[0]
     assert address in row and "mine" in row and 'data-status="pending_confirmation"' in row
     refused = client.post("/wallet/addresses/", {"book-asset": "USDT", "book-address": "sim1"})
-    assert refused.status_code == 400 and "address" in refused.context["address_form"].errors
+    assert (refused.status_code, refused["Location"]) == (302, "/wallet/")  # post/redirect/get
+    shown = client.get("/wallet/")
+    assert "address" in shown.context["address_form"].errors
+    assert shown.context["address_form"]["address"].value() == "sim1"
+    assert not client.get("/wallet/").context["address_form"].is_bound  # shown once
 
     assert client.post(f"/wallet/addresses/{entry.id}/delete/").status_code == 302
     assert not WithdrawalAddress.objects.exists()
