@@ -615,9 +615,10 @@ class Approver(Client):
         elif done in answer.body:
             outcome = "acknowledged"
         else:
-            failed = re.search(rf"Withdrawal #{withdrawal_id}: ([^<]*)<", answer.body)
+            # "Withdrawal #19 is cancelled; it cannot become approved." or "Withdrawal #19 is already approved."
+            failed = re.search(rf"Withdrawal #{withdrawal_id}:? ([^<]*)<", answer.body)
             outcome, code = "refused", "invalid_state"
-            if failed is None or "cannot become" not in failed.group(1):
+            if failed is None or not re.search(r"cannot become|is already", failed.group(1)):
                 self.anomalies.append(f"decision on withdrawal {withdrawal_id}: {failed and failed.group(1)}")
             elif answer.attempts > 1:
                 outcome = "unknown"  # our own earlier attempt may have applied it

@@ -269,7 +269,15 @@ def callback_url(live_server, settings) -> str:
 @pytest.fixture
 def workers(transactional_db, celery_workers, callback_url) -> Iterator[Workers]:
     """Start workers for this test; those still running are stopped when it ends, before the database is
-    emptied for the next test (so no worker writes into the next test, whatever this one left behind)."""
+    emptied for the next test (so no worker writes into the next test, whatever this one left behind).
+
+    The inbox's wake throttle is cleared first: an earlier test's webhook, within its second, would otherwise
+    keep this test's first callback from queuing a drain, and no beat runs here to sweep it up."""
+    from django.core.cache import cache
+
+    from apps.wallets.queueing import INBOX_RETRY_KEY, INBOX_WAKE_KEY
+
+    cache.delete_many([INBOX_WAKE_KEY, INBOX_RETRY_KEY])
     already = len(celery_workers.started)
     yield celery_workers
     for worker in celery_workers.started[already:]:

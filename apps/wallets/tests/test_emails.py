@@ -18,7 +18,7 @@ from apps.wallets.services import withdrawal_reject, withdrawal_request
 from .conftest import make_operator, wait_for
 from .factories import book_address, deposit_through_custody
 
-RECIPIENT = "rejected-trader@example.com"
+RECIPIENT = "rejected-wallet-trader@example.com"
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def mail_worker(workers, smtp_server):
     return workers.start(env={"EMAIL_URL": smtp_server.url})
 
 
-def messages_to(smtp_server, subject: str, to: str = "trader@example.com"):
+def messages_to(smtp_server, subject: str, to: str = "wallet-trader@example.com"):
     """Wait for the messages to ``to`` whose subject starts with ``subject``; return them. (Other tests' tasks
     left in the session's queue may send to their own users meanwhile.)"""
 
@@ -43,7 +43,7 @@ def test_address_and_withdrawal_confirmed_by_the_links_received_and_the_user_tol
 ):
     settings.WITHDRAWAL_ADDRESS_COOLING_OFF_SECONDS = 0
     settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = {"USDT": Decimal(100)}
-    user = UserFactory(email="trader@example.com")
+    user = UserFactory(email="wallet-trader@example.com")
     deposit_through_custody(user, usdt, "500")
     (credited,) = messages_to(smtp_server, "Deposit credited")
     assert "500.000000 USDT" in body(credited)
