@@ -1,5 +1,5 @@
 """Operators' writes: reconciliation runs, maker-checker requests (adjustments, fee changes, second-factor
-resets), the audit log."""
+resets). The audit log's writer is :func:`apps.backoffice.audit.audit_record`."""
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,10 +27,10 @@ from apps.orders.services import (
 from apps.wallets.models import Withdrawal
 from apps.wallets.services import withdrawal_approve, withdrawal_reject
 
+from .audit import audit_record
 from .models import (
     Adjustment,
     AdjustmentStatus,
-    AuditLogEntry,
     ChangeStatus,
     FeeChange,
     FeeChangeKind,
@@ -40,18 +40,6 @@ from .models import (
 )
 
 Draft = TypeVar("Draft", bound=MakerCheckerDraft)  # the request kind a flow decides on
-
-
-def audit_record(
-    *, actor_id: int | None, action: str, object_type: str, object_id: object, before: dict, after: dict
-) -> AuditLogEntry:
-    """Append who did ``action`` to ``object_type`` ``object_id``, with its state before and after (JSON-able dicts).
-
-    ``actor_id`` is None only for what nobody signed in did (a failed log-in).
-    """
-    return AuditLogEntry.objects.create(
-        actor_id=actor_id, action=action, object_type=object_type, object_id=str(object_id), before=before, after=after
-    )
 
 
 def reconciliation_run(*, triggered_by_id: int | None = None) -> ReconciliationRun:

@@ -8,7 +8,8 @@ from decimal import Decimal
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.backoffice.services import audit_record, reconciliation_run
+from apps.backoffice.audit import audit_record
+from apps.backoffice.services import reconciliation_run
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import market_halt

@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 
+from apps.backoffice.audit import audit_record
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import format_exact
 from apps.ledger.models import Asset
@@ -102,9 +103,6 @@ def _market_set_status(*, market_id: int, status: str, operator_id: int, reason:
         market.sequence += 1
         market.save(update_fields=["status", "sequence", "updated_at"])
         book_event_record(market_id=market.id, update_id=market.sequence, order_ids=[], taker_order_id=None)
-    # Imported here: the back office's services import this module (fee changes call the fee services).
-    from apps.backoffice.services import audit_record
-
     audit_record(
         actor_id=operator_id,
         action=action,
