@@ -13,7 +13,7 @@ urlpatterns = [
     path(f"{settings.ADMIN_URL}second-factor/", second_factor, name="second-factor"),
     path(settings.ADMIN_URL, admin.site.urls),
     path("custody/callbacks/", include("apps.wallets.urls")),
-    path("api/v1/", include("apps.api.urls")),
+    path("api/v1/", include("exchange.api_urls")),
     path("api/v3/", include("apps.binance.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),

@@ -13,7 +13,7 @@ from django.db import transaction
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from apps.backoffice.audit import audit_record
+from apps.audit.services import audit_record
 
 from .second_factor import InvalidOtp, second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
 

@@ -8,7 +8,7 @@ them read :mod:`apps.accounts.selectors` (``order_place`` refuses with ``trading
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from apps.backoffice.audit import audit_record
+from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
 
 from .models import AccountRestriction

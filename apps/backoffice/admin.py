@@ -14,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from apps.accounts.selectors import account_restriction
+from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.ledger.amounts import format_exact, parse_amount
@@ -31,7 +32,6 @@ from .admin_helpers import about, numeric_id
 from .models import (
     Adjustment,
     AdjustmentStatus,
-    AuditLogEntry,
     ReconciliationRun,
     WithdrawalApproval,
 )

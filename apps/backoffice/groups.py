@@ -20,7 +20,7 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "backoffice.run_reconciliation",
         "backoffice.view_adjustment",
         "backoffice.add_adjustment",
-        "backoffice.view_auditlogentry",
+        "audit.view_auditlogentry",
         "orders.view_market",
         "orders.change_market",
         "orders.view_order",

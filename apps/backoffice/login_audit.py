@@ -9,8 +9,8 @@ user agent. The customer screen lists them (:func:`apps.backoffice.selectors.log
 from axes.helpers import get_client_ip_address
 from django.contrib.auth import get_user_model
 
-from .audit import audit_record
-from .models import AuditLogEntry
+from apps.audit.models import AuditLogEntry
+from apps.audit.services import audit_record
 
 USER_AGENT_MAX = 300
 

@@ -192,32 +192,6 @@ class SecondFactorReset(MakerCheckerDraft):
         return f"Second-factor reset #{self.id} of {self.user} ({self.get_status_display()})"
 
 
-class AuditLogEntry(models.Model):
-    """Who did what to which object, when, with its state before and after. Append-only.
-
-    ``actor`` is empty only for what nobody signed in did: a failed log-in.
-    """
-
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    action = models.CharField(max_length=64)
-    object_type = models.CharField(max_length=64)
-    object_id = models.CharField(max_length=64)
-    before = models.JSONField(default=dict)
-    after = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        verbose_name_plural = "audit log"
-        indexes = [models.Index(fields=["object_type", "object_id"], name="audit_object")]
-        triggers = [pgtrigger.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
-
-    def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_type} {self.object_id}"
-
-
 class WithdrawalApproval(Withdrawal):
     """The approval queue: withdrawals awaiting an operator's decision (a proxy of wallets' Withdrawal)."""
 

@@ -10,6 +10,7 @@ from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.utils import timezone
 from django_otp import devices_for_user
 
+from apps.audit.models import AuditLogEntry
 from apps.ledger.models import Asset
 from apps.orders.models import Market, MarketStatus, Trade
 from apps.proofs.models import LiabilitySnapshot
@@ -24,7 +25,7 @@ from apps.wallets.models import (
     WithdrawalStatus,
 )
 
-from .models import AuditLogEntry, ChangeStatus, ReconciliationRun, SecondFactorReset
+from .models import ChangeStatus, ReconciliationRun, SecondFactorReset
 
 LOGIN_ACTIONS = ("login", "login_failed")
 

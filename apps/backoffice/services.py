@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_otp import devices_for_user
 
+from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
@@ -27,7 +28,6 @@ from apps.orders.services import (
 from apps.wallets.models import Withdrawal
 from apps.wallets.services import withdrawal_approve, withdrawal_reject
 
-from .audit import audit_record
 from .models import (
     Adjustment,
     AdjustmentStatus,

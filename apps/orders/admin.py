@@ -11,7 +11,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 
-from apps.backoffice.audit import audit_record
+from apps.audit.services import audit_record
 from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin, amount_column, amount_html
 

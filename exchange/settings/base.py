@@ -43,6 +43,7 @@ INSTALLED_APPS = [
     "pgtrigger",
     "djmoney",
     "apps.ledger",
+    "apps.audit",
     "apps.orders",
     "apps.wallets",
     "apps.accounts",

@@ -14,7 +14,7 @@ from apps.accounts.second_factor import (
     user_has_second_factor,
 )
 from apps.accounts.tests.otp import enrol, totp_code, user_code
-from apps.backoffice.models import AuditLogEntry
+from apps.audit.models import AuditLogEntry
 
 pytestmark = pytest.mark.django_db
 

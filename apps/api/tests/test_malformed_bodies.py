@@ -5,7 +5,7 @@ import json
 import pytest
 from django.test import Client
 
-from apps.api.urls import urlpatterns
+from exchange.api_urls import urlpatterns
 
 NESTED = "[" * 3000 + "]" * 3000
 

@@ -29,4 +29,4 @@ class TransferApi(ScopedApiView):
         return idempotent(request, perform)
 
 
-urlpatterns = [path("api/v1/", include("apps.api.urls")), path("test/transfer/", TransferApi.as_view())]
+urlpatterns = [path("api/v1/", include("exchange.api_urls")), path("test/transfer/", TransferApi.as_view())]

@@ -3,7 +3,8 @@ from decimal import Decimal
 import pytest
 from django.db import IntegrityError, transaction
 
-from apps.backoffice.models import Adjustment, AdjustmentStatus, AuditLogEntry
+from apps.audit.models import AuditLogEntry
+from apps.backoffice.models import Adjustment, AdjustmentStatus
 from apps.backoffice.services import (
     adjustment_approve,
     adjustment_draft,

@@ -11,7 +11,8 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from apps.backoffice.models import Adjustment, AuditLogEntry, ReconciliationRun
+from apps.audit.models import AuditLogEntry
+from apps.backoffice.models import Adjustment, ReconciliationRun
 from apps.backoffice.services import adjustment_draft, reconciliation_run
 from apps.backoffice.tests.logins import login_with_second_factor
 from apps.ledger.models import AccountKind

@@ -76,7 +76,7 @@ def test_no_money_model_can_be_deleted_from_the_admin(rf, db):
         "wallets.depositaddress",
         "backoffice.adjustment",
         "backoffice.reconciliationrun",
-        "backoffice.auditlogentry",
+        "audit.auditlogentry",
         "backoffice.withdrawalapproval",
     }
     registered = {model._meta.label_lower: model_admin for model, model_admin in admin.site._registry.items()}

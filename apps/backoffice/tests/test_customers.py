@@ -12,7 +12,8 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from apps.accounts.errors import TradingFrozen, WithdrawalsBlocked
 from apps.accounts.models import AccountRestriction
 from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block
-from apps.backoffice.models import AuditLogEntry, ChangeStatus, SecondFactorReset
+from apps.audit.models import AuditLogEntry
+from apps.backoffice.models import ChangeStatus, SecondFactorReset
 from apps.backoffice.services import second_factor_reset_approve, second_factor_reset_request
 from apps.backoffice.tests.logins import login_with_second_factor
 from apps.core.errors import DomainError, InvalidState, PermissionDenied

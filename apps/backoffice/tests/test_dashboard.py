@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.backoffice.audit import audit_record
+from apps.audit.services import audit_record
 from apps.backoffice.services import reconciliation_run
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.tests.factories import UserFactory, fund
@@ -133,7 +133,7 @@ def test_the_audit_log_shows_decimals_plainly_and_names_the_actor(client, operat
     )
     admin_login(operator)
 
-    page = client.get(reverse("admin:backoffice_auditlogentry_changelist")).content.decode()
+    page = client.get(reverse("admin:audit_auditlogentry_changelist")).content.decode()
 
     assert "0E-18" not in page and "0.000100000000000000" not in page
     assert "<span>min_notional:</span> 0</div>" in page

@@ -5,7 +5,8 @@ from decimal import Decimal
 import pytest
 from django.test import Client
 
-from apps.backoffice.models import AuditLogEntry, ChangeStatus, FeeChange
+from apps.audit.models import AuditLogEntry
+from apps.backoffice.models import ChangeStatus, FeeChange
 from apps.backoffice.services import fee_change_approve, fee_change_draft, fee_change_reject
 from apps.backoffice.tests.logins import login_with_second_factor
 from apps.core.errors import DomainError, InvalidState, PermissionDenied

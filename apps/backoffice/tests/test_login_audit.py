@@ -3,7 +3,7 @@
 from django.test import Client
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from apps.backoffice.models import AuditLogEntry
+from apps.audit.models import AuditLogEntry
 from apps.backoffice.tests.test_second_factor import current_code
 from apps.ledger.tests.factories import UserFactory
 
@@ -74,6 +74,6 @@ def test_the_audit_log_links_a_customers_rows_to_the_customer_screen(client, ope
     Client().post("/accounts/login/", {"username": "gus", "password": "wrong"})
     client.force_login(operator)
 
-    page = client.get("/admin/backoffice/auditlogentry/?action=login_failed").content.decode()
+    page = client.get("/admin/audit/auditlogentry/?action=login_failed").content.decode()
 
     assert f'<a href="/admin/backoffice/customer/{customer.id}/change/">auth.user {customer.id}</a>' in page

@@ -6,7 +6,8 @@ from decimal import Decimal
 import pytest
 
 from apps.accounts.tests.otp import enrol_device
-from apps.backoffice.models import Adjustment, AuditLogEntry, ChangeStatus, FeeChange, SecondFactorReset
+from apps.audit.models import AuditLogEntry
+from apps.backoffice.models import Adjustment, ChangeStatus, FeeChange, SecondFactorReset
 from apps.backoffice.services import (
     adjustment_approve,
     adjustment_draft,

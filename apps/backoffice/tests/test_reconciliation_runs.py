@@ -36,7 +36,7 @@ def test_a_failed_run_shows_a_banner_on_every_admin_page_until_a_later_run_passe
     client.force_login(operator)
 
     assert not failed.ok
-    for page in ["/admin/", "/admin/ledger/account/", "/admin/backoffice/auditlogentry/"]:
+    for page in ["/admin/", "/admin/ledger/account/", "/admin/audit/auditlogentry/"]:
         assert 'id="reconciliation-failed"' in client.get(page).content.decode()
 
     with connection.cursor() as cursor:  # repair the planted fault

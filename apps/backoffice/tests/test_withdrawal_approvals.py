@@ -5,7 +5,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from apps.backoffice.models import AuditLogEntry
+from apps.audit.models import AuditLogEntry
 from apps.ledger.services import user_accounts
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalStatus

@@ -11,7 +11,7 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 
-from apps.backoffice.audit import audit_record
+from apps.audit.services import audit_record
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import format_exact
 from apps.ledger.models import Asset

@@ -148,7 +148,7 @@ def test_without_a_default_fee_schedule_fills_are_refused_with_a_503_not_a_500(b
 
 
 def test_market_changes_are_in_the_audit_log(operator, btc_usdt, default_fees):
-    from apps.backoffice.models import AuditLogEntry
+    from apps.audit.models import AuditLogEntry
 
     operator.post(
         reverse("admin:orders_market_changelist"),

@@ -129,7 +129,7 @@ def test_halt_and_resume_are_idempotent_and_bump_the_sequence(btc, usdt):
 
 
 def test_halt_and_resume_are_audited_with_their_reason_in_the_same_transaction(btc, usdt):
-    from apps.backoffice.models import AuditLogEntry
+    from apps.audit.models import AuditLogEntry
 
     market = market_create(**market_kwargs(btc, usdt))
     operator = UserFactory()
@@ -145,7 +145,7 @@ def test_halt_and_resume_are_audited_with_their_reason_in_the_same_transaction(b
 
 
 def test_a_halt_without_a_reason_changes_nothing(btc, usdt):
-    from apps.backoffice.models import AuditLogEntry
+    from apps.audit.models import AuditLogEntry
 
     market = market_create(**market_kwargs(btc, usdt))
     with pytest.raises(DomainError) as raised:

@@ -22,7 +22,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from playwright.sync_api import sync_playwright
 
 from apps.accounts.services import api_key_create
-from apps.backoffice.audit import audit_record
+from apps.audit.services import audit_record
 from apps.backoffice.groups import GROUP_PERMISSIONS
 from apps.backoffice.services import adjustment_draft, reconciliation_run
 from apps.ledger.models import AccountKind

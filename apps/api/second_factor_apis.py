@@ -8,10 +8,10 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
-from apps.api.base import ScopedApiView
-from apps.api.fields import Text
+from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
 
-from .enrolment import second_factor_confirm, second_factor_enrol
+from .base import ScopedApiView
+from .fields import Text
 
 
 class OtpIn(serializers.Serializer):

@@ -7,10 +7,10 @@ in the API's error shape rather than Django's HTML page.
 
 from django.urls import path, re_path
 
-from apps.accounts.apis import TokenApi
-from apps.accounts.second_factor_apis import OtpConfirmApi, OtpEnrolApi
+from apps.api.accounts_apis import TokenApi
 from apps.api.ledger_apis import AssetListApi, BalanceListApi, PostingListApi
 from apps.api.ledger_proof_apis import EntryProofApi, JournalBlockApi, JournalHeadApi, KeyListApi
+from apps.api.second_factor_apis import OtpConfirmApi, OtpEnrolApi
 from apps.api.views import api_not_found
 from apps.marketdata.apis import CandleListApi, ServerTimeApi, TickerApi, TickerListApi
 from apps.orders.apis import (

@@ -8,13 +8,13 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from apps.api.authentication import ApiKeyAuthentication
-from apps.api.fields import ApiTime
-from apps.api.throttles import IpRateThrottle, LoginRateThrottle
+from apps.accounts.models import Scope
+from apps.accounts.passwords import MAX_PASSWORD_LENGTH
+from apps.accounts.services import api_key_create
 
-from .models import Scope
-from .passwords import MAX_PASSWORD_LENGTH
-from .services import api_key_create
+from .authentication import ApiKeyAuthentication
+from .fields import ApiTime
+from .throttles import IpRateThrottle, LoginRateThrottle
 
 DEFAULT_NAME = "token (API log-in)"
 

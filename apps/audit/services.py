@@ -1,9 +1,5 @@
 """The audit log's one writer, :func:`audit_record`: every app records operators' and users' security-relevant
-actions with it, in the transaction of the action it records.
-
-Its own module, importing nothing but this app's models, so that the apps whose actions are audited (accounts,
-orders) can import it while the back office's services import theirs, without an import cycle.
-"""
+actions with it, in the transaction of the action it records."""
 
 from .models import AuditLogEntry
 
