@@ -16,8 +16,6 @@ from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from apps.streams.services import user_notice_record
-
 log = logging.getLogger(__name__)
 
 
@@ -50,11 +48,6 @@ def email_user_on_commit(*, user_id: int, template: str, context: dict) -> bool:
 def login_notify(sender, request, user, **kwargs) -> None:
     """``user_logged_in`` receiver: e-mail the user about a new log-in (time, IP address, browser)."""
     meta = getattr(request, "META", {})
-    user_notice_record(
-        user_id=user.pk,
-        notice="login",
-        details={"ip_address": meta.get("REMOTE_ADDR", ""), "user_agent": meta.get("HTTP_USER_AGENT", "")[:200]},
-    )
     email_user_on_commit(
         user_id=user.pk,
         template="new_login",

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from apps.core.addresses import address_validate
 from apps.core.errors import DomainError, InvalidAddress, NotFound, PermissionDenied
-from apps.streams.services import user_notice_record
 
+from .events import api_key_created
 from .models import ApiKey, Scope
 from .notifications import email_user_on_commit
 from .second_factor import second_factor_check_if_enrolled, second_factor_require
@@ -90,9 +90,7 @@ def api_key_create(
         expires_at=expires_at,
         signing_secret_sealed=secret_seal(signing_secret, context=prefix),
     )
-    user_notice_record(
-        user_id=user_id, notice="api_key_created", details={"name": key.name, "scopes": ",".join(key.scopes)}
-    )
+    api_key_created.send(sender=ApiKey, user_id=user_id, name=key.name, scopes=list(key.scopes))
     email_user_on_commit(
         user_id=user_id, template="api_key_created", context={"key": key, "scopes": ", ".join(key.scopes)}
     )

@@ -5,3 +5,16 @@ class StreamsConfig(AppConfig):
     name = "apps.streams"
     label = "streams"
     verbose_name = "Market and user streams"
+
+    def ready(self) -> None:
+        """Record the outbox rows of what the apps below announce (:mod:`apps.streams.receivers`)."""
+        from django.contrib.auth.signals import user_logged_in
+
+        from apps.accounts.events import api_key_created
+        from apps.wallets.events import transfer_changed
+
+        from . import receivers
+
+        transfer_changed.connect(receivers.transfer_changed, dispatch_uid="streams.transfer_changed")
+        api_key_created.connect(receivers.api_key_created, dispatch_uid="streams.api_key_created")
+        user_logged_in.connect(receivers.user_logged_in, dispatch_uid="streams.user_logged_in")

@@ -49,13 +49,13 @@ from apps.ledger.services import (
     user_accounts,
 )
 from apps.ledger.transactions import retrying_atomic
-from apps.streams.services import user_event_record
 
 from . import queueing, selectors
 from .address_book import withdrawal_address_require_active
 from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
 from .errors import UNKNOWN_ASSET, EventNotReady, EventRejected, WithdrawalLimit, unknown_asset_message
+from .events import transfer_changed
 from .links import link_token_make, link_token_read
 from .models import (
     EVENT_STATUSES,
@@ -449,7 +449,9 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
         if deposit.status == DepositStatus.CREDITED and deposit.entry_id is None:
             credits.append(deposit)
     for deposit in changed.values():
-        user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)  # published as committed
+        transfer_changed.send(
+            sender=Deposit, kind="deposit", user_id=deposit.user_id, object_id=deposit.pk
+        )  # published as committed
     _deposit_credits_post(credits)
     _deposits_update(list(changed.values()))
     _deposit_credits_email(credits)
@@ -611,7 +613,9 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
         ignore_conflicts=True,
     )
     deposit = Deposit.objects.select_for_update(of=("self",), no_key=True).get(network=network, txid=txid, vout=vout)
-    user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)  # published as committed
+    transfer_changed.send(
+        sender=Deposit, kind="deposit", user_id=deposit.user_id, object_id=deposit.pk
+    )  # published as committed
     if (deposit.asset_id, deposit.address_id, deposit.amount) != (asset.id, address.id, event.amount):
         raise EventRejected(
             f"The report ({asset.code} {event.amount} to {event.address}) contradicts deposit #{deposit.pk}."
@@ -713,7 +717,7 @@ def deposit_credit(*, deposit_id: int) -> Deposit:
         raise InvalidState(
             f"Deposit #{deposit.pk} has {deposit.confirmations} of {asset.confirmations_required} confirmations."
         )
-    user_event_record(kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)
+    transfer_changed.send(sender=Deposit, kind="deposit", user_id=deposit.user_id, object_id=deposit.pk)
     return _deposit_credit_locked(deposit, asset, confirmations=deposit.confirmations)
 
 
@@ -770,7 +774,7 @@ def _transition(
             raise InvalidState(f"Withdrawal #{withdrawal_id} is already {to}.")
         raise InvalidState(f"Withdrawal #{withdrawal_id} is {current[0]}; it cannot become {to}.")
     withdrawal = Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
-    user_event_record(kind="withdrawal", user_id=withdrawal.user_id, object_id=withdrawal.pk)
+    transfer_changed.send(sender=Withdrawal, kind="withdrawal", user_id=withdrawal.user_id, object_id=withdrawal.pk)
     return withdrawal
 
 

@@ -1,0 +1,28 @@
+"""The streams app's receivers of what the apps below it announce: each records an outbox row in the
+sender's transaction (:mod:`apps.streams.services`), so the relay publishes exactly what committed.
+
+Connected in :meth:`apps.streams.apps.StreamsConfig.ready`. The signals: :data:`apps.wallets.events.transfer_changed`,
+:data:`apps.accounts.events.api_key_created`, and Django's ``user_logged_in``.
+"""
+
+from .services import user_event_record, user_notice_record
+
+
+def transfer_changed(sender, *, kind: str, user_id: int, object_id: int, **kwargs) -> None:
+    """A deposit or withdrawal changed: the relay publishes it as committed, with the user's balance."""
+    user_event_record(kind=kind, user_id=user_id, object_id=object_id)
+
+
+def api_key_created(sender, *, user_id: int, name: str, scopes: list[str], **kwargs) -> None:
+    """An ``accountNotice`` of the new key on the user's stream (its name and scopes, never the key)."""
+    user_notice_record(user_id=user_id, notice="api_key_created", details={"name": name, "scopes": ",".join(scopes)})
+
+
+def user_logged_in(sender, request, user, **kwargs) -> None:
+    """An ``accountNotice`` of the log-in on the user's stream: its IP address and browser."""
+    meta = getattr(request, "META", {})
+    user_notice_record(
+        user_id=user.pk,
+        notice="login",
+        details={"ip_address": meta.get("REMOTE_ADDR", ""), "user_agent": meta.get("HTTP_USER_AGENT", "")[:200]},
+    )
