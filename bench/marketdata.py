@@ -270,26 +270,26 @@ def place_pair(maker: int, taker: int, price: str) -> None:
 
 
 def bench_placement(maker: int, taker: int, placements: int) -> dict:
-    import apps.orders.services.placement as order_services
+    from apps.marketdata import receivers
+    from apps.orders.events import trades_executed
     from apps.orders.services import order_place
 
-    recording = order_services.candles_record
-
-    def skip(**kwargs) -> None:
-        """The candle upsert switched off (this benchmark only)."""
-
+    uid = "marketdata.trades_executed"  # the receiver's, as MarketdataConfig.ready connects it
     timings: dict[str, list[float]] = {"with": [], "without": []}
     block = 50
     for n in range(placements // block):
         mode = "with" if n % 2 == 0 else "without"
-        order_services.candles_record = recording if mode == "with" else skip
+        if mode == "with":
+            trades_executed.connect(receivers.trades_executed, dispatch_uid=uid)
+        else:
+            trades_executed.disconnect(dispatch_uid=uid)  # the candle upsert switched off (this benchmark only)
         for _ in range(block):
             price = "50000.00"
             order_place(user_id=maker, market=SYMBOL, side="sell", price=price, qty="0.0100")
             started = time.perf_counter()
             place_pair(maker, taker, price)
             timings[mode].append(time.perf_counter() - started)
-    order_services.candles_record = recording
+    trades_executed.connect(receivers.trades_executed, dispatch_uid=uid)
     (w50, w99), (o50, o99) = ms(timings["with"]), ms(timings["without"])
     return {
         "bench": "marketdata",

@@ -1,7 +1,7 @@
 """The only writes of market data: candles, kept in the fill transaction.
 
-:func:`candles_record` is called by the orders app's placement (``apps.orders.services``)
-after it has written the placement's trades, in the same transaction and under the
+:func:`candles_record` runs when the orders app's placement announces its fills
+(:data:`apps.orders.events.trades_executed`, :mod:`apps.marketdata.receivers`) after it has written the trades, in the same transaction and under the
 market's row lock, so candles commit or roll back with the trades they count and two
 placements on one market never update its candles at once.
 """

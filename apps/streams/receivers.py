@@ -1,11 +1,19 @@
 """The streams app's receivers of what the apps below it announce: each records an outbox row in the
 sender's transaction (:mod:`apps.streams.services`), so the relay publishes exactly what committed.
 
-Connected in :meth:`apps.streams.apps.StreamsConfig.ready`. The signals: :data:`apps.wallets.events.transfer_changed`,
-:data:`apps.accounts.events.api_key_created`, and Django's ``user_logged_in``.
+Connected in :meth:`apps.streams.apps.StreamsConfig.ready`. The signals: :data:`apps.orders.events.book_changed`,
+:data:`apps.wallets.events.transfer_changed`, :data:`apps.accounts.events.api_key_created`, and Django's
+``user_logged_in``.
 """
 
-from .services import user_event_record, user_notice_record
+from .services import book_event_record, user_event_record, user_notice_record
+
+
+def book_changed(
+    sender, *, market_id: int, update_id: int, order_ids: list[int], taker_order_id: int | None, **kwargs
+) -> None:
+    """A market's book changed: its event ``update_id`` (levels, best bid and ask, trades, orders written)."""
+    book_event_record(market_id=market_id, update_id=update_id, order_ids=order_ids, taker_order_id=taker_order_id)
 
 
 def transfer_changed(sender, *, kind: str, user_id: int, object_id: int, **kwargs) -> None:

@@ -1,9 +1,9 @@
 """Every write of the streams app: the outbox rows of committed changes, and user stream tokens.
 
 The outbox writers run inside the caller's transaction (they never open one): a book
-change is recorded by :func:`book_event_record` from :mod:`apps.orders.services` under the
-market's row lock, a deposit or withdrawal change by :func:`user_event_record` from
-:mod:`apps.wallets.services`. Nothing is published from here: the relay
+change is recorded by :func:`book_event_record` when the orders app announces it under the
+market's row lock, a deposit or withdrawal change by :func:`user_event_record` when the wallets app
+does (:mod:`apps.streams.receivers`). Nothing is published from here: the relay
 (:mod:`apps.streams.relay`) publishes committed rows in order.
 
 ``settings.STREAMS_PUBLISH`` (default on) switches the recording off; the benchmark

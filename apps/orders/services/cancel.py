@@ -9,8 +9,8 @@ from apps.ledger.db import PreparedCursor
 from apps.ledger.services import entries_post
 from apps.ledger.trading import TradingAccounts, order_release_entry
 from apps.ledger.transactions import retrying_atomic
-from apps.streams.services import book_event_record
 
+from ..events import book_changed
 from ..models import OPEN_STATUSES, EndReason, Order, OrderStatus
 from ..store import orders as order_rows
 from ..store.markets import LOCK_MARKET_OF_ORDER, locked_market_of_order
@@ -59,5 +59,7 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
                 )
             ]
         )
-        book_event_record(market_id=market.id, update_id=market.sequence, order_ids=[order.id], taker_order_id=None)
+        book_changed.send(
+            sender=Order, market_id=market.id, update_id=market.sequence, order_ids=[order.id], taker_order_id=None
+        )
     return order

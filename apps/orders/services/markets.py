@@ -3,7 +3,7 @@
 Each write takes the market's row lock (``select_for_update(no_key=True)``), the same lock
 placements and cancels take (:mod:`apps.orders.services.placement`), so a halt waits for
 the placement in progress and every later placement sees it. A status change bumps the
-market's sequence and records one book event (:func:`apps.streams.services.book_event_record`)
+market's sequence and records one book event (:data:`apps.orders.events.book_changed`)
 under that lock, and writes its audit row in the same transaction.
 """
 
@@ -16,8 +16,8 @@ from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import format_exact
 from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
-from apps.streams.services import book_event_record
 
+from ..events import book_changed
 from ..models import Market, MarketStatus, market_precision_problems
 from .parsing import value_parse
 
@@ -102,7 +102,9 @@ def _market_set_status(*, market_id: int, status: str, operator_id: int, reason:
         market.status = status
         market.sequence += 1
         market.save(update_fields=["status", "sequence", "updated_at"])
-        book_event_record(market_id=market.id, update_id=market.sequence, order_ids=[], taker_order_id=None)
+        book_changed.send(
+            sender=Market, market_id=market.id, update_id=market.sequence, order_ids=[], taker_order_id=None
+        )
     audit_record(
         actor_id=operator_id,
         action=action,

@@ -28,7 +28,7 @@ are prepared once per connection (:class:`apps.ledger.db.PreparedCursor`). The a
 trading freeze (:data:`apps.accounts.selectors.TRADING_FROZEN_SQL`) is read in the first one.
 
 Streams: every transaction that bumps a market's sequence records exactly one book event
-(:func:`apps.streams.services.book_event_record`) with that sequence as its update id, as
+(:data:`apps.orders.events.book_changed`) with that sequence as its update id, as
 its last statement under the lock; the relay publishes them in that order.
 """
 
@@ -53,12 +53,11 @@ from apps.ledger.trading import (
     trade_fill_entry,
 )
 from apps.ledger.transactions import retrying_atomic
-from apps.marketdata.services import candles_record
-from apps.streams.services import book_event_record
 
 from ..engine.matching import WIDE, MatchPlan, Taker, plan_match
 from ..engine.settlement import Settlement, hold_plan, maker_updates, outcome, settlements_plan
 from ..errors import FokNotFillable, InvalidQuantity, MarketHalted, PostOnlyWouldTake
+from ..events import book_changed, trades_executed
 from ..models import OPEN_STATUSES, MarketStatus, Order, OrderStatus, OrderType, Side, TimeInForce
 from ..store import orders as order_rows
 from ..store.book import BOOK_PAGE, Book
@@ -208,7 +207,9 @@ def order_place(
         if request.client_order_id:
             replay = _find_replay(request, locked)
             if replay is not None:  # the lock bumped the sequence: an event with no change keeps ids gapless
-                book_event_record(market_id=locked.id, update_id=locked.sequence, order_ids=[], taker_order_id=None)
+                book_changed.send(
+                    sender=Order, market_id=locked.id, update_id=locked.sequence, order_ids=[], taker_order_id=None
+                )
                 return replay
         limits_check(locked, request)
         book = _book_for(cursor, locked, request, first_page=first_page)
@@ -337,8 +338,9 @@ def _execute(
             )
         else:
             cursor.execute(order_rows.UPDATE_MAKERS, makers_params)
-    candles_record(market_id=market.id, time=now, fills=plan.fills)
-    book_event_record(
+    trades_executed.send(sender=Order, market_id=market.id, time=now, fills=plan.fills)
+    book_changed.send(
+        sender=Order,
         market_id=market.id,
         update_id=market.sequence,
         order_ids=[order.id, *(fill.maker.id for fill in plan.fills), *(maker.id for maker in plan.expired_makers)],
