@@ -335,6 +335,7 @@ class BatchPlanner:
         self.known = known or {}
         self.plan = BatchPlan()
         self.by_client_id: dict[tuple[int, str], PlacedOrder] = {}
+        self.left: dict[int, int] = {}  # owner of each order that left the book during the batch
 
     def run(self, commands: Sequence[Place | Cancel | DomainError]) -> BatchPlan:
         """Plan ``commands`` in order (a :class:`DomainError` is a command already refused by the caller)."""
@@ -538,6 +539,7 @@ class BatchPlanner:
             prices.append((maker.side, maker.price))
             if u.status not in OPEN_STATUSES and maker.id in self.book:
                 self.book.remove(maker.id)
+                self.left[maker.id] = maker.user_id
             if u.release:
                 self.plan.entries.append(Release(maker.id, maker.user_id, makers_asset, u.release))
                 self._credit(maker.user_id, makers_asset, u.release)
@@ -627,14 +629,14 @@ class BatchPlanner:
             owner, status = maker.user_id, OrderStatus.OPEN
         elif order_id in self.plan.placed:
             owner, status = self.plan.placed[order_id].user_id, self.plan.placed[order_id].status
+        elif order_id in self.left:  # it was resting when the batch began
+            owner, status = self.left[order_id], self.plan.updated[order_id].status
         elif order_id in self.known:
             known = self.known[order_id]
             if known.market_id != self.market.id:
                 raise Unplannable(f"order {order_id} is not of market {self.market.symbol}")
             owner, status = known.user_id, known.status
-            if order_id in self.plan.updated:  # it left the book earlier in the batch
-                status = self.plan.updated[order_id].status
-            elif status in OPEN_STATUSES:
+            if status in OPEN_STATUSES:
                 raise Unplannable(f"open order {order_id} is not in the book")
         else:
             raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
@@ -644,6 +646,7 @@ class BatchPlanner:
             message = f"Order {order_id} is {status}: it can no longer be cancelled."
             raise InvalidState(message, fields={"order": message})
         self.book.remove(order_id)
+        self.left[order_id] = maker.user_id
         release = maker.held_remaining
         maker.held_remaining = Decimal(0)
         state = OrderState(

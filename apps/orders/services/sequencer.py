@@ -106,11 +106,13 @@ class Sequencer:
                 cursor.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
             for market_id in self.market_ids:
                 cursor.execute(f'LISTEN "{queue.engine_channel(market_id)}"')
+        self.books_load()
+
+    def books_load(self) -> None:
+        """Start each market's in-memory book afresh (read from the database at its next batch)."""
+        rows = Market.objects.filter(id__in=self.market_ids).values_list("id", "base_id", "quote_id")
         self.books = {
-            market_id: batching.MarketBook(market_id, base_id, quote_id)
-            for market_id, base_id, quote_id in Market.objects.filter(id__in=self.market_ids).values_list(
-                "id", "base_id", "quote_id"
-            )
+            market_id: batching.MarketBook(market_id, base_id, quote_id) for market_id, base_id, quote_id in rows
         }
 
     def pending(self) -> list[QueuedCommand]:
