@@ -21,7 +21,7 @@ from apps.core.errors import DomainError
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Command, CommandKind, Order, Trade
-from apps.orders.services import batching, cancel, placement
+from apps.orders.services import batching, cancel, market_create, placement
 from apps.orders.services.commands import domain_outcome
 from apps.orders.services.sequencer import Sequencer
 from apps.orders.tests.helpers import balance
@@ -61,30 +61,29 @@ def _inline(users, market, script, ids: dict) -> list:
     return outcomes
 
 
+def _payload(users, market, step, ids: dict | None = None) -> dict:
+    """The payload :mod:`apps.orders.services.commands` queues for a script step."""
+    user = users[step["user"]]
+    if step["kind"] == "cancel":
+        return {"order_id": (ids or {}).get(step["ref"], 0), "user_id": user.id, "by_operator": False}
+    order = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
+    order |= {"post_only": False, "stp": None, "client_order_id": ""} | step["order"]
+    return {"user_id": user.id, "market": market.symbol, **order}
+
+
 def _batched(users, market, script, ids: dict) -> list:
-    commands = []
-    for step in script:
-        user = users[step["user"]]
-        if step["kind"] == "cancel":
-            kind, payload = (
-                CommandKind.CANCEL,
-                {"order_id": ids.get(step["ref"], 0), "user_id": user.id, "by_operator": False},
-            )
-        else:
-            order = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
-            order |= {"post_only": False, "stp": None, "client_order_id": ""} | step["order"]
-            kind, payload = CommandKind.PLACE, {"user_id": user.id, "market": market.symbol, **order}
-        commands.append(
-            Command(
-                market=market,
-                kind=kind,
-                user=user,
-                request_hash="-",
-                token=uuid.uuid4().hex,
-                payload=payload,
-                created_at=timezone.now(),
-            )
+    commands = [
+        Command(
+            market=market,
+            kind=CommandKind.CANCEL if step["kind"] == "cancel" else CommandKind.PLACE,
+            user=users[step["user"]],
+            request_hash="-",
+            token=uuid.uuid4().hex,
+            payload=_payload(users, market, step, ids),
+            created_at=timezone.now(),
         )
+        for step in script
+    ]
     Command.objects.bulk_create(commands)
     sequencer = Sequencer([market.id], batch=len(commands))
     sequencer.books_load()
@@ -246,3 +245,73 @@ _steps = st.one_of(
 def test_any_two_batches_give_what_inline_placement_gives(traders, btc_usdt, btc, usdt, first, second):
     cancels = [cancel_of(0, f"0.{n}") for n in range(0, len(first), 2)]  # some of them ended already
     _compare(traders, btc_usdt, btc, usdt, [first, second + cancels])
+
+
+def _queue(users, market, script) -> list:
+    commands = [
+        Command(
+            market=market,
+            kind=CommandKind.PLACE,
+            user=users[step["user"]],
+            request_hash="-",
+            token=uuid.uuid4().hex,
+            payload=_payload(users, market, step),
+            created_at=timezone.now(),
+        )
+        for step in script
+    ]
+    Command.objects.bulk_create(commands)
+
+
+def test_the_sequencer_reads_the_book_again_when_another_writer_moved_the_market_sequence(traders, btc_usdt, btc, usdt):
+    sequencer = Sequencer([btc_usdt.id], batch=10)
+    sequencer.books_load()
+    state = sequencer.books[btc_usdt.id]
+    _queue(traders, btc_usdt, [limit(0, "buy", "49000", "0.1")])
+    with transaction.atomic():
+        batching.batch_write(state, sequencer.pending())
+    written = state.sequence
+    ask = placement.order_place(user_id=traders[2].id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
+
+    _queue(traders, btc_usdt, [limit(1, "buy", "50000", "0.1")])
+    with transaction.atomic():
+        (outcome,) = batching.batch_write(state, sequencer.pending())
+
+    assert state.sequence == written + 2  # the inline placement's bump, then this batch's
+    assert Order.objects.get(id=ask.id).status == "filled"
+    assert Order.objects.get(id=outcome["order_id"]).status == "filled"
+    assert reconcile().ok
+
+
+def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_usdt, btc, usdt):
+    other = market_create(
+        base=usdt,
+        quote=btc,
+        tick_size=D("0.000001"),
+        step_size=D("1"),
+        min_qty=D("1"),
+        max_qty=D("100000"),
+        min_notional=D("0.00001"),
+    )
+    foreign = placement.order_place(user_id=traders[0].id, market=other.symbol, side="sell", price="0.00002", qty="10")
+    _queue(traders, btc_usdt, [limit(1, "buy", "49000", "0.1")])
+    Command.objects.create(  # a cancel queued on the wrong market: the planner refuses to decide it
+        market=btc_usdt,
+        kind=CommandKind.CANCEL,
+        user=traders[0],
+        request_hash="-",
+        token=uuid.uuid4().hex,
+        payload={"order_id": foreign.id, "user_id": traders[0].id, "by_operator": False},
+        created_at=timezone.now(),
+    )
+    sequencer = Sequencer([btc_usdt.id], batch=10)
+    sequencer.books_load()
+
+    placed, cancelled = sequencer.apply(btc_usdt.id, sequencer.pending())
+
+    assert Order.objects.get(id=placed["order_id"]).status == "open"
+    assert cancelled == {"order_id": foreign.id}  # the per-command path cancels it where it is
+    assert Order.objects.get(id=foreign.id).status == "cancelled"
+    assert sequencer.books[btc_usdt.id].sequence is None  # read again before the next batch
+    assert set(Command.objects.values_list("status", flat=True)) == {"done"}
+    assert reconcile().ok
