@@ -247,7 +247,7 @@ def test_any_two_batches_give_what_inline_placement_gives(traders, btc_usdt, btc
     _compare(traders, btc_usdt, btc, usdt, [first, second + cancels])
 
 
-def _queue(users, market, script) -> list:
+def _queue(users, market, script) -> None:
     commands = [
         Command(
             market=market,
