@@ -23,7 +23,10 @@ users trading all four markets (their accounts are shared: USDT above all). Thes
 reference of the ``sequencer`` cases measured in the same run: the same mix from
 ``--callers`` caller processes per market, each call handed to a ``manage.py run_engine``
 process per market that applies a batch of commands per transaction; latency there is the
-caller's whole wait (submit, batch, commit, notification, reading the order).
+caller's whole wait (submit, batch, commit, notification, reading the order). The sequencer
+plans each batch in memory and writes it set-based (``apps.orders.services.batching``); the
+case ``1 market, sequencer per command`` runs the same engines with ``ORDERS_ENGINE_PLANNED=false``
+(every command through inline placement's code in a savepoint), the reference of the planned path.
 
 It runs in its own database (``<name>_bench``, created and dropped here), never in the
 development database.
@@ -217,17 +220,21 @@ def worker(
     results.put((began, ended, latencies, cpu, db_cpu))
 
 
-def start_engines(symbols: list[str]) -> list:
-    """One ``run_engine`` process per market on the bench database, each waited for until ready."""
+def start_engines(symbols: list[str], *, planned: bool = True, profile: str | None = None) -> list:
+    """One ``run_engine`` process per market on the bench database, each waited for until ready.
+
+    ``planned`` false: the per-command path (``ORDERS_ENGINE_PLANNED=false``). ``profile``: the first
+    engine runs under cProfile and writes its stats there when it stops (SIGTERM)."""
     import subprocess
     import tempfile
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ORDERS_ENGINE_PLANNED": "true" if planned else "false"}
     engines = []
-    for symbol in symbols:
+    for n, symbol in enumerate(symbols):
         log = tempfile.NamedTemporaryFile(prefix=f"bench-engine-{symbol}-", suffix=".log", delete=False)
+        profiled = ["-m", "cProfile", "-o", profile] if profile and n == 0 else []
         engine = subprocess.Popen(
-            [sys.executable, "manage.py", "run_engine", "--market", symbol],
+            [sys.executable, *profiled, "manage.py", "run_engine", "--market", symbol],
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -250,6 +257,7 @@ def run_case(
     orders: int,
     profile: str | None,
     engine: str = "inline",
+    engine_profile: str | None = None,
 ) -> dict:
     from django.core.management import call_command
     from django.db import connections
@@ -259,7 +267,11 @@ def run_case(
 
     plan = prepare(markets, shared_users)
     connections.close_all()  # children open their own connections
-    engines = start_engines(list(plan)) if engine == "sequencer" else []
+    engines = (
+        start_engines(list(plan), planned=engine == "sequencer", profile=engine_profile)
+        if engine.startswith("sequencer")
+        else []
+    )
     context = multiprocessing.get_context("fork")
     start, results = context.Barrier(workers), context.Queue()
     symbols = list(plan)
@@ -279,7 +291,7 @@ def run_case(
                     start,
                     results,
                     profile if n == 0 else None,
-                    engine,
+                    "sequencer" if engine.startswith("sequencer") else engine,
                 ),
             )
         )
@@ -338,6 +350,9 @@ def main() -> int:
     parser.add_argument("--case", action="append", help="run only the named case(s)")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the first worker of each case into FILE")
     parser.add_argument("--warmup", type=int, help="untimed requests per worker first (default 300)")
+    parser.add_argument(
+        "--profile-engine", metavar="FILE", help="cProfile the (first) run_engine process of each sequencer case"
+    )
     parser.add_argument("--callers", type=int, default=8, help="caller processes per market in the sequencer cases")
     parser.add_argument(
         "--server-side-binding",
@@ -367,13 +382,14 @@ def main() -> int:
         ("4 markets, shared users", 4, 4, True, "inline"),
         ("1 market, sequencer", 1, args.callers, False, "sequencer"),
         ("4 markets, sequencer", 4, 4 * args.callers, False, "sequencer"),
+        ("1 market, sequencer per command", 1, args.callers, False, "sequencer_per_command"),
     ]
     ok = True
     try:
         for name, markets, workers, shared, engine in cases:
             if args.case and name not in args.case:
                 continue
-            figures = run_case(name, markets, workers, shared, args.orders, args.profile, engine)
+            figures = run_case(name, markets, workers, shared, args.orders, args.profile, engine, args.profile_engine)
             ok &= figures["reconcile_ok"]
             print(json.dumps(figures, default=str), flush=True)
     finally:
