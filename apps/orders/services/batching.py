@@ -15,10 +15,12 @@ changes is the sequencer's :class:`MarketBook`). Round trips, for any number of 
    placing user's balance is not what step 1 read (a deposit or another market's trade in
    between), the book is read again and the batch planned again with the locked balances (and
    handed to the per-command path if that plan needs an account not locked);
-5. the new orders (one INSERT), every hold, fill and release (one ``entries_post``), the
-   trades and the end state of the resting orders the batch changed (one statement), the
-   candles (one), the sequence bump and one stream event per change (one each), and
-   ``MARK_DONE`` with the callers' NOTIFYs.
+5. every hold, fill and release (one ``entries_post``), then one pipeline: the new orders
+   (one INSERT), the trades and the end state of the resting orders the batch changed (one
+   statement), the candles, the sequence bump, one stream event per change (one statement)
+   and ``MARK_DONE`` with the callers' NOTIFYs.
+
+With the pending read and the commit, six round trips per batch however many commands it holds.
 
 Every change (placement, replay, cancel) is its own stream event with its own update id,
 as inline mode records them: the relay publishes one trade and one execution report per
@@ -54,8 +56,8 @@ from apps.ledger.trading import (
     order_release_entry,
     trade_fill_entry,
 )
-from apps.marketdata.services import candles_record
-from apps.streams.services import book_events_record
+from apps.marketdata.services import candles_statement
+from apps.streams.services import book_events_statement
 
 from ..engine.batch import (
     BatchPlan,
@@ -219,50 +221,58 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
             plan = plan_with(locked)
             if not plan.user_ids <= users:
                 raise Unplannable("the plan with the locked balances needs accounts that are not locked")
-        _write(cursor, state, market, plan, accounts)
         outcomes = [
             domain_outcome(result) if isinstance(result, DomainError) else {"order_id": result}
             for result in plan.outcomes
         ]
-        cursor.execute(queue.MARK_DONE, [[c.id for c in commands], [json.dumps(o) for o in outcomes]])
+        done = (queue.MARK_DONE, [[c.id for c in commands], [json.dumps(o) for o in outcomes]])
+        _write(cursor, state, market, plan, accounts, done)
     state.sequence = market.sequence + len(plan.changes)
     return outcomes
 
 
-def _write(cursor, state: MarketBook, market: LockedMarket, plan: BatchPlan, accounts: TradingAccounts) -> None:
-    """Write ``plan``: orders, entries, trades and resting orders, candles, the sequence and stream events."""
+def _write(
+    cursor, state: MarketBook, market: LockedMarket, plan: BatchPlan, accounts: TradingAccounts, done: tuple[str, list]
+) -> None:
+    """Write ``plan`` in two round trips: every entry (``entries_post``), then one pipeline of the new orders,
+    the trades with the resting orders' new state, the candles, the sequence bump, the stream events and
+    ``done`` (the commands' MARK_DONE)."""
     now = timezone.now()
-    if plan.placed:
-        fixed = {"market_id": market.id, "created_at": now, "updated_at": now}
-        rows = [[({**vars(o), **fixed})[name] for name in order_rows.ORDER_FIELDS] for o in plan.placed.values()]
-        cursor.execute(order_rows.INSERT_ORDERS, order_rows.columns_of(rows, len(order_rows.ORDER_FIELDS)))
     if plan.entries:
         posted = entries_post([_entry(accounts, market, entry) for entry in plan.entries])
         for entry, journal_entry in zip(plan.entries, posted, strict=True):
             if isinstance(entry, TradeRow):
                 entry.entry_id = journal_entry.id
-    updated = plan.updated
-    if plan.trades and updated:
-        cursor.execute(
-            f"WITH trades AS ({order_rows.INSERT_TRADES}) {order_rows.UPDATE_MAKERS}",
-            order_rows.trade_row_params(market_id=market.id, trades=plan.trades, created_at=now)
-            + order_rows.order_state_params(now, updated),
+    statements: list[tuple[str, list]] = []
+    if plan.placed:
+        fixed = {"market_id": market.id, "created_at": now, "updated_at": now}
+        rows = [[({**vars(o), **fixed})[name] for name in order_rows.ORDER_FIELDS] for o in plan.placed.values()]
+        statements.append((order_rows.INSERT_ORDERS, order_rows.columns_of(rows, len(order_rows.ORDER_FIELDS))))
+    trades = order_rows.trade_row_params(market_id=market.id, trades=plan.trades, created_at=now)
+    if plan.trades and plan.updated:
+        statements.append(
+            (
+                f"WITH trades AS ({order_rows.INSERT_TRADES}) {order_rows.UPDATE_MAKERS}",
+                trades + order_rows.order_state_params(now, plan.updated),
+            )
         )
     elif plan.trades:
-        cursor.execute(
-            order_rows.INSERT_TRADES,
-            order_rows.trade_row_params(market_id=market.id, trades=plan.trades, created_at=now),
-        )
-    elif updated:
-        cursor.execute(order_rows.UPDATE_MAKERS, order_rows.order_state_params(now, updated))
-    candles_record(market_id=market.id, time=now, fills=plan.fills)
+        statements.append((order_rows.INSERT_TRADES, trades))
+    elif plan.updated:
+        statements.append((order_rows.UPDATE_MAKERS, order_rows.order_state_params(now, plan.updated)))
+    candles = candles_statement(market_id=market.id, time=now, fills=plan.fills)
+    if candles is not None:
+        statements.append(candles)
     if plan.changes:
-        cursor.execute(sql.BUMP_SEQUENCE, [len(plan.changes), market.id])
+        statements.append((sql.BUMP_SEQUENCE, [len(plan.changes), market.id]))
         for order in plan.placed.values():
             state.statics.setdefault(order.id, _static_of(order, now))
         if settings.STREAMS_PUBLISH:  # the payloads cost Python time: none when nothing is published
             events = [(market.sequence + c.offset, _payload(c, state.statics, now)) for c in plan.changes]
-            book_events_record(market_id=market.id, events=events)
+            recorded = book_events_statement(market_id=market.id, events=events)
+            if recorded is not None:
+                statements.append(recorded)
+    cursor.pipeline([*statements, done])
     for order_id, order_state in plan.updated.items():
         if order_state.status not in OPEN_STATUSES:
             state.statics.pop(order_id, None)
@@ -333,7 +343,7 @@ def _level(level: tuple[Decimal, Decimal] | None) -> list | None:
 
 
 def _payload(change: BookChange, statics: dict[int, sql.OrderStatic], now: datetime) -> dict:
-    """The stream event of one change (:func:`apps.streams.services.book_events_record`)."""
+    """The stream event of one change (:func:`apps.streams.services.book_events_statement`)."""
     orders = []
     for order_id in sorted(change.orders):
         s: OrderState = change.orders[order_id]
