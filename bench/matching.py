@@ -300,7 +300,8 @@ def start_engines(symbols: list[str], *, planned: bool = True, profile: str | No
 
 
 def start_api(port: int, workers: int):
-    """gunicorn serving the project (``bench.rest_settings``) on ``port``, waited for until ``/healthz`` answers."""
+    """gunicorn serving the project (``bench.rest_settings``) on ``port``, waited for until it answers
+    (``/api/v1/time/``: ``/healthz`` also wants a Celery worker, which the bench has no use for)."""
     import http.client
     import subprocess
     import tempfile
@@ -319,7 +320,7 @@ def start_api(port: int, workers: int):
     while True:
         try:
             probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            probe.request("GET", "/healthz")
+            probe.request("GET", "/api/v1/time/")
             if probe.getresponse().status == 200:
                 return server
         except OSError:
@@ -338,36 +339,8 @@ def api_tokens(user_ids) -> dict[int, str]:
     }
 
 
-def run_case(
-    name: str,
-    markets: int,
-    workers: int,
-    shared_users: bool,
-    orders: int,
-    profile: str | None,
-    engine: str = "inline",
-    engine_profile: str | None = None,
-) -> dict:
-    from django.core.management import call_command
-    from django.db import connections
-
-    from apps.ledger.reconciliation import reconcile
-    from apps.orders.models import Trade
-
-    plan = prepare(markets, shared_users)
-    rest = None
-    servers = []
-    if engine == "rest":
-        port = 18000 + os.getpid() % 1000
-        rest = (port, api_tokens({user for users in plan.values() for user in users}))
-    connections.close_all()  # children open their own connections
-    engines = (
-        start_engines(list(plan), planned=engine != "sequencer_per_command", profile=engine_profile)
-        if engine.startswith("sequencer") or engine == "rest"
-        else []
-    )
-    if rest is not None:
-        servers.append(start_api(rest[0], workers))
+def run_workers(plan: dict, workers: int, orders: int, profile: str | None, engine: str, rest) -> list[tuple]:
+    """Run the case's worker processes to the end; return each one's ``(began, ended, latencies, cpu, db cpu)``."""
     context = multiprocessing.get_context("fork")
     start, results = context.Barrier(workers), context.Queue()
     symbols = list(plan)
@@ -406,9 +379,47 @@ def run_case(
                 raise SystemExit(f"a worker failed with exit code {failed[0]}") from None
     for process in processes:
         process.join()
-    for process in [*servers, *engines]:
-        process.terminate()
-        process.wait(timeout=60)
+    return outcomes
+
+
+def run_case(
+    name: str,
+    markets: int,
+    workers: int,
+    shared_users: bool,
+    orders: int,
+    profile: str | None,
+    engine: str = "inline",
+    engine_profile: str | None = None,
+) -> dict:
+    from django.core.management import call_command
+    from django.db import connections
+
+    from apps.ledger.reconciliation import reconcile
+    from apps.orders.models import Trade
+
+    plan = prepare(markets, shared_users)
+    rest = None
+    servers: list = []
+    if engine == "rest":
+        port = 18000 + os.getpid() % 1000
+        rest = (port, api_tokens({user for users in plan.values() for user in users}))
+    connections.close_all()  # children open their own connections
+    engines: list = []
+    try:
+        if engine != "inline":
+            engines = start_engines(
+                list(plan),
+                planned=engine != "sequencer_per_command",
+                profile=engine_profile and f"{engine_profile}.{engine}",  # one file per engine kind
+            )
+        if rest is not None:
+            servers.append(start_api(rest[0], workers))
+        outcomes = run_workers(plan, workers, orders, profile, engine, rest)
+    finally:  # the servers and engines end with the case, whatever happened
+        for process in [*servers, *engines]:
+            process.terminate()
+            process.wait(timeout=60)
     latencies = sorted(latency for outcome in outcomes for latency in outcome[2])
     elapsed = max(outcome[1] for outcome in outcomes) - min(outcome[0] for outcome in outcomes)
     # Beat seals the journal every few seconds in a deployment; the bench has no beat, so it seals
@@ -448,7 +459,9 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="cProfile the first worker of each case into FILE")
     parser.add_argument("--warmup", type=int, help="untimed requests per worker first (default 300)")
     parser.add_argument(
-        "--profile-engine", metavar="FILE", help="cProfile the (first) run_engine process of each sequencer case"
+        "--profile-engine",
+        metavar="FILE",
+        help="cProfile the (first) run_engine process of each sequencer case into FILE.<engine>",
     )
     parser.add_argument("--callers", type=int, default=8, help="caller processes per market in the sequencer cases")
     parser.add_argument(
