@@ -21,7 +21,7 @@ from apps.core.errors import DomainError
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Command, CommandKind, Order, Trade
-from apps.orders.services import batching, cancel, market_create, placement
+from apps.orders.services import batching, cancel, fee_schedule_create, fee_tier_assign, market_create, placement
 from apps.orders.services.commands import domain_outcome
 from apps.orders.services.sequencer import Sequencer
 from apps.orders.tests.helpers import balance
@@ -36,13 +36,16 @@ class _Undo(Exception):
 
 @pytest.fixture
 def traders(btc_usdt, btc, usdt):
-    """Four users: two funded in both assets, one seller, one with almost nothing."""
+    """Four users: two funded in both assets (the second on a fee tier of its own), one seller, one with
+    almost nothing."""
     users = [UserFactory() for _ in range(4)]
     for user in users[:2]:
         fund(user, usdt, "50000")
         fund(user, btc, "2")
     fund(users[2], btc, "3")
     fund(users[3], usdt, "30")
+    tier = fee_schedule_create(name="vip", maker_rate="0", taker_rate="0.0005")
+    fee_tier_assign(user_id=users[1].id, schedule_id=tier.id)
     return users
 
 
