@@ -9,7 +9,8 @@ loop, reads up to ``settings.ORDERS_ENGINE_BATCH`` pending commands in id (arriv
 and applies each market's share in one transaction.
 
 The planned path (default, ``settings.ORDERS_ENGINE_PLANNED``; :mod:`apps.orders.services.batching`):
-the sequencer keeps each market's book in memory (:class:`~apps.orders.services.batching.MarketBook`),
+halts and resumes are commands too (:func:`apps.orders.services.markets.market_halt`), applied one by
+one between the planned batches. The sequencer keeps each market's book in memory (:class:`~apps.orders.services.batching.MarketBook`),
 plans the whole batch in memory exactly as inline placement would decide each command
 (:mod:`apps.orders.engine.batch`), and writes it with set-based statements: one market lock,
 one account lock, one ``entries_post``, one statement each for orders, trades and resting
@@ -42,10 +43,10 @@ from django.db import OperationalError, connection, transaction
 from apps.core.errors import DomainError
 from apps.ledger.transactions import retrying_atomic
 
-from ..models import CommandKind, Market
+from ..models import CommandKind, Market, MarketStatus
 from ..store import commands as queue
 from ..store.commands import QueuedCommand
-from . import batching, cancel, placement
+from . import batching, cancel, markets, placement
 from .commands import domain_outcome
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ ENGINE_LOCK_CLASS = 0x4F524452
 def _apply(command: QueuedCommand) -> dict:
     """Apply one command in a savepoint of the batch's transaction; return its outcome."""
     try:
+        if command.kind in (CommandKind.HALT, CommandKind.RESUME):
+            status = MarketStatus.HALTED if command.kind == CommandKind.HALT else MarketStatus.ACTIVE
+            market = markets.market_status_apply(status=status, **command.payload)
+            return {"market_id": market.id}
         if command.kind == CommandKind.PLACE:
             order = placement.order_place(**command.payload)
         else:
@@ -139,7 +144,24 @@ class Sequencer:
         return len(commands)
 
     def apply(self, market_id: int, commands: Sequence[QueuedCommand]) -> list[dict]:
-        """Apply one market's batch: planned in memory and written set-based (:func:`batching.batch_write`),
+        """Apply one market's commands in order, in one transaction per run of them: each run of placements
+        and cancels as one planned batch (:meth:`apply_planned`), each halt or resume on its own
+        (:func:`batch_apply`: it changes what the commands after it may do). Returns the outcomes."""
+        outcomes: list[dict] = []
+        run: list[QueuedCommand] = []
+        for command in [*commands, None]:
+            if command is not None and command.kind in (CommandKind.PLACE, CommandKind.CANCEL):
+                run.append(command)
+                continue
+            if run:
+                outcomes += self.apply_planned(market_id, run)
+                run = []
+            if command is not None:
+                outcomes += batch_apply([command])
+        return outcomes
+
+    def apply_planned(self, market_id: int, commands: Sequence[QueuedCommand]) -> list[dict]:
+        """Apply placements and cancels planned in memory and written set-based (:func:`batching.batch_write`),
         or per command (:func:`batch_apply`) when ``settings.ORDERS_ENGINE_PLANNED`` is off or the planned
         write failed (rolled back; the book is read again at the next batch)."""
         state = self.books.get(market_id)
