@@ -178,7 +178,7 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
     with PreparedCursor() as cursor, localcontext(WIDE):
         lock, frozen, by_client_id, by_id, default_rates, tiers, balance_rows = cursor.pipeline(
             [
-                (sql.LOCK_MARKET_FOR_BATCH, [len(places), state.market_id]),
+                (sql.LOCK_MARKET_FOR_BATCH, [state.market_id, len(places)]),
                 (sql.FROZEN_USERS, [placers]),
                 (sql.ORDERS_BY_CLIENT_ID, [[u for u, _ in keyed], [k for _, k in keyed]]),
                 (sql.ORDERS_BY_ID, [cancel_ids]),

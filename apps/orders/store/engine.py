@@ -21,13 +21,12 @@ _ORDER, _MARKET = Order._meta.db_table, Market._meta.db_table
 _OPEN = ", ".join(f"'{status}'" for status in OPEN_STATUSES)
 
 LOCK_MARKET_FOR_BATCH = f"""
+    WITH m AS (SELECT * FROM {_MARKET} WHERE id = %s FOR NO KEY UPDATE)
     SELECT {MARKET_COLUMNS},
            ARRAY(SELECT nextval(pg_get_serial_sequence('{_ORDER}', 'id')) FROM generate_series(1, %s))
-    FROM {_MARKET} m JOIN ledger_asset b ON b.id = m.base_id JOIN ledger_asset q ON q.id = m.quote_id
-    WHERE m.id = %s
-    FOR NO KEY UPDATE OF m
+    FROM m JOIN ledger_asset b ON b.id = m.base_id JOIN ledger_asset q ON q.id = m.quote_id
 """
-"""Lock the market row (held to commit) and draw order ids: the row as :class:`LockedMarket` (its sequence as the
+"""Lock the market row (held to commit; only that row: the assets are read) and draw order ids: the row as :class:`LockedMarket` (its sequence as the
 last writer left it) and an array of new order ids (as many as asked)."""
 
 BUMP_SEQUENCE = f"UPDATE {_MARKET} SET sequence = sequence + %s WHERE id = %s"
