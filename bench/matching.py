@@ -23,7 +23,13 @@ users trading all four markets (their accounts are shared: USDT above all). Thes
 reference of the ``sequencer`` cases measured in the same run: the same mix from
 ``--callers`` caller processes per market, each call handed to a ``manage.py run_engine``
 process per market that applies a batch of commands per transaction; latency there is the
-caller's whole wait (submit, batch, commit, notification, reading the order).
+caller's whole wait (submit, batch, commit, notification, reading the order). The sequencer
+plans each batch in memory and writes it set-based (``apps.orders.services.batching``); the
+case ``1 market, sequencer per command`` runs the same engines with ``ORDERS_ENGINE_PLANNED=false``
+(every command through inline placement's code in a savepoint), the reference of the planned path.
+The case ``1 market, sequencer, REST API`` sends the same mix as HTTP requests (an API key per user)
+to gunicorn (``--callers`` sync workers, ``bench.rest_settings``: no DEBUG, no rate limits) in
+front of the planned sequencer; latency there is the whole HTTP request.
 
 It runs in its own database (``<name>_bench``, created and dropped here), never in the
 development database.
@@ -124,24 +130,31 @@ class Flow:
     def qty(self) -> D:
         return STEP * self.rng.randint(1, 200)
 
+    def place(self, user: int, **order):
+        """Place an order for ``user`` on this flow's market; the order (``id``, ``status``) or ``None`` if refused."""
+        from apps.orders.services import order_place
+
+        return order_place(user_id=user, market=self.symbol, **order)
+
+    def cancel(self, order_id: int, owner: int):
+        from apps.orders.services import order_cancel
+
+        return order_cancel(order_id=order_id, user_id=owner)
+
     def next(self):
         """A zero-argument callable for the next request, and its kind."""
-        from apps.orders.services import order_cancel, order_place
-
+        order_place, order_cancel = self.place, self.cancel
         rng, user = self.rng, self.rng.choice(self.users)
         roll = rng.random()
         if roll < 0.60:
             side = rng.choice(["buy", "sell"])
             offset = TICK * rng.randint(1, 10) * (-1 if side == "buy" else 1)
-            return "resting", lambda: order_place(
-                user_id=user, market=self.symbol, side=side, price=self.mid + offset, qty=self.qty()
-            )
+            return "resting", lambda: order_place(user, side=side, price=self.mid + offset, qty=self.qty())
         if roll < 0.85:
             side = rng.choice(["buy", "sell"])
             offset = TICK * rng.randint(1, 3) * (1 if side == "buy" else -1)
             return "marketable", lambda: order_place(
-                user_id=user,
-                market=self.symbol,
+                user,
                 side=side,
                 price=self.mid + offset,
                 qty=self.qty(),
@@ -151,17 +164,16 @@ class Flow:
             if not self.resting:
                 return self.next()
             order_id, owner = self.resting.pop(rng.randrange(len(self.resting)))
-            return "cancel", lambda: order_cancel(order_id=order_id, user_id=owner)
+            return "cancel", lambda: order_cancel(order_id, owner)
         kind = rng.choice(["budget", "buy", "sell"])
         if kind == "budget":
             return "market", lambda: order_place(
-                user_id=user,
-                market=self.symbol,
+                user,
                 side="buy",
                 type="market",
                 quote_qty=(self.mid * self.qty()).quantize(D("0.000001")),
             )
-        return "market", lambda: order_place(user_id=user, market=self.symbol, side=kind, type="market", qty=self.qty())
+        return "market", lambda: order_place(user, side=kind, type="market", qty=self.qty())
 
     def run(self, count: int) -> list[float]:
         """Run ``count`` requests; return each one's latency in seconds."""
@@ -181,6 +193,38 @@ class Flow:
         return latencies
 
 
+class RestFlow(Flow):
+    """The same request stream through the REST API (``POST /api/v1/orders/``, ``DELETE /api/v1/orders/{id}/``),
+    one kept-alive HTTP connection, each user with its API key; a 4xx answer is a refusal (``None``)."""
+
+    def __init__(self, symbol: str, mid: str, user_ids: list[int], seed: int, port: int, tokens: dict[int, str]):
+        import http.client
+
+        super().__init__(symbol, mid, user_ids, seed)
+        self.http = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self.tokens = tokens
+
+    def call(self, method: str, path: str, user: int, body: dict | None = None):
+        from types import SimpleNamespace
+
+        headers = {"Authorization": f"Token {self.tokens[user]}", "Content-Type": "application/json"}
+        self.http.request(method, path, body=json.dumps(body, default=str) if body else None, headers=headers)
+        response = self.http.getresponse()
+        data = response.read()
+        if response.status >= 500:
+            raise SystemExit(f"{method} {path}: HTTP {response.status} {data[:300]!r}")
+        if response.status >= 400:
+            return None
+        order = json.loads(data)
+        return SimpleNamespace(id=order["id"], status=order["status"], user_id=user)
+
+    def place(self, user: int, **order):
+        return self.call("POST", "/api/v1/orders/", user, {"market": self.symbol, "type": "limit", **order})
+
+    def cancel(self, order_id: int, owner: int):
+        return self.call("DELETE", f"/api/v1/orders/{order_id}/", owner)
+
+
 def backend_cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of a local process, from /proc (0 where unavailable)."""
     try:
@@ -191,14 +235,23 @@ def backend_cpu_seconds(pid: int) -> float:
 
 
 def worker(
-    symbol: str, mid: str, user_ids: list[int], seed: int, count: int, start, results, profile: str | None, engine: str
+    symbol: str,
+    mid: str,
+    user_ids: list[int],
+    seed: int,
+    count: int,
+    start,
+    results,
+    profile: str | None,
+    engine: str,
+    rest: tuple[int, dict[int, str]] | None = None,
 ):
     from django.conf import settings
     from django.db import connection
 
     setup_django()
     settings.ORDERS_ENGINE = engine
-    flow = Flow(symbol, mid, user_ids, seed)
+    flow = Flow(symbol, mid, user_ids, seed) if rest is None else RestFlow(symbol, mid, user_ids, seed, *rest)
     flow.run(WARMUP)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
@@ -217,17 +270,21 @@ def worker(
     results.put((began, ended, latencies, cpu, db_cpu))
 
 
-def start_engines(symbols: list[str]) -> list:
-    """One ``run_engine`` process per market on the bench database, each waited for until ready."""
+def start_engines(symbols: list[str], *, planned: bool = True, profile: str | None = None) -> list:
+    """One ``run_engine`` process per market on the bench database, each waited for until ready.
+
+    ``planned`` false: the per-command path (``ORDERS_ENGINE_PLANNED=false``). ``profile``: the first
+    engine runs under cProfile and writes its stats there when it stops (SIGTERM)."""
     import subprocess
     import tempfile
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ORDERS_ENGINE_PLANNED": "true" if planned else "false"}
     engines = []
-    for symbol in symbols:
+    for n, symbol in enumerate(symbols):
         log = tempfile.NamedTemporaryFile(prefix=f"bench-engine-{symbol}-", suffix=".log", delete=False)
+        profiled = ["-m", "cProfile", "-o", profile] if profile and n == 0 else []
         engine = subprocess.Popen(
-            [sys.executable, "manage.py", "run_engine", "--market", symbol],
+            [sys.executable, *profiled, "manage.py", "run_engine", "--market", symbol],
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -242,24 +299,48 @@ def start_engines(symbols: list[str]) -> list:
     return engines
 
 
-def run_case(
-    name: str,
-    markets: int,
-    workers: int,
-    shared_users: bool,
-    orders: int,
-    profile: str | None,
-    engine: str = "inline",
-) -> dict:
-    from django.core.management import call_command
-    from django.db import connections
+def start_api(port: int, workers: int):
+    """gunicorn serving the project (``bench.rest_settings``) on ``port``, waited for until it answers
+    (``/api/v1/time/``: ``/healthz`` also wants a Celery worker, which the bench has no use for)."""
+    import http.client
+    import subprocess
+    import tempfile
 
-    from apps.ledger.reconciliation import reconcile
-    from apps.orders.models import Trade
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.rest_settings", "ORDERS_ENGINE": "sequencer"}
+    log = tempfile.NamedTemporaryFile(prefix="bench-gunicorn-", suffix=".log", delete=False)
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gunicorn"), "exchange.wsgi:application", "-b", f"127.0.0.1:{port}"]
+        + ["-w", str(workers), "--timeout", "120"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            probe.request("GET", "/api/v1/time/")
+            if probe.getresponse().status == 200:
+                return server
+        except OSError:
+            pass
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"gunicorn did not start: {Path(log.name).read_text()[-2000:]}")
+        time.sleep(0.2)
 
-    plan = prepare(markets, shared_users)
-    connections.close_all()  # children open their own connections
-    engines = start_engines(list(plan)) if engine == "sequencer" else []
+
+def api_tokens(user_ids) -> dict[int, str]:
+    """A ``read``+``trade`` API key per user: ``{user id: raw key}``."""
+    from apps.accounts.services import api_key_create
+
+    return {
+        user_id: api_key_create(user_id=user_id, name="bench", scopes=["read", "trade"]).raw_key for user_id in user_ids
+    }
+
+
+def run_workers(plan: dict, workers: int, orders: int, profile: str | None, engine: str, rest) -> list[tuple]:
+    """Run the case's worker processes to the end; return each one's ``(began, ended, latencies, cpu, db cpu)``."""
     context = multiprocessing.get_context("fork")
     start, results = context.Barrier(workers), context.Queue()
     symbols = list(plan)
@@ -279,7 +360,8 @@ def run_case(
                     start,
                     results,
                     profile if n == 0 else None,
-                    engine,
+                    "inline" if engine == "inline" else "sequencer",
+                    rest,
                 ),
             )
         )
@@ -297,9 +379,47 @@ def run_case(
                 raise SystemExit(f"a worker failed with exit code {failed[0]}") from None
     for process in processes:
         process.join()
-    for process in engines:
-        process.terminate()
-        process.wait(timeout=60)
+    return outcomes
+
+
+def run_case(
+    name: str,
+    markets: int,
+    workers: int,
+    shared_users: bool,
+    orders: int,
+    profile: str | None,
+    engine: str = "inline",
+    engine_profile: str | None = None,
+) -> dict:
+    from django.core.management import call_command
+    from django.db import connections
+
+    from apps.ledger.reconciliation import reconcile
+    from apps.orders.models import Trade
+
+    plan = prepare(markets, shared_users)
+    rest = None
+    servers: list = []
+    if engine == "rest":
+        port = 18000 + os.getpid() % 1000
+        rest = (port, api_tokens({user for users in plan.values() for user in users}))
+    connections.close_all()  # children open their own connections
+    engines: list = []
+    try:
+        if engine != "inline":
+            engines = start_engines(
+                list(plan),
+                planned=engine != "sequencer_per_command",
+                profile=engine_profile and f"{engine_profile}.{engine}",  # one file per engine kind
+            )
+        if rest is not None:
+            servers.append(start_api(rest[0], workers))
+        outcomes = run_workers(plan, workers, orders, profile, engine, rest)
+    finally:  # the servers and engines end with the case, whatever happened
+        for process in [*servers, *engines]:
+            process.terminate()
+            process.wait(timeout=60)
     latencies = sorted(latency for outcome in outcomes for latency in outcome[2])
     elapsed = max(outcome[1] for outcome in outcomes) - min(outcome[0] for outcome in outcomes)
     # Beat seals the journal every few seconds in a deployment; the bench has no beat, so it seals
@@ -338,6 +458,11 @@ def main() -> int:
     parser.add_argument("--case", action="append", help="run only the named case(s)")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the first worker of each case into FILE")
     parser.add_argument("--warmup", type=int, help="untimed requests per worker first (default 300)")
+    parser.add_argument(
+        "--profile-engine",
+        metavar="FILE",
+        help="cProfile the (first) run_engine process of each sequencer case into FILE.<engine>",
+    )
     parser.add_argument("--callers", type=int, default=8, help="caller processes per market in the sequencer cases")
     parser.add_argument(
         "--server-side-binding",
@@ -367,13 +492,15 @@ def main() -> int:
         ("4 markets, shared users", 4, 4, True, "inline"),
         ("1 market, sequencer", 1, args.callers, False, "sequencer"),
         ("4 markets, sequencer", 4, 4 * args.callers, False, "sequencer"),
+        ("1 market, sequencer per command", 1, args.callers, False, "sequencer_per_command"),
+        ("1 market, sequencer, REST API", 1, args.callers, False, "rest"),
     ]
     ok = True
     try:
         for name, markets, workers, shared, engine in cases:
             if args.case and name not in args.case:
                 continue
-            figures = run_case(name, markets, workers, shared, args.orders, args.profile, engine)
+            figures = run_case(name, markets, workers, shared, args.orders, args.profile, engine, args.profile_engine)
             ok &= figures["reconcile_ok"]
             print(json.dumps(figures, default=str), flush=True)
     finally:

@@ -39,7 +39,7 @@ class PreparedCursor:
 
     def pipeline(self, statements: list[tuple[str, list]]) -> list[list[tuple]]:
         """Run ``statements`` in one round trip (psycopg pipeline mode, with the transaction's BEGIN if
-        it has not been sent yet); return each one's rows. PostgreSQL still runs them one after the
+        it has not been sent yet); return each one's rows (none for a statement that returns none). PostgreSQL still runs them one after the
         other, each with its own snapshot, so a read queued behind a lock sees what the lock's previous
         holder committed."""
         raw = connection.connection
@@ -49,7 +49,7 @@ class PreparedCursor:
                 with raw.pipeline():
                     for cursor, (sql, params) in zip(cursors, statements, strict=True):
                         cursor.execute(sql, params, prepare=self.prepare)
-                return [cursor.fetchall() for cursor in cursors]
+                return [cursor.fetchall() if cursor.description is not None else [] for cursor in cursors]
         finally:
             for cursor in cursors:
                 cursor.close()

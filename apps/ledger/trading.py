@@ -24,13 +24,21 @@ from .models import AccountKind, Asset, EntryReason
 from .services import EntryRequest, Leg, hold_legs, release_legs, system_account, user_accounts
 
 _LOCK_TRADING_ACCOUNTS = """
-    SELECT id, owner_id, asset_id, kind, shard FROM ledger_account
+    SELECT id, owner_id, asset_id, kind, shard, balance FROM ledger_account
     WHERE asset_id = ANY(%s::bigint[])
       AND ((owner_id = ANY(%s::bigint[]) AND kind IN ('user_available', 'user_held'))
            OR (owner_id IS NULL AND kind = 'fee_revenue' AND shard = ANY(%s::int[])))
     ORDER BY id
     FOR NO KEY UPDATE
 """
+
+AVAILABLE_BALANCES_SQL = """
+    SELECT owner_id, asset_id, balance FROM ledger_account
+    WHERE kind = 'user_available' AND owner_id = ANY(%s::bigint[]) AND asset_id = ANY(%s::bigint[])
+"""
+"""The available balances of users (first array) in assets (second), unlocked: ``(user id, asset id, balance)``
+rows (none for an account not created yet: its balance is 0). A sequencer plans with them and checks them
+again under :meth:`TradingAccounts.lock` (:meth:`TradingAccounts.available_balance`)."""
 
 
 def fee_revenue_shard(idempotency_key: str) -> int:
@@ -43,13 +51,15 @@ class TradingAccounts:
     """The ledger account ids of a batch of orders, locked by :meth:`lock`.
 
     Maps ``(user, asset)`` to the user's available and held account, ``(asset, entry
-    key)`` to the fee revenue shard that key credits.
+    key)`` to the fee revenue shard that key credits; ``balances`` maps the locked account
+    ids to their balances as locked (what the batch's first entry starts from).
     """
 
     def __init__(self, assets: Iterable[Asset]):
         self.assets = {asset.id: asset for asset in assets}
         self.users: dict[tuple[int, int, str], int] = {}
         self.fee_shards: dict[tuple[int, int], int] = {}
+        self.balances: dict[int, Decimal] = {}
 
     @classmethod
     def lock(
@@ -79,7 +89,8 @@ class TradingAccounts:
             f"WITH written AS ({with_statement}) {_LOCK_TRADING_ACCOUNTS}" if with_statement else _LOCK_TRADING_ACCOUNTS
         )
         cursor.execute(sql, [*(with_params or []), list(accounts.assets), list(user_ids), list(shards)])
-        for account_id, owner_id, asset_id, kind, shard in cursor.fetchall():
+        for account_id, owner_id, asset_id, kind, shard, balance in cursor.fetchall():
+            accounts.balances[account_id] = balance
             if owner_id is None:
                 accounts.fee_shards[(asset_id, shard)] = account_id
             else:
@@ -91,6 +102,10 @@ class TradingAccounts:
                     available, held = user_accounts(user_id, asset)
                     accounts.users[keys[0]], accounts.users[keys[1]] = available.id, held.id
         return accounts
+
+    def available_balance(self, user_id: int, asset_id: int) -> Decimal:
+        """The user's available balance of the asset as locked (0 for an account created by :meth:`lock`)."""
+        return self.balances.get(self.available(user_id, asset_id), Decimal(0))
 
     def available(self, user_id: int, asset_id: int) -> int:
         """The id of the user's ``user_available`` account of the asset."""

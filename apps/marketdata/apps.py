@@ -8,8 +8,9 @@ class MarketdataConfig(AppConfig):
 
     def ready(self) -> None:
         """Count every placement's fills into candles (:mod:`apps.marketdata.receivers`)."""
-        from apps.orders.events import trades_executed
+        from apps.orders.events import batch_written, trades_executed
 
         from . import receivers
 
         trades_executed.connect(receivers.trades_executed, dispatch_uid="marketdata.trades_executed")
+        batch_written.connect(receivers.batch_written, dispatch_uid="marketdata.batch_written")

@@ -80,17 +80,25 @@ def candles_record(*, market_id: int, time: datetime, fills: Sequence[Print]) ->
     the last's). A fill against a resting sell (the taker bought) also counts into ``taker_buy_volume``
     and ``taker_buy_quote_volume``. Raises nothing of its own; a database error aborts the placement with it.
     """
+    statement = candles_statement(market_id=market_id, time=time, fills=fills)
+    if statement is not None:
+        with PreparedCursor() as cursor:
+            cursor.execute(*statement)
+
+
+def candles_statement(*, market_id: int, time: datetime, fills: Sequence[Print]) -> tuple[str, list] | None:
+    """The one statement of :func:`candles_record` as ``(sql, parameters)``, for a caller that sends it with
+    others in one round trip (:meth:`apps.ledger.db.PreparedCursor.pipeline`); ``None`` when there are no fills."""
     if not fills:
-        return
-    with PreparedCursor() as cursor:
-        cursor.execute(
-            _UPSERT,
-            [
-                [fill.price for fill in fills],
-                [fill.qty for fill in fills],
-                [fill.quote_qty for fill in fills],
-                [fill.maker.side == "sell" for fill in fills],
-                market_id,
-                time,
-            ],
-        )
+        return None
+    return (
+        _UPSERT,
+        [
+            [fill.price for fill in fills],
+            [fill.qty for fill in fills],
+            [fill.quote_qty for fill in fills],
+            [fill.maker.side == "sell" for fill in fills],
+            market_id,
+            time,
+        ],
+    )

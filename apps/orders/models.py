@@ -479,6 +479,8 @@ class Trade(models.Model):
 class CommandKind(models.TextChoices):
     PLACE = "place", "Place an order"
     CANCEL = "cancel", "Cancel an order"
+    HALT = "halt", "Halt the market"
+    RESUME = "resume", "Resume the market"
 
 
 class CommandStatus(models.TextChoices):
@@ -487,7 +489,7 @@ class CommandStatus(models.TextChoices):
 
 
 class Command(models.Model):
-    """A placement or cancel handed to its market's sequencer (``manage.py run_engine``).
+    """A placement, cancel, halt or resume handed to its market's sequencer (``manage.py run_engine``).
 
     Written (committed) by the caller before it waits, so it survives any process dying;
     the sequencer applies pending commands in id order and, in the same transaction as

@@ -11,12 +11,13 @@ class StreamsConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_in
 
         from apps.accounts.events import api_key_created
-        from apps.orders.events import book_changed
+        from apps.orders.events import batch_written, book_changed
         from apps.wallets.events import transfer_changed
 
         from . import receivers
 
         book_changed.connect(receivers.book_changed, dispatch_uid="streams.book_changed")
+        batch_written.connect(receivers.batch_written, dispatch_uid="streams.batch_written")
         transfer_changed.connect(receivers.transfer_changed, dispatch_uid="streams.transfer_changed")
         api_key_created.connect(receivers.api_key_created, dispatch_uid="streams.api_key_created")
         user_logged_in.connect(receivers.user_logged_in, dispatch_uid="streams.user_logged_in")

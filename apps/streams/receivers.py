@@ -6,7 +6,9 @@ Connected in :meth:`apps.streams.apps.StreamsConfig.ready`. The signals: :data:`
 ``user_logged_in``.
 """
 
-from .services import book_event_record, user_event_record, user_notice_record
+from django.conf import settings
+
+from .services import book_event_record, book_events_statement, user_event_record, user_notice_record
 
 
 def book_changed(
@@ -14,6 +16,15 @@ def book_changed(
 ) -> None:
     """A market's book changed: its event ``update_id`` (levels, best bid and ask, trades, orders written)."""
     book_event_record(market_id=market_id, update_id=update_id, order_ids=order_ids, taker_order_id=taker_order_id)
+
+
+def batch_written(sender, *, market_id: int, events, **kwargs) -> list[tuple[str, list]]:
+    """A sequencer's batch changed a market's book: the statement recording one event per change (its payloads
+    are built only when streams publish, ``settings.STREAMS_PUBLISH``)."""
+    if not settings.STREAMS_PUBLISH:
+        return []
+    statement = book_events_statement(market_id=market_id, events=events())
+    return [] if statement is None else [statement]
 
 
 def transfer_changed(sender, *, kind: str, user_id: int, object_id: int, **kwargs) -> None:

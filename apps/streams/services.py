@@ -11,7 +11,9 @@ compares a placement's cost with and without it. With it off there are no stream
 """
 
 import hashlib
+import json
 import secrets
+from collections.abc import Sequence
 from datetime import timedelta
 
 from django.conf import settings
@@ -93,6 +95,32 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
                 "trade_number_base": TRADE_NUMBER_BASE,
             },
         )
+
+
+_INSERT_BOOK_EVENTS = """
+    INSERT INTO streams_streamevent (kind, market_id, update_id, payload, created_at)
+    SELECT 'book', %s, e.update_id, e.payload, now() FROM unnest(%s::bigint[], %s::jsonb[]) AS e(update_id, payload)
+"""
+
+
+def book_events_statement(*, market_id: int, events: Sequence[tuple[int, dict]]) -> tuple[str, list] | None:
+    """The statement recording several book changes of the market at once, as ``(sql, parameters)`` for the
+    caller to run in its transaction (with others in one round trip: :meth:`apps.ledger.db.PreparedCursor.pipeline`);
+    ``None`` when there is nothing to record (no events, or streams off).
+
+    ``events`` are ``(update id, payload)`` pairs. For a writer that knows each change's state itself (the
+    sequencer, whose batch makes many changes in one transaction, so the tables hold only the last one's
+    state). Each payload has the shape :func:`book_event_record` reads from the tables (``taker``,
+    ``levels``, ``bid``, ``ask``, ``trades``, ``orders``; amounts as text with the columns' 18 places);
+    the update ids follow the same rule (the market's sequence after each change, without gaps). Run it
+    under the market's row lock.
+    """
+    if not settings.STREAMS_PUBLISH or not events:
+        return None
+    return (
+        _INSERT_BOOK_EVENTS,
+        [market_id, [update_id for update_id, _ in events], [json.dumps(payload) for _, payload in events]],
+    )
 
 
 def user_event_record(*, kind: str, user_id: int, object_id: int) -> None:

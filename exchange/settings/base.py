@@ -294,6 +294,9 @@ ORDERS_ENGINE = env("ORDERS_ENGINE", default="inline")
 ORDERS_ENGINE_WAIT_SECONDS = env.float("ORDERS_ENGINE_WAIT_SECONDS", default=10.0)
 # Commands a sequencer applies per transaction at most.
 ORDERS_ENGINE_BATCH = env.int("ORDERS_ENGINE_BATCH", default=200)
+# A sequencer plans each batch in memory and writes it set-based (apps.orders.services.batching); off:
+# every command runs inline placement's code in a savepoint of the batch (the fallback path).
+ORDERS_ENGINE_PLANNED = env.bool("ORDERS_ENGINE_PLANNED", default=True)
 # Deadlocks and serialization failures are retried this many times in all.
 LEDGER_TRANSACTION_ATTEMPTS = env.int("LEDGER_TRANSACTION_ATTEMPTS", default=8)
 

@@ -7,7 +7,8 @@ The package's modules (callers import the public names from here, unchanged):
 :mod:`~apps.orders.services.placement` (:func:`order_place`),
 :mod:`~apps.orders.services.cancel` (:func:`order_cancel`),
 :mod:`~apps.orders.services.commands` (the public :func:`order_place` and :func:`order_cancel`: inline, or
-through the market's sequencer, :mod:`~apps.orders.services.sequencer`). The matching and settlement
+through the market's sequencer, :mod:`~apps.orders.services.sequencer`, which plans and writes each batch
+with :mod:`~apps.orders.services.batching`). The matching and settlement
 arithmetic is pure (:mod:`apps.orders.engine`), the SQL is :mod:`apps.orders.store`, the
 journal entries come from :mod:`apps.ledger.trading`.
 """

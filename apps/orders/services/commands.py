@@ -174,7 +174,7 @@ def domain_outcome(exc: DomainError) -> dict:
     return {"error": {"type": f"{kind.__module__}:{kind.__qualname__}", "message": exc.message, "fields": exc.fields}}
 
 
-def _raise_outcome(error: dict):
+def outcome_raise(error: dict):
     """Raise the error a stored outcome describes: the same :class:`DomainError` class, message and fields."""
     module, _, name = error["type"].partition(":")
     kind = getattr(importlib.import_module(module), name, None) if module.startswith("apps.") else None
@@ -187,7 +187,7 @@ def _raise_outcome(error: dict):
 
 def _order_of(outcome: dict) -> Order:
     if "error" in outcome:
-        _raise_outcome(outcome["error"])
+        outcome_raise(outcome["error"])
     return Order.objects.get(id=outcome["order_id"])
 
 

@@ -9,6 +9,7 @@ under that lock, and writes its audit row in the same transaction.
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from apps.audit.services import audit_record
@@ -18,7 +19,8 @@ from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
 
 from ..events import book_changed
-from ..models import Market, MarketStatus, market_precision_problems
+from ..models import CommandKind, Market, MarketStatus, market_precision_problems
+from .commands import command_submit, outcome_raise
 from .parsing import value_parse
 
 
@@ -117,28 +119,54 @@ def _market_set_status(*, market_id: int, status: str, operator_id: int, reason:
 
 
 @retrying_atomic
+def market_status_apply(*, market_id: int, status: str, operator_id: int, reason: str) -> Market:
+    """Set the market's status (``active`` or ``halted``) under its row lock, audited (``market.halt`` or
+    ``market.resume``): what :func:`market_halt` and :func:`market_resume` run, inline or in the market's
+    sequencer. Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``)."""
+    action = "market.halt" if status == MarketStatus.HALTED else "market.resume"
+    return _market_set_status(market_id=market_id, status=status, operator_id=operator_id, reason=reason, action=action)
+
+
+def _status_change(*, market_id: int, status: str, operator_id: int, reason: str) -> Market:
+    """:func:`market_status_apply` inline, or as a command of the market's sequencer (``settings.ORDERS_ENGINE``),
+    so that in sequencer mode the sequencer stays the only writer of the market's book and state."""
+    if settings.ORDERS_ENGINE == "inline":
+        return market_status_apply(market_id=market_id, status=status, operator_id=operator_id, reason=reason)
+    if not isinstance(reason, str) or not reason.strip():
+        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    symbol = Market.objects.filter(id=market_id).values_list("symbol", flat=True).first()
+    if symbol is None:
+        raise NotFound("No such market.", fields={"market": "No such market."})
+    outcome = command_submit(
+        market=symbol,
+        kind=CommandKind.HALT if status == MarketStatus.HALTED else CommandKind.RESUME,
+        user_id=operator_id,
+        payload={"market_id": market_id, "operator_id": operator_id, "reason": reason},
+    )
+    if "error" in outcome:
+        outcome_raise(outcome["error"])
+    return Market.objects.get(id=market_id)
+
+
 def market_halt(*, market_id: int, operator_id: int, reason: str) -> Market:
     """Halt the market: placements are refused with ``market_halted``; cancels still work.
 
     ``operator_id`` (a user id) and ``reason`` (required text) go to the audit log
     (``market.halt``) in the same transaction as the halt. Takes the market lock, so it
-    waits for the placement in progress. Idempotent (a second halt changes nothing but is
-    audited). Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
+    waits for the placement in progress; in sequencer mode it is a command of the market's
+    sequencer, applied between two of its batches (also raises
+    :class:`~apps.orders.errors.OrderStatusUnknown` when no sequencer answers in time).
+    Idempotent (a second halt changes nothing but is audited). Raises :class:`NotFound`,
+    :class:`DomainError` (no reason, field ``reason``).
     """
-    return _market_set_status(
-        market_id=market_id, status=MarketStatus.HALTED, operator_id=operator_id, reason=reason, action="market.halt"
-    )
+    return _status_change(market_id=market_id, status=MarketStatus.HALTED, operator_id=operator_id, reason=reason)
 
 
-@retrying_atomic
 def market_resume(*, market_id: int, operator_id: int, reason: str) -> Market:
-    """Resume a halted market, audited like :func:`market_halt` (``market.resume``). Idempotent.
-
-    Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
+    """Resume a halted market, audited like :func:`market_halt` (``market.resume``), inline or through the
+    sequencer like it. Idempotent. Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
     """
-    return _market_set_status(
-        market_id=market_id, status=MarketStatus.ACTIVE, operator_id=operator_id, reason=reason, action="market.resume"
-    )
+    return _status_change(market_id=market_id, status=MarketStatus.ACTIVE, operator_id=operator_id, reason=reason)
 
 
 @retrying_atomic

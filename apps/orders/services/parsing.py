@@ -4,13 +4,13 @@ Amounts are refused, never rounded, when finer than the asset's precision (DESIG
 section 2); each error names its field with a stable code (:mod:`apps.orders.errors`).
 """
 
-from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
 from apps.core.errors import DomainError
 from apps.ledger.amounts import format_amount, parse_amount
 from apps.ledger.errors import InvalidAmount
 
+from ..engine.batch import Request
 from ..engine.matching import EXACT, WIDE, MatchPlan
 from ..errors import InvalidPrice, InvalidQuantity, MinNotional, OrderRejected
 from ..models import OrderType, SelfTradePrevention, Side, TimeInForce
@@ -39,22 +39,6 @@ def choice(value, choices, field: str, default=None) -> str:
         message = f"Must be one of {', '.join(choices.values)}."
         raise DomainError(message, fields={field: message})
     return choices(value)
-
-
-@dataclass(frozen=True)
-class Request:
-    """An order request, parsed and checked against the market's filters."""
-
-    user_id: int
-    side: str
-    type: str
-    price: Decimal | None
-    qty: Decimal | None
-    quote_qty: Decimal | None
-    time_in_force: str
-    post_only: bool
-    stp: str
-    client_order_id: str
 
 
 def request_parse(

@@ -6,31 +6,47 @@ takes ``pg_advisory_lock(ENGINE_LOCK_CLASS, market id)`` on its connection for e
 takes over when the first one's connection ends (failover; PostgreSQL releases a session's
 advisory locks when it dies, SIGKILL included). It then LISTENs for new commands and, in a
 loop, reads up to ``settings.ORDERS_ENGINE_BATCH`` pending commands in id (arrival) order
-and applies them in one transaction (:func:`batch_apply`): each command runs the same
-placement or cancel as inline mode, in its own savepoint, so a refusal (insufficient funds,
-a filter) undoes only that command and becomes its outcome; then the commands are marked
-done with their outcomes and their callers notified, all at the commit. A sequencer killed
-mid-batch committed nothing of it: its successor applies those commands again from the
-start, and no command is applied twice (done and effect share a commit).
+and applies each market's share in one transaction.
 
-Any database error other than a deadlock (which reruns the batch) ends the process: its
-connection, and with it the advisory lock, may be gone, and only the lock holder may write.
+The planned path (default, ``settings.ORDERS_ENGINE_PLANNED``; :mod:`apps.orders.services.batching`):
+halts and resumes are commands too (:func:`apps.orders.services.markets.market_halt`), applied one by
+one between the planned batches. The sequencer keeps each market's book in memory (:class:`~apps.orders.services.batching.MarketBook`),
+plans the whole batch in memory exactly as inline placement would decide each command
+(:mod:`apps.orders.engine.batch`), and writes it with set-based statements: one market lock,
+one account lock, one ``entries_post``, one statement each for orders, trades and resting
+orders. The book is read from the database when the sequencer starts, whenever the market's
+sequence moved since its own last commit (every other writer of the market's orders bumps it:
+an inline cancel, a halt or resume, the per-command path), and after any failed batch.
+
+The per-command path (:func:`batch_apply`, the fallback of a planned batch that failed, say on a
+deadlock or a database check): each command runs the same placement or cancel as inline mode,
+in its own savepoint, so a refusal (insufficient funds, a filter) undoes only that command and
+becomes its outcome.
+
+Either way the commands are marked done with their outcomes and their callers notified, all
+at the commit. A sequencer killed mid-batch committed nothing of it: its successor applies
+those commands again from the start, and no command is applied twice (done and effect share
+a commit).
+
+Any database error on the per-command path other than a deadlock (which reruns the batch)
+ends the process: its connection, and with it the advisory lock, may be gone, and only the
+lock holder may write.
 """
 
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 
 from apps.core.errors import DomainError
 from apps.ledger.transactions import retrying_atomic
 
-from ..models import CommandKind
+from ..models import CommandKind, Market, MarketStatus
 from ..store import commands as queue
-from . import cancel, placement
+from ..store.commands import QueuedCommand
+from . import batching, cancel, markets, placement
 from .commands import domain_outcome
 
 log = logging.getLogger(__name__)
@@ -39,21 +55,13 @@ ENGINE_LOCK_CLASS = 0x4F524452
 """The first key of the sequencers' advisory locks (``pg_advisory_lock(ENGINE_LOCK_CLASS, market id)``)."""
 
 
-@dataclass(frozen=True)
-class QueuedCommand:
-    """A pending command as the sequencer reads it."""
-
-    id: int
-    market_id: int
-    kind: str
-    user_id: int
-    token: str
-    payload: dict
-
-
 def _apply(command: QueuedCommand) -> dict:
     """Apply one command in a savepoint of the batch's transaction; return its outcome."""
     try:
+        if command.kind in (CommandKind.HALT, CommandKind.RESUME):
+            status = MarketStatus.HALTED if command.kind == CommandKind.HALT else MarketStatus.ACTIVE
+            market = markets.market_status_apply(status=status, **command.payload)
+            return {"market_id": market.id}
         if command.kind == CommandKind.PLACE:
             order = placement.order_place(**command.payload)
         else:
@@ -89,6 +97,7 @@ class Sequencer:
         self.batch = batch or settings.ORDERS_ENGINE_BATCH
         self.idle_seconds = idle_seconds
         self.stopping = False
+        self.books: dict[int, batching.MarketBook] = {}
 
     def stop(self) -> None:
         """Finish the batch in progress, then return from :meth:`run`."""
@@ -102,6 +111,14 @@ class Sequencer:
                 cursor.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
             for market_id in self.market_ids:
                 cursor.execute(f'LISTEN "{queue.engine_channel(market_id)}"')
+        self.books_load()
+
+    def books_load(self) -> None:
+        """Start each market's in-memory book afresh (read from the database at its next batch)."""
+        rows = Market.objects.filter(id__in=self.market_ids).values_list("id", "base_id", "quote_id")
+        self.books = {
+            market_id: batching.MarketBook(market_id, base_id, quote_id) for market_id, base_id, quote_id in rows
+        }
 
     def pending(self) -> list[QueuedCommand]:
         """The oldest pending commands of the markets served, at most one batch."""
@@ -122,9 +139,40 @@ class Sequencer:
         by_market: dict[int, list[QueuedCommand]] = {}
         for command in commands:
             by_market.setdefault(command.market_id, []).append(command)
-        for group in by_market.values():
-            batch_apply(group)
+        for market_id, group in by_market.items():
+            self.apply(market_id, group)
         return len(commands)
+
+    def apply(self, market_id: int, commands: Sequence[QueuedCommand]) -> list[dict]:
+        """Apply one market's commands in order, in one transaction per run of them: each run of placements
+        and cancels as one planned batch (:meth:`apply_planned`), each halt or resume on its own
+        (:func:`batch_apply`: it changes what the commands after it may do). Returns the outcomes."""
+        outcomes: list[dict] = []
+        run: list[QueuedCommand] = []
+        for command in [*commands, None]:
+            if command is not None and command.kind in (CommandKind.PLACE, CommandKind.CANCEL):
+                run.append(command)
+                continue
+            if run:
+                outcomes += self.apply_planned(market_id, run)
+                run = []
+            if command is not None:
+                outcomes += batch_apply([command])
+        return outcomes
+
+    def apply_planned(self, market_id: int, commands: Sequence[QueuedCommand]) -> list[dict]:
+        """Apply placements and cancels planned in memory and written set-based (:func:`batching.batch_write`),
+        or per command (:func:`batch_apply`) when ``settings.ORDERS_ENGINE_PLANNED`` is off or the planned
+        write failed (rolled back; the book is read again at the next batch)."""
+        state = self.books.get(market_id)
+        if settings.ORDERS_ENGINE_PLANNED and state is not None:
+            try:
+                with transaction.atomic():
+                    return batching.batch_write(state, commands)
+            except Exception:
+                state.sequence = None
+                log.warning("engine.batch_fallback", exc_info=True, extra={"market": market_id})
+        return batch_apply(commands)
 
     def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
         """Acquire the markets, then apply commands as they arrive until stopped."""

@@ -6,9 +6,23 @@ notification is the command's outcome (JSON). NOTIFY inside a transaction is del
 at its commit, so a caller never hears of an outcome that was rolled back.
 """
 
+from dataclasses import dataclass
+
 from ..models import Command, CommandStatus, Market
 
 _TABLE = Command._meta.db_table
+
+
+@dataclass(frozen=True)
+class QueuedCommand:
+    """A pending command as the sequencer reads it (:data:`PENDING`): ``payload`` is the request's arguments."""
+
+    id: int
+    market_id: int
+    kind: str
+    user_id: int
+    token: str
+    payload: dict
 
 
 def done_channel(token: str) -> str:

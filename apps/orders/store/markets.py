@@ -81,6 +81,8 @@ _MARKET_SELECT = ", ".join(
     _ASSET_COLUMNS.get(f.name) or f"m.{next(c.column for c in Market._meta.concrete_fields if c.attname == f.name)}"
     for f in fields(LockedMarket)
 )
+MARKET_COLUMNS = _MARKET_SELECT
+"""The SELECT list of a :class:`LockedMarket` (``m`` the market, ``b``/``q`` its base and quote assets)."""
 _ORDER_ID = f"nextval(pg_get_serial_sequence('{Order._meta.db_table}', '{Order._meta.pk.column}'))"
 _MARKET = Market._meta.db_table
 

@@ -9,6 +9,7 @@ from datetime import datetime
 
 from django.db import connection
 
+from ..engine.batch import OrderState, TradeRow
 from ..engine.settlement import MakerUpdate, Settlement
 from ..models import Order, OrderStatus, Trade
 from .sql import attnames, columns_of, insert_sql, plain, update_sql
@@ -83,5 +84,28 @@ def trade_params(
             "entry_id": s.entry_id,
             "created_at": created_at,
         }
+        rows.append([plain(values[name]) for name in TRADE_FIELDS])
+    return columns_of(rows, len(TRADE_FIELDS))
+
+
+def order_state_params(updated_at: datetime, states: dict[int, OrderState]) -> list:
+    """The parameters of :data:`UPDATE_MAKERS` for orders' new states by id (a sequencer batch's end states)."""
+    return [
+        updated_at,
+        *columns_of(
+            (
+                (order_id, s.filled_qty, s.filled_quote_qty, s.fee_total, s.held_remaining, s.status, s.reject_reason)
+                for order_id, s in states.items()
+            ),
+            len(_MAKER_FIELDS),
+        ),
+    ]
+
+
+def trade_row_params(*, market_id: int, trades: Sequence[TradeRow], created_at: datetime) -> list:
+    """The parameters of :data:`INSERT_TRADES` for a batch's trades (entry ids set)."""
+    rows = []
+    for trade in trades:
+        values = {**vars(trade), "market_id": market_id, "created_at": created_at}
         rows.append([plain(values[name]) for name in TRADE_FIELDS])
     return columns_of(rows, len(TRADE_FIELDS))

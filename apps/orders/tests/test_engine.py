@@ -17,7 +17,8 @@ D = Decimal
 
 def test_the_engine_imports_no_django():
     code = (
-        "import sys, apps.orders.engine.matching, apps.orders.engine.settlement, apps.orders.engine.vocabulary;"
+        "import sys, apps.orders.engine.matching, apps.orders.engine.settlement, apps.orders.engine.vocabulary,"
+        " apps.orders.engine.book, apps.orders.engine.batch;"
         "print(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))"
     )
     root = Path(__file__).resolve().parents[3]

@@ -15,6 +15,7 @@ from django.db import connection, connections
 
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.errors import MarketHalted
 from apps.orders.models import Command, CommandStatus, Order, OrderStatus, Trade
 from apps.orders.services import commands as engine_commands
 from apps.orders.services import order_place
@@ -263,3 +264,28 @@ def test_a_caller_whose_queue_connection_was_terminated_submits_on_a_new_one(eng
     assert second.id != first.id
     assert Command.objects.filter(status=CommandStatus.DONE).count() == 2
     assert Order.objects.count() == 2
+
+
+def test_halt_and_resume_are_commands_of_the_sequencer_applied_between_its_batches(engines, traders, btc_usdt):
+    from apps.audit.models import AuditLogEntry
+    from apps.orders.models import CommandKind, MarketStatus
+    from apps.orders.services import market_halt, market_resume
+
+    buyer, _ = traders
+    operator = UserFactory(is_staff=True)
+    engines("BTC-USDT")
+    resting = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+
+    halted = market_halt(market_id=btc_usdt.id, operator_id=operator.id, reason="incident")
+    with pytest.raises(MarketHalted):
+        order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+    resumed = market_resume(market_id=btc_usdt.id, operator_id=operator.id, reason="fixed")
+    after = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+
+    assert (halted.status, resumed.status) == (MarketStatus.HALTED, MarketStatus.ACTIVE)
+    assert after.status == OrderStatus.OPEN and Order.objects.get(id=resting.id).status == OrderStatus.OPEN
+    kinds = list(Command.objects.order_by("id").values_list("kind", "status"))
+    assert [kind for kind, _ in kinds] == ["place", CommandKind.HALT, "place", CommandKind.RESUME, "place"]
+    assert {status for _, status in kinds} == {CommandStatus.DONE}
+    assert AuditLogEntry.objects.filter(action__in=["market.halt", "market.resume"]).count() == 2
+    assert reconcile().ok

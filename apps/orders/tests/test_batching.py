@@ -1,0 +1,320 @@
+"""The sequencer's planned batch (apps.orders.services.batching) against inline placement: the same commands
+give the same outcomes, orders, trades, balances and stream events, and reconcile stays clean.
+
+Each script runs twice from the same state, in a savepoint rolled back after its snapshot: once command by
+command through inline placement and cancel, once as sequencer batches written by :func:`batch_write`
+(called directly, so a failing planned write fails the test instead of falling back per command).
+"""
+
+import json
+import re
+import uuid
+from decimal import Decimal
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apps.core.errors import DomainError
+from apps.ledger.reconciliation import reconcile
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.models import Command, CommandKind, Order, Trade
+from apps.orders.services import batching, cancel, fee_schedule_create, fee_tier_assign, market_create, placement
+from apps.orders.services.commands import domain_outcome
+from apps.orders.services.sequencer import Sequencer
+from apps.orders.tests.helpers import balance
+from apps.streams.models import StreamEvent
+
+D = Decimal
+
+
+class _Undo(Exception):
+    """Raised to roll a run's savepoint back once its snapshot is taken."""
+
+
+@pytest.fixture
+def traders(btc_usdt, btc, usdt):
+    """Four users: two funded in both assets (the second on a fee tier of its own), one seller, one with
+    almost nothing."""
+    users = [UserFactory() for _ in range(4)]
+    for user in users[:2]:
+        fund(user, usdt, "50000")
+        fund(user, btc, "2")
+    fund(users[2], btc, "3")
+    fund(users[3], usdt, "30")
+    tier = fee_schedule_create(name="vip", maker_rate="0", taker_rate="0.0005")
+    fee_tier_assign(user_id=users[1].id, schedule_id=tier.id)
+    return users
+
+
+def _inline(users, market, script, ids: dict) -> list:
+    outcomes = []
+    for step in script:
+        try:
+            if step["kind"] == "cancel":
+                order = cancel.order_cancel(order_id=ids.get(step["ref"], 0), user_id=users[step["user"]].id)
+            else:
+                order = placement.order_place(user_id=users[step["user"]].id, market=market.symbol, **step["order"])
+        except DomainError as exc:
+            outcomes.append(domain_outcome(exc))
+        else:
+            outcomes.append({"order_id": order.id})
+    return outcomes
+
+
+def _payload(users, market, step, ids: dict | None = None) -> dict:
+    """The payload :mod:`apps.orders.services.commands` queues for a script step."""
+    user = users[step["user"]]
+    if step["kind"] == "cancel":
+        return {"order_id": (ids or {}).get(step["ref"], 0), "user_id": user.id, "by_operator": False}
+    order = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
+    order |= {"post_only": False, "stp": None, "client_order_id": ""} | step["order"]
+    return {"user_id": user.id, "market": market.symbol, **order}
+
+
+def _batched(users, market, script, ids: dict) -> list:
+    commands = [
+        Command(
+            market=market,
+            kind=CommandKind.CANCEL if step["kind"] == "cancel" else CommandKind.PLACE,
+            user=users[step["user"]],
+            request_hash="-",
+            token=uuid.uuid4().hex,
+            payload=_payload(users, market, step, ids),
+            created_at=timezone.now(),
+        )
+        for step in script
+    ]
+    Command.objects.bulk_create(commands)
+    sequencer = Sequencer([market.id], batch=len(commands))
+    sequencer.books_load()
+    pending = sequencer.pending()
+    assert len(pending) == len(script)
+    with transaction.atomic():
+        return batching.batch_write(sequencer.books[market.id], pending)
+
+
+def _run(apply, users, market, phases, btc, usdt) -> dict:
+    """Apply the script's phases with ``apply`` and snapshot what they left (ids made relative)."""
+    names: dict[int, str] = {}
+    ids: dict[str, int] = {}
+    outcomes = []
+    first_event = StreamEvent.objects.filter(kind="book").count()
+    try:
+        with transaction.atomic():
+            for number, script in enumerate(phases):
+                for index, outcome in enumerate(apply(users, market, script, ids)):
+                    key = f"{number}.{index}"
+                    if "order_id" in outcome:
+                        names.setdefault(outcome["order_id"], key)
+                        ids[key] = outcome["order_id"]
+                        outcome = {"order": names[outcome["order_id"]]}
+                    else:  # "No order <id>.", "Order <id> is filled: ..."
+                        outcome = json.loads(
+                            re.sub(r"(?<=[Oo]rder )\d+", lambda m: names.get(int(m[0]), "?"), json.dumps(outcome))
+                        )
+                    outcomes.append(outcome)
+            snapshot = {
+                "outcomes": outcomes,
+                "balances": [balance(user, asset) for user in users for asset in (btc, usdt)],
+                "orders": sorted(
+                    (names[o.id], o.status, o.reject_reason, o.filled_qty, o.filled_quote_qty, o.fee_total)
+                    + (o.held_amount, o.held_remaining)
+                    for o in Order.objects.all()
+                ),
+                "trades": sorted(
+                    (names[t.taker_order_id], t.seq, names[t.maker_order_id], t.price, t.qty, t.taker_fee, t.maker_fee)
+                    for t in Trade.objects.all()
+                ),
+                "events": [
+                    _relative(event.payload, names)
+                    for event in StreamEvent.objects.filter(kind="book").order_by("id")[first_event:]
+                ],
+                "reconcile": reconcile().ok,
+            }
+            raise _Undo
+    except _Undo:
+        return snapshot
+
+
+def _relative(payload: dict, names: dict[int, str]) -> dict:
+    """A stream event with order ids as script keys and no times."""
+    trades = [
+        {**t, "id": f"{names[t['taker_order_id']]}-{t['id'].split('-')[1]}", "number": None, "time": None}
+        | {"taker_order_id": names[t["taker_order_id"]], "maker_order_id": names[t["maker_order_id"]]}
+        for t in payload["trades"]
+    ]
+    orders = [{**o, "id": names[o["id"]], "created_at": None, "updated_at": None} for o in payload["orders"]]
+    taker = payload["taker"]
+    return {**payload, "taker": None if taker is None else names[taker], "trades": trades, "orders": orders}
+
+
+def _compare(traders, btc_usdt, btc, usdt, phases) -> dict:
+    inline = _run(_inline, traders, btc_usdt, phases, btc, usdt)
+    batched = _run(_batched, traders, btc_usdt, phases, btc, usdt)
+    for part in inline:
+        assert batched[part] == inline[part], part
+    assert batched["reconcile"]
+    return batched
+
+
+def limit(user, side, price, qty, **more):
+    return {"kind": "place", "user": user, "order": {"side": side, "price": price, "qty": qty, **more}}
+
+
+def market_order(user, side, **more):
+    return {"kind": "place", "user": user, "order": {"side": side, "type": "market", **more}}
+
+
+def cancel_of(user, ref):
+    return {"kind": "cancel", "user": user, "ref": ref}
+
+
+def test_a_batch_of_makers_takers_cancels_and_an_unfundable_order_gives_what_inline_placement_gives(
+    traders, btc_usdt, btc, usdt
+):
+    makers = [
+        limit(0, "sell", "50000", "0.1"),
+        limit(2, "sell", "50010", "0.2"),
+        limit(2, "sell", "50020", "0.3", client_order_id="ask-3"),
+        limit(1, "buy", "49990", "0.1"),
+        limit(0, "buy", "49980", "0.2"),
+    ]
+    mix = [
+        limit(1, "buy", "50015", "0.25"),  # takes 0.1 at 50000 and 0.15 at 50010 (price improvement released)
+        cancel_of(1, "0.3"),  # the bid resting since the first batch
+        limit(3, "buy", "50000", "0.1"),  # cannot be held: 30 USDT available
+        limit(2, "sell", "50020", "0.3", client_order_id="ask-3"),  # a replay of the first batch's order
+        limit(2, "sell", "50020", "0.4", client_order_id="ask-3"),  # the same client id for another order
+        market_order(0, "sell", qty="0.15"),  # meets the bid at 49980 (its own: self-trade prevention)
+        market_order(1, "sell", qty="0.1"),  # fills 0.1 of user 0's bid at 49980
+        limit(0, "buy", "50030", "0.5", time_in_force="FOK"),  # 0.35 rests at or below: not fillable
+        limit(0, "buy", "50020", "0.1", post_only=True),  # would take
+        market_order(3, "buy", quote_qty="25"),  # user 3 spends 25 of its 30 USDT: 0.0004 at 50010
+        limit(1, "buy", "49000", "0.00001"),  # off the step
+        cancel_of(2, "0.0"),  # another user's order: not found
+        cancel_of(0, "0.0"),  # filled by the first command of this batch: invalid state
+        limit(1, "sell", "49000", "0.05", stp="expire_maker"),  # meets user 1's own bid? none left: fills user 0
+        market_order(3, "buy", qty="0.1"),  # user 3 has 5 USDT left: insufficient funds
+        limit(1, "buy", "50020", "0.05"),  # takes 0.05 at 50010 after the refusals
+    ]
+
+    result = _compare(traders, btc_usdt, btc, usdt, [makers, mix])
+
+    codes = [o.get("error", {}).get("type", "").rsplit(":", 1)[-1] for o in result["outcomes"][len(makers) :]]
+    assert codes[2] == "InsufficientFunds"
+    assert codes[3] == ""  # the replay answers with the original order
+    assert result["outcomes"][len(makers) + 3] == {"order": "0.2"}
+    assert codes[4] == "IdempotencyConflict"
+    assert codes[7:11] == ["FokNotFillable", "PostOnlyWouldTake", "", "InvalidQuantity"]
+    assert codes[11:13] == ["NotFound", "InvalidState"]
+    assert codes[14] == "InsufficientFunds"
+    assert codes.count("") == 8
+
+
+_users = st.integers(min_value=0, max_value=3)
+_prices = st.sampled_from(["49990", "49995", "50000", "50005", "50010"])
+_qtys = st.sampled_from(["0.05", "0.1", "0.2", "0.5", "1.5"])
+_steps = st.one_of(
+    st.builds(limit, _users, st.sampled_from(["buy", "sell"]), _prices, _qtys),
+    st.builds(
+        limit,
+        _users,
+        st.sampled_from(["buy", "sell"]),
+        _prices,
+        _qtys,
+        time_in_force=st.sampled_from(["GTC", "IOC", "FOK"]),
+        stp=st.sampled_from(["expire_taker", "expire_maker", "expire_both"]),
+    ),
+    st.builds(
+        limit,
+        _users,
+        st.sampled_from(["buy", "sell"]),
+        _prices,
+        _qtys,
+        post_only=st.booleans(),
+        client_order_id=st.sampled_from(["", "a", "b"]),  # replays and conflicts, within and across batches
+    ),
+    st.builds(market_order, _users, st.just("sell"), qty=_qtys),
+    st.builds(market_order, _users, st.just("buy"), quote_qty=st.sampled_from(["100", "2500", "40000"])),
+    st.builds(market_order, _users, st.just("buy"), qty=_qtys),
+)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.lists(_steps, min_size=1, max_size=8), second=st.lists(_steps, min_size=1, max_size=12))
+def test_any_two_batches_give_what_inline_placement_gives(traders, btc_usdt, btc, usdt, first, second):
+    cancels = [cancel_of(0, f"0.{n}") for n in range(0, len(first), 2)]  # some of them ended already
+    _compare(traders, btc_usdt, btc, usdt, [first, second + cancels])
+
+
+def _queue(users, market, script) -> None:
+    commands = [
+        Command(
+            market=market,
+            kind=CommandKind.PLACE,
+            user=users[step["user"]],
+            request_hash="-",
+            token=uuid.uuid4().hex,
+            payload=_payload(users, market, step),
+            created_at=timezone.now(),
+        )
+        for step in script
+    ]
+    Command.objects.bulk_create(commands)
+
+
+def test_the_sequencer_reads_the_book_again_when_another_writer_moved_the_market_sequence(traders, btc_usdt, btc, usdt):
+    sequencer = Sequencer([btc_usdt.id], batch=10)
+    sequencer.books_load()
+    state = sequencer.books[btc_usdt.id]
+    _queue(traders, btc_usdt, [limit(0, "buy", "49000", "0.1")])
+    with transaction.atomic():
+        batching.batch_write(state, sequencer.pending())
+    written = state.sequence
+    ask = placement.order_place(user_id=traders[2].id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
+
+    _queue(traders, btc_usdt, [limit(1, "buy", "50000", "0.1")])
+    with transaction.atomic():
+        (outcome,) = batching.batch_write(state, sequencer.pending())
+
+    assert state.sequence == written + 2  # the inline placement's bump, then this batch's
+    assert Order.objects.get(id=ask.id).status == "filled"
+    assert Order.objects.get(id=outcome["order_id"]).status == "filled"
+    assert reconcile().ok
+
+
+def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_usdt, btc, usdt):
+    other = market_create(
+        base=usdt,
+        quote=btc,
+        tick_size=D("0.000001"),
+        step_size=D("1"),
+        min_qty=D("1"),
+        max_qty=D("100000"),
+        min_notional=D("0.00001"),
+    )
+    foreign = placement.order_place(user_id=traders[0].id, market=other.symbol, side="sell", price="0.00002", qty="10")
+    _queue(traders, btc_usdt, [limit(1, "buy", "49000", "0.1")])
+    Command.objects.create(  # a cancel queued on the wrong market: the planner refuses to decide it
+        market=btc_usdt,
+        kind=CommandKind.CANCEL,
+        user=traders[0],
+        request_hash="-",
+        token=uuid.uuid4().hex,
+        payload={"order_id": foreign.id, "user_id": traders[0].id, "by_operator": False},
+        created_at=timezone.now(),
+    )
+    sequencer = Sequencer([btc_usdt.id], batch=10)
+    sequencer.books_load()
+
+    placed, cancelled = sequencer.apply(btc_usdt.id, sequencer.pending())
+
+    assert Order.objects.get(id=placed["order_id"]).status == "open"
+    assert cancelled == {"order_id": foreign.id}  # the per-command path cancels it where it is
+    assert Order.objects.get(id=foreign.id).status == "cancelled"
+    assert sequencer.books[btc_usdt.id].sequence is None  # read again before the next batch
+    assert set(Command.objects.values_list("status", flat=True)) == {"done"}
+    assert reconcile().ok
