@@ -20,9 +20,22 @@ SIMULATED_CUSTODY_ADAPTER = "apps.wallets.custody.simulator.provider.SimulatedCu
 
 
 def load_local_services_env() -> None:
+    """Read ``<LOCAL_DATA_DIR>/services.env`` into the environment (variables already set win).
+
+    Raises ``ImproperlyConfigured`` saying what to do when neither it nor ``DATABASE_URL`` gives a database
+    (the embedded services were never started under this ``LOCAL_DATA_DIR``).
+    """
     services_env = local_data_dir() / "services.env"
     if services_env.exists():
         environ.Env.read_env(services_env)
+    if "DATABASE_URL" not in os.environ:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"No database: DATABASE_URL is not set and no embedded services were started under {services_env.parent} "
+            "(no services.env there). Run `make run` or `make migrate` first, with the same LOCAL_DATA_DIR as "
+            "this command, or set DATABASE_URL."
+        )
 
 
 def local_data_dir() -> Path:

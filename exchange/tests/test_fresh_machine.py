@@ -44,3 +44,14 @@ def test_under_ci_a_missing_chromium_fails_the_browser_tests():
     assert result.returncode == 1, result.stdout + result.stderr
     assert "skipped" not in result.stdout
     assert "/nonexistent/chromium" in result.stdout
+
+
+def test_manage_py_with_no_database_says_what_to_run(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "DJANGO_SETTINGS_MODULE"}}
+    env["LOCAL_DATA_DIR"] = str(tmp_path)  # no embedded services were ever started here
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode != 0
+    assert f"no embedded services were started under {tmp_path}" in result.stderr
+    assert "Run `make run` or `make migrate` first, with the same LOCAL_DATA_DIR" in result.stderr
