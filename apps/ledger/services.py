@@ -22,10 +22,11 @@ from moneyed import Money
 
 from apps.core.errors import DomainError, NotFound
 
-from .amounts import check_amount, format_amount, is_exact
+from .amounts import check_amount, fits, format_amount, is_exact
 from .db import PreparedCursor
 from .errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
 from .models import (
+    AMOUNT_DECIMAL_PLACES,
     USER_KINDS,
     Account,
     AccountKind,
@@ -332,8 +333,15 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
     if rows[0][2] not in ("posted", "replayed"):
         raise _failure(sent[rows[0][0] - 1][0], rows[0])
 
+    posted = _entries_of(sent, rows, created_at)
+    return [posted[position[entry.idempotency_key]] for entry in entries]
+
+
+def _entries_of(sent: Sequence[tuple[EntryRequest, str]], rows: Sequence[tuple], created_at) -> list[JournalEntry]:
+    """The journal entries of the ``(request, payload hash)`` pairs ``sent``, from the posting function's
+    success ``rows`` (one per request, in order): new ones built in memory, replays read as stored."""
     replayed = JournalEntry.objects.in_bulk([row[1] for row in rows if row[2] == "replayed"])
-    posted = [
+    return [
         replayed[entry_id]
         if status == "replayed"
         else JournalEntry(
@@ -349,7 +357,6 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
         )
         for (entry, payload_hash), (_, entry_id, status, *_) in zip(sent, rows, strict=True)
     ]
-    return [posted[position[entry.idempotency_key]] for entry in entries]
 
 
 def entry_post(
@@ -468,6 +475,74 @@ def _asset_of(amount: Money) -> Asset:
         raise InvalidAmount(f"Unknown asset {amount.currency.code}.", field="asset") from None
 
 
+_POST_TRANSFER = """
+    SELECT entry_index, entry_id, status, account_id, account_kind, asset_code, decimals, balance_before, balance_after,
+           payload_hash
+    FROM ledger_transfer_post_v1(
+        %s::text, %s::text, %s::bigint, %s::bigint, %s::numeric, %s::numeric, %s::int, %s::text[], %s::text, %s::text,
+        %s::text, %s::text, %s::bigint, %s::timestamptz
+    )
+"""
+
+
+def _plain(value: Decimal, *, allow_zero: bool = False) -> bool:
+    """Whether ``value`` passes every check of :func:`check_amount` that does not depend on the asset."""
+    if not isinstance(value, Decimal) or not value.is_finite() or value < 0 or (value == 0 and not allow_zero):
+        return False
+    exponent = value.as_tuple().exponent
+    return isinstance(exponent, int) and exponent >= -AMOUNT_DECIMAL_PLACES and fits(value)
+
+
+def _amount_text(amount: Decimal) -> str:
+    """A leg's amount as the payload hash writes it (see :func:`_payload_hash`)."""
+    return format(amount.normalize(), "f")
+
+
+def _transfer_post(
+    *,
+    key: str,
+    code: str,
+    source_user_id: int,
+    destination_user_id: int,
+    value: Decimal,
+    fee: Decimal,
+    reference_id: str,
+    created_by_id: int | None,
+) -> JournalEntry | None:
+    """Post the transfer in ONE round trip (``ledger_transfer_post_v1``, migration 0006: asset, accounts and the
+    payload hash resolved in the database, then ``ledger_post_entries_v1``); with the transaction's BEGIN in the
+    same pipeline when it was not sent yet. Returns ``None`` when the asset is unknown or an amount is finer than
+    its precision (nothing written): :func:`transfer_create` then words the error as it always has. Raises what
+    :func:`entry_post` raises for the entry."""
+    shard = zlib.crc32(key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
+    # The payload's JSON text around its legs (the first "null" is the legs' value: "legs" sorts first).
+    head, _, tail = json.dumps(
+        {"legs": None, "reason": EntryReason.TRANSFER.value, "reference": ["transfer", reference_id]}, sort_keys=True
+    ).partition("null")
+    created_at = timezone.now()
+    texts = [_amount_text(value + fee), _amount_text(-value), _amount_text(-fee) if fee else ""]
+    params = [
+        key, code, source_user_id, destination_user_id, value, fee, shard, texts, reference_id, "{}", head, tail,
+        created_by_id, created_at,
+    ]  # fmt: skip
+    with PreparedCursor() as cursor:
+        (rows,) = cursor.pipeline([(_POST_TRANSFER, params)])
+    status = rows[0][2]
+    if status in ("unknown_asset", "inexact", "invalid"):
+        return None
+    request = EntryRequest(
+        idempotency_key=key,
+        reason=EntryReason.TRANSFER,
+        legs=(),
+        reference_type="transfer",
+        reference_id=reference_id,
+        created_by_id=created_by_id,
+    )
+    if status not in ("posted", "replayed"):
+        raise _failure(request, rows[0][:9])
+    return _entries_of([(request, rows[0][9])], rows, created_at)[0]
+
+
 @retrying_atomic
 def transfer_create(
     *,
@@ -488,10 +563,24 @@ def transfer_create(
     """
     if source_user_id == destination_user_id:
         raise DomainError("Source and destination must differ.", fields={"destination": "Must differ from the source."})
+    key = f"transfer:{transfer_id}"
+    if _plain(amount.amount) and _plain(fee, allow_zero=True):
+        entry = _transfer_post(
+            key=key,
+            code=amount.currency.code,
+            source_user_id=source_user_id,
+            destination_user_id=destination_user_id,
+            value=amount.amount,
+            fee=fee,
+            reference_id=str(transfer_id),
+            created_by_id=created_by_id,
+        )
+        if entry is not None:
+            return entry
+    # An unknown asset or an amount the asset cannot hold: refused below, in the words it always had.
     asset = _asset_of(amount)
     value = check_amount(amount.amount, decimals=asset.decimals)
     fee = check_amount(fee, decimals=asset.decimals, field="fee", allow_zero=True)
-    key = f"transfer:{transfer_id}"
     source, destination = _user_accounts_get_or_create(
         asset, [(source_user_id, AccountKind.USER_AVAILABLE), (destination_user_id, AccountKind.USER_AVAILABLE)]
     )

@@ -171,6 +171,94 @@ def test_transfer_with_a_fee_credits_fee_revenue(db, usdt):
     assert fee_revenue.balance == Decimal("0.01")
 
 
+@pytest.mark.parametrize(
+    ("transfer_id", "fee"),
+    [("t-3", Decimal(0)), ("t-4", Decimal("0.010000")), ('q"uo\\te \u00e9\u4e2d', Decimal("0.5"))],
+)
+def test_transfer_payload_hash_is_the_one_entry_post_computes(db, usdt, settings, transfer_id, fee):
+    # transfer_create hashes its payload in the database (ledger_transfer_post_v1); an entry posted by
+    # entry_post under the same key with the same legs must replay it, not conflict.
+    settings.LEDGER_FEE_REVENUE_SHARDS = 3
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "1000")
+    amount = Decimal("100.000000")
+    entry = transfer_create(
+        source_user_id=alice.id,
+        destination_user_id=bob.id,
+        amount=money(amount, "USDT"),
+        transfer_id=transfer_id,
+        fee=fee,
+    )
+    stored = JournalEntry.objects.get(id=entry.id)
+    assert entry.payload_hash == stored.payload_hash
+    legs = [debit(user_account(alice.id, usdt), amount + fee), credit(user_account(bob.id, usdt), amount)]
+    if fee:
+        fee_account = system_account(AccountKind.FEE_REVENUE, usdt, shard_key=f"transfer:{transfer_id}")
+        legs.append(credit(fee_account, fee))
+        assert Posting.objects.get(entry=stored, account=fee_account).amount == -fee
+    with transaction.atomic():
+        replayed = entry_post(
+            idempotency_key=f"transfer:{transfer_id}",
+            reason=EntryReason.TRANSFER,
+            legs=legs,
+            reference_type="transfer",
+            reference_id=transfer_id,
+        )
+    assert replayed.id == entry.id
+
+
+def test_transfer_replay_returns_the_original_and_another_amount_is_a_conflict(db, usdt):
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "10")
+    first = transfer_create(
+        source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(1), "USDT"), transfer_id="t-5"
+    )
+    again = transfer_create(
+        source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(1), "USDT"), transfer_id="t-5"
+    )
+    assert (again.id, again.created_at) == (first.id, first.created_at)
+    with pytest.raises(IdempotencyConflict):
+        transfer_create(
+            source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(2), "USDT"), transfer_id="t-5"
+        )
+    assert balance_of(alice, usdt).available == Decimal(9)
+
+
+@pytest.mark.parametrize(
+    ("amount", "fee", "field", "message"),
+    [
+        ("1.0000001", "0", "amount", "At most 6 decimal places are allowed."),
+        ("1", "0.0000001", "fee", "At most 6 decimal places are allowed."),
+        ("1e-19", "0", "amount", "At most 6 decimal places are allowed."),
+        ("-1", "0", "amount", "Must be positive."),
+        ("1", "-1", "fee", "Must be positive."),
+        ("0", "0", "amount", "Must be greater than zero."),
+    ],
+)
+def test_transfer_amounts_are_checked_against_the_asset(db, usdt, amount, fee, field, message):
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "10")
+    with pytest.raises(InvalidAmount) as error:
+        transfer_create(
+            source_user_id=alice.id,
+            destination_user_id=bob.id,
+            amount=money(Decimal(amount), "USDT"),
+            transfer_id="t-6",
+            fee=Decimal(fee),
+        )
+    assert error.value.fields == {field: message}
+    assert not JournalEntry.objects.filter(idempotency_key="transfer:t-6").exists()
+
+
+def test_transfer_without_funds_is_insufficient_and_writes_nothing(db, usdt):
+    alice, bob = UserFactory(), UserFactory()
+    with pytest.raises(InsufficientFunds, match="Insufficient USDT: 0.000000 available, 1.000000 needed."):
+        transfer_create(
+            source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(1), "USDT"), transfer_id="t-7"
+        )
+    assert not Account.objects.filter(owner__in=[alice, bob]).exists()
+
+
 def test_transfer_to_oneself_is_refused(db, usdt, user):
     with pytest.raises(DomainError) as error:
         transfer_create(
