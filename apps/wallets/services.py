@@ -445,6 +445,7 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
             outcomes[event.pk] = _rejected(event, error)
             continue
         outcomes[event.pk] = (EventState.PROCESSED, "")
+        deposit.asset = event.asset  # the same asset (judged above), already loaded: no query per deposit
         changed[deposit.pk] = deposit
         if deposit.status == DepositStatus.CREDITED and deposit.entry_id is None:
             credits.append(deposit)
