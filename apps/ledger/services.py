@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from moneyed import Money
@@ -34,7 +34,7 @@ from .models import (
     EntryReason,
     JournalEntry,
 )
-from .transactions import retrying_atomic
+from .transactions import is_retryable, retrying_atomic
 
 
 @dataclass(frozen=True)
@@ -468,11 +468,11 @@ def funds_release(
     )
 
 
-def _asset_of(amount: Money) -> Asset:
+def _asset_of(code: str) -> Asset:
     try:
-        return Asset.objects.get(code=amount.currency.code)
+        return Asset.objects.get(code=code)
     except Asset.DoesNotExist:
-        raise InvalidAmount(f"Unknown asset {amount.currency.code}.", field="asset") from None
+        raise InvalidAmount(f"Unknown asset {code}.", field="asset") from None
 
 
 _POST_TRANSFER = """
@@ -480,7 +480,7 @@ _POST_TRANSFER = """
            payload_hash
     FROM ledger_transfer_post_v1(
         %s::text, %s::text, %s::bigint, %s::bigint, %s::numeric, %s::numeric, %s::int, %s::text[], %s::text, %s::text,
-        %s::text, %s::text, %s::bigint, %s::timestamptz
+        %s::text, %s::text, %s::bigint, %s::timestamptz, %s::boolean
     )
 """
 
@@ -508,12 +508,16 @@ def _transfer_post(
     fee: Decimal,
     reference_id: str,
     created_by_id: int | None,
+    create_accounts: bool,
 ) -> JournalEntry | None:
     """Post the transfer in ONE round trip (``ledger_transfer_post_v1``, migration 0006: asset, accounts and the
-    payload hash resolved in the database, then ``ledger_post_entries_v1``); with the transaction's BEGIN in the
-    same pipeline when it was not sent yet. Returns ``None`` when the asset is unknown or an amount is finer than
-    its precision (nothing written): :func:`transfer_create` then words the error as it always has. Raises what
-    :func:`entry_post` raises for the entry."""
+    payload hash resolved in the database, then ``ledger_post_entries_v1``). Inside a transaction, with its BEGIN
+    in the same pipeline when it was not sent yet; in autocommit the statement is the whole transaction (so
+    ``create_accounts`` must be False there: a refused transfer leaves no new account behind).
+
+    Returns ``None`` when the asset is unknown, an amount is finer than its precision or (``create_accounts``
+    False) an account does not exist yet, with nothing written: :func:`transfer_create` then goes the long way,
+    which words each error as it always has. Raises what :func:`entry_post` raises for the entry."""
     shard = zlib.crc32(key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
     # The payload's JSON text around its legs (the first "null" is the legs' value: "legs" sorts first).
     head, _, tail = json.dumps(
@@ -523,12 +527,16 @@ def _transfer_post(
     texts = [_amount_text(value + fee), _amount_text(-value), _amount_text(-fee) if fee else ""]
     params = [
         key, code, source_user_id, destination_user_id, value, fee, shard, texts, reference_id, "{}", head, tail,
-        created_by_id, created_at,
+        created_by_id, created_at, create_accounts,
     ]  # fmt: skip
     with PreparedCursor() as cursor:
-        (rows,) = cursor.pipeline([(_POST_TRANSFER, params)])
+        if connection.in_atomic_block:
+            (rows,) = cursor.pipeline([(_POST_TRANSFER, params)])
+        else:
+            cursor.execute(_POST_TRANSFER, params)
+            rows = cursor.fetchall()
     status = rows[0][2]
-    if status in ("unknown_asset", "inexact", "invalid"):
+    if status in ("unknown_asset", "inexact", "invalid", "missing_accounts"):
         return None
     request = EntryRequest(
         idempotency_key=key,
@@ -543,7 +551,6 @@ def _transfer_post(
     return _entries_of([(request, rows[0][9])], rows, created_at)[0]
 
 
-@retrying_atomic
 def transfer_create(
     *,
     source_user_id: int,
@@ -560,26 +567,78 @@ def transfer_create(
     of ``amount`` and credited to ``fee_revenue``. Posting the same ``transfer_id``
     again returns the original entry.
     Raises :class:`InsufficientFunds`, :class:`InvalidAmount`, :class:`IdempotencyConflict`.
+
+    Called outside a transaction, the transfer is one statement that is its own transaction
+    (one round trip, BEGIN and COMMIT included, so a hot account's lock is held for no client
+    round trip); when that cannot do (an account to create first, an error to word, a deadlock)
+    it runs as a retried transaction (``retrying_atomic``). Inside the caller's transaction it
+    runs in a savepoint of it.
     """
     if source_user_id == destination_user_id:
         raise DomainError("Source and destination must differ.", fields={"destination": "Must differ from the source."})
-    key = f"transfer:{transfer_id}"
-    if _plain(amount.amount) and _plain(fee, allow_zero=True):
+    key, code, value, reference_id = f"transfer:{transfer_id}", amount.currency.code, amount.amount, str(transfer_id)
+    if not connection.in_atomic_block and _plain(value) and _plain(fee, allow_zero=True):
+        try:
+            entry = _transfer_post(
+                key=key,
+                code=code,
+                source_user_id=source_user_id,
+                destination_user_id=destination_user_id,
+                value=value,
+                fee=fee,
+                reference_id=reference_id,
+                created_by_id=created_by_id,
+                create_accounts=False,
+            )
+        except OperationalError as exc:
+            if not is_retryable(exc):
+                raise
+            entry = None  # the statement was rolled back; the retried transaction below posts it
+        if entry is not None:
+            return entry
+    return _transfer_create_atomic(
+        key=key,
+        code=code,
+        source_user_id=source_user_id,
+        destination_user_id=destination_user_id,
+        value=value,
+        fee=fee,
+        reference_id=reference_id,
+        created_by_id=created_by_id,
+    )
+
+
+@retrying_atomic
+def _transfer_create_atomic(
+    *,
+    key: str,
+    code: str,
+    source_user_id: int,
+    destination_user_id: int,
+    value: Decimal,
+    fee: Decimal,
+    reference_id: str,
+    created_by_id: int | None,
+) -> JournalEntry:
+    """:func:`transfer_create` in a transaction: one round trip when the amounts look plain, else (or when the
+    function refuses to word an error) the lookups, checks and :func:`entry_post` of old."""
+    if _plain(value) and _plain(fee, allow_zero=True):
         entry = _transfer_post(
             key=key,
-            code=amount.currency.code,
+            code=code,
             source_user_id=source_user_id,
             destination_user_id=destination_user_id,
-            value=amount.amount,
+            value=value,
             fee=fee,
-            reference_id=str(transfer_id),
+            reference_id=reference_id,
             created_by_id=created_by_id,
+            create_accounts=True,
         )
         if entry is not None:
             return entry
     # An unknown asset or an amount the asset cannot hold: refused below, in the words it always had.
-    asset = _asset_of(amount)
-    value = check_amount(amount.amount, decimals=asset.decimals)
+    asset = _asset_of(code)
+    value = check_amount(value, decimals=asset.decimals)
     fee = check_amount(fee, decimals=asset.decimals, field="fee", allow_zero=True)
     source, destination = _user_accounts_get_or_create(
         asset, [(source_user_id, AccountKind.USER_AVAILABLE), (destination_user_id, AccountKind.USER_AVAILABLE)]
@@ -592,7 +651,7 @@ def transfer_create(
         reason=EntryReason.TRANSFER,
         legs=legs,
         reference_type="transfer",
-        reference_id=str(transfer_id),
+        reference_id=reference_id,
         created_by_id=created_by_id,
     )
 

@@ -10,7 +10,9 @@ checks and writes as for every entry:
   the asset's decimals, and the service words the error as ``check_amount`` always has);
 - the two users' ``user_available`` accounts and, for a positive fee, the ``fee_revenue`` account of
   shard ``p_fee_shard``, created when missing (``INSERT ... ON CONFLICT DO NOTHING`` on the unique
-  constraints, as the service's ``bulk_create(ignore_conflicts=True)`` did);
+  constraints, as the service's ``bulk_create(ignore_conflicts=True)`` did) if ``p_create_accounts``;
+  otherwise a missing account is one row with status ``missing_accounts`` and nothing is written (so a
+  call that is its own transaction, in autocommit, never leaves accounts behind a refused transfer);
 - the payload hash, ``SHA256`` over the JSON text the service's ``_payload_hash`` produces:
   ``p_hash_head || legs || p_hash_tail`` where Python sends the text around the legs and each leg's
   amount as ``format(amount.normalize(), "f")`` (``p_amount_texts``: source, destination, fee), and
@@ -36,7 +38,8 @@ CREATE FUNCTION ledger_transfer_post_v1(
     p_hash_head text,
     p_hash_tail text,
     p_created_by bigint,
-    p_created_at timestamptz
+    p_created_at timestamptz,
+    p_create_accounts boolean
 ) RETURNS TABLE (
     entry_index int,
     entry_id bigint,
@@ -84,6 +87,11 @@ BEGIN
         FROM ledger_account a
         WHERE a.owner_id IN (p_source, p_destination) AND a.asset_id = v_asset_id AND a.kind = 'user_available';
         EXIT WHEN v_source IS NOT NULL AND v_destination IS NOT NULL;
+        IF NOT p_create_accounts THEN
+            RETURN QUERY SELECT 1, NULL::bigint, 'missing_accounts'::text, NULL::bigint, NULL::text, p_asset_code,
+                v_decimals, NULL::numeric, NULL::numeric, NULL::text;
+            RETURN;
+        END IF;
         INSERT INTO ledger_account (kind, owner_id, asset_id, shard, balance, version, created_at)
         SELECT 'user_available', o.owner, v_asset_id, 0, 0, 0, now()
         FROM unnest(ARRAY[p_source, p_destination]) AS o(owner)
@@ -99,6 +107,11 @@ BEGIN
             SELECT a.id INTO v_fee_account FROM ledger_account a
             WHERE a.kind = 'fee_revenue' AND a.asset_id = v_asset_id AND a.shard = p_fee_shard AND a.owner_id IS NULL;
             EXIT WHEN FOUND;
+            IF NOT p_create_accounts THEN
+                RETURN QUERY SELECT 1, NULL::bigint, 'missing_accounts'::text, NULL::bigint, NULL::text, p_asset_code,
+                    v_decimals, NULL::numeric, NULL::numeric, NULL::text;
+                RETURN;
+            END IF;
             INSERT INTO ledger_account (kind, owner_id, asset_id, shard, balance, version, created_at)
             VALUES ('fee_revenue', NULL, v_asset_id, p_fee_shard, 0, 0, now())
             ON CONFLICT (kind, asset_id, shard) WHERE owner_id IS NULL DO NOTHING;
@@ -123,7 +136,7 @@ $$
 
 DROP_FUNCTION = """
 DROP FUNCTION ledger_transfer_post_v1(
-    text, text, bigint, bigint, numeric, numeric, int, text[], text, text, text, text, bigint, timestamptz
+    text, text, bigint, bigint, numeric, numeric, int, text[], text, text, text, text, bigint, timestamptz, boolean
 )
 """
 

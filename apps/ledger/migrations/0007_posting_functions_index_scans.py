@@ -18,7 +18,7 @@ FUNCTIONS = (
     "ledger_post_entries_v1(text[], text[], text[], text[], text[], text[], bigint[], timestamptz, int[], bigint[],"
     " numeric[], int)",
     "ledger_transfer_post_v1(text, text, bigint, bigint, numeric, numeric, int, text[], text, text, text, text,"
-    " bigint, timestamptz)",
+    " bigint, timestamptz, boolean)",
 )
 
 

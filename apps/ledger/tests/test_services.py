@@ -1,8 +1,9 @@
 from decimal import Decimal
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.transaction import TransactionManagementError
+from django.test.utils import CaptureQueriesContext
 
 from apps.core.errors import DomainError
 from apps.ledger.amounts import format_amount, money
@@ -435,3 +436,50 @@ def test_asset_register_creates_once_and_leaves_an_existing_asset_unchanged(db):
     again = asset_register(code="DOGE", name="Renamed", decimals=2)
     assert again.id == first.id
     assert (again.name, again.decimals, again.display_decimals) == ("Dogecoin", 8, 4)
+
+
+def test_a_transfer_outside_a_transaction_is_one_statement_and_a_refused_one_leaves_nothing(transactional_db):
+    # Outside any transaction transfer_create posts in one autocommit statement; an account to create
+    # first, or an error to word, goes through the retried transaction instead, with the same outcomes.
+    from apps.ledger.tests.factories import AssetFactory
+
+    usdt = AssetFactory(code="USDT", name="Tether", decimals=6)
+    alice, bob, carol = UserFactory(), UserFactory(), UserFactory()
+    fund(alice, usdt, "10")
+    first = transfer_create(
+        source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(3), "USDT"), transfer_id="a-1"
+    )  # bob's account is created first (the long way)
+    with CaptureQueriesContext(connection) as captured:
+        second = transfer_create(
+            source_user_id=bob.id, destination_user_id=alice.id, amount=money(Decimal(1), "USDT"), transfer_id="a-2"
+        )
+    assert len(captured.captured_queries) == 0  # nothing through Django's cursor: one prepared statement
+    assert JournalEntry.objects.get(id=second.id).payload_hash == second.payload_hash
+    again = transfer_create(
+        source_user_id=bob.id, destination_user_id=alice.id, amount=money(Decimal(1), "USDT"), transfer_id="a-2"
+    )
+    assert (again.id, again.created_at) == (second.id, second.created_at)
+    with pytest.raises(IdempotencyConflict):
+        transfer_create(
+            source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(2), "USDT"), transfer_id="a-1"
+        )
+    with pytest.raises(InsufficientFunds, match="Insufficient USDT: 2.000000 available, 5.000000 needed."):
+        transfer_create(
+            source_user_id=bob.id, destination_user_id=alice.id, amount=money(Decimal(5), "USDT"), transfer_id="a-3"
+        )
+    with pytest.raises(InsufficientFunds):
+        transfer_create(
+            source_user_id=carol.id, destination_user_id=alice.id, amount=money(Decimal(1), "USDT"), transfer_id="a-4"
+        )
+    with pytest.raises(InvalidAmount) as error:
+        transfer_create(
+            source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal("0.1234567"), "USDT"),
+            transfer_id="a-5",
+        )  # fmt: skip
+    assert error.value.fields == {"amount": "At most 6 decimal places are allowed."}
+    assert not Account.objects.filter(owner=carol).exists()
+    assert set(JournalEntry.objects.filter(reason=EntryReason.TRANSFER).values_list("id", flat=True)) == {
+        first.id,
+        second.id,
+    }
+    assert (balance_of(alice, usdt).available, balance_of(bob, usdt).available) == (Decimal(8), Decimal(2))
