@@ -221,11 +221,12 @@ def _event_insert(event: CustodyEvent) -> bool:
     (event_id) DO NOTHING RETURNING id``, column list from the model); return whether it was inserted (its
     ``pk`` set). No savepoint is needed around it: a duplicate raises nothing."""
     fields = [field for field in CustodyEvent._meta.concrete_fields if not field.primary_key]
+    columns = [field.column for field in fields if field.column is not None]
     values = [field.get_db_prep_save(field.pre_save(event, add=True), connection) for field in fields]
     quote = connection.ops.quote_name
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {quote(CustodyEvent._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "  # noqa: S608 (names from _meta)
+            f"INSERT INTO {quote(CustodyEvent._meta.db_table)} ({', '.join(quote(column) for column in columns)}) "  # noqa: S608 (names from _meta)
             f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT ({quote('event_id')}) DO NOTHING RETURNING id",
             values,
         )
