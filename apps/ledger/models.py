@@ -241,7 +241,8 @@ class JournalEntry(models.Model):
     class Meta:
         verbose_name_plural = "journal entries"
         ordering = ["-id"]
-        indexes = [models.Index(fields=["reference_type", "reference_id"], name="entry_reference")]
+        # No index on the reference: nothing looks entries up by it (the admin's search is a substring match),
+        # and each index is written on every entry (migration 0007).
         triggers = [
             _immutable(),
             # Statement-level, with the statement's new rows as a table: one check per INSERT, not one per row

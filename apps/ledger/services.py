@@ -15,17 +15,18 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import connection
+from django.db import OperationalError, connection
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 from moneyed import Money
 
 from apps.core.errors import DomainError, NotFound
 
-from .amounts import check_amount, format_amount, is_exact
+from .amounts import check_amount, fits, format_amount, is_exact
 from .db import PreparedCursor
 from .errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
 from .models import (
+    AMOUNT_DECIMAL_PLACES,
     USER_KINDS,
     Account,
     AccountKind,
@@ -33,7 +34,7 @@ from .models import (
     EntryReason,
     JournalEntry,
 )
-from .transactions import retrying_atomic
+from .transactions import is_retryable, retrying_atomic
 
 
 @dataclass(frozen=True)
@@ -332,8 +333,15 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
     if rows[0][2] not in ("posted", "replayed"):
         raise _failure(sent[rows[0][0] - 1][0], rows[0])
 
+    posted = _entries_of(sent, rows, created_at)
+    return [posted[position[entry.idempotency_key]] for entry in entries]
+
+
+def _entries_of(sent: Sequence[tuple[EntryRequest, str]], rows: Sequence[tuple], created_at) -> list[JournalEntry]:
+    """The journal entries of the ``(request, payload hash)`` pairs ``sent``, from the posting function's
+    success ``rows`` (one per request, in order): new ones built in memory, replays read as stored."""
     replayed = JournalEntry.objects.in_bulk([row[1] for row in rows if row[2] == "replayed"])
-    posted = [
+    return [
         replayed[entry_id]
         if status == "replayed"
         else JournalEntry(
@@ -349,7 +357,6 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
         )
         for (entry, payload_hash), (_, entry_id, status, *_) in zip(sent, rows, strict=True)
     ]
-    return [posted[position[entry.idempotency_key]] for entry in entries]
 
 
 def entry_post(
@@ -461,14 +468,89 @@ def funds_release(
     )
 
 
-def _asset_of(amount: Money) -> Asset:
+def _asset_of(code: str) -> Asset:
     try:
-        return Asset.objects.get(code=amount.currency.code)
+        return Asset.objects.get(code=code)
     except Asset.DoesNotExist:
-        raise InvalidAmount(f"Unknown asset {amount.currency.code}.", field="asset") from None
+        raise InvalidAmount(f"Unknown asset {code}.", field="asset") from None
 
 
-@retrying_atomic
+_POST_TRANSFER = """
+    SELECT entry_index, entry_id, status, account_id, account_kind, asset_code, decimals, balance_before, balance_after,
+           payload_hash
+    FROM ledger_transfer_post_v1(
+        %s::text, %s::text, %s::bigint, %s::bigint, %s::numeric, %s::numeric, %s::int, %s::text[], %s::text, %s::text,
+        %s::text, %s::text, %s::bigint, %s::timestamptz, %s::boolean
+    )
+"""
+
+
+def _plain(value: Decimal, *, allow_zero: bool = False) -> bool:
+    """Whether ``value`` passes every check of :func:`check_amount` that does not depend on the asset."""
+    if not isinstance(value, Decimal) or not value.is_finite() or value < 0 or (value == 0 and not allow_zero):
+        return False
+    exponent = value.as_tuple().exponent
+    return isinstance(exponent, int) and exponent >= -AMOUNT_DECIMAL_PLACES and fits(value)
+
+
+def _amount_text(amount: Decimal) -> str:
+    """A leg's amount as the payload hash writes it (see :func:`_payload_hash`)."""
+    return format(amount.normalize(), "f")
+
+
+def _transfer_post(
+    *,
+    key: str,
+    code: str,
+    source_user_id: int,
+    destination_user_id: int,
+    value: Decimal,
+    fee: Decimal,
+    reference_id: str,
+    created_by_id: int | None,
+    create_accounts: bool,
+) -> JournalEntry | None:
+    """Post the transfer in ONE round trip (``ledger_transfer_post_v1``, migration 0006: asset, accounts and the
+    payload hash resolved in the database, then ``ledger_post_entries_v1``). Inside a transaction, with its BEGIN
+    in the same pipeline when it was not sent yet; in autocommit the statement is the whole transaction (so
+    ``create_accounts`` must be False there: a refused transfer leaves no new account behind).
+
+    Returns ``None`` when the asset is unknown, an amount is finer than its precision or (``create_accounts``
+    False) an account does not exist yet, with nothing written: :func:`transfer_create` then goes the long way,
+    which words each error as it always has. Raises what :func:`entry_post` raises for the entry."""
+    shard = zlib.crc32(key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
+    # The payload's JSON text around its legs (the first "null" is the legs' value: "legs" sorts first).
+    head, _, tail = json.dumps(
+        {"legs": None, "reason": EntryReason.TRANSFER.value, "reference": ["transfer", reference_id]}, sort_keys=True
+    ).partition("null")
+    created_at = timezone.now()
+    texts = [_amount_text(value + fee), _amount_text(-value), _amount_text(-fee) if fee else ""]
+    params = [
+        key, code, source_user_id, destination_user_id, value, fee, shard, texts, reference_id, "{}", head, tail,
+        created_by_id, created_at, create_accounts,
+    ]  # fmt: skip
+    with PreparedCursor() as cursor:
+        if connection.in_atomic_block:
+            (rows,) = cursor.pipeline([(_POST_TRANSFER, params)])
+        else:
+            cursor.execute(_POST_TRANSFER, params)
+            rows = cursor.fetchall()
+    status = rows[0][2]
+    if status in ("unknown_asset", "inexact", "invalid", "missing_accounts"):
+        return None
+    request = EntryRequest(
+        idempotency_key=key,
+        reason=EntryReason.TRANSFER,
+        legs=(),
+        reference_type="transfer",
+        reference_id=reference_id,
+        created_by_id=created_by_id,
+    )
+    if status not in ("posted", "replayed"):
+        raise _failure(request, rows[0][:9])
+    return _entries_of([(request, rows[0][9])], rows, created_at)[0]
+
+
 def transfer_create(
     *,
     source_user_id: int,
@@ -485,13 +567,79 @@ def transfer_create(
     of ``amount`` and credited to ``fee_revenue``. Posting the same ``transfer_id``
     again returns the original entry.
     Raises :class:`InsufficientFunds`, :class:`InvalidAmount`, :class:`IdempotencyConflict`.
+
+    Called outside a transaction, the transfer is one statement that is its own transaction
+    (one round trip, BEGIN and COMMIT included, so a hot account's lock is held for no client
+    round trip); when that cannot do (an account to create first, an error to word, a deadlock)
+    it runs as a retried transaction (``retrying_atomic``). Inside the caller's transaction it
+    runs in a savepoint of it.
     """
     if source_user_id == destination_user_id:
         raise DomainError("Source and destination must differ.", fields={"destination": "Must differ from the source."})
-    asset = _asset_of(amount)
-    value = check_amount(amount.amount, decimals=asset.decimals)
+    key, code, value, reference_id = f"transfer:{transfer_id}", amount.currency.code, amount.amount, str(transfer_id)
+    if not connection.in_atomic_block and _plain(value) and _plain(fee, allow_zero=True):
+        try:
+            entry = _transfer_post(
+                key=key,
+                code=code,
+                source_user_id=source_user_id,
+                destination_user_id=destination_user_id,
+                value=value,
+                fee=fee,
+                reference_id=reference_id,
+                created_by_id=created_by_id,
+                create_accounts=False,
+            )
+        except OperationalError as exc:
+            if not is_retryable(exc):
+                raise
+            entry = None  # the statement was rolled back; the retried transaction below posts it
+        if entry is not None:
+            return entry
+    return _transfer_create_atomic(
+        key=key,
+        code=code,
+        source_user_id=source_user_id,
+        destination_user_id=destination_user_id,
+        value=value,
+        fee=fee,
+        reference_id=reference_id,
+        created_by_id=created_by_id,
+    )
+
+
+@retrying_atomic
+def _transfer_create_atomic(
+    *,
+    key: str,
+    code: str,
+    source_user_id: int,
+    destination_user_id: int,
+    value: Decimal,
+    fee: Decimal,
+    reference_id: str,
+    created_by_id: int | None,
+) -> JournalEntry:
+    """:func:`transfer_create` in a transaction: one round trip when the amounts look plain, else (or when the
+    function refuses to word an error) the lookups, checks and :func:`entry_post` of old."""
+    if _plain(value) and _plain(fee, allow_zero=True):
+        entry = _transfer_post(
+            key=key,
+            code=code,
+            source_user_id=source_user_id,
+            destination_user_id=destination_user_id,
+            value=value,
+            fee=fee,
+            reference_id=reference_id,
+            created_by_id=created_by_id,
+            create_accounts=True,
+        )
+        if entry is not None:
+            return entry
+    # An unknown asset or an amount the asset cannot hold: refused below, in the words it always had.
+    asset = _asset_of(code)
+    value = check_amount(value, decimals=asset.decimals)
     fee = check_amount(fee, decimals=asset.decimals, field="fee", allow_zero=True)
-    key = f"transfer:{transfer_id}"
     source, destination = _user_accounts_get_or_create(
         asset, [(source_user_id, AccountKind.USER_AVAILABLE), (destination_user_id, AccountKind.USER_AVAILABLE)]
     )
@@ -503,7 +651,7 @@ def transfer_create(
         reason=EntryReason.TRANSFER,
         legs=legs,
         reference_type="transfer",
-        reference_id=str(transfer_id),
+        reference_id=reference_id,
         created_by_id=created_by_id,
     )
 

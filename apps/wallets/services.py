@@ -216,10 +216,33 @@ def _event_fields(body: bytes) -> dict:
     return fields
 
 
+def _event_insert(event: CustodyEvent) -> bool:
+    """Insert ``event`` unless its ``event_id`` is stored already, in ONE statement (``INSERT ... ON CONFLICT
+    (event_id) DO NOTHING RETURNING id``, column list from the model); return whether it was inserted (its
+    ``pk`` set). No savepoint is needed around it: a duplicate raises nothing."""
+    fields = [field for field in CustodyEvent._meta.concrete_fields if not field.primary_key]
+    columns = [field.column for field in fields if field.column is not None]
+    values = [field.get_db_prep_save(field.pre_save(event, add=True), connection) for field in fields]
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(CustodyEvent._meta.db_table)} ({', '.join(quote(column) for column in columns)}) "  # noqa: S608 (names from _meta)
+            f"VALUES ({', '.join(['%s'] * len(fields))}) ON CONFLICT ({quote('event_id')}) DO NOTHING RETURNING id",
+            values,
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    event.pk = row[0]
+    event._state.adding = False
+    return True
+
+
 def custody_event_receive(*, body: bytes) -> tuple[CustodyEvent, bool]:
     """Store a custody callback's (already authenticated) ``body`` in the inbox; return ``(event, created)``.
 
-    The event is committed when this returns, and a drain of the inbox is queued on commit
+    The event is committed when this returns (one ``INSERT`` statement, its own transaction; inside a
+    caller's transaction, with it), and a drain of the inbox is queued on commit
     (:func:`apps.wallets.queueing.inbox_drain_wake`: at most one per second, a running drain
     picks the event up). The same ``event_id`` again with the same content returns the stored
     event (``created`` False) and queues nothing. Raises :class:`DomainError` (400) for a malformed
@@ -227,20 +250,13 @@ def custody_event_receive(*, body: bytes) -> tuple[CustodyEvent, bool]:
     stored then.
     """
     fields = _event_fields(body)
-    with transaction.atomic():
-        try:
-            with transaction.atomic():
-                event = CustodyEvent.objects.create(body=body.decode("utf-8", errors="replace"), **fields)
-        except IntegrityError:
-            existing = CustodyEvent.objects.filter(event_id=fields["event_id"]).first()
-            if existing is None:
-                raise
-            if existing.body_hash != fields["body_hash"]:
-                raise IdempotencyConflict(
-                    f"Custody event {fields['event_id']!r} was already received with other content."
-                ) from None
-            return existing, False
-        transaction.on_commit(queueing.inbox_drain_wake, robust=True)
+    event = CustodyEvent(body=body.decode("utf-8", errors="replace"), **fields)
+    if not _event_insert(event):
+        existing = CustodyEvent.objects.get(event_id=fields["event_id"])  # events are never deleted
+        if existing.body_hash != fields["body_hash"]:
+            raise IdempotencyConflict(f"Custody event {fields['event_id']!r} was already received with other content.")
+        return existing, False
+    transaction.on_commit(queueing.inbox_drain_wake, robust=True)
     return event, True
 
 
@@ -445,6 +461,7 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
             outcomes[event.pk] = _rejected(event, error)
             continue
         outcomes[event.pk] = (EventState.PROCESSED, "")
+        deposit.asset = event.asset  # the same asset (judged above), already loaded: no query per deposit
         changed[deposit.pk] = deposit
         if deposit.status == DepositStatus.CREDITED and deposit.entry_id is None:
             credits.append(deposit)

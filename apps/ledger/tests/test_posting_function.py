@@ -251,3 +251,18 @@ def test_threads_posting_batches_that_share_accounts_never_deadlock_or_lose_an_u
     assert JournalEntry.objects.filter(reason=EntryReason.TRANSFER).count() == 400
     assert sum(Account.objects.filter(id__in=[a.id for a in accounts]).values_list("balance", flat=True)) == 6000
     assert reconcile().ok
+
+
+def test_the_posting_functions_plan_index_scans_even_on_tables_not_analyzed_yet(db):
+    # Their plans are made once per connection (force_generic_plan): made on a small journal, sequential
+    # scans would stay as it grows (migration 0007).
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT proname, proconfig FROM pg_proc WHERE proname IN ('ledger_post_entries_v1', 'ledger_transfer_post_v1')"
+        )
+        configs = dict(cursor.fetchall())
+    assert set(configs) == {"ledger_post_entries_v1", "ledger_transfer_post_v1"}
+    for config in configs.values():
+        assert {"enable_seqscan=off", "plan_cache_mode=force_generic_plan"} <= set(config)

@@ -1,8 +1,9 @@
 from decimal import Decimal
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.transaction import TransactionManagementError
+from django.test.utils import CaptureQueriesContext
 
 from apps.core.errors import DomainError
 from apps.ledger.amounts import format_amount, money
@@ -169,6 +170,94 @@ def test_transfer_with_a_fee_credits_fee_revenue(db, usdt):
     assert balance_of(alice, usdt).available == Decimal("7.99")
     assert balance_of(bob, usdt).available == Decimal("2")
     assert fee_revenue.balance == Decimal("0.01")
+
+
+@pytest.mark.parametrize(
+    ("transfer_id", "fee"),
+    [("t-3", Decimal(0)), ("t-4", Decimal("0.010000")), ('q"uo\\te \u00e9\u4e2d', Decimal("0.5"))],
+)
+def test_transfer_payload_hash_is_the_one_entry_post_computes(db, usdt, settings, transfer_id, fee):
+    # transfer_create hashes its payload in the database (ledger_transfer_post_v1); an entry posted by
+    # entry_post under the same key with the same legs must replay it, not conflict.
+    settings.LEDGER_FEE_REVENUE_SHARDS = 3
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "1000")
+    amount = Decimal("100.000000")
+    entry = transfer_create(
+        source_user_id=alice.id,
+        destination_user_id=bob.id,
+        amount=money(amount, "USDT"),
+        transfer_id=transfer_id,
+        fee=fee,
+    )
+    stored = JournalEntry.objects.get(id=entry.id)
+    assert entry.payload_hash == stored.payload_hash
+    legs = [debit(user_account(alice.id, usdt), amount + fee), credit(user_account(bob.id, usdt), amount)]
+    if fee:
+        fee_account = system_account(AccountKind.FEE_REVENUE, usdt, shard_key=f"transfer:{transfer_id}")
+        legs.append(credit(fee_account, fee))
+        assert Posting.objects.get(entry=stored, account=fee_account).amount == -fee
+    with transaction.atomic():
+        replayed = entry_post(
+            idempotency_key=f"transfer:{transfer_id}",
+            reason=EntryReason.TRANSFER,
+            legs=legs,
+            reference_type="transfer",
+            reference_id=transfer_id,
+        )
+    assert replayed.id == entry.id
+
+
+def test_transfer_replay_returns_the_original_and_another_amount_is_a_conflict(db, usdt):
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "10")
+    first = transfer_create(
+        source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(1), "USDT"), transfer_id="t-5"
+    )
+    again = transfer_create(
+        source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(1), "USDT"), transfer_id="t-5"
+    )
+    assert (again.id, again.created_at) == (first.id, first.created_at)
+    with pytest.raises(IdempotencyConflict):
+        transfer_create(
+            source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(2), "USDT"), transfer_id="t-5"
+        )
+    assert balance_of(alice, usdt).available == Decimal(9)
+
+
+@pytest.mark.parametrize(
+    ("amount", "fee", "field", "message"),
+    [
+        ("1.0000001", "0", "amount", "At most 6 decimal places are allowed."),
+        ("1", "0.0000001", "fee", "At most 6 decimal places are allowed."),
+        ("1e-19", "0", "amount", "At most 6 decimal places are allowed."),
+        ("-1", "0", "amount", "Must be positive."),
+        ("1", "-1", "fee", "Must be positive."),
+        ("0", "0", "amount", "Must be greater than zero."),
+    ],
+)
+def test_transfer_amounts_are_checked_against_the_asset(db, usdt, amount, fee, field, message):
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "10")
+    with pytest.raises(InvalidAmount) as error:
+        transfer_create(
+            source_user_id=alice.id,
+            destination_user_id=bob.id,
+            amount=money(Decimal(amount), "USDT"),
+            transfer_id="t-6",
+            fee=Decimal(fee),
+        )
+    assert error.value.fields == {field: message}
+    assert not JournalEntry.objects.filter(idempotency_key="transfer:t-6").exists()
+
+
+def test_transfer_without_funds_is_insufficient_and_writes_nothing(db, usdt):
+    alice, bob = UserFactory(), UserFactory()
+    with pytest.raises(InsufficientFunds, match="Insufficient USDT: 0.000000 available, 1.000000 needed."):
+        transfer_create(
+            source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(1), "USDT"), transfer_id="t-7"
+        )
+    assert not Account.objects.filter(owner__in=[alice, bob]).exists()
 
 
 def test_transfer_to_oneself_is_refused(db, usdt, user):
@@ -347,3 +436,50 @@ def test_asset_register_creates_once_and_leaves_an_existing_asset_unchanged(db):
     again = asset_register(code="DOGE", name="Renamed", decimals=2)
     assert again.id == first.id
     assert (again.name, again.decimals, again.display_decimals) == ("Dogecoin", 8, 4)
+
+
+def test_a_transfer_outside_a_transaction_is_one_statement_and_a_refused_one_leaves_nothing(transactional_db):
+    # Outside any transaction transfer_create posts in one autocommit statement; an account to create
+    # first, or an error to word, goes through the retried transaction instead, with the same outcomes.
+    from apps.ledger.tests.factories import AssetFactory
+
+    usdt = AssetFactory(code="USDT", name="Tether", decimals=6)
+    alice, bob, carol = UserFactory(), UserFactory(), UserFactory()
+    fund(alice, usdt, "10")
+    first = transfer_create(
+        source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(3), "USDT"), transfer_id="a-1"
+    )  # bob's account is created first (the long way)
+    with CaptureQueriesContext(connection) as captured:
+        second = transfer_create(
+            source_user_id=bob.id, destination_user_id=alice.id, amount=money(Decimal(1), "USDT"), transfer_id="a-2"
+        )
+    assert len(captured.captured_queries) == 0  # nothing through Django's cursor: one prepared statement
+    assert JournalEntry.objects.get(id=second.id).payload_hash == second.payload_hash
+    again = transfer_create(
+        source_user_id=bob.id, destination_user_id=alice.id, amount=money(Decimal(1), "USDT"), transfer_id="a-2"
+    )
+    assert (again.id, again.created_at) == (second.id, second.created_at)
+    with pytest.raises(IdempotencyConflict):
+        transfer_create(
+            source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal(2), "USDT"), transfer_id="a-1"
+        )
+    with pytest.raises(InsufficientFunds, match="Insufficient USDT: 2.000000 available, 5.000000 needed."):
+        transfer_create(
+            source_user_id=bob.id, destination_user_id=alice.id, amount=money(Decimal(5), "USDT"), transfer_id="a-3"
+        )
+    with pytest.raises(InsufficientFunds):
+        transfer_create(
+            source_user_id=carol.id, destination_user_id=alice.id, amount=money(Decimal(1), "USDT"), transfer_id="a-4"
+        )
+    with pytest.raises(InvalidAmount) as error:
+        transfer_create(
+            source_user_id=alice.id, destination_user_id=bob.id, amount=money(Decimal("0.1234567"), "USDT"),
+            transfer_id="a-5",
+        )  # fmt: skip
+    assert error.value.fields == {"amount": "At most 6 decimal places are allowed."}
+    assert not Account.objects.filter(owner=carol).exists()
+    assert set(JournalEntry.objects.filter(reason=EntryReason.TRANSFER).values_list("id", flat=True)) == {
+        first.id,
+        second.id,
+    }
+    assert (balance_of(alice, usdt).available, balance_of(bob, usdt).available) == (Decimal(8), Decimal(2))

@@ -7,7 +7,8 @@ from decimal import Decimal
 import pytest
 import redis
 from celery import current_app
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apps.ledger import services as ledger_services
@@ -79,6 +80,21 @@ def test_a_batch_credits_every_deposit_once_with_one_posting_call(btc, users, ad
     assert JournalEntry.objects.filter(idempotency_key__startswith="deposit:simnet:b-").count() == 20
     assert not CustodyEvent.objects.filter(state=EventState.RECEIVED).exists()
     assert custody_events_process_batch(limit=100).claimed == 0  # nothing is applied twice
+
+
+def test_a_batch_reads_the_same_number_of_rows_whatever_its_size(btc, users, addresses):
+    # Each credited deposit used to read its asset again (one query per deposit). The stream's row and the
+    # e-mail's recipient, per deposit by design (apps.streams, apps.accounts), are left out of the count.
+    def queries_of_a_batch(prefix: str, size: int) -> int:
+        for n in range(size):
+            receive(deposit_payload(addresses[n % 5], "0.1", txid=f"{prefix}-{n}"))
+        with CaptureQueriesContext(connection) as captured:
+            assert custody_events_process_batch(limit=100).applied == size
+        per_deposit = ("streams_", '"auth_user"')
+        return len([query for query in captured.captured_queries if not any(t in query["sql"] for t in per_deposit)])
+
+    queries_of_a_batch("first", 5)  # the users' first coins: their accounts are created
+    assert queries_of_a_batch("small", 5) == queries_of_a_batch("large", 15)
 
 
 def test_a_batch_takes_at_most_its_limit_oldest_first_and_skips_the_excluded(btc, addresses):
