@@ -2,6 +2,7 @@
 clients; the browser-test rule."""
 
 import os
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -28,6 +29,47 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("browser"):
             item.add_marker(skip)
+
+
+# Other connections to the test database doing something: a request of the session's live server, a worker's task.
+_OTHERS_BUSY = """
+    SELECT count(*) FROM pg_stat_activity
+    WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+      AND (state IN ('idle in transaction', 'idle in transaction (aborted)')
+           OR (state = 'active' AND wait_event IS DISTINCT FROM 'advisory'))
+"""
+FLUSH_WAIT_SECONDS = 10
+
+
+@pytest.fixture(autouse=True)
+def _others_idle_before_flush(request):
+    """Before a transactional test's database is emptied (``TRUNCATE`` of every table), wait up to
+    ``FLUSH_WAIT_SECONDS`` for the other connections to finish what they are doing.
+
+    A late request to the session's live server (a simulated custody callback of this test, say) still in its
+    transaction when the ``TRUNCATE`` starts locks tables in another order: PostgreSQL then aborts one of them as
+    a deadlock, and when that is the ``TRUNCATE`` the test errors at teardown. A sequencer waiting for its
+    market's advisory lock (a standby) is not waited for.
+    """
+    marker = request.node.get_closest_marker("django_db")
+    transactional = (marker is not None and marker.kwargs.get("transaction", False)) or not {
+        "transactional_db",
+        "live_server",
+    }.isdisjoint(request.fixturenames)
+    if not transactional:
+        yield
+        return
+    request.getfixturevalue("_django_db_helper")  # set up first, so torn down (the flush) after this fixture
+    yield
+    from django.db import connection
+
+    deadline = time.monotonic() + FLUSH_WAIT_SECONDS
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(_OTHERS_BUSY)
+            if cursor.fetchone()[0] == 0 or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
 
 @pytest.fixture
