@@ -3,8 +3,14 @@
 Enrolment (a QR code, the base32 secret, recovery codes) is in :mod:`apps.accounts.enrolment`;
 every path that needs a second factor (withdrawals, the address book, API keys with the
 ``withdraw`` scope, the token endpoint) asks these two functions, so the rule is decided in
-one place. A recovery code (django-otp's static device, made at enrolment) passes
-:func:`second_factor_verify` once in place of an authenticator's code.
+one place; the web log-in, the enrolment's confirmation and the back office's approvers check a code
+through :func:`second_factor_verified_device` / :func:`second_factor_device_verify`. A recovery code
+(django-otp's static device, made at enrolment) passes :func:`second_factor_verify` once in place of an
+authenticator's code.
+
+Every check is throttled by django-otp (after a wrong code every code is refused for 1, 2, 4 ... seconds:
+:class:`~apps.accounts.errors.SecondFactorLocked`) and every refused code is audited
+(``second_factor.failed``), both committed even when the request is refused (:func:`_devices_verify`).
 """
 
 import time
