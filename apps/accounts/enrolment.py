@@ -15,7 +15,13 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.audit.services import audit_record
 
-from .second_factor import InvalidOtp, second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
+from .second_factor import (
+    InvalidOtp,
+    second_factor_check_if_enrolled,
+    second_factor_device_verify,
+    second_factor_require,
+    user_has_second_factor,
+)
 
 RECOVERY_CODE_COUNT = 10
 PENDING_NAME = "authenticator (not confirmed)"
@@ -75,13 +81,13 @@ def second_factor_confirm(*, user_id: int, otp: str | None) -> list[str]:
 
     Replaces any earlier authenticator and recovery codes. Raises :class:`InvalidOtp` when no
     enrolment is pending or the code is wrong (checked before the transaction, like
-    :func:`second_factor_enrol`).
+    :func:`second_factor_enrol`), :class:`~apps.accounts.errors.SecondFactorLocked` after wrong codes.
     """
     device = TOTPDevice.objects.filter(user_id=user_id, confirmed=False).order_by("-id").first()
     code = (otp or "").strip()
     if device is None:
         raise InvalidOtp("Start the set-up first: no authenticator is waiting for confirmation.")
-    if not code or len(code) > 32 or not device.verify_token(code):
+    if second_factor_device_verify(user_id=user_id, device_id=device.pk, code=code) is None:
         raise InvalidOtp("That code is not valid. Check your authenticator app's clock and try again.")
     return _second_factor_turn_on(user_id=user_id, device_id=device.pk)
 

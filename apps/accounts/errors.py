@@ -1,6 +1,11 @@
 """The accounts app's domain errors (stable codes, API.md): second-factor refusals, which name the ``otp``
 field, and refusals caused by an operator's restriction of the account."""
 
+import math
+from datetime import datetime
+
+from django.utils import timezone
+
 from apps.core.errors import DomainError, PermissionDenied
 
 
@@ -19,6 +24,24 @@ class InvalidOtp(DomainError):
     code = "invalid_otp"
 
     def __init__(self, message: str = "A valid code from your authenticator app (or a recovery code) is required."):
+        super().__init__(message, fields={"otp": message})
+
+
+class SecondFactorLocked(DomainError):
+    """Too many wrong codes: django-otp's throttle refuses every code, even a right one, until ``locked_until``
+    (HTTP 429, field ``otp``, header ``Retry-After``). ``retry_after`` is the wait in whole seconds (at least 1)."""
+
+    code = "second_factor_locked"
+    status = 429
+
+    def __init__(self, *, locked_until: datetime):
+        self.locked_until = locked_until
+        self.retry_after = max(1, math.ceil((locked_until - timezone.now()).total_seconds()))
+        self.headers = {"Retry-After": str(self.retry_after)}
+        message = (
+            f"Too many wrong codes: wait {self.retry_after} s, then enter the current code "
+            "(every code is refused until then)."
+        )
         super().__init__(message, fields={"otp": message})
 
 

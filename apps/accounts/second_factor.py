@@ -3,18 +3,30 @@
 Enrolment (a QR code, the base32 secret, recovery codes) is in :mod:`apps.accounts.enrolment`;
 every path that needs a second factor (withdrawals, the address book, API keys with the
 ``withdraw`` scope, the token endpoint) asks these two functions, so the rule is decided in
-one place. A recovery code (django-otp's static device, made at enrolment) passes
-:func:`second_factor_verify` once in place of an authenticator's code.
+one place; the web log-in, the enrolment's confirmation and the back office's approvers check a code
+through :func:`second_factor_verified_device` / :func:`second_factor_device_verify`. A recovery code
+(django-otp's static device, made at enrolment) passes :func:`second_factor_verify` once in place of an
+authenticator's code.
+
+Every check is throttled by django-otp (after a wrong code every code is refused for 1, 2, 4 ... seconds:
+:class:`~apps.accounts.errors.SecondFactorLocked`) and every refused code is audited
+(``second_factor.failed``), both committed even when the request is refused (:func:`_devices_verify`).
 """
 
 import time
+from datetime import datetime
 
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
 from django_otp.models import Device
 from django_otp.oath import TOTP
-from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
+from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from .errors import InvalidOtp, SecondFactorRequired
+from apps.audit.services import audit_record
+
+from .errors import InvalidOtp, SecondFactorLocked, SecondFactorRequired
 
 CODE_ALREADY_USED = "This code was already used. Wait for the next code from your authenticator app and enter that one."
 
@@ -29,8 +41,9 @@ def second_factor_verify(*, user_id: int, code: str | None) -> bool:
 
     False for an empty code or a user with no confirmed authenticator. django-otp refuses a
     TOTP code already used (its ``last_t`` throttle), so a code cannot be replayed; a
-    recovery code is deleted by the one statement that accepts it, so each one works once,
-    even for two requests at the same time.
+    recovery code is deleted when it is accepted, under a lock of its device, so each one works once,
+    even for two requests at the same time. Raises :class:`SecondFactorLocked` after wrong codes
+    (:func:`second_factor_verified_device`).
     """
     return second_factor_verified_device(user_id=user_id, code=code) is not None
 
@@ -38,19 +51,95 @@ def second_factor_verify(*, user_id: int, code: str | None) -> bool:
 def second_factor_verified_device(*, user_id: int, code: str | None) -> Device | None:
     """The user's django-otp device that accepts ``code`` now (the authenticator, or the recovery codes' device),
     or None; the same rules as :func:`second_factor_verify`. The web log-in marks the session verified by it
-    (``django_otp.login``)."""
+    (``django_otp.login``).
+
+    Raises :class:`SecondFactorLocked` while django-otp's throttle holds the user's devices after wrong codes.
+    Call it outside any transaction: see :func:`_devices_verify`.
+    """
+    if not user_has_second_factor(user_id=user_id):
+        return None
+    return _devices_verify(
+        user_id=user_id,
+        code=code,
+        devices=[
+            TOTPDevice.objects.filter(user_id=user_id, confirmed=True),
+            StaticDevice.objects.filter(user_id=user_id, confirmed=True),
+        ],
+    )
+
+
+def second_factor_device_verify(*, user_id: int, device_id: int, code: str | None) -> Device | None:
+    """Check ``code`` against one TOTP device of the user (confirmed or being enrolled: the enrolment's and the
+    back office's confirmation): the device when it accepts it, else None.
+
+    Throttled and audited like every other check (:class:`SecondFactorLocked`, ``second_factor.failed``).
+    """
+    return _devices_verify(
+        user_id=user_id, code=code, devices=[TOTPDevice.objects.filter(user_id=user_id, pk=device_id)]
+    )
+
+
+def _devices_verify(*, user_id: int, code: str | None, devices: list[QuerySet]) -> Device | None:
+    """The first of ``devices`` (querysets of django-otp devices, in the order to try) that accepts ``code``.
+
+    One durable transaction of its own, whatever the caller does next: it locks the devices (so two requests
+    at the same time cannot both pass the throttle, nor use one recovery code twice), asks django-otp
+    (``verify_is_allowed``, ``verify_token``: its exponential throttle, ``OTP_TOTP_THROTTLE_FACTOR`` and
+    ``OTP_STATIC_THROTTLE_FACTOR``) and, for a refused code, writes the audit row ``second_factor.failed``;
+    it commits before the refusal is raised, so a refused request still leaves both. An empty code (a field
+    left out) is refused without counting. Raises :class:`SecondFactorLocked` while a device is throttled
+    (the code is then not even tried) and ``RuntimeError`` when called inside a transaction.
+    """
     code = (code or "").strip()
-    if not code or len(code) > 32 or not user_has_second_factor(user_id=user_id):
-        return None
-    for device in TOTPDevice.objects.filter(user_id=user_id, confirmed=True):
-        if device.verify_token(code):
-            return device
-    deleted, _ = StaticToken.objects.filter(
-        device__user_id=user_id, device__confirmed=True, token=code.lower()
-    ).delete()
-    if not deleted:
-        return None
-    return StaticDevice.objects.filter(user_id=user_id, confirmed=True).order_by("pk").first()
+    locked_until = None
+    with transaction.atomic(durable=True):
+        found = [device for queryset in devices for device in queryset.select_for_update(of=("self",), no_key=True)]
+        if not code or not found:
+            return None
+        locked_until = _locked_until(found)
+        accepted = None
+        if locked_until is None:
+            accepted = next((device for device in found if device.verify_token(_as_token(device, code))), None)
+        if accepted is not None:
+            for device in found:
+                if device is not accepted and device.throttling_failure_count:
+                    device.throttle_reset()
+            return accepted
+        _audit_failure(user_id=user_id, devices=found, locked_until=locked_until)
+    if locked_until is not None:
+        raise SecondFactorLocked(locked_until=locked_until)
+    return None
+
+
+def _as_token(device: Device, code: str) -> str:
+    """Recovery codes are stored in lower case; an authenticator's code is digits."""
+    return code.lower() if isinstance(device, StaticDevice) else code
+
+
+def _locked_until(devices: list[Device]) -> datetime | None:
+    """Until when django-otp refuses every code for these devices (the latest of them), or None."""
+    until = None
+    for device in devices:
+        allowed, data = device.verify_is_allowed()
+        if not allowed:
+            at = (data or {}).get("locked_until") or timezone.now()
+            until = at if until is None else max(until, at)
+    return until
+
+
+def _audit_failure(*, user_id: int, devices: list[Device], locked_until: datetime | None) -> None:
+    audit_record(
+        actor_id=user_id,
+        action="second_factor.failed",
+        object_type="auth.user",
+        object_id=user_id,
+        before={},
+        after={
+            "reason": "locked" if locked_until is not None else "wrong_code",
+            "failures": max(device.throttling_failure_count for device in devices),
+            "locked_until": locked_until.isoformat() if locked_until is not None else None,
+        },
+    )
 
 
 def second_factor_code_was_used(*, user_id: int, code: str | None) -> bool:

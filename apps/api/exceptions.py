@@ -85,7 +85,9 @@ def exception_handler(exc, context):
     """
     if isinstance(exc, DomainError):
         set_rollback()
-        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status)
+        return Response(
+            error_body(exc.code, exc.message, exc.fields), status=exc.status, headers=getattr(exc, "headers", None)
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, RequestDataTooBig):

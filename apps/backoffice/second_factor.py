@@ -7,7 +7,6 @@ enrol an authenticator app.
 """
 
 import base64
-import math
 from urllib.parse import quote
 
 import qrcode
@@ -16,12 +15,14 @@ from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
-from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
 from django_otp import login as otp_login
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from qrcode.image.svg import SvgPathImage
+
+from apps.accounts.errors import SecondFactorLocked
+from apps.accounts.second_factor import second_factor_device_verify
 
 APPROVER_PERMISSIONS = (
     "wallets.approve_withdrawal",
@@ -77,15 +78,6 @@ def qr_code_svg(data: str) -> str:
     return mark_safe(image.to_string(encoding="unicode"))  # noqa: S308  (generated paths, no input text)
 
 
-def _throttled_message(throttled: dict | None) -> str:
-    """Why no code is accepted right now, and until when (django-otp's throttling after wrong codes)."""
-    locked_until = (throttled or {}).get("locked_until")
-    if locked_until is None:
-        return "Too many wrong codes: wait a few seconds, then enter the current code."
-    wait = max(1, math.ceil((locked_until - timezone.now()).total_seconds()))
-    return f"Too many wrong codes: wait {wait} s, then enter the current code (a code entered before is refused)."
-
-
 class TokenForm(forms.Form):
     token = forms.CharField(
         max_length=8,
@@ -104,21 +96,27 @@ def second_factor(request):
             user=request.user, name="authenticator", confirmed=False
         )
     form = TokenForm(request.POST or None)
+    status = 200
     if request.method == "POST" and form.is_valid():
-        allowed, throttled = device.verify_is_allowed()
-        if not allowed:
-            # django-otp refuses every code, even a right one, for a while after a wrong one: say so.
-            form.add_error("token", _throttled_message(throttled))
-        elif device.verify_token(form.cleaned_data["token"].strip()):
-            if enrolling:
-                device.confirmed = True
-                device.save(update_fields=["confirmed"])
-            otp_login(request, device)
-            target = request.GET.get("next", "")
-            if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
-                target = reverse("admin:index")
-            return redirect(target)
+        # Throttled and audited like the traders' checks (apps.accounts.second_factor).
+        try:
+            verified = second_factor_device_verify(
+                user_id=request.user.id, device_id=device.pk, code=form.cleaned_data["token"]
+            )
+        except SecondFactorLocked as locked:
+            # django-otp refuses every code, even a right one, for a while after wrong ones: say so.
+            form.add_error("token", locked.message)
+            status = locked.status
         else:
+            if verified is not None:
+                if enrolling:
+                    verified.confirmed = True
+                    verified.save(update_fields=["confirmed"])
+                otp_login(request, verified)
+                target = request.GET.get("next", "")
+                if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+                    target = reverse("admin:index")
+                return redirect(target)
             form.add_error(
                 "token",
                 "That code is not valid (or was already used). Wait for the next code of your authenticator, "
@@ -131,4 +129,4 @@ def second_factor(request):
         "secret": base64.b32encode(device.bin_key).decode() if enrolling else None,
         "qr_code": qr_code_svg(device.config_url) if enrolling else None,
     }
-    return render(request, "admin/backoffice/second_factor.html", context)
+    return render(request, "admin/backoffice/second_factor.html", context, status=status)

@@ -10,14 +10,20 @@
   (``executionReport``, ``outboundAccountPosition``), the user stream of apps.streams.
 """
 
+import asyncio
+import contextlib
 import json
+import math
 import re
 import time
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.utils import timezone
 
-from apps.streams.consumers import StreamConsumer, first_delivery
+from apps.accounts.models import ApiKey
+from apps.streams.consumers import CLOSE_EXPIRED, StreamConsumer, first_delivery
 from apps.streams.groups import user_group
 
 from .errors import (
@@ -47,8 +53,8 @@ class MarketSocket(StreamConsumer):
         return await super()._subscribe([_SPEED.sub("", name) for name in names])
 
 
-def _signed_user_id(params: dict, client_ip: str) -> int:
-    """The user of a signed ``userDataStream.subscribe.signature``; raises :class:`BinanceError` as REST would."""
+def _signed_key(params: dict, client_ip: str) -> ApiKey:
+    """The API key of a signed ``userDataStream.subscribe.signature``; raises :class:`BinanceError` as REST would."""
     if not all(isinstance(value, (str, int)) and not isinstance(value, bool) for value in params.values()):
         raise BinanceError(ILLEGAL_CHARS, "Parameters are strings or numbers.")
     values = {name: str(value) for name, value in params.items()}
@@ -67,18 +73,39 @@ def _signed_user_id(params: dict, client_ip: str) -> int:
         raise rejected_key()
     payload = "&".join(f"{name}={value}" for name, value in sorted(values.items()) if name != "signature")
     signature_check(secret=signing_secret(key), payload=payload, signature=signature)
-    return key.user_id
+    return key
+
+
+def _key_expiry(key_id: int) -> float | None:
+    """When API key ``key_id`` expires (epoch seconds, ``math.inf`` for never), or None when it is revoked,
+    expired or gone: its subscriptions end."""
+    key = ApiKey.objects.filter(pk=key_id).first()
+    if key is None or not key.is_active:
+        return None
+    return key.expires_at.timestamp() if key.expires_at is not None else math.inf
 
 
 class WsApiConsumer(AsyncWebsocketConsumer):
-    """One ``/ws-api/v3`` connection: requests ``{"id", "method", "params"}``, answers ``{"id", "status", ...}``."""
+    """One ``/ws-api/v3`` connection: requests ``{"id", "method", "params"}``, answers ``{"id", "status", ...}``.
+
+    A subscription lives as long as the API key that signed it: the keys are checked every
+    ``STREAMS_TOKEN_CHECK_SECONDS`` and at the soonest expiry; once one is revoked or expired, each of its
+    subscriptions gets Binance's ``{"e": "eventStreamTerminated", "E": <ms>}`` and the connection is closed
+    with code 4401 (as a user stream whose key expired)."""
 
     async def connect(self):
         self.subscriptions: dict[int, str] = {}  # subscription id -> group
+        self.subscription_keys: dict[int, int] = {}  # subscription id -> the id of the API key that signed it
+        self.key_watch: asyncio.Task | None = None
         self.seen: dict[str, dict] = {}  # per group and sequence: the (update id, part) last sent
         await self.accept()
 
     async def disconnect(self, code):
+        watch = getattr(self, "key_watch", None)
+        if watch is not None and watch is not asyncio.current_task():
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watch
         for group in getattr(self, "subscriptions", {}).values():
             await self.channel_layer.group_discard(group, self.channel_name)
 
@@ -102,16 +129,20 @@ class WsApiConsumer(AsyncWebsocketConsumer):
                 await self._answer(request_id, 200, result={"serverTime": int(time.time() * 1000)})
             elif method == "userDataStream.subscribe.signature":
                 client = (self.scope.get("client") or ("", 0))[0]
-                user_id = await database_sync_to_async(_signed_user_id)(params, client)
+                key = await database_sync_to_async(_signed_key)(params, client)
                 subscription_id = len(self.subscriptions)
-                group = user_group(user_id)
+                group = user_group(key.user_id)
                 await self.channel_layer.group_add(group, self.channel_name)
                 self.subscriptions[subscription_id] = group
+                self.subscription_keys[subscription_id] = key.pk
+                if self.key_watch is None:
+                    self.key_watch = asyncio.create_task(self._watch_keys())
                 await self._answer(request_id, 200, result={"subscriptionId": subscription_id})
             elif method == "userDataStream.unsubscribe":
                 for group in self.subscriptions.values():
                     await self.channel_layer.group_discard(group, self.channel_name)
                 self.subscriptions.clear()
+                self.subscription_keys.clear()
                 await self._answer(request_id, 200, result={})
             else:
                 raise BinanceError(UNSUPPORTED_OPERATION, "This operation is not supported.")
@@ -129,6 +160,28 @@ class WsApiConsumer(AsyncWebsocketConsumer):
         for subscription_id, group in self.subscriptions.items():
             if group == message["group"]:
                 await self.send(text_data=f'{{"subscriptionId":{subscription_id},"event":{message["data"]}}}')
+
+    async def _watch_keys(self) -> None:
+        """Until every subscription is gone: check the signing keys; end the session on the first one revoked
+        or expired."""
+        while self.subscription_keys:
+            soonest = math.inf
+            for key_id in set(self.subscription_keys.values()):
+                expires_at = await database_sync_to_async(_key_expiry)(key_id)
+                if expires_at is None:
+                    await self._key_ended(key_id)
+                    return
+                soonest = min(soonest, expires_at)
+            wait = min(settings.STREAMS_TOKEN_CHECK_SECONDS, soonest - timezone.now().timestamp())
+            await asyncio.sleep(max(0.0, wait))
+        self.key_watch = None
+
+    async def _key_ended(self, key_id: int) -> None:
+        event = json.dumps({"e": "eventStreamTerminated", "E": time.time_ns() // 1_000_000})
+        for subscription_id, signed_by in self.subscription_keys.items():
+            if signed_by == key_id:
+                await self.send(text_data=f'{{"subscriptionId":{subscription_id},"event":{event}}}')
+        await self.close(code=CLOSE_EXPIRED, reason="The API key of this session was revoked or expired.")
 
     async def _answer(self, request_id, status: int, *, result=None, error=None) -> None:
         body = {"id": request_id, "status": status, **({"error": error} if error else {"result": result})}

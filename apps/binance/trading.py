@@ -17,6 +17,7 @@ import secrets
 
 from django.db import transaction
 
+from apps.accounts.selectors import account_restriction
 from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
 from apps.orders.models import Market, Order, OrderType, Side
@@ -299,7 +300,9 @@ def _rate(value) -> str:
 @endpoint(weight=20, security=Security.USER_DATA, params=("omitZeroBalances",))
 def account(call: Call) -> dict:
     """Balances (``free`` = available, ``locked`` = held by open orders and pending withdrawals), commission rates
-    (``makerCommission`` in basis points, truncated; ``commissionRates`` exact), and what the key may do."""
+    (``makerCommission`` in basis points, truncated; ``commissionRates`` exact), and what the key may do now:
+    ``canTrade`` / ``canWithdraw`` need the key's scope and no operator's restriction (trading frozen,
+    withdrawals blocked: :mod:`apps.accounts.restrictions`)."""
     omit_zero = call.params.choice("omitZeroBalances", ("true", "false")) == "true"
     maker, taker = fee_rates_for_user(user_id=call.user_id)
     balances = [
@@ -308,14 +311,17 @@ def account(call: Call) -> dict:
         if not (omit_zero and b.total == 0)
     ]
     scopes = set(call.api_key.scopes)
+    restriction = account_restriction(user_id=call.user_id)
+    frozen = restriction is not None and restriction.trading_frozen
+    blocked = restriction is not None and restriction.withdrawals_blocked
     return {
         "makerCommission": int(maker * 10000),
         "takerCommission": int(taker * 10000),
         "buyerCommission": 0,
         "sellerCommission": 0,
         "commissionRates": {"maker": _rate(maker), "taker": _rate(taker), "buyer": _rate(0), "seller": _rate(0)},
-        "canTrade": "trade" in scopes,
-        "canWithdraw": "withdraw" in scopes,
+        "canTrade": "trade" in scopes and not frozen,
+        "canWithdraw": "withdraw" in scopes and not blocked,
         "canDeposit": True,
         "brokered": False,
         "requireSelfTradePrevention": False,

@@ -4,7 +4,8 @@
 ``PUT`` with ``listenKey`` keeps it alive; ``DELETE`` closes it. The key opens the user's stream at
 ``/ws/<listenKey>`` (``executionReport``, ``outboundAccountPosition``). It needs an API key (with
 the ``read`` scope) and no signature (Binance's ``USER_STREAM`` security); an unknown, expired or
-another user's listenKey is -1125.
+another user's listenKey is -1125. A listenKey lives no longer than the API key that created it: revoked or
+expired, the key's listenKeys open nothing and their streams are closed (``listenKeyExpired``, 4401).
 """
 
 from apps.core.errors import NotFound
@@ -27,7 +28,7 @@ def _listen_key(call: Call) -> str:
 
 @endpoint(weight=2, security=Security.USER_STREAM)
 def listen_key_create(call: Call) -> dict:
-    _, key = stream_token_create(user_id=call.user_id)
+    _, key = stream_token_create(user_id=call.user_id, api_key_id=call.api_key.pk)  # dies with the API key
     return {"listenKey": key}
 
 

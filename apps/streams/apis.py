@@ -2,13 +2,15 @@
 
 Like Binance's listenKey: ``POST`` creates one (shown once), ``PUT`` keeps it alive another
 ``STREAMS_TOKEN_TTL`` seconds, ``DELETE`` revokes it. A browser session or an API key with
-the ``read`` scope may ask; the key opens that user's stream at ``/ws/<token>``.
+the ``read`` scope may ask; the key opens that user's stream at ``/ws/<token>``. One made with an API key
+lives no longer than that API key (revoked or expired, it opens nothing and its streams are closed).
 """
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
+from apps.accounts.models import ApiKey
 from apps.api.base import ScopedApiView
 from apps.api.fields import ApiTime, Text
 
@@ -32,7 +34,8 @@ class StreamTokenApi(ScopedApiView):
     @extend_schema(request=None, responses={201: StreamTokenOut})
     def post(self, request):
         request.data  # noqa: B018 (it takes no body, yet one sent must be well-formed: a 400 or 413, never ignored)
-        token, key = stream_token_create(user_id=request.user.id)
+        api_key = request.auth if isinstance(request.auth, ApiKey) else None  # the stream key dies with it
+        token, key = stream_token_create(user_id=request.user.id, api_key_id=api_key.pk if api_key else None)
         return Response(StreamTokenOut({"token": key, "expires_at": token.expires_at}).data, status=201)
 
     @extend_schema(request=StreamTokenIn, responses=StreamTokenOut)

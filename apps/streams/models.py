@@ -74,10 +74,14 @@ class StreamToken(models.Model):
 
     Created from an authenticated API call (session or API key); extending it moves
     ``expires_at`` (Binance's listenKey keep-alive), revoking deletes it. Only the
-    SHA-256 of the key is stored.
+    SHA-256 of the key is stored. ``api_key`` is the API key that created it (empty for a browser
+    session): the stream key lives no longer than that API key (revoked or expired, it opens nothing).
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="stream_tokens")
+    api_key = models.ForeignKey(
+        "accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="stream_tokens"
+    )
     key_hash = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()

@@ -24,6 +24,7 @@ from apps.ledger.db import PreparedCursor
 from apps.orders.models import TRADE_NUMBER_BASE
 
 from .models import StreamEvent, StreamEventKind, StreamToken
+from .selectors import stream_tokens_live
 
 # The levels a book change touched (every limit order it wrote: the taker's and the makers' prices),
 # each with the quantity resting there after the change (0: the level is gone); the best bid and ask;
@@ -155,17 +156,22 @@ def _key_hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def stream_token_create(*, user_id: int) -> tuple[StreamToken, str]:
+def stream_token_create(*, user_id: int, api_key_id: int | None = None) -> tuple[StreamToken, str]:
     """A new user stream key for ``user_id``, valid ``settings.STREAMS_TOKEN_TTL`` seconds.
 
-    Returns the row and the key (64 hex characters), which is shown only here; expired
-    keys of the user are deleted on the way.
+    ``api_key_id`` is the API key the request was authenticated with (None for a browser session): the stream
+    key then opens nothing once that key is revoked or expires, and open streams are closed
+    (:func:`~apps.streams.selectors.stream_tokens_live`). Returns the row and the key (64 hex characters),
+    which is shown only here; the user's keys that open nothing any more are deleted on the way.
     """
     now = timezone.now()
-    StreamToken.objects.filter(user_id=user_id, expires_at__lte=now).delete()
+    StreamToken.objects.filter(user_id=user_id).exclude(pk__in=stream_tokens_live().values("pk")).delete()
     key = secrets.token_hex(32)
     token = StreamToken.objects.create(
-        user_id=user_id, key_hash=_key_hash(key), expires_at=now + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
+        user_id=user_id,
+        api_key_id=api_key_id,
+        key_hash=_key_hash(key),
+        expires_at=now + timedelta(seconds=settings.STREAMS_TOKEN_TTL),
     )
     return token, key
 
@@ -173,13 +179,13 @@ def stream_token_create(*, user_id: int) -> tuple[StreamToken, str]:
 def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
     """Keep the user's stream key alive for another ``STREAMS_TOKEN_TTL`` seconds from now.
 
-    Raises :class:`NotFound` for a key that is unknown, expired or another user's.
+    Raises :class:`NotFound` for a key that is unknown, expired, another user's, or made with an API key that
+    is revoked or expired.
     """
-    now = timezone.now()
-    expires_at = now + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
-    updated = StreamToken.objects.filter(user_id=user_id, key_hash=_key_hash(key), expires_at__gt=now).update(
-        expires_at=expires_at
-    )
+    expires_at = timezone.now() + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
+    updated = StreamToken.objects.filter(
+        pk__in=stream_tokens_live().filter(user_id=user_id, key_hash=_key_hash(key)).values("pk")
+    ).update(expires_at=expires_at)
     if not updated:
         raise NotFound("No such stream key.", fields={"key": "Unknown or expired."})
     return StreamToken.objects.get(key_hash=_key_hash(key))

@@ -12,6 +12,7 @@ from django.contrib.auth import views as auth_views
 from django.shortcuts import redirect, render
 from django_otp import login as otp_login
 
+from apps.accounts.errors import SecondFactorLocked
 from apps.accounts.second_factor import second_factor_refusal, second_factor_verified_device, user_has_second_factor
 
 from .forms import OtpForm
@@ -49,7 +50,8 @@ def _pending_user(request):
 def login_second_factor(request):
     """``/accounts/login/second-factor/``: the code after the password. Without a password step of the last
     five minutes in this session it goes back to the log-in; a missing, wrong or already used code is a 400
-    with the reason next to the field (django-otp's throttle slows guessing)."""
+    with the reason next to the field; after wrong codes django-otp's throttle refuses every code for a while
+    (a 429 saying how long; each wrong code is audited)."""
     user, pending = _pending_user(request)
     if user is None:
         request.session.pop(PENDING_LOGIN, None)
@@ -58,12 +60,19 @@ def login_second_factor(request):
     form = OtpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         code = form.cleaned_data["otp"]
-        device = second_factor_verified_device(user_id=user.id, code=code)
-        if device is not None:
-            del request.session[PENDING_LOGIN]
-            auth_login(request, user, backend=pending["backend"])
-            otp_login(request, device)
-            return redirect(pending["next"])
-        form.add_error("otp", second_factor_refusal(user_id=user.id, code=code).message)
-    status = 400 if request.method == "POST" else 200
+        try:
+            device = second_factor_verified_device(user_id=user.id, code=code)
+        except SecondFactorLocked as locked:
+            form.add_error("otp", locked.message)
+            status = locked.status
+        else:
+            if device is not None:
+                del request.session[PENDING_LOGIN]
+                auth_login(request, user, backend=pending["backend"])
+                otp_login(request, device)
+                return redirect(pending["next"])
+            form.add_error("otp", second_factor_refusal(user_id=user.id, code=code).message)
+            status = 400
+    else:
+        status = 400 if request.method == "POST" else 200
     return render(request, "registration/login_second_factor.html", {"form": form}, status=status)

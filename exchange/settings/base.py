@@ -140,6 +140,10 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "exchange.client_ip.client_ip"
 OTP_TOTP_ISSUER = "Exchange back office"
+# django-otp's throttle after a wrong code (apps/accounts/second_factor.py): every code is refused for
+# factor * 2**(failures - 1) seconds (1, 2, 4, 8 ...: locked for longer after each), a right code resets it; 0 is off.
+OTP_TOTP_THROTTLE_FACTOR = env.int("OTP_TOTP_THROTTLE_FACTOR", default=1)
+OTP_STATIC_THROTTLE_FACTOR = env.int("OTP_STATIC_THROTTLE_FACTOR", default=1)
 
 # API keys: their HMAC signing secrets (for /api/v3/) are stored encrypted with a key derived from this
 # (apps/accounts/secret_box.py): required; local and test settings set a development value.

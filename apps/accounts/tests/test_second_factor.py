@@ -1,11 +1,16 @@
 """Traders' second factor: enrolment (secret, QR code, confirmation, recovery codes), checks, changes, audit."""
 
 import base64
+from datetime import timedelta
 
 import pytest
+from django.db import transaction
+from django.utils import timezone
+from django_otp.plugins.otp_static.models import StaticDevice
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol, second_factor_remove
+from apps.accounts.errors import SecondFactorLocked
 from apps.accounts.second_factor import (
     InvalidOtp,
     SecondFactorRequired,
@@ -53,8 +58,10 @@ def test_a_code_works_once_and_a_recovery_code_once(user):
 
     assert second_factor_verify(user_id=user.id, code=code)
     assert not second_factor_verify(user_id=user.id, code=code)  # replayed
+    _wait_out_the_throttle(user)  # a refused code locks every code for a second
     assert second_factor_verify(user_id=user.id, code=codes[0].upper())
     assert not second_factor_verify(user_id=user.id, code=codes[0])
+    _wait_out_the_throttle(user)
     assert second_factor_verify(user_id=user.id, code=codes[1])
     assert not second_factor_verify(user_id=user.id, code="")
     assert not second_factor_verify(user_id=user.id, code=None)
@@ -67,7 +74,73 @@ def test_a_wrong_code_counts_against_the_throttle_even_when_the_request_fails(us
 
     device = TOTPDevice.objects.get(user=user, confirmed=True)
     assert device.throttling_failure_count == 1
-    assert not second_factor_verify(user_id=user.id, code=totp_code(device))  # throttled for a second
+    with pytest.raises(SecondFactorLocked):  # throttled for a second
+        second_factor_verify(user_id=user.id, code=totp_code(device))
+
+
+def _wait_out_the_throttle(user) -> None:
+    """As if the throttle's wait had passed: the last failure an hour ago (the count stays)."""
+    an_hour_ago = timezone.now() - timedelta(hours=1)
+    TOTPDevice.objects.filter(user=user).update(throttling_failure_timestamp=an_hour_ago)
+    StaticDevice.objects.filter(user=user).update(throttling_failure_timestamp=an_hour_ago)
+
+
+def _failures(user) -> list[dict]:
+    return list(
+        AuditLogEntry.objects.filter(actor=user, action="second_factor.failed", object_id=str(user.id))
+        .order_by("id")
+        .values_list("after", flat=True)
+    )
+
+
+def test_wrong_codes_lock_every_code_for_longer_each_time_and_each_is_audited(user, settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = settings.OTP_STATIC_THROTTLE_FACTOR = 60  # 60 s, then 120 s, ...
+    codes = enrol(user)
+    device = TOTPDevice.objects.get(user=user, confirmed=True)
+    wrong = "000000" if totp_code(device) != "000000" else "111111"
+
+    with pytest.raises(InvalidOtp):
+        second_factor_require(user_id=user.id, code=wrong)
+    # A right code right after a wrong one is refused too, and says how long to wait.
+    with pytest.raises(SecondFactorLocked) as locked:
+        second_factor_require(user_id=user.id, code=totp_code(device))
+    assert locked.value.code == "second_factor_locked" and locked.value.status == 429
+    assert 0 < locked.value.retry_after <= 60
+    assert locked.value.headers == {"Retry-After": str(locked.value.retry_after)}
+    assert "otp" in locked.value.fields
+    with pytest.raises(SecondFactorLocked):  # a recovery code is locked as well
+        second_factor_require(user_id=user.id, code=codes[0])
+    _wait_out_the_throttle(user)
+    with pytest.raises(InvalidOtp):
+        second_factor_require(user_id=user.id, code=wrong)
+    with pytest.raises(SecondFactorLocked) as locked:
+        second_factor_require(user_id=user.id, code=wrong)
+    assert 60 < locked.value.retry_after <= 120  # twice as long after the second wrong code
+
+    assert [(row["reason"], row["failures"]) for row in _failures(user)] == [
+        ("wrong_code", 1),
+        ("locked", 1),
+        ("locked", 1),
+        ("wrong_code", 2),
+        ("locked", 2),
+    ]
+    _wait_out_the_throttle(user)
+    second_factor_require(user_id=user.id, code=codes[0])  # a right code passes once the wait is over
+    device.refresh_from_db()
+    assert device.throttling_failure_count == 0  # and starts the count again
+
+
+def test_a_wrong_code_is_counted_and_audited_even_when_the_caller_rolls_back(user):
+    enrol(user)
+
+    with pytest.raises(RuntimeError):  # the check commits on its own: it refuses to run inside a transaction
+        with transaction.atomic():
+            second_factor_verify(user_id=user.id, code="000000x")
+    with pytest.raises(InvalidOtp):
+        second_factor_remove(user_id=user.id, otp="000000x")
+
+    assert TOTPDevice.objects.get(user=user, confirmed=True).throttling_failure_count == 1
+    assert [row["reason"] for row in _failures(user)] == ["wrong_code"]
 
 
 def test_withdrawing_needs_a_second_factor_and_a_valid_code(user):
@@ -159,6 +232,7 @@ def test_security_page_shows_the_qr_code_and_secret_then_recovery_codes_once(use
     shown = client.get("/security/")
     assert shown.context["remove_form"].errors["otp"] and shown.context["remove_form"]["otp"].value() == "000000x"
     assert not client.get("/security/").context["remove_form"].is_bound  # shown once
+    _wait_out_the_throttle(user)  # the wrong code locks every code for a second
     assert client.post("/security/second-factor/remove/", {"otp": codes[0]}).status_code == 302
     assert not user_has_second_factor(user_id=user.id)
 
@@ -173,4 +247,29 @@ def test_one_recovery_code_used_twice_at_once_passes_once():
 
     results = run_concurrently([lambda: second_factor_verify(user_id=user.id, code=codes[0])] * 4)
 
-    assert sorted(results) == [False, False, False, True]
+    # One passes; the others find the code gone (a wrong code), then the throttle that wrong code set.
+    assert results.count(True) == 1
+    assert all(result is False or isinstance(result, SecondFactorLocked) for result in results if result is not True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_wrong_codes_sent_at_once_are_counted_one_by_one(settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = settings.OTP_STATIC_THROTTLE_FACTOR = 3600
+    from apps.ledger.tests.factories import UserFactory
+    from apps.ledger.tests.threads import run_concurrently
+
+    user = UserFactory()
+    enrol(user)
+
+    def guess() -> str:
+        try:
+            second_factor_verify(user_id=user.id, code="000000x")
+        except SecondFactorLocked:
+            return "locked"
+        return "tried"
+
+    results = run_concurrently([guess] * 4)
+
+    # The device is locked while one code is checked: one guess was tried, the others found it throttled.
+    assert sorted(results) == ["locked", "locked", "locked", "tried"]
+    assert TOTPDevice.objects.get(user=user, confirmed=True).throttling_failure_count == 1

@@ -2,6 +2,8 @@ import pytest
 from django_otp.oath import totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from apps.audit.models import AuditLogEntry
+
 
 def current_code(device: TOTPDevice) -> str:
     return f"{totp(device.bin_key, step=device.step, t0=device.t0, digits=device.digits):06d}"
@@ -116,9 +118,13 @@ def test_a_right_code_just_after_a_wrong_one_says_to_wait_instead_of_not_valid(c
     right = current_code(device)
     client.post("/admin/second-factor/", {"token": "000000" if right != "000000" else "111111"})
 
-    retried = client.post("/admin/second-factor/", {"token": right}).content.decode()
+    response = client.post("/admin/second-factor/", {"token": right})
+    retried = response.content.decode()
 
+    assert response.status_code == 429
     assert "Too many wrong codes: wait " in retried and "not valid" not in retried
     wait = int(retried.split("Too many wrong codes: wait ")[1].split(" s")[0])
     assert 1 <= wait <= 30
     assert not TOTPDevice.objects.get(user=approver).confirmed
+    failures = AuditLogEntry.objects.filter(actor=approver, action="second_factor.failed").order_by("id")
+    assert [entry.after["reason"] for entry in failures] == ["wrong_code", "locked"]

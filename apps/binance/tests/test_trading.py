@@ -7,7 +7,11 @@ from decimal import Decimal
 from urllib.parse import urlencode
 
 import pytest
+from django.contrib.auth.models import Group
 
+from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block
+from apps.accounts.services import api_key_create
+from apps.accounts.tests.otp import fresh_code
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Order
 from apps.orders.tests.helpers import balance, place
@@ -470,3 +474,24 @@ def test_a_logged_in_session_authenticates_nothing_here(client, trader):
     assert (response.status_code, response.json()["code"]) == (401, -2014)
     response = client.post("/api/v3/order", "symbol=BTCUSDT", content_type="application/x-www-form-urlencoded")
     assert (response.status_code, response.json()["code"]) == (401, -2014)
+
+
+def test_account_reports_an_operators_trading_freeze_and_withdrawal_block(client, btc_usdt, funded_user):
+    """Regression: ``canTrade`` and ``canWithdraw`` were the key's scopes alone, true on a frozen account."""
+    user = funded_user(usdt="1000")
+    created = api_key_create(user_id=user.id, name="all", scopes=["read", "trade", "withdraw"], otp=fresh_code(user))
+    signed = Signer(client, created.raw_key, created.secret)
+    operator = UserFactory(is_staff=True)
+    operator.groups.add(Group.objects.get(name="operators"))
+    assert (signed("GET", "account").json()["canTrade"], signed("GET", "account").json()["canWithdraw"]) == (True, True)
+
+    account_trading_freeze(user_id=user.id, operator_id=operator.id, frozen=True, reason="chargeback")
+    frozen = signed("GET", "account").json()
+    account_withdrawals_block(user_id=user.id, operator_id=operator.id, blocked=True, reason="chargeback")
+    blocked = signed("GET", "account").json()
+    account_trading_freeze(user_id=user.id, operator_id=operator.id, frozen=False, reason="settled")
+    unfrozen = signed("GET", "account").json()
+
+    assert (frozen["canTrade"], frozen["canWithdraw"]) == (False, True)
+    assert (blocked["canTrade"], blocked["canWithdraw"]) == (False, False)
+    assert (unfrozen["canTrade"], unfrozen["canWithdraw"]) == (True, False)

@@ -10,6 +10,7 @@ import time
 
 import pytest
 import requests
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from apps.ledger.tests.factories import UserFactory, fund
@@ -82,3 +83,29 @@ def test_json_nested_too_deeply_is_refused_and_the_connection_stays_usable(live_
         assert (refused["id"], refused["error"]["code"]) == (None, "invalid_request")
         socket.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": 2}))
         assert json.loads(socket.recv(timeout=10)) == {"result": ["btcusdt@trade"], "id": 2}
+
+
+def test_a_subscription_ends_when_the_api_key_that_signed_it_is_revoked(tmp_path, signing_key):
+    """Regression: a ``/ws-api/v3`` subscription kept streaming after its API key was revoked. Now it gets
+    ``eventStreamTerminated`` and the connection is closed 4401 within the check interval (0.5 s here)."""
+    from apps.accounts.models import ApiKey
+    from apps.accounts.services import api_key_revoke
+    from apps.streams.tests.processes import start_web
+
+    web_process, web = start_web(tmp_path, "ws-api-keys", env={"STREAMS_TOKEN_CHECK_SECONDS": "0.5"})
+    user = UserFactory()
+    raw_key, secret = signing_key(user, "read")
+    try:
+        with connect(f"ws://{web}/ws-api/v3", open_timeout=10) as socket:
+            subscribed = ask(socket, "userDataStream.subscribe.signature", subscribe_params(raw_key, secret))
+            assert subscribed["result"] == {"subscriptionId": 0}
+
+            api_key_revoke(user_id=user.id, key_id=ApiKey.objects.get(user=user).pk)
+
+            ended = json.loads(socket.recv(timeout=10))
+            with pytest.raises(ConnectionClosed) as closed:
+                socket.recv(timeout=10)
+    finally:
+        web_process.stop()
+    assert ended["subscriptionId"] == 0 and ended["event"]["e"] == "eventStreamTerminated"
+    assert closed.value.rcvd.code == 4401

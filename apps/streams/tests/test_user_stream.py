@@ -4,16 +4,20 @@ import contextlib
 import os
 import signal
 import time
+from datetime import timedelta
 
 import pytest
 import requests
 from django.db import connection
+from django.utils import timezone
 
-from apps.accounts.services import api_key_create
+from apps.accounts.models import ApiKey
+from apps.accounts.services import api_key_create, api_key_revoke
+from apps.core.errors import NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import order_cancel, order_place
 from apps.streams.models import StreamEvent
-from apps.streams.services import stream_token_create, stream_token_revoke
+from apps.streams.services import stream_token_create, stream_token_extend, stream_token_revoke
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address
@@ -208,3 +212,49 @@ def test_a_relay_killed_in_the_middle_of_a_round_sends_no_execution_report_twice
     assert [(report["i"], report["x"]) for report in delivered] == [(ask.id, "NEW") for ask in asks] + [
         (ask.id, "TRADE") for ask in asks
     ]
+
+
+def test_stream_keys_made_with_an_api_key_die_when_it_is_revoked_or_expires(tmp_path, btc_usdt):
+    """Regression: a revoked (or expired) API key's stream keys and listenKeys kept open streams alive and opened
+    new ones. Now its streams get ``listenKeyExpired`` and close 4401 within the check interval (0.5 s here), a
+    new connection is refused, and keep-alives are refused; a browser session's stream key is unaffected."""
+    web_process, web = start_web(tmp_path, "api-keys", env={"STREAMS_TOKEN_CHECK_SECONDS": "0.5"})
+    user = UserFactory()
+    revoked_key = api_key_create(user_id=user.id, name="revoked", scopes=["read"])
+    expiring_key = api_key_create(user_id=user.id, name="expiring", scopes=["read"])
+    token = requests.post(
+        f"http://{web}/api/v1/stream-token/", headers={"Authorization": f"Token {revoked_key.raw_key}"}, timeout=30
+    ).json()["token"]
+    listen_key = requests.post(
+        f"http://{web}/api/v3/userDataStream", headers={"X-MBX-APIKEY": revoked_key.raw_key}, timeout=30
+    ).json()["listenKey"]
+    expiring = requests.post(
+        f"http://{web}/api/v3/userDataStream", headers={"X-MBX-APIKEY": expiring_key.raw_key}, timeout=30
+    ).json()["listenKey"]
+    _, session_key = stream_token_create(user_id=user.id)  # as for a browser session: no API key
+    # The expiring key ends in 3 s (as one created with expires_in would, only sooner).
+    ApiKey.objects.filter(pk=expiring_key.key.pk).update(expires_at=timezone.now() + timedelta(seconds=3))
+    readers = [StreamReader(f"ws://{web}/ws/{name}") for name in (token, listen_key, expiring, session_key)]
+    token_stream, listen_key_stream, expiring_stream, session_stream = readers
+    try:
+        assert closed(token_stream, timeout=1) is None and closed(listen_key_stream, timeout=0) is None
+
+        api_key_revoke(user_id=user.id, key_id=revoked_key.key.pk)
+
+        for stream, name in ((token_stream, token), (listen_key_stream, listen_key)):
+            (notice,) = stream.wait_for(lambda message: message["e"] == "listenKeyExpired", timeout=5)
+            assert notice["listenKey"] == name and closed(stream) == 4401
+        (notice,) = expiring_stream.wait_for(lambda message: message["e"] == "listenKeyExpired", timeout=15)
+        assert notice["listenKey"] == expiring and closed(expiring_stream) == 4401
+        assert closed(session_stream, timeout=1) is None
+        reopened = StreamReader(f"ws://{web}/ws/{token}")
+        readers.append(reopened)
+        (error,) = reopened.wait_for(lambda message: "error" in message)
+        assert "Unknown or expired stream key" in error["error"]["message"] and closed(reopened) == 4400
+    finally:
+        for reader in readers:
+            reader.close()
+        web_process.stop()
+    with pytest.raises(NotFound):  # nor kept alive from a session of the same user
+        stream_token_extend(user_id=user.id, key=token)
+    stream_token_extend(user_id=user.id, key=session_key)

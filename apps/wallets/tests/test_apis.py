@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from apps.accounts.services import api_key_create
 from apps.accounts.tests.otp import fresh_code
 from apps.api.models import IdempotencyRecord
+from apps.audit.models import AuditLogEntry
 from apps.ledger.services import user_accounts
 from apps.ledger.tests.factories import AssetFactory, UserFactory
 from apps.wallets.custody import simnet
@@ -321,3 +322,22 @@ def test_a_huge_amount_of_an_18_decimal_asset_is_judged_not_a_server_error(user,
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "insufficient_funds"  # the user holds no ETH (judged first)
     assert not Withdrawal.objects.exists()
+
+
+def test_wrong_codes_lock_a_sessions_withdrawals_with_a_429_saying_when_to_retry(holder, client, settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = settings.OTP_STATIC_THROTTLE_FACTOR = 60
+    client.force_login(holder)
+    right = fresh_code(holder)
+    wrong = "000000" if right != "000000" else "111111"
+
+    refused = client.post(WITHDRAWALS, withdraw(amount="10", otp=wrong), content_type="application/json")
+    locked = client.post(WITHDRAWALS, withdraw(amount="10", otp=right), content_type="application/json")
+
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_otp"
+    assert locked.status_code == 429
+    error = locked.json()["error"]
+    assert error["code"] == "second_factor_locked" and "otp" in error["fields"]
+    assert 0 < int(locked["Retry-After"]) <= 60
+    assert not Withdrawal.objects.filter(user=holder).exists()
+    failures = AuditLogEntry.objects.filter(actor=holder, action="second_factor.failed")
+    assert sorted(entry.after["reason"] for entry in failures) == ["locked", "wrong_code"]

@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django_otp import DEVICE_ID_SESSION_KEY
 
 from apps.accounts.tests.otp import code_now, enrol, enrol_device
+from apps.audit.models import AuditLogEntry
 from apps.ledger.tests.factories import UserFactory
 
 PASSWORD = "correct horse battery staple"
@@ -59,6 +60,23 @@ def test_a_wrong_or_used_code_is_refused_and_logs_nobody_in(client, bob):
     _password_step(client)
     reused = client.post("/accounts/login/second-factor/", {"otp": code})
     assert reused.status_code == 400 and "already used" in reused.context["form"].errors["otp"][0]
+
+
+def test_wrong_codes_lock_the_second_step_even_for_the_right_code_and_are_audited(client, bob, settings):
+    settings.OTP_TOTP_THROTTLE_FACTOR = settings.OTP_STATIC_THROTTLE_FACTOR = 60
+    device = enrol_device(bob)
+    code = code_now(device)
+    wrong = "000000" if code != "000000" else "111111"
+    _password_step(client)
+
+    refused = [client.post("/accounts/login/second-factor/", {"otp": wrong}) for _ in range(3)]
+    locked = client.post("/accounts/login/second-factor/", {"otp": code})
+
+    assert [response.status_code for response in refused] == [400, 429, 429]
+    assert locked.status_code == 429 and "Too many wrong codes" in locked.context["form"].errors["otp"][0]
+    assert "_auth_user_id" not in client.session
+    failures = AuditLogEntry.objects.filter(actor=bob, action="second_factor.failed").order_by("id")
+    assert [entry.after["reason"] for entry in failures] == ["wrong_code", "locked", "locked", "locked"]
 
 
 def test_a_recovery_code_logs_in_once(client, bob):
