@@ -19,6 +19,7 @@ from django.db import transaction
 
 from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
+from apps.orders.errors import OrderStatusUnknown
 from apps.orders.models import Market, Order, OrderType, Side
 from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user
 from apps.orders.services import order_cancel, order_place
@@ -34,9 +35,11 @@ from .errors import (
     NEW_ORDER_REJECTED,
     NO_SUCH_ORDER,
     PARAM_NOT_REQUIRED,
+    TIMEOUT,
     UNKNOWN_ORDER_COMPOSITION,
     BinanceError,
     from_domain,
+    status_unknown,
 )
 from .market_data import markets_by_symbol, symbol_market, time_param
 from .params import Params
@@ -216,6 +219,8 @@ def order_get(call: Call) -> dict:
 def _cancel(order: Order, market: Market, cancel_client_id: str) -> dict:
     try:
         cancelled = order_cancel(order_id=order.id, user_id=order.user_id)
+    except OrderStatusUnknown:  # queued for the engine, not refused: it may still be cancelled
+        raise status_unknown() from None
     except DomainError:  # ended meanwhile (filled, expired): Binance's answer for an order it cannot cancel
         raise BinanceError(CANCEL_REJECTED, "Unknown order sent.") from None
     return order_cancelled(cancelled, market, cancel_client_id, ms(cancelled.updated_at))
@@ -254,7 +259,9 @@ def open_orders_delete(call: Call) -> list:
     for order in reversed(list(orders_for_user(user_id=call.user_id, market=market.symbol, status="open"))):
         try:
             out.append(_cancel(order, market, secrets.token_urlsafe(16)[:22]))
-        except BinanceError:
+        except BinanceError as error:
+            if error.code == TIMEOUT:
+                raise  # this cancel's outcome is unknown: never answered as if the order were not cancelled
             continue  # filled or expired since it was listed
     return out
 
