@@ -14,7 +14,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
 from apps.api.base import ScopedApiView, limit_param, path_id, path_name, text_param
-from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, BlankAsNullChoice, Text
+from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, BlankAsNullChoice, InputSerializer, Text
 from apps.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
@@ -123,7 +123,7 @@ class MarketTradeOut(serializers.Serializer):
     time = ApiTime(source="created_at")
 
 
-class OrderIn(serializers.Serializer):
+class OrderIn(InputSerializer):
     market = Text(max_length=21, help_text="Market symbol, such as BTC-USDT.")
     side = serializers.ChoiceField(choices=Side.choices)
     type = serializers.ChoiceField(choices=OrderType.choices)
