@@ -46,9 +46,23 @@ class AmountInput(serializers.Field):
 
     It is passed on untouched; the service parses it against the asset's precision and
     names the field when it is malformed (``"NaN"``, ``"1E+2"``, ``-5``, too many decimals ...).
+    A string no text column or ``jsonb`` value can hold (a NUL, a lone surrogate) is refused here,
+    as :class:`Text` refuses it: 400 ``invalid_request`` naming the field.
     """
 
+    default_error_messages = {
+        "null_characters_not_allowed": "Null characters are not allowed.",
+        "invalid": "Not a valid string.",
+    }
+
     def to_internal_value(self, data):
+        if isinstance(data, str):
+            if "\x00" in data:
+                self.fail("null_characters_not_allowed")
+            try:
+                data.encode("utf-8")
+            except UnicodeEncodeError:
+                self.fail("invalid")
         return data
 
     def to_representation(self, value):

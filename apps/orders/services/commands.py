@@ -71,8 +71,20 @@ def _one(row: tuple | None) -> tuple:
     return row
 
 
-def _jsonable(value):
-    return str(value) if isinstance(value, Decimal) else value
+def _jsonable(name: str, value):
+    """``value`` as the command's ``jsonb`` payload holds it; a string ``jsonb`` cannot store (a NUL, a lone
+    surrogate: never a valid amount, symbol or id) is a :class:`DomainError` naming ``name``, before anything
+    is queued, instead of the database's error."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise DomainError("Null characters are not allowed.", fields={name: "Null characters are not allowed."})
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DomainError("Not a valid string.", fields={name: "Not a valid string."}) from None
+    return value
 
 
 def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: str = "") -> dict:
@@ -80,10 +92,11 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
 
     Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``). A ``key`` already used by
     the user returns (or waits for) that command's outcome when the request is the same, and
-    raises :class:`IdempotencyConflict` when it differs. Raises :class:`NotFound` (no such market) and
+    raises :class:`IdempotencyConflict` when it differs. Raises :class:`DomainError` naming the field for a
+    payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
     :class:`OrderStatusUnknown` (no outcome within ``settings.ORDERS_ENGINE_WAIT_SECONDS``).
     """
-    payload = {name: _jsonable(value) for name, value in payload.items()}
+    payload = {name: _jsonable(name, value) for name, value in payload.items()}
     request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()
     token = uuid.uuid4().hex
     params = {

@@ -8,10 +8,11 @@ import pytest
 from django.db import connections
 
 from apps.api.models import IdempotencyRecord
+from apps.core.errors import DomainError
 from apps.ledger.models import JournalEntry
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.models import Order
-from apps.orders.services import market_halt
+from apps.orders.models import Command, Order
+from apps.orders.services import market_halt, order_place
 
 from .helpers import balance, place
 
@@ -341,6 +342,40 @@ def test_bad_fields_are_400_naming_the_field(trader, api_as, usdt, btc, field, r
     assert response.json()["error"]["code"] == "invalid_request"
     assert set(response.json()["error"]["fields"]) == {field}
     assert nothing_was_written(trader, usdt, btc)
+
+
+@pytest.mark.parametrize("engine", ["inline", "sequencer"])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (limit_buy(price="1000\x00"), "price"),
+        (limit_buy(qty="0.01\x00"), "qty"),
+        (limit_buy(price="\ud800"), "price"),
+        ({"market": "BTC-USDT", "side": "buy", "type": "market", "quote_qty": "\x00"}, "quote_qty"),
+    ],
+)
+def test_an_amount_no_database_text_can_hold_is_400_naming_it(trader, api_as, usdt, btc, settings, engine, body, field):
+    """A NUL reached the sequencer's jsonb command payload: a 500 (psycopg's UntranslatableCharacter)."""
+    settings.ORDERS_ENGINE = engine
+    response = api_as(trader, "trade").post(ORDERS, json.dumps(body), content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert set(response.json()["error"]["fields"]) == {field}
+    assert nothing_was_written(trader, usdt, btc)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("price", "1000\x00"), ("client_order_id", "a\x00"), ("market", "\ud800")]
+)
+def test_the_sequencer_queues_no_command_its_payload_cannot_hold(trader, settings, field, value):
+    """Every caller of order_place (API, /api/v3, web, admin) is covered at the queue, not only /api/v1."""
+    settings.ORDERS_ENGINE = "sequencer"
+    arguments = {"market": "BTC-USDT", "side": "buy", "price": "1000", "qty": "0.01", field: value}
+    with pytest.raises(DomainError) as refused:
+        order_place(user_id=trader.id, **arguments)
+    assert set(refused.value.fields) == {field}
+    assert not Command.objects.exists()
 
 
 @pytest.mark.parametrize("text", ["[]", '"order"', "{", '{"price": NaN}'])
