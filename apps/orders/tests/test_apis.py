@@ -512,6 +512,21 @@ def test_orders_list_filters_by_market_and_status(maker, trader, api_as):
     assert client.get(f"{ORDERS}?status=filled").json()["error"]["fields"] == {"status": "Must be open or closed."}
 
 
+def test_orders_list_finds_the_order_of_a_client_order_id(maker, trader, api_as):
+    """What the 504 order_status_unknown tells the caller to ask (it was a 400 "Unknown query parameter")."""
+    mine = place(trader, side="buy", price="50000", qty="0.1", client_order_id="late-1")
+    place(trader, side="buy", price="51000", qty="0.1", client_order_id="other")
+    place(maker, side="sell", price="70000", qty="0.1", client_order_id="late-1")  # another user's: not listed
+    client = api_as(trader, "read")
+
+    found = client.get(f"{ORDERS}?client_order_id=late-1")
+
+    assert found.status_code == 200
+    assert [(o["id"], o["client_order_id"]) for o in found.json()] == [(mine.id, "late-1")]
+    assert client.get(f"{ORDERS}?client_order_id=never").json() == []
+    assert client.get(f"{ORDERS}?client_order_id=late-1&paginate=1").json()["results"][0]["id"] == mine.id
+
+
 def test_an_order_by_id(trader, api_as):
     order = place(trader, side="buy", price="50000", qty="0.1")
     response = api_as(trader, "read").get(f"{ORDERS}{order.id}/")
