@@ -84,6 +84,11 @@ def test_adding_a_market_applies_the_precision_rule(operator, btc, usdt, default
     assert Market.objects.get().tick_size == D("0.01")
 
 
+def test_the_add_form_proposes_a_price_band_for_market_orders(operator, db):
+    form = operator.get(reverse("admin:orders_market_add")).context["adminform"].form
+    assert form.initial["market_order_price_band"] == D("5")
+
+
 def test_changing_a_market_changes_only_its_filters(operator, btc_usdt):
     url = reverse("admin:orders_market_change", args=[btc_usdt.id])
     response = operator.post(url, {"min_qty": "0.001", "max_qty": "50", "min_notional": "10", "tick_size": "1"})
