@@ -15,14 +15,12 @@ are always prevented here). Without ``newClientOrderId`` a random one is drawn, 
 import re
 import secrets
 
-from django.db import transaction
-
 from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
 from apps.orders.errors import OrderStatusUnknown
 from apps.orders.models import Market, Order, OrderType, Side
 from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user
-from apps.orders.services import order_cancel, order_place
+from apps.orders.services import order_cancel, order_judge, order_place
 
 from . import limits
 from .endpoint import Call, Security, endpoint
@@ -154,24 +152,17 @@ def order_new(call: Call) -> dict:
     return out
 
 
-class _TestOnly(Exception):
-    """Raised inside :func:`order_test`'s transaction to undo the placement it judged."""
-
-
 @endpoint(weight=1, security=Security.TRADE, params=_ORDER_PARAMS + ("computeCommissionRates",))
 def order_test(call: Call) -> dict:
     """``POST /api/v3/order/test``: the order is judged as a placement would judge it (filters, funds,
-    post-only, fill-or-kill), inside a transaction that is then rolled back: nothing stays."""
+    post-only, fill-or-kill) by :func:`apps.orders.services.order_judge`, inline and rolled back: nothing stays,
+    and nothing reaches a sequencer."""
     market = symbol_market(call.params)
     arguments = _order_arguments(call.params, market)
     _response_type(call.params)
     compute = call.params.choice("computeCommissionRates", ("true", "false")) == "true"
     try:
-        with transaction.atomic():
-            order_place(user_id=call.user_id, **arguments)
-            raise _TestOnly
-    except _TestOnly:
-        pass
+        order_judge(user_id=call.user_id, **arguments)
     except DomainError as error:
         raise from_domain(error, placing=True) from None
     if not compute:

@@ -33,7 +33,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.errors import IdempotencyConflict
@@ -245,6 +245,24 @@ def order_place(
         market=market, kind=CommandKind.PLACE, user_id=user_id, payload=arguments, key=idempotency_key
     )
     return _order_of(outcome)
+
+
+class _Judged(Exception):
+    """Raised inside :func:`order_judge`'s savepoint to undo the placement it judged."""
+
+
+def order_judge(**arguments: Any) -> None:
+    """Judge an order exactly as :func:`order_place` would (same arguments, same errors: filters, funds,
+    post-only, fill-or-kill, halted market) and write nothing: the placement runs here, inline under the market
+    lock, in a savepoint that is then rolled back, whatever ``settings.ORDERS_ENGINE`` says (a command handed
+    to a sequencer could not be taken back: the "test" order would be placed for real).
+    """
+    try:
+        with transaction.atomic():
+            placement.order_place(**arguments)
+            raise _Judged
+    except _Judged:
+        pass
 
 
 def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
