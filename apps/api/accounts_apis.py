@@ -13,13 +13,13 @@ from apps.accounts.passwords import MAX_PASSWORD_LENGTH
 from apps.accounts.services import api_key_create
 
 from .authentication import ApiKeyAuthentication
-from .fields import ApiTime
+from .fields import ApiTime, InputSerializer
 from .throttles import IpRateThrottle, LoginRateThrottle
 
 DEFAULT_NAME = "token (API log-in)"
 
 
-class TokenIn(serializers.Serializer):
+class TokenIn(InputSerializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=MAX_PASSWORD_LENGTH, trim_whitespace=False)
     scopes = serializers.ListField(

@@ -43,6 +43,25 @@ class DuplicateField(DomainError):
         )
 
 
+class UnknownField(DomainError):
+    """A body field the endpoint does not take (400 ``unknown_field``, each named in ``fields``).
+
+    Refused rather than ignored, so that ``{"timeInForce": "IOC", "postOnly": true}`` (another API's
+    names) cannot place a resting GTC order the caller did not mean; nothing is written.
+    """
+
+    code = "unknown_field"
+
+    def __init__(self, names):
+        names = sorted(set(names))
+        noun = "field" if len(names) == 1 else "fields"
+        shown = ", ".join(names)
+        super().__init__(
+            f"Unknown {noun}: {shown[:200]}{'...' if len(shown) > 200 else ''}.",
+            fields=dict.fromkeys(names, "Unknown field."),
+        )
+
+
 _CODES = {
     PayloadTooLarge: "payload_too_large",
     exceptions.NotAuthenticated: "not_authenticated",

@@ -1,7 +1,7 @@
 """Serializer fields: for input, amounts passed on to the services unparsed and plain text; for output,
 amounts at their asset's precision, times in the API's format, blank text as null."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -11,8 +11,25 @@ from rest_framework.fields import get_attribute
 from apps.ledger.amounts import format_amount
 
 from .base import api_time
+from .exceptions import UnknownField
 
 PLAIN_DECIMAL_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
+
+
+class InputSerializer(serializers.Serializer):
+    """The base of every request body's serializer (the ``*In`` classes): a key the serializer does not
+    declare is refused with :class:`UnknownField` (400 ``unknown_field`` naming each), never ignored.
+
+    Checked before any field is validated, so the caller learns of a misspelt or foreign name
+    (``timeInForce`` for ``time_in_force``) even when other fields are wrong too.
+    """
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            unknown = [name for name in data if name not in self.fields]
+            if unknown:
+                raise UnknownField(unknown)
+        return super().to_internal_value(data)
 
 
 @extend_schema_field(
@@ -29,9 +46,23 @@ class AmountInput(serializers.Field):
 
     It is passed on untouched; the service parses it against the asset's precision and
     names the field when it is malformed (``"NaN"``, ``"1E+2"``, ``-5``, too many decimals ...).
+    A string no text column or ``jsonb`` value can hold (a NUL, a lone surrogate) is refused here,
+    as :class:`Text` refuses it: 400 ``invalid_request`` naming the field.
     """
 
+    default_error_messages = {
+        "null_characters_not_allowed": "Null characters are not allowed.",
+        "invalid": "Not a valid string.",
+    }
+
     def to_internal_value(self, data):
+        if isinstance(data, str):
+            if "\x00" in data:
+                self.fail("null_characters_not_allowed")
+            try:
+                data.encode("utf-8")
+            except UnicodeEncodeError:
+                self.fail("invalid")
         return data
 
     def to_representation(self, value):

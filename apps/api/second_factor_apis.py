@@ -11,10 +11,10 @@ from rest_framework.response import Response
 from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
 
 from .base import ScopedApiView
-from .fields import Text
+from .fields import InputSerializer, Text
 
 
-class OtpIn(serializers.Serializer):
+class OtpIn(InputSerializer):
     otp = Text(max_length=32, required=False, help_text="A current code from the authenticator app.")
 
 
@@ -25,7 +25,7 @@ class EnrolmentOut(serializers.Serializer):
     otpauth_url = serializers.CharField(help_text="otpauth://totp/... URI, what a QR code for the app carries.")
 
 
-class ConfirmIn(serializers.Serializer):
+class ConfirmIn(InputSerializer):
     otp = Text(max_length=32, help_text="A code from the authenticator being enrolled.")
 
 

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from apps.accounts.selectors import account_restriction
 from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError
-from apps.ledger.admin import ReadOnlyAdmin
+from apps.ledger.admin import ReadOnlyAdmin, amount_column
 from apps.ledger.amounts import format_exact, parse_amount
 from apps.ledger.models import Account, AccountKind, Asset
 from apps.ledger.selectors import balances_for_user, user_postings
@@ -342,8 +342,11 @@ class AuditLogEntryAdmin(ReadOnlyAdmin):
 class WithdrawalApprovalAdmin(ReadOnlyAdmin):
     """The approval queue, oldest first: each withdrawal with the user's balances and recent activity."""
 
-    list_display = ("id", "created_at", "user", "asset", "amount", "fee", "address")
+    list_display = ("id", "created_at", "user", "asset", "amount_display", "fee_display", "address")
     list_select_related = ("user", "asset")
+    # At the asset's ledger precision, trailing zeros trimmed: the amount decided on, never cut (nor 18 places).
+    amount_display = amount_column("amount", lambda withdrawal: withdrawal.asset, "amount", exact=True)
+    fee_display = amount_column("fee", lambda withdrawal: withdrawal.asset, "fee", exact=True)
     search_fields = ("=id", "user__username", "=address")
     change_form_template = "admin/backoffice/withdrawalapproval/change_form.html"
     actions = ["approve_selected"]

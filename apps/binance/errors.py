@@ -28,6 +28,7 @@ UNKNOWN = -1000
 DISCONNECTED = -1001
 UNAUTHORIZED = -1002
 TOO_MANY_REQUESTS = -1003
+TIMEOUT = -1007
 TOO_MANY_ORDERS = -1015
 UNSUPPORTED_OPERATION = -1020
 INVALID_MESSAGE = -1013
@@ -70,6 +71,20 @@ def invalid_value(name: str) -> BinanceError:
     return BinanceError(INVALID_PARAMETER, f"Invalid data sent for a parameter '{name}'.")
 
 
+def status_unknown() -> BinanceError:
+    """-1007 (HTTP 504): the order or cancel was handed to the engine but its outcome did not arrive in time.
+
+    Binance's words for it; clients read it as "do not assume it failed" (CCXT raises ``RequestTimeout``,
+    not ``InvalidOrder``): the command stays queued and is applied once, so the caller queries the order
+    (``GET /api/v3/order`` with ``origClientOrderId``) or retries with the same ``newClientOrderId``.
+    """
+    return BinanceError(
+        TIMEOUT,
+        "Timeout waiting for response from backend server. Send status unknown; execution status unknown.",
+        status=504,
+    )
+
+
 def rejected_key() -> BinanceError:
     return BinanceError(REJECTED_MBX_KEY, "Invalid API-key, IP, or permissions for action.", status=401)
 
@@ -95,6 +110,8 @@ def from_domain(error: DomainError, *, placing: bool = False) -> BinanceError:
     on placement (-2010) or -1130 elsewhere, with the service's message.
     """
     field = next(iter(error.fields), "")
+    if error.code == "order_status_unknown":
+        return status_unknown()
     if error.code in ("invalid_price", "invalid_quantity"):
         filter_name = _FILTER_OF_FIELD.get(field, "LOT_SIZE")
         return BinanceError(INVALID_MESSAGE, f"Filter failure: {filter_name}")

@@ -67,8 +67,16 @@ def symbols_markets(params: Params) -> list[Market] | None:
     return [known[name] for name in names]
 
 
+# The last millisecond of year 9999: the latest time a datetime (and so a query bound) can hold.
+MAX_TIME_MS = 253402300799999
+
+
 def time_param(params: Params, name: str) -> datetime | None:
-    value = params.integer(name)
+    """A time in ms since the epoch (``startTime``, ``endTime``) as an aware UTC datetime, ``None`` when absent.
+
+    -1100 naming the legal range when not digits or beyond year 9999 (no datetime holds it).
+    """
+    value = params.integer(name, maximum=MAX_TIME_MS)
     return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
 
 

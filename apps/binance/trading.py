@@ -15,14 +15,13 @@ are always prevented here). Without ``newClientOrderId`` a random one is drawn, 
 import re
 import secrets
 
-from django.db import transaction
-
 from apps.accounts.selectors import account_restriction
 from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
+from apps.orders.errors import OrderStatusUnknown
 from apps.orders.models import Market, Order, OrderType, Side
 from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user
-from apps.orders.services import order_cancel, order_place
+from apps.orders.services import order_cancel, order_judge, order_place
 
 from . import limits
 from .endpoint import Call, Security, endpoint
@@ -35,9 +34,11 @@ from .errors import (
     NEW_ORDER_REJECTED,
     NO_SUCH_ORDER,
     PARAM_NOT_REQUIRED,
+    TIMEOUT,
     UNKNOWN_ORDER_COMPOSITION,
     BinanceError,
     from_domain,
+    status_unknown,
 )
 from .market_data import markets_by_symbol, symbol_market, time_param
 from .params import Params
@@ -152,24 +153,17 @@ def order_new(call: Call) -> dict:
     return out
 
 
-class _TestOnly(Exception):
-    """Raised inside :func:`order_test`'s transaction to undo the placement it judged."""
-
-
 @endpoint(weight=1, security=Security.TRADE, params=_ORDER_PARAMS + ("computeCommissionRates",))
 def order_test(call: Call) -> dict:
     """``POST /api/v3/order/test``: the order is judged as a placement would judge it (filters, funds,
-    post-only, fill-or-kill), inside a transaction that is then rolled back: nothing stays."""
+    post-only, fill-or-kill) by :func:`apps.orders.services.order_judge`, inline and rolled back: nothing stays,
+    and nothing reaches a sequencer."""
     market = symbol_market(call.params)
     arguments = _order_arguments(call.params, market)
     _response_type(call.params)
     compute = call.params.choice("computeCommissionRates", ("true", "false")) == "true"
     try:
-        with transaction.atomic():
-            order_place(user_id=call.user_id, **arguments)
-            raise _TestOnly
-    except _TestOnly:
-        pass
+        order_judge(user_id=call.user_id, **arguments)
     except DomainError as error:
         raise from_domain(error, placing=True) from None
     if not compute:
@@ -217,6 +211,8 @@ def order_get(call: Call) -> dict:
 def _cancel(order: Order, market: Market, cancel_client_id: str) -> dict:
     try:
         cancelled = order_cancel(order_id=order.id, user_id=order.user_id)
+    except OrderStatusUnknown:  # queued for the engine, not refused: it may still be cancelled
+        raise status_unknown() from None
     except DomainError:  # ended meanwhile (filled, expired): Binance's answer for an order it cannot cancel
         raise BinanceError(CANCEL_REJECTED, "Unknown order sent.") from None
     return order_cancelled(cancelled, market, cancel_client_id, ms(cancelled.updated_at))
@@ -255,7 +251,9 @@ def open_orders_delete(call: Call) -> list:
     for order in reversed(list(orders_for_user(user_id=call.user_id, market=market.symbol, status="open"))):
         try:
             out.append(_cancel(order, market, secrets.token_urlsafe(16)[:22]))
-        except BinanceError:
+        except BinanceError as error:
+            if error.code == TIMEOUT:
+                raise  # this cancel's outcome is unknown: never answered as if the order were not cancelled
             continue  # filled or expired since it was listed
     return out
 

@@ -19,7 +19,7 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 from apps.ledger.models import Asset
 from apps.ledger.services import asset_register
 from apps.orders.models import Market
-from apps.orders.services import market_create
+from apps.orders.services import market_create, market_filters_update
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.models import WithdrawalAddress
@@ -35,6 +35,11 @@ ASSETS = [
     ("ETH", "Ether", 18, 8, D("0.002"), D("0.01"), D("10"), D("200")),
     ("USDT", "Tether USD", 6, 2, D("1"), D("10"), D("10000"), D("500000")),
 ]
+
+# Market orders' price protection on every demo market, in %: a market order fills no further than this from
+# the best price it meets (the rest expires, reason price_protection), so a market buy cannot sweep a thin
+# book to twice the price.
+DEMO_PRICE_BAND = D("5")
 
 # (base, quote, tick size, step size, min qty, max qty, min notional in quote)
 MARKETS = [
@@ -99,6 +104,8 @@ def seed_assets() -> dict[str, Asset]:
 
 
 def seed_markets(assets: dict[str, Asset]) -> list[Market]:
+    """The demo markets, each with the price band :data:`DEMO_PRICE_BAND`; a demo market seeded before there
+    was one (its band empty) gets it, its other filters kept. A band an operator set is left as it is."""
     markets = []
     for base, quote, tick, step, min_qty, max_qty, min_notional in MARKETS:
         market = Market.objects.filter(symbol=f"{base}-{quote}").first() or market_create(
@@ -109,7 +116,16 @@ def seed_markets(assets: dict[str, Asset]) -> list[Market]:
             min_qty=min_qty,
             max_qty=max_qty,
             min_notional=min_notional,
+            market_order_price_band=DEMO_PRICE_BAND,
         )
+        if market.market_order_price_band is None:
+            market = market_filters_update(
+                market_id=market.id,
+                min_qty=market.min_qty,
+                max_qty=market.max_qty,
+                min_notional=market.min_notional,
+                market_order_price_band=DEMO_PRICE_BAND,
+            )
         markets.append(market)
     return markets
 

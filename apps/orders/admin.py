@@ -4,6 +4,8 @@ Actions call services (:mod:`apps.orders.services`); nothing here moves money or
 writes an order.
 """
 
+from decimal import Decimal
+
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
@@ -25,6 +27,9 @@ from .services import (
 )
 
 MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
+# What the add form proposes for market orders' price protection (in %): the operator sees it and may clear it.
+# A proposal, not a default of market_create, where an empty band means "no protection" for every caller.
+NEW_MARKET_PRICE_BAND = Decimal("5")
 
 
 def _audit(request, action: str, market: Market, before: dict) -> None:
@@ -65,6 +70,9 @@ class MarketAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return (*MARKET_SHAPE, "status", "sequence") if obj else ("status", "sequence")
+
+    def get_changeform_initial_data(self, request):
+        return {"market_order_price_band": NEW_MARKET_PRICE_BAND, **super().get_changeform_initial_data(request)}
 
     def has_delete_permission(self, request, obj=None):
         return False

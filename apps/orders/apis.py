@@ -14,7 +14,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
 from apps.api.base import ScopedApiView, limit_param, path_id, path_name, text_param
-from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, BlankAsNullChoice, Text
+from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, BlankAsNullChoice, InputSerializer, Text
 from apps.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
@@ -123,7 +123,7 @@ class MarketTradeOut(serializers.Serializer):
     time = ApiTime(source="created_at")
 
 
-class OrderIn(serializers.Serializer):
+class OrderIn(InputSerializer):
     market = Text(max_length=21, help_text="Market symbol, such as BTC-USDT.")
     side = serializers.ChoiceField(choices=Side.choices)
     type = serializers.ChoiceField(choices=OrderType.choices)
@@ -312,7 +312,7 @@ class OrderListApi(ScopedApiView):
     """``GET``: the user's orders, newest first. ``POST``: place an order, matched at once."""
 
     method_scopes = {"GET": "read", "POST": "trade"}
-    query_params = ("market", "status", *LIST_PARAMS)
+    query_params = ("market", "status", "client_order_id", *LIST_PARAMS)
 
     @extend_schema(
         parameters=[
@@ -324,18 +324,26 @@ class OrderListApi(ScopedApiView):
                 enum=["open", "closed"],
                 description="open: resting in the book; closed: ended.",
             ),
+            OpenApiParameter(
+                "client_order_id",
+                str,
+                required=False,
+                description="Only the order placed with this client_order_id (what to ask after a 504 order_status_unknown).",
+            ),
             *LIST_PARAMETERS,
         ],
         operation_id="v1_orders_list",
         responses=list_of(OrderOut, "Order"),
     )
     def get(self, request):
-        """The user's orders, newest first, optionally of one market and open or closed, placed in [start, end)."""
+        """The user's orders, newest first, optionally of one market, open or closed, with one ``client_order_id``,
+        placed in [start, end)."""
         page = page_params(request, list_name="orders", scope=f"user:{request.user.id}", key=(int,))
         orders = orders_for_user(
             user_id=request.user.id,
             market=text_param(request, "market"),
             status=text_param(request, "status"),
+            client_order_id=text_param(request, "client_order_id"),
         )
         markets = _markets_by_id()
         return page_response(

@@ -155,6 +155,8 @@ class Market(models.Model):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 errors[name] = "Must be greater than zero."
+        if self.min_notional is not None and self.min_notional < 0:
+            errors["min_notional"] = "Must be zero or more."
         if self.step_size and self.step_size > 0:
             for name in ("min_qty", "max_qty"):
                 value = getattr(self, name)

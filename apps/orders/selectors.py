@@ -124,12 +124,17 @@ def recent_trades(
     return list(trades.order_by("-taker_order_id", "-seq")[:limit])
 
 
-def orders_for_user(*, user_id: int, market: str | None = None, status: str | None = None) -> QuerySet[Order]:
-    """The user's orders, newest first; ``status`` ``"open"`` (resting) or ``"closed"`` (ended), ``market`` a symbol.
+def orders_for_user(
+    *, user_id: int, market: str | None = None, status: str | None = None, client_order_id: str | None = None
+) -> QuerySet[Order]:
+    """The user's orders, newest first; ``status`` ``"open"`` (resting) or ``"closed"`` (ended), ``market`` a symbol,
+    ``client_order_id`` the caller's own id (unique per user: at most one order).
 
     Raises :class:`DomainError` (field ``status``) for another status filter.
     """
     orders = Order.objects.filter(user_id=user_id).select_related("market")
+    if client_order_id is not None:
+        orders = orders.filter(client_order_id=client_order_id)
     if market is not None:
         orders = orders.filter(market__symbol=market)
     if status == "open":

@@ -12,12 +12,12 @@ from rest_framework.response import Response
 
 from apps.accounts.models import ApiKey
 from apps.api.base import ScopedApiView
-from apps.api.fields import ApiTime, Text
+from apps.api.fields import ApiTime, InputSerializer, Text
 
 from .services import stream_token_create, stream_token_extend, stream_token_revoke
 
 
-class StreamTokenIn(serializers.Serializer):
+class StreamTokenIn(InputSerializer):
     token = Text(max_length=64, help_text="A stream key this user created.")
 
 

@@ -16,7 +16,7 @@ from rest_framework.response import Response
 from apps.accounts.models import ApiKey
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require
 from apps.api.base import ScopedApiView, path_id, path_name
-from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, Text
+from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, InputSerializer, Text
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
@@ -58,7 +58,7 @@ class DepositOut(serializers.Serializer):
     time = ApiTime(source="created_at", help_text="When the deposit was first seen.")
 
 
-class WithdrawalIn(serializers.Serializer):
+class WithdrawalIn(InputSerializer):
     asset = Text(max_length=10, help_text="Asset code, such as BTC.")
     amount = AmountInput(help_text="What the address receives; the asset's withdrawal fee is taken on top.")
     address = Text(max_length=128)
@@ -201,7 +201,7 @@ class WithdrawalDetailApi(ScopedApiView):
         return Response(WithdrawalOut(withdrawal).data)
 
 
-class WithdrawalAddressIn(serializers.Serializer):
+class WithdrawalAddressIn(InputSerializer):
     asset = Text(max_length=10, help_text="Asset code, such as BTC.")
     address = Text(max_length=128)
     # A declared field (DRF's metaclass takes it off the class), not Field.label: hence the ignore.

@@ -1,10 +1,13 @@
 """Bodies no client should send are 4xx in the API's error shape, never a 500 (hole 6)."""
 
 import json
+from decimal import Decimal
 
 import pytest
 from django.test import Client
 
+from apps.orders.models import Order
+from apps.orders.tests.helpers import balance
 from exchange.api_urls import urlpatterns
 
 NESTED = "[" * 3000 + "]" * 3000
@@ -107,3 +110,43 @@ def test_a_key_given_twice_in_a_nested_object_is_refused(db, api_as, user):
     response = api_as(user, "trade").generic("POST", "/api/v1/orders/", body, content_type="application/json")
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {"a": "Given more than once."}
+
+
+# Every path whose POST reads a body (POST /stream-token/ takes none).
+BODY_PATHS = [path for path in post_paths() if path != "/api/v1/stream-token/"]
+
+
+@pytest.mark.parametrize("path", BODY_PATHS)
+def test_an_unknown_body_field_is_refused_naming_each(db, api_as, user, path):
+    client = api_as(user, "read", "trade", "withdraw")
+    response = client.post(path, {"extra": 1, "timeInForce": "IOC"}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "code": "unknown_field",
+        "message": "Unknown fields: extra, timeInForce.",
+        "fields": {"extra": "Unknown field.", "timeInForce": "Unknown field."},
+    }
+
+
+def test_an_order_with_another_apis_field_names_is_refused_and_nothing_is_held(api_as, funded_user, btc_usdt):
+    """Binance's ``timeInForce``/``postOnly``/``clientOrderId`` were ignored: the order rested as GTC, not post-only."""
+    trader = funded_user(usdt="100")
+    body = {
+        "market": "BTC-USDT",
+        "side": "buy",
+        "type": "limit",
+        "price": "1000",
+        "qty": "0.01",
+        "timeInForce": "IOC",
+        "postOnly": True,
+        "clientOrderId": "x1",
+    }
+    response = api_as(trader, "trade").post("/api/v1/orders/", body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == dict.fromkeys(
+        ["clientOrderId", "postOnly", "timeInForce"], "Unknown field."
+    )
+    assert not Order.objects.exists()
+    assert balance(trader, btc_usdt.quote) == (Decimal("100"), Decimal("0"))

@@ -85,7 +85,7 @@ def test_the_customer_screen_shows_balances_orders_deposits_withdrawals_logins_a
     html = page(client, customer)
 
     assert "carla@example.com" in html
-    # At display precision, exact in the tooltip: available; held by the order (100) and withdrawal (150).
+    # At the ledger precision, exact in the tooltip: available; held by the order (100) and withdrawal (150).
     assert amt("750") in html and amt("250") in html
     assert ">1,000.00</td>" in html and amt("0.1") in html  # the open order's price at the tick, its quantity
     assert f"joined {timezone.localtime(customer.date_joined):%Y-%m-%d %H:%M:%S} UTC" in html  # seconds, zone
@@ -94,6 +94,20 @@ def test_the_customer_screen_shows_balances_orders_deposits_withdrawals_logins_a
     assert "<strong>failed</strong>" in html  # the failed log-in
     assert "Freeze trading" in html and "Block withdrawals" in html
     assert "Request a second-factor reset" in html
+
+
+def test_the_customer_screen_shows_balances_to_the_ledger_precision_not_cut_to_display_places(
+    client, operator, customer, usdt
+):
+    """USDT shows 2 places to traders; an operator saw 81,037.829410 as "81,037.82"."""
+    type(usdt).objects.filter(pk=usdt.pk).update(display_decimals=2)
+    deposit_through_custody(customer, usdt, "0.82941", txid="more")
+    client.force_login(operator)
+
+    html = page(client, customer)
+
+    balances = html.split("<h2>Balances</h2>")[1].split("</table>")[0]
+    assert amt("900.82941") in balances and amt("1000.82941", "1,000.82941") in balances
 
 
 def test_staff_users_are_not_customers(client, operator, approver):

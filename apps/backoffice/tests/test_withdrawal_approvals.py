@@ -43,11 +43,19 @@ def test_the_queue_shows_the_withdrawal_with_the_users_balances(client, approver
     cell = '<td style="text-align:right;font-family:monospace"><span class="amount" title="{}">{}</span></td>'
     balances = page.split("<h2>Balances of")[1].split("</table>")[0]
     shown = f"<td>USDT</td>{cell.format(850, 850)}\n      {cell.format(150, 150)}{cell.format(1000, '1,000')}"
-    assert shown in balances  # at display places, the exact amount in the tooltip
+    assert shown in balances  # at the ledger precision (trailing zeros trimmed), the exact amount in the tooltip
     recent = page.split("<h2>Recent withdrawals</h2>")[1].split("</table>")[0]
     assert timezone.localtime(awaiting.created_at).strftime("<td>%Y-%m-%d %H:%M:%S UTC</td>") in recent
     assert "150.000000 USDT (fee" in page  # the amount decided on stays exact, at the ledger precision
     assert 'value="approve"' in page
+
+
+def test_the_queue_lists_amounts_at_the_assets_precision_not_18_places(client, approver, awaiting, admin_login):
+    admin_login(approver)
+    listing = client.get("/admin/backoffice/withdrawalapproval/").content.decode()
+
+    assert '<span class="amount" title="150 USDT">150 USDT</span>' in listing
+    assert "150.000000000000000000" not in listing
 
 
 def test_a_staff_user_outside_approvers_cannot_decide(client, operator, awaiting):

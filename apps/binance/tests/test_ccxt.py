@@ -16,6 +16,9 @@ from ccxt.test.exchange.base.test_order_book import test_order_book as check_ord
 from ccxt.test.exchange.base.test_ticker import test_ticker as check_ticker
 from ccxt.test.exchange.base.test_trade import test_trade as check_trade
 
+from apps.binance.tests.test_trading import Signer
+from apps.orders.models import Command, CommandStatus, Order, OrderStatus
+from apps.orders.services.commands import queue_connection_close
 from apps.orders.tests.helpers import place
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -143,3 +146,30 @@ def test_balance_and_orders(exchange):
     assert len(all_cancelled) == 2 and exchange.fetch_open_orders(SYMBOL) == []
     balance = exchange.fetch_balance()
     assert balance["USDT"]["used"] == 0 and balance["BTC"]["used"] == 0
+
+
+def test_an_order_or_cancel_whose_outcome_is_not_known_in_time_is_a_timeout_not_a_rejection(exchange, settings, client):
+    """Sequencer mode with no engine running: the command stays queued and may still be applied, so a bot must
+    see CCXT's ``RequestTimeout`` (Binance's -1007, HTTP 5xx), never ``InvalidOrder`` (-2010: refused)."""
+    resting = exchange.create_order(SYMBOL, "limit", "buy", 0.1, 50000)
+    settings.ORDERS_ENGINE, settings.ORDERS_ENGINE_WAIT_SECONDS = "sequencer", 0.2
+    try:
+        with pytest.raises(ccxt.RequestTimeout, match="-1007"):
+            exchange.create_order(SYMBOL, "limit", "buy", 0.1, 40000, {"clientOrderId": "late-1"})
+        with pytest.raises(ccxt.RequestTimeout, match="-1007"):
+            exchange.cancel_order(resting["id"], SYMBOL)
+        with pytest.raises(ccxt.RequestTimeout, match="-1007"):
+            exchange.cancel_all_orders(SYMBOL)
+        signed = Signer(client, exchange.apiKey, exchange.secret)
+        response = signed("POST", "order", symbol="BTCUSDT", side="BUY", type="MARKET", quantity="0.1")
+    finally:
+        queue_connection_close()
+
+    assert response.status_code == 504
+    assert response.json() == {
+        "code": -1007,
+        "msg": "Timeout waiting for response from backend server. Send status unknown; execution status unknown.",
+    }
+    assert not Order.objects.filter(client_order_id="late-1").exists()  # queued, not placed: no engine ran
+    assert Order.objects.get(id=resting["id"]).status == OrderStatus.OPEN
+    assert Command.objects.filter(status=CommandStatus.PENDING).count() == 4

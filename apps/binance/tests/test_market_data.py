@@ -154,6 +154,10 @@ def test_klines(client, traded):
         ("ticker/price", {"symbols": '["NOPE"]'}, -1121),
         ("ticker", {"symbol": "BTCUSDT", "windowSize": "7d"}, -1130),
         ("trades", {"symbol": "BTCUSDT\x00"}, -1100),
+        # Year 10000 and later: no datetime holds it (was a 500 -1000, "year out of range").
+        ("klines", {"symbol": "BTCUSDT", "interval": "1m", "startTime": "253402300800000"}, -1100),
+        ("uiKlines", {"symbol": "BTCUSDT", "interval": "1m", "endTime": "99999999999999999"}, -1100),
+        ("aggTrades", {"symbol": "BTCUSDT", "startTime": "253402300800000"}, -1100),
     ],
 )
 def test_bad_input_is_a_binance_error(client, btc_usdt, path, params, code):

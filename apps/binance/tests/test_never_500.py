@@ -22,6 +22,9 @@ HOSTILE = [
     "NaN",
     "Infinity",
     "9" * 40,
+    "253402300799999",  # the last millisecond of year 9999
+    "253402300800000",  # year 10000: no datetime holds it
+    "99999999999999999",
     "\x00",
     "é",
     "[",

@@ -13,7 +13,7 @@ from apps.accounts.restrictions import account_trading_freeze, account_withdrawa
 from apps.accounts.services import api_key_create
 from apps.accounts.tests.otp import fresh_code
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.models import Order
+from apps.orders.models import Command, Order
 from apps.orders.tests.helpers import balance, place
 
 pytestmark = pytest.mark.django_db
@@ -208,6 +208,21 @@ def test_order_test_judges_and_writes_nothing(trader, usdt):
         price="50000",
     )
     assert poor.json() == {"code": -2010, "msg": "Account has insufficient balance for requested action."}
+    assert Order.objects.count() == 0 and balance(user, usdt) == (Decimal("100000"), Decimal("0"))
+
+
+def test_order_test_in_sequencer_mode_judges_inline_and_hands_nothing_to_the_sequencer(trader, usdt, settings):
+    """A test order handed to the sequencer as a command would have been placed for real once it ran."""
+    user, signed = trader
+    settings.ORDERS_ENGINE, settings.ORDERS_ENGINE_WAIT_SECONDS = "sequencer", 0.2
+    order = {"symbol": "BTCUSDT", "side": "BUY", "type": "LIMIT", "timeInForce": "GTC", "price": "50000"}
+
+    ok = signed("POST", "order/test", **order, quantity="0.1")
+    poor = signed("POST", "order/test", **order, quantity="10")
+
+    assert ok.status_code == 200 and ok.json() == {}
+    assert poor.json() == {"code": -2010, "msg": "Account has insufficient balance for requested action."}
+    assert not Command.objects.exists()
     assert Order.objects.count() == 0 and balance(user, usdt) == (Decimal("100000"), Decimal("0"))
 
 

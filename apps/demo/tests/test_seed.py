@@ -38,6 +38,24 @@ def test_seed_demo_is_idempotent(db):
     assert Market.objects.count() == 3
 
 
+def test_demo_markets_protect_market_orders_with_a_price_band(db):
+    """The band was empty: a market buy swept the demo book to twice the market price."""
+    seed()
+    assert set(Market.objects.values_list("market_order_price_band", flat=True)) == {Decimal("5")}
+
+
+def test_a_demo_market_seeded_without_a_band_gets_it_and_a_band_set_since_is_kept(db):
+    seed()
+    Market.objects.filter(symbol="BTC-USDT").update(market_order_price_band=None)
+    Market.objects.filter(symbol="ETH-BTC").update(market_order_price_band=Decimal("1.5"), min_notional=Decimal("1"))
+
+    seed()
+
+    bands = dict(Market.objects.values_list("symbol", "market_order_price_band"))
+    assert bands == {"BTC-USDT": Decimal("5"), "ETH-USDT": Decimal("5"), "ETH-BTC": Decimal("1.5")}
+    assert Market.objects.get(symbol="ETH-BTC").min_notional == Decimal("1")
+
+
 def test_demo_funding_goes_through_custody_and_reconciles(db, settings):
     settings.CUSTODY_SIMULATOR_DELAY = 0
     seed()

@@ -13,7 +13,7 @@ arithmetic is pure (:mod:`apps.orders.engine`), the SQL is :mod:`apps.orders.sto
 journal entries come from :mod:`apps.ledger.trading`.
 """
 
-from .commands import order_cancel, order_place
+from .commands import order_cancel, order_judge, order_place
 from .fees import (
     fee_rate_parse,
     fee_schedule_cap_check,
@@ -37,5 +37,6 @@ __all__ = [
     "market_resume",
     "market_state",
     "order_cancel",
+    "order_judge",
     "order_place",
 ]

@@ -33,7 +33,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.errors import IdempotencyConflict
@@ -71,8 +71,20 @@ def _one(row: tuple | None) -> tuple:
     return row
 
 
-def _jsonable(value):
-    return str(value) if isinstance(value, Decimal) else value
+def _jsonable(name: str, value):
+    """``value`` as the command's ``jsonb`` payload holds it; a string ``jsonb`` cannot store (a NUL, a lone
+    surrogate: never a valid amount, symbol or id) is a :class:`DomainError` naming ``name``, before anything
+    is queued, instead of the database's error."""
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise DomainError("Null characters are not allowed.", fields={name: "Null characters are not allowed."})
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DomainError("Not a valid string.", fields={name: "Not a valid string."}) from None
+    return value
 
 
 def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: str = "") -> dict:
@@ -80,10 +92,11 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
 
     Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``). A ``key`` already used by
     the user returns (or waits for) that command's outcome when the request is the same, and
-    raises :class:`IdempotencyConflict` when it differs. Raises :class:`NotFound` (no such market) and
+    raises :class:`IdempotencyConflict` when it differs. Raises :class:`DomainError` naming the field for a
+    payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
     :class:`OrderStatusUnknown` (no outcome within ``settings.ORDERS_ENGINE_WAIT_SECONDS``).
     """
-    payload = {name: _jsonable(value) for name, value in payload.items()}
+    payload = {name: _jsonable(name, value) for name, value in payload.items()}
     request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()
     token = uuid.uuid4().hex
     params = {
@@ -232,6 +245,24 @@ def order_place(
         market=market, kind=CommandKind.PLACE, user_id=user_id, payload=arguments, key=idempotency_key
     )
     return _order_of(outcome)
+
+
+class _Judged(Exception):
+    """Raised inside :func:`order_judge`'s savepoint to undo the placement it judged."""
+
+
+def order_judge(**arguments: Any) -> None:
+    """Judge an order exactly as :func:`order_place` would (same arguments, same errors: filters, funds,
+    post-only, fill-or-kill, halted market) and write nothing: the placement runs here, inline under the market
+    lock, in a savepoint that is then rolled back, whatever ``settings.ORDERS_ENGINE`` says (a command handed
+    to a sequencer could not be taken back: the "test" order would be placed for real).
+    """
+    try:
+        with transaction.atomic():
+            placement.order_place(**arguments)
+            raise _Judged
+    except _Judged:
+        pass
 
 
 def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:

@@ -84,6 +84,11 @@ def test_adding_a_market_applies_the_precision_rule(operator, btc, usdt, default
     assert Market.objects.get().tick_size == D("0.01")
 
 
+def test_the_add_form_proposes_a_price_band_for_market_orders(operator, db):
+    form = operator.get(reverse("admin:orders_market_add")).context["adminform"].form
+    assert form.initial["market_order_price_band"] == D("5")
+
+
 def test_changing_a_market_changes_only_its_filters(operator, btc_usdt):
     url = reverse("admin:orders_market_change", args=[btc_usdt.id])
     response = operator.post(url, {"min_qty": "0.001", "max_qty": "50", "min_notional": "10", "tick_size": "1"})
@@ -95,6 +100,19 @@ def test_changing_a_market_changes_only_its_filters(operator, btc_usdt):
         D("10"),
         D("0.01"),
     )
+
+
+def test_a_negative_min_notional_is_a_field_error_not_the_constraints_name(operator, btc_usdt):
+    before = btc_usdt.min_notional
+    url = reverse("admin:orders_market_change", args=[btc_usdt.id])
+    response = operator.post(url, {"min_qty": "0.001", "max_qty": "50", "min_notional": "-1"})
+
+    assert response.status_code == 200  # the form again, with the error
+    form = response.context["adminform"].form
+    assert form.errors == {"min_notional": ["Must be zero or more."]}
+    assert b"market_filters_ordered" not in response.content
+    btc_usdt.refresh_from_db()
+    assert btc_usdt.min_notional == before
 
 
 def test_the_default_fee_schedule_cannot_be_deleted(operator, default_fees):

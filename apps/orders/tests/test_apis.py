@@ -8,10 +8,11 @@ import pytest
 from django.db import connections
 
 from apps.api.models import IdempotencyRecord
+from apps.core.errors import DomainError
 from apps.ledger.models import JournalEntry
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.models import Order
-from apps.orders.services import market_halt
+from apps.orders.models import Command, Order
+from apps.orders.services import market_halt, order_place
 
 from .helpers import balance, place
 
@@ -343,6 +344,40 @@ def test_bad_fields_are_400_naming_the_field(trader, api_as, usdt, btc, field, r
     assert nothing_was_written(trader, usdt, btc)
 
 
+@pytest.mark.parametrize("engine", ["inline", "sequencer"])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (limit_buy(price="1000\x00"), "price"),
+        (limit_buy(qty="0.01\x00"), "qty"),
+        (limit_buy(price="\ud800"), "price"),
+        ({"market": "BTC-USDT", "side": "buy", "type": "market", "quote_qty": "\x00"}, "quote_qty"),
+    ],
+)
+def test_an_amount_no_database_text_can_hold_is_400_naming_it(trader, api_as, usdt, btc, settings, engine, body, field):
+    """A NUL reached the sequencer's jsonb command payload: a 500 (psycopg's UntranslatableCharacter)."""
+    settings.ORDERS_ENGINE = engine
+    response = api_as(trader, "trade").post(ORDERS, json.dumps(body), content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert set(response.json()["error"]["fields"]) == {field}
+    assert nothing_was_written(trader, usdt, btc)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("price", "1000\x00"), ("client_order_id", "a\x00"), ("market", "\ud800")]
+)
+def test_the_sequencer_queues_no_command_its_payload_cannot_hold(trader, settings, field, value):
+    """Every caller of order_place (API, /api/v3, web, admin) is covered at the queue, not only /api/v1."""
+    settings.ORDERS_ENGINE = "sequencer"
+    arguments = {"market": "BTC-USDT", "side": "buy", "price": "1000", "qty": "0.01", field: value}
+    with pytest.raises(DomainError) as refused:
+        order_place(user_id=trader.id, **arguments)
+    assert set(refused.value.fields) == {field}
+    assert not Command.objects.exists()
+
+
 @pytest.mark.parametrize("text", ["[]", '"order"', "{", '{"price": NaN}'])
 def test_a_body_that_is_not_a_json_object_is_400(trader, api_as, usdt, btc, text):
     response = api_as(trader, "trade").post(ORDERS, text, content_type="application/json")
@@ -475,6 +510,21 @@ def test_orders_list_filters_by_market_and_status(maker, trader, api_as):
     assert ids("?market=BTC-USDT&limit=1") == [cancelled.id]
     assert ids("?market=ETH-USDT") == []
     assert client.get(f"{ORDERS}?status=filled").json()["error"]["fields"] == {"status": "Must be open or closed."}
+
+
+def test_orders_list_finds_the_order_of_a_client_order_id(maker, trader, api_as):
+    """What the 504 order_status_unknown tells the caller to ask (it was a 400 "Unknown query parameter")."""
+    mine = place(trader, side="buy", price="50000", qty="0.1", client_order_id="late-1")
+    place(trader, side="buy", price="51000", qty="0.1", client_order_id="other")
+    place(maker, side="sell", price="70000", qty="0.1", client_order_id="late-1")  # another user's: not listed
+    client = api_as(trader, "read")
+
+    found = client.get(f"{ORDERS}?client_order_id=late-1")
+
+    assert found.status_code == 200
+    assert [(o["id"], o["client_order_id"]) for o in found.json()] == [(mine.id, "late-1")]
+    assert client.get(f"{ORDERS}?client_order_id=never").json() == []
+    assert client.get(f"{ORDERS}?client_order_id=late-1&paginate=1").json()["results"][0]["id"] == mine.id
 
 
 def test_an_order_by_id(trader, api_as):
