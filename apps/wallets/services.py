@@ -453,7 +453,7 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
     deposits = _deposits_locked(sorted(new))
 
     changed: dict[int, Deposit] = {}
-    credits: list[Deposit] = []
+    credits: dict[int, Deposit] = {}
     for event, address in valid:
         deposit = deposits[_event_output(event)]
         error = _deposit_report_judge(deposit, event, address)
@@ -464,14 +464,14 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
         deposit.asset = event.asset  # the same asset (judged above), already loaded: no query per deposit
         changed[deposit.pk] = deposit
         if deposit.status == DepositStatus.CREDITED and deposit.entry_id is None:
-            credits.append(deposit)
+            credits[deposit.pk] = deposit  # once, however many of the batch's reports name the deposit
     for deposit in changed.values():
         transfer_changed.send(
             sender=Deposit, kind="deposit", user_id=deposit.user_id, object_id=deposit.pk
         )  # published as committed
-    _deposit_credits_post(credits)
+    _deposit_credits_post(list(credits.values()))
     _deposits_update(list(changed.values()))
-    _deposit_credits_email(credits)
+    _deposit_credits_email(list(credits.values()))
     return outcomes
 
 

@@ -296,3 +296,26 @@ def test_the_tasks_queued_by_name_are_registered():
 
     for name in (*queueing.TASK_NAMES, CALLBACK_DELIVER_TASK):
         assert name in current_app.tasks, name
+
+
+def test_a_deposit_reported_twice_in_one_batch_is_credited_and_announced_once(
+    btc, users, addresses, posting_calls, django_capture_on_commit_callbacks
+):
+    """Two confirmed reports of one output in the same batch: one credit and one 'Deposit credited' e-mail (the
+    second report used to add the deposit to the batch's credits again: the ledger took it as a replay, the
+    owner got the e-mail twice)."""
+    users[0].email = "twice@example.com"
+    users[0].save(update_fields=["email"])
+    receive(deposit_payload(addresses[0], "0.1", txid="twice", confirmations=1))
+    receive(deposit_payload(addresses[0], "0.1", txid="twice", confirmations=2))
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        batch = custody_events_process_batch(limit=100)
+
+    mails = [callback.args[:2] for callback in callbacks if getattr(callback, "args", None)]  # (to, subject)
+    assert batch.applied == 2
+    assert posting_calls == [1]
+    assert [to for to, subject in mails if subject.startswith("Deposit credited")] == ["twice@example.com"]
+    assert JournalEntry.objects.filter(idempotency_key="deposit:simnet:twice:0").count() == 1
+    assert Deposit.objects.get(txid="twice").confirmations == 2
+    assert available(users[0], btc) == Decimal("0.1")
