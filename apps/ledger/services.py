@@ -123,6 +123,12 @@ def user_accounts(user_id: int, asset: Asset) -> tuple[Account, Account]:
     return available, held
 
 
+def fee_revenue_shard(idempotency_key: str) -> int:
+    """The ``fee_revenue`` shard (0 to ``settings.LEDGER_FEE_REVENUE_SHARDS - 1``) that credits the entry
+    ``idempotency_key``: CRC-32 of the key, so a replayed entry names the same account."""
+    return zlib.crc32(idempotency_key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
+
+
 def system_account(kind: str, asset: Asset, *, shard_key: str = "") -> Account:
     """The system account of ``kind`` for ``asset``.
 
@@ -134,7 +140,7 @@ def system_account(kind: str, asset: Asset, *, shard_key: str = "") -> Account:
         raise ValueError(f"{kind} is a user account kind")
     shard = 0
     if kind == AccountKind.FEE_REVENUE:
-        shard = zlib.crc32(shard_key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
+        shard = fee_revenue_shard(shard_key)
     params = [kind, asset.id, shard]
     account = next(iter(Account.objects.raw(_SELECT_SYSTEM_ACCOUNT, params)), None)
     if account is None:
@@ -498,18 +504,26 @@ def _amount_text(amount: Decimal) -> str:
     return format(amount.normalize(), "f")
 
 
-def _transfer_post(
-    *,
-    key: str,
-    code: str,
-    source_user_id: int,
-    destination_user_id: int,
-    value: Decimal,
-    fee: Decimal,
-    reference_id: str,
-    created_by_id: int | None,
-    create_accounts: bool,
-) -> JournalEntry | None:
+@dataclass(frozen=True)
+class _Transfer:
+    """What :func:`transfer_create` was asked, as its three ways of posting it take it."""
+
+    key: str
+    code: str
+    source_user_id: int
+    destination_user_id: int
+    value: Decimal
+    fee: Decimal
+    reference_id: str
+    created_by_id: int | None
+
+    @property
+    def plain(self) -> bool:
+        """Whether both amounts pass every check that does not depend on the asset (the one-round-trip path)."""
+        return _plain(self.value) and _plain(self.fee, allow_zero=True)
+
+
+def _transfer_post(transfer: _Transfer, *, create_accounts: bool) -> JournalEntry | None:
     """Post the transfer in ONE round trip (``ledger_transfer_post_v1``, migration 0006: asset, accounts and the
     payload hash resolved in the database, then ``ledger_post_entries_v1``). Inside a transaction, with its BEGIN
     in the same pipeline when it was not sent yet; in autocommit the statement is the whole transaction (so
@@ -518,7 +532,8 @@ def _transfer_post(
     Returns ``None`` when the asset is unknown, an amount is finer than its precision or (``create_accounts``
     False) an account does not exist yet, with nothing written: :func:`transfer_create` then goes the long way,
     which words each error as it always has. Raises what :func:`entry_post` raises for the entry."""
-    shard = zlib.crc32(key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
+    key, reference_id, value, fee = transfer.key, transfer.reference_id, transfer.value, transfer.fee
+    shard = fee_revenue_shard(key)
     # The payload's JSON text around its legs (the first "null" is the legs' value: "legs" sorts first).
     head, _, tail = json.dumps(
         {"legs": None, "reason": EntryReason.TRANSFER.value, "reference": ["transfer", reference_id]}, sort_keys=True
@@ -526,8 +541,8 @@ def _transfer_post(
     created_at = timezone.now()
     texts = [_amount_text(value + fee), _amount_text(-value), _amount_text(-fee) if fee else ""]
     params = [
-        key, code, source_user_id, destination_user_id, value, fee, shard, texts, reference_id, "{}", head, tail,
-        created_by_id, created_at, create_accounts,
+        key, transfer.code, transfer.source_user_id, transfer.destination_user_id, value, fee, shard, texts,
+        reference_id, "{}", head, tail, transfer.created_by_id, created_at, create_accounts,
     ]  # fmt: skip
     with PreparedCursor() as cursor:
         if connection.in_atomic_block:
@@ -544,7 +559,7 @@ def _transfer_post(
         legs=(),
         reference_type="transfer",
         reference_id=reference_id,
-        created_by_id=created_by_id,
+        created_by_id=transfer.created_by_id,
     )
     if status not in ("posted", "replayed"):
         raise _failure(request, rows[0][:9])
@@ -576,72 +591,47 @@ def transfer_create(
     """
     if source_user_id == destination_user_id:
         raise DomainError("Source and destination must differ.", fields={"destination": "Must differ from the source."})
-    key, code, value, reference_id = f"transfer:{transfer_id}", amount.currency.code, amount.amount, str(transfer_id)
-    if not connection.in_atomic_block and _plain(value) and _plain(fee, allow_zero=True):
+    transfer = _Transfer(
+        key=f"transfer:{transfer_id}",
+        code=amount.currency.code,
+        source_user_id=source_user_id,
+        destination_user_id=destination_user_id,
+        value=amount.amount,
+        fee=fee,
+        reference_id=str(transfer_id),
+        created_by_id=created_by_id,
+    )
+    if not connection.in_atomic_block and transfer.plain:
         try:
-            entry = _transfer_post(
-                key=key,
-                code=code,
-                source_user_id=source_user_id,
-                destination_user_id=destination_user_id,
-                value=value,
-                fee=fee,
-                reference_id=reference_id,
-                created_by_id=created_by_id,
-                create_accounts=False,
-            )
+            entry = _transfer_post(transfer, create_accounts=False)
         except OperationalError as exc:
             if not is_retryable(exc):
                 raise
             entry = None  # the statement was rolled back; the retried transaction below posts it
         if entry is not None:
             return entry
-    return _transfer_create_atomic(
-        key=key,
-        code=code,
-        source_user_id=source_user_id,
-        destination_user_id=destination_user_id,
-        value=value,
-        fee=fee,
-        reference_id=reference_id,
-        created_by_id=created_by_id,
-    )
+    return _transfer_create_atomic(transfer)
 
 
 @retrying_atomic
-def _transfer_create_atomic(
-    *,
-    key: str,
-    code: str,
-    source_user_id: int,
-    destination_user_id: int,
-    value: Decimal,
-    fee: Decimal,
-    reference_id: str,
-    created_by_id: int | None,
-) -> JournalEntry:
+def _transfer_create_atomic(transfer: _Transfer) -> JournalEntry:
     """:func:`transfer_create` in a transaction: one round trip when the amounts look plain, else (or when the
     function refuses to word an error) the lookups, checks and :func:`entry_post` of old."""
-    if _plain(value) and _plain(fee, allow_zero=True):
-        entry = _transfer_post(
-            key=key,
-            code=code,
-            source_user_id=source_user_id,
-            destination_user_id=destination_user_id,
-            value=value,
-            fee=fee,
-            reference_id=reference_id,
-            created_by_id=created_by_id,
-            create_accounts=True,
-        )
+    if transfer.plain:
+        entry = _transfer_post(transfer, create_accounts=True)
         if entry is not None:
             return entry
     # An unknown asset or an amount the asset cannot hold: refused below, in the words it always had.
-    asset = _asset_of(code)
-    value = check_amount(value, decimals=asset.decimals)
-    fee = check_amount(fee, decimals=asset.decimals, field="fee", allow_zero=True)
+    key = transfer.key
+    asset = _asset_of(transfer.code)
+    value = check_amount(transfer.value, decimals=asset.decimals)
+    fee = check_amount(transfer.fee, decimals=asset.decimals, field="fee", allow_zero=True)
     source, destination = _user_accounts_get_or_create(
-        asset, [(source_user_id, AccountKind.USER_AVAILABLE), (destination_user_id, AccountKind.USER_AVAILABLE)]
+        asset,
+        [
+            (transfer.source_user_id, AccountKind.USER_AVAILABLE),
+            (transfer.destination_user_id, AccountKind.USER_AVAILABLE),
+        ],
     )
     legs = [debit(source, value + fee), credit(destination, value)]
     if fee:
@@ -651,8 +641,8 @@ def _transfer_create_atomic(
         reason=EntryReason.TRANSFER,
         legs=legs,
         reference_type="transfer",
-        reference_id=reference_id,
-        created_by_id=created_by_id,
+        reference_id=transfer.reference_id,
+        created_by_id=transfer.created_by_id,
     )
 
 

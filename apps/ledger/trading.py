@@ -13,15 +13,12 @@ order and cannot deadlock each other; ``entries_post`` then re-locks rows the
 transaction already holds. The recipes are DESIGN.md section 4.
 """
 
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.conf import settings
-
 from .models import AccountKind, Asset, EntryReason
-from .services import EntryRequest, Leg, hold_legs, release_legs, system_account, user_accounts
+from .services import EntryRequest, Leg, fee_revenue_shard, hold_legs, release_legs, system_account, user_accounts
 
 _LOCK_TRADING_ACCOUNTS = """
     SELECT id, owner_id, asset_id, kind, shard, balance FROM ledger_account
@@ -39,12 +36,6 @@ AVAILABLE_BALANCES_SQL = """
 """The available balances of users (first array) in assets (second), unlocked: ``(user id, asset id, balance)``
 rows (none for an account not created yet: its balance is 0). A sequencer plans with them and checks them
 again under :meth:`TradingAccounts.lock` (:meth:`TradingAccounts.available_balance`)."""
-
-
-def fee_revenue_shard(idempotency_key: str) -> int:
-    """The ``fee_revenue`` shard (0 to ``settings.LEDGER_FEE_REVENUE_SHARDS - 1``) that
-    :func:`apps.ledger.services.system_account` names for the entry ``idempotency_key``: CRC-32 of the key."""
-    return zlib.crc32(idempotency_key.encode()) % settings.LEDGER_FEE_REVENUE_SHARDS
 
 
 class TradingAccounts:
