@@ -21,7 +21,7 @@ from apps.orders.services import commands as engine_commands
 from apps.orders.services import order_place
 from apps.orders.services.sequencer import ENGINE_LOCK_CLASS
 from apps.orders.tests.helpers import balance
-from apps.wallets.tests.conftest import database_url, wait_for
+from apps.wallets.tests.conftest import backend_pids, database_url, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -92,12 +92,7 @@ def kill(process: subprocess.Popen) -> None:
 
 
 def waiting_on_lock(app_name: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
-            [app_name],
-        )
-        return cursor.fetchone()[0] > 0
+    return bool(backend_pids("application_name = %s AND wait_event_type = 'Lock'", [app_name]))
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from pathlib import Path
 from urllib.parse import quote
@@ -95,6 +95,19 @@ def wait_for(predicate: Callable[[], object], *, timeout: float = 60, message: s
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout} s waiting for {message}")
         time.sleep(0.05)
+
+
+def backend_pids(condition: str, params: Sequence[str] = ()) -> list[int]:
+    """The pids of the ``pg_stat_activity`` rows that match ``condition`` (SQL, ``%s`` placeholders), read afresh.
+
+    PostgreSQL reads ``pg_stat_activity`` once per transaction and answers every later query of that transaction
+    from the same snapshot ("Statistics Functions" in its manual): a test polling it inside its transaction would
+    see the first reading for ever. ``pg_stat_clear_snapshot()`` discards the snapshot before each reading.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(f"SELECT pid FROM pg_stat_activity WHERE {condition}", params)
+        return [pid for (pid,) in cursor.fetchall()]
 
 
 # The Celery worker ---------------------------------------------------------------------------------

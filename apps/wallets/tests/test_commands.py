@@ -16,7 +16,7 @@ from apps.wallets.custody.simulator.models import SimCallback, SimDeposit
 from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.services import deposit_address_get_or_create
 
-from .conftest import database_url, wait_for
+from .conftest import backend_pids, database_url, wait_for
 
 
 def test_simulate_deposit_refuses_unknown_users_assets_and_bad_amounts(usdt):
@@ -71,7 +71,10 @@ def test_the_custody_loop_survives_its_database_connection_being_terminated(live
             start_new_session=True,
         )
     try:
-        wait_for(lambda: loop.poll() is not None or _backends(name), message="the loop's database connection")
+        wait_for(
+            lambda: loop.poll() is not None or backend_pids("application_name = %s", [name]),
+            message="the loop's database connection",
+        )
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [name])
 
@@ -87,12 +90,6 @@ def test_the_custody_loop_survives_its_database_connection_being_terminated(live
         if loop.poll() is None:
             os.killpg(loop.pid, signal.SIGTERM)
         loop.wait(timeout=30)
-
-
-def _backends(application_name: str) -> list[int]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [application_name])
-        return [pid for (pid,) in cursor.fetchall()]
 
 
 def test_simulate_deposit_without_a_database_says_so_without_a_traceback(tmp_path):

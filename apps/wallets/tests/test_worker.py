@@ -28,7 +28,7 @@ from apps.wallets.services import (
     withdrawal_request,
 )
 
-from .conftest import make_operator, wait_for
+from .conftest import backend_pids, make_operator, wait_for
 from .factories import book_address, deposit_payload, deposit_through_custody, signed
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -233,12 +233,7 @@ def _someone_waits_for_a_lock() -> bool:
 
     Read from ``pg_stat_activity``: probing the rows with a lock of our own could take the lock before
     the worker does, and the worker would skip them."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0] > 0
+    return bool(backend_pids("datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"))
 
 
 def _account_locked_by_test(account_id: int) -> None:
