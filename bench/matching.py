@@ -225,13 +225,50 @@ class RestFlow(Flow):
         return self.call("DELETE", f"/api/v1/orders/{order_id}/", owner)
 
 
-def backend_cpu_seconds(pid: int) -> float:
+def _stat_cpu_seconds(stat: str, *, reaped: bool = False) -> float:
+    """CPU time (user + system) in a ``/proc/<pid>/stat`` line, with that of its reaped children if ``reaped``
+    (0 where unreadable)."""
+    try:
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+    except (IndexError, ValueError):
+        return 0.0
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def backend_cpu_seconds(pid: int, *, reaped: bool = False) -> float:
     """CPU time (user + system) of a local process, from /proc (0 where unavailable)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
+        return _stat_cpu_seconds(Path(f"/proc/{pid}/stat").read_text(), reaped=reaped)
+    except OSError:
         return 0.0
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process, of its living descendants and of those it reaped (gunicorn's workers, PostgreSQL's
+    backends: a backend that ended during the measure counts in its postmaster's reaped time), from /proc."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    return backend_cpu_seconds(pid, reaped=True) + sum(tree_cpu_seconds(int(child)) for child in children)
+
+
+ENGINE_APP_NAME = "bench-engine"  # the engines' PostgreSQL application_name (PGAPPNAME)
+
+
+def postgres_pids() -> tuple[int, list[int]]:
+    """The pid of the bench database's PostgreSQL server (its ``postmaster.pid``; the server is local) and those
+    of the engines' backends."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW data_directory")
+        data_directory = cursor.fetchone()[0]
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", [ENGINE_APP_NAME])
+        engines = [pid for (pid,) in cursor.fetchall()]
+    connection.close()  # children open their own connections
+    return int((Path(data_directory) / "postmaster.pid").read_text().split()[0]), engines
 
 
 def worker(
@@ -257,7 +294,7 @@ def worker(
         cursor.execute("SELECT pg_backend_pid()")
         backend = cursor.fetchone()[0]
     start.wait()
-    profiler = cProfile.Profile() if profile else None
+    profiler = cProfile.Profile(time.process_time) if profile else None
     if profiler:
         profiler.enable()
     cpu, db_cpu, began = time.process_time(), backend_cpu_seconds(backend), time.perf_counter()
@@ -278,7 +315,12 @@ def start_engines(symbols: list[str], *, planned: bool = True, profile: str | No
     import subprocess
     import tempfile
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ORDERS_ENGINE_PLANNED": "true" if planned else "false"}
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "ORDERS_ENGINE_PLANNED": "true" if planned else "false",
+        "PGAPPNAME": ENGINE_APP_NAME,
+    }
     engines = []
     for n, symbol in enumerate(symbols):
         log = tempfile.NamedTemporaryFile(prefix=f"bench-engine-{symbol}-", suffix=".log", delete=False)
@@ -339,10 +381,13 @@ def api_tokens(user_ids) -> dict[int, str]:
     }
 
 
-def run_workers(plan: dict, workers: int, orders: int, profile: str | None, engine: str, rest) -> list[tuple]:
-    """Run the case's worker processes to the end; return each one's ``(began, ended, latencies, cpu, db cpu)``."""
+def run_workers(
+    plan: dict, workers: int, orders: int, profile: str | None, engine: str, rest, servers: list
+) -> tuple[list[tuple], dict[str, float]]:
+    """Run the case's worker processes to the end; return each one's ``(began, ended, latencies, cpu, db cpu)``
+    and the CPU seconds the timed phase cost ``servers`` (the engines, gunicorn) and PostgreSQL, in all."""
     context = multiprocessing.get_context("fork")
-    start, results = context.Barrier(workers), context.Queue()
+    start, results = context.Barrier(workers + 1), context.Queue()  # this process starts the clock too
     symbols = list(plan)
     processes = []
     for n in range(workers):
@@ -367,6 +412,13 @@ def run_workers(plan: dict, workers: int, orders: int, profile: str | None, engi
         )
     for process in processes:
         process.start()
+    start.wait()
+    postgres, engine_backends = postgres_pids()
+    spent = {
+        "servers": -sum(tree_cpu_seconds(s.pid) for s in servers),
+        "postgres": -tree_cpu_seconds(postgres),
+        "engine_backends": -sum(backend_cpu_seconds(pid) for pid in engine_backends),
+    }
     outcomes: list[tuple] = []
     while len(outcomes) < len(processes):
         try:
@@ -377,9 +429,12 @@ def run_workers(plan: dict, workers: int, orders: int, profile: str | None, engi
                 for process in processes:
                     process.kill()
                 raise SystemExit(f"a worker failed with exit code {failed[0]}") from None
+    spent["servers"] += sum(tree_cpu_seconds(s.pid) for s in servers)
+    spent["postgres"] += tree_cpu_seconds(postgres)
+    spent["engine_backends"] += sum(backend_cpu_seconds(pid) for pid in engine_backends)
     for process in processes:
         process.join()
-    return outcomes
+    return outcomes, spent
 
 
 def run_case(
@@ -415,7 +470,7 @@ def run_case(
             )
         if rest is not None:
             servers.append(start_api(rest[0], workers))
-        outcomes = run_workers(plan, workers, orders, profile, engine, rest)
+        outcomes, spent = run_workers(plan, workers, orders, profile, engine, rest, [*engines, *servers])
     finally:  # the servers and engines end with the case, whatever happened
         for process in [*servers, *engines]:
             process.terminate()
@@ -441,6 +496,12 @@ def run_case(
         # the worker processes (Python) and their PostgreSQL backends (/proc).
         "app_cpu_ms": round(sum(outcome[3] for outcome in outcomes) / len(latencies) * 1000, 3),
         "db_cpu_ms": round(sum(outcome[4] for outcome in outcomes) / len(latencies) * 1000, 3),
+        # The engines' (or gunicorn's) CPU per request, and every PostgreSQL process's (the callers'
+        # backends, the engines', the WAL writer...): with app_cpu_ms, what one request costs the machine.
+        "server_cpu_ms": round(spent["servers"] / len(latencies) * 1000, 3),
+        "postgres_cpu_ms": round(spent["postgres"] / len(latencies) * 1000, 3),
+        "engine_backend_cpu_ms": round(spent["engine_backends"] / len(latencies) * 1000, 3),  # part of postgres_cpu_ms
+        "cores": os.cpu_count(),
         "server_side_binding": bool(os.environ.get("BENCH_SERVER_SIDE_BINDING")),
         "trades": Trade.objects.count(),
         "reconcile_ok": report.ok,
@@ -456,7 +517,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=4000, help="timed requests per case (all workers)")
     parser.add_argument("--case", action="append", help="run only the named case(s)")
-    parser.add_argument("--profile", metavar="FILE", help="cProfile the first worker of each case into FILE")
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="cProfile the first worker of each case into FILE (CPU time, time.process_time)",
+    )
     parser.add_argument("--warmup", type=int, help="untimed requests per worker first (default 300)")
     parser.add_argument(
         "--profile-engine",

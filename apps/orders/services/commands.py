@@ -41,6 +41,7 @@ from apps.ledger.errors import IdempotencyConflict
 from ..errors import OrderStatusUnknown
 from ..models import CommandKind, Order, OrderType
 from ..store import commands as queue
+from ..store import orders as order_rows
 from . import cancel, placement
 
 _local = threading.local()
@@ -90,7 +91,8 @@ def _jsonable(name: str, value):
 def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: str = "") -> dict:
     """Queue a command for the sequencer of ``market`` (a symbol) and wait for its outcome.
 
-    Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``). A ``key`` already used by
+    Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``; when notified, an outcome naming an order
+    also carries its row, ``"order"``, see :mod:`apps.orders.store.commands`). A ``key`` already used by
     the user returns (or waits for) that command's outcome when the request is the same, and
     raises :class:`IdempotencyConflict` when it differs. Raises :class:`DomainError` naming the field for a
     payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
@@ -163,7 +165,7 @@ def _wait(conn: psycopg.Connection, token: str, channel: str) -> dict:
         try:
             for notify in conn.notifies(timeout=left, stop_after=1):
                 if notify.channel == channel:
-                    return json.loads(notify.payload)
+                    return json.loads(notify.payload, parse_float=Decimal)  # the order's amounts exactly
         except psycopg.OperationalError:
             queue_connection_close()
             conn = _queue_connection()
@@ -199,8 +201,11 @@ def outcome_raise(error: dict):
 
 
 def _order_of(outcome: dict) -> Order:
+    """The order an outcome names: from the done notification's row when it carries one, else read."""
     if "error" in outcome:
         outcome_raise(outcome["error"])
+    if "order" in outcome:
+        return order_rows.order_from_json(outcome["order"])
     return Order.objects.get(id=outcome["order_id"])
 
 

@@ -2,13 +2,15 @@
 
 Channels: a caller LISTENs on ``orders_done_<token>`` (its command's token) and the
 sequencer of a market on ``orders_engine_<market id>``; the payload of a done
-notification is the command's outcome (JSON). NOTIFY inside a transaction is delivered
-at its commit, so a caller never hears of an outcome that was rolled back.
+notification is the command's outcome (JSON) and, when the outcome names an order, that
+order's row as the batch left it (``"order"``: PostgreSQL's ``to_jsonb`` of the row), so the
+caller needs no read to answer. NOTIFY inside a transaction is delivered at its commit, so a
+caller never hears of an outcome that was rolled back.
 """
 
 from dataclasses import dataclass
 
-from ..models import Command, CommandStatus, Market
+from ..models import Command, CommandStatus, Market, Order
 
 _TABLE = Command._meta.db_table
 
@@ -77,7 +79,13 @@ MARK_DONE = f"""
         WHERE c.id = v.id AND c.status = '{CommandStatus.PENDING}'
         RETURNING c.token, v.outcome
     )
-    SELECT count(pg_notify('orders_done_' || token, outcome::text)) FROM done
+    SELECT count(pg_notify(
+        'orders_done_' || done.token,
+        CASE WHEN o.id IS NULL THEN done.outcome ELSE done.outcome || jsonb_build_object('order', to_jsonb(o)) END::text
+    ))
+    FROM done LEFT JOIN {Order._meta.db_table} o ON o.id = (done.outcome ->> 'order_id')::bigint
 """
-"""Mark applied commands done with their outcomes and notify their callers (at commit). A refused command
-gives its idempotency key back: a retry under it (after funding the account, say) is a new command."""
+"""Mark applied commands done with their outcomes and notify their callers (at commit), an outcome naming an order
+with the order's row (the notification only: the stored outcome keeps the id, and a later reader reads the order
+afresh). A refused command gives its idempotency key back: a retry under it (after funding the account, say) is a
+new command."""

@@ -44,6 +44,17 @@ def order_from_row(row: tuple) -> Order:
     return Order.from_db(connection.alias, ORDER_FIELDS, row)
 
 
+_FIELDS_BY_ATTNAME = {field.attname: field for field in Order._meta.concrete_fields}
+
+
+def order_from_json(row: dict) -> Order:
+    """An :class:`Order` from its row as PostgreSQL's ``to_jsonb`` writes it (keys: column names), decoded with
+    ``json.loads(..., parse_float=Decimal)``: the same values a read of the row gives (amounts as ``Decimal`` with
+    the column's scale, times as aware datetimes). Raises ``KeyError`` for a missing column."""
+    values = [_FIELDS_BY_ATTNAME[name].to_python(row[name]) for name in ORDER_FIELDS]
+    return Order.from_db(connection.alias, ORDER_FIELDS, values)
+
+
 def maker_update_params(updated_at: datetime, updates: Sequence[MakerUpdate]) -> list:
     """The parameters of :data:`UPDATE_MAKERS`: the resting orders' new fill totals, holds and states."""
     return [

@@ -20,6 +20,7 @@ from apps.orders.models import Command, CommandStatus, Order, OrderStatus, Trade
 from apps.orders.services import commands as engine_commands
 from apps.orders.services import order_place
 from apps.orders.services.sequencer import ENGINE_LOCK_CLASS
+from apps.orders.store.orders import ORDER_FIELDS
 from apps.orders.tests.helpers import balance
 from apps.wallets.tests.conftest import backend_pids, database_url, wait_for
 
@@ -125,6 +126,27 @@ def test_an_order_placed_through_the_api_is_answered_by_the_sequencer(engines, t
     )
     assert (refused.status_code, refused.json()["error"]["code"]) == (400, "insufficient_funds")
     assert reconcile().ok
+
+
+def _columns(order: Order) -> list[tuple[str, type, str]]:
+    return [(name, type(value), str(value)) for name in ORDER_FIELDS for value in [getattr(order, name)]]
+
+
+def test_the_order_a_caller_gets_from_the_done_notification_is_the_row_as_read(engines, traders):
+    """The caller answers from the order's row in the done notification (no read of its own): every column has
+    the value, the type and the scale a read of the row gives, for a resting order, a taker that filled it (its
+    maker changed in the same batch) and a cancel."""
+    buyer, seller = traders
+    engines("BTC-USDT")
+    resting = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.3")
+    taker = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="50100", qty="0.1")
+    cancelled = engine_commands.order_cancel(order_id=resting.id, user_id=seller.id)
+
+    assert (resting.status, taker.status, cancelled.status) == ("open", "filled", "cancelled")
+    assert _columns(taker) == _columns(Order.objects.get(id=taker.id))
+    assert _columns(cancelled) == _columns(Order.objects.get(id=resting.id))
+    assert resting.filled_qty == 0 and cancelled.filled_qty == D("0.1")
+    assert resting.created_at == cancelled.created_at and resting.created_at.tzinfo is not None
 
 
 def test_a_sequencer_killed_mid_batch_loses_nothing_and_applies_nothing_twice(engines, traders, usdt, btc):
