@@ -498,8 +498,8 @@ class Command(models.Model):
     their effects, marks them ``done`` with their ``outcome`` (``{"order_id": n}`` or
     ``{"error": {"type", "message", "fields"}}``), so each is applied exactly once.
     ``key`` (an ``Idempotency-Key``, optional) is unique per user: a retry under it finds
-    the first command instead of adding one. ``token`` names the channel the caller
-    LISTENs on (``orders_done_<token>``).
+    the first command instead of adding one. ``token`` names the Redis channel the
+    caller's answer is published on (``orders_done_<token>``, :mod:`apps.orders.services.answers`).
     """
 
     market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="+", db_index=False)

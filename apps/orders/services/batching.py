@@ -18,7 +18,7 @@ changes is the sequencer's :class:`MarketBook`). Round trips, for any number of 
 5. every hold, fill and release (one ``entries_post``), then one pipeline: the new orders
    (one INSERT), the trades and the end state of the resting orders the batch changed (one
    statement), the candles, the sequence bump, one stream event per change (one statement)
-   and ``MARK_DONE`` with the callers' NOTIFYs.
+   and ``MARK_DONE`` (the callers' answers are published at the commit).
 
 With the pending read and the commit, six round trips per batch however many commands it holds.
 
@@ -41,6 +41,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, localcontext
 from typing import Any, cast
 
+from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.errors import TradingFrozen
@@ -80,6 +81,7 @@ from ..store import engine as sql
 from ..store import orders as order_rows
 from ..store.commands import QueuedCommand
 from ..store.markets import LockedMarket
+from . import answers
 from .commands import domain_outcome
 from .parsing import Request, limits_check, notional_check, request_parse
 
@@ -234,7 +236,7 @@ def _write(
 ) -> None:
     """Write ``plan`` in two round trips: every entry (``entries_post``), then one pipeline of the new orders,
     the trades with the resting orders' new state, the candles, the sequence bump, the stream events and
-    ``done`` (the commands' MARK_DONE)."""
+    ``done`` (the commands' MARK_DONE, whose answers are published at the commit)."""
     now = timezone.now()
     if plan.entries:
         posted = entries_post([_entry(accounts, market, entry) for entry in plan.entries])
@@ -270,7 +272,8 @@ def _write(
         sender=Order, market_id=market.id, time=now, fills=plan.fills, events=events
     ):
         statements.extend(cast(list[tuple[str, list]], contributed))  # django-stubs types a response as str | None
-    cursor.pipeline([*statements, done])
+    answered = cursor.pipeline([*statements, done])[-1]
+    transaction.on_commit(lambda: answers.outcomes_publish(answered), robust=True)
     for order_id, order_state in plan.updated.items():
         if order_state.status not in OPEN_STATUSES:
             state.statics.pop(order_id, None)

@@ -7,12 +7,13 @@
   process and transaction, under the market row lock: the same code a sequencer runs for each
   command of its batch.
 - ``"sequencer"``: the caller writes a durable :class:`~apps.orders.models.Command` (committed
-  on its own connection, so it survives the caller's transaction and any process dying) and
-  waits, LISTENing on PostgreSQL, for the outcome the sequencer (``manage.py run_engine``)
-  NOTIFYs when its batch commits, then returns what the inline call would have returned, or
-  raises the same error. LISTEN/NOTIFY keeps the queue and its answers in the one system that
-  is already durable and transactional: the outcome is notified by the very commit that applies
-  the command, and a command written is never lost with a broker. With no outcome within
+  on its own connection, so it survives the caller's transaction and any process dying; its
+  INSERT NOTIFYs the market's sequencer) and waits for the outcome the sequencer
+  (``manage.py run_engine``) stores in the same commit as the batch and then publishes
+  (:mod:`apps.orders.services.answers`: Redis pub/sub, with reads of the stored outcome as the
+  safety net), then returns what the inline call would have returned, or raises the same error.
+  The queue and the outcomes stay in PostgreSQL, durable and transactional: a command written
+  is never lost with a broker, and only the wake-up goes through Redis. With no outcome within
   ``settings.ORDERS_ENGINE_WAIT_SECONDS`` the caller gets :class:`OrderStatusUnknown` (504),
   never a guess; the command stays queued and is applied once.
 
@@ -25,6 +26,7 @@ retry under it finds the first command and its outcome instead of queueing anoth
 import hashlib
 import importlib
 import json
+import logging
 import threading
 import time
 import uuid
@@ -32,6 +34,7 @@ from decimal import Decimal
 from typing import Any
 
 import psycopg
+import redis
 from django.conf import settings
 from django.db import connection, transaction
 
@@ -42,13 +45,18 @@ from ..errors import OrderStatusUnknown
 from ..models import CommandKind, Order, OrderType
 from ..store import commands as queue
 from ..store import orders as order_rows
-from . import cancel, placement
+from . import answers, cancel, placement
+
+log = logging.getLogger(__name__)
+
+NO_LISTENER_POLL_SECONDS = 0.1
+"""How often a caller reads its command's status from the database when Redis cannot be reached."""
 
 _local = threading.local()
 
 
 def _queue_connection() -> psycopg.Connection:
-    """This thread's own autocommit connection to the database, for submitting commands and LISTENing."""
+    """This thread's own autocommit connection to the database, for submitting commands and reading their status."""
     conn = getattr(_local, "conn", None)
     if conn is None or conn.closed or conn.broken:
         skip = {"cursor_factory", "context", "prepare_threshold"}
@@ -91,8 +99,8 @@ def _jsonable(name: str, value):
 def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: str = "") -> dict:
     """Queue a command for the sequencer of ``market`` (a symbol) and wait for its outcome.
 
-    Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``; when notified, an outcome naming an order
-    also carries its row, ``"order"``, see :mod:`apps.orders.store.commands`). A ``key`` already used by
+    Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``; when published, an outcome naming an order
+    also carries its row, ``"order"``, see :data:`apps.orders.store.commands.MARK_DONE`). A ``key`` already used by
     the user returns (or waits for) that command's outcome when the request is the same, and
     raises :class:`IdempotencyConflict` when it differs. Raises :class:`DomainError` naming the field for a
     payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
@@ -110,29 +118,25 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
         "token": token,
         "payload": json.dumps(payload),
     }
-    channel = queue.done_channel(token)
-    for attempt in (1, 2):
-        conn = _queue_connection()
-        try:
-            with conn.pipeline():
-                conn.execute(f'LISTEN "{channel}"')
-                submitted = conn.execute(queue.SUBMIT, params)
-            market_id, command_id, _ = _one(submitted.fetchone())
-            break
-        except psycopg.OperationalError:
-            # A connection terminated while idle (a database restart, a failover) fails on first use; the same
-            # token again is safe: if the first INSERT did land, the second one finds it.
-            queue_connection_close()
-            if attempt == 2:
-                raise
-        except BaseException:
-            queue_connection_close()  # the next call starts on a new connection, in no LISTEN
-            raise
+    listening = _subscribed(token)  # before the command exists, so its outcome cannot be published unheard
     try:
+        for attempt in (1, 2):
+            conn = _queue_connection()
+            try:
+                market_id, command_id, _ = _one(conn.execute(queue.SUBMIT, params).fetchone())
+                break
+            except psycopg.OperationalError:
+                # A connection terminated while idle (a database restart, a failover) fails on first use; the same
+                # token again is safe: if the first INSERT did land, the second one finds it.
+                queue_connection_close()
+                if attempt == 2:
+                    raise
+            except BaseException:
+                queue_connection_close()  # the next call starts on a new connection
+                raise
         if market_id is None:
             raise NotFound(f"No market {market}.", fields={"market": "No such market."})
         if command_id is None:  # sent before (this token), or the key was used: that command answers
-            conn.execute(f'UNLISTEN "{channel}"')
             existing = conn.execute(queue.BY_TOKEN, [token]).fetchone()
             if existing is None:
                 existing = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
@@ -143,37 +147,71 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
                 )
             if outcome is not None:
                 return outcome
-            channel = queue.done_channel(token)
-            conn.execute(f'LISTEN "{channel}"')
-            _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
+            listening = _subscribed(token)
+            outcome = _status(token)
             if outcome is not None:
                 return outcome
-        return _wait(conn, token, channel)
+        return _wait(listening, token)
     finally:
-        if not conn.closed:
-            conn.execute(f'UNLISTEN "{channel}"')
+        _unsubscribed(listening)
 
 
-def _wait(conn: psycopg.Connection, token: str, channel: str) -> dict:
-    """The outcome notified on ``channel`` within ``settings.ORDERS_ENGINE_WAIT_SECONDS``.
+def _subscribed(token: str) -> answers.Listener | None:
+    """This thread's listener, subscribed to the command ``token``'s outcome; ``None`` when Redis is unreachable
+    (the caller then reads the outcome from the database, :func:`_wait`)."""
+    try:
+        listening = answers.listener()
+        listening.subscribe(token)
+    except redis.RedisError:
+        log.warning("engine.answers_unavailable", exc_info=True)
+        answers.listener_close()
+        return None
+    return listening
 
-    A connection lost while waiting is replaced (LISTEN again, then read the command's status, so
-    nothing committed meanwhile is missed). Raises :class:`OrderStatusUnknown` at the deadline.
+
+def _unsubscribed(listening: answers.Listener | None) -> None:
+    if listening is None:
+        return
+    try:
+        listening.unsubscribe()
+    except redis.RedisError:
+        answers.listener_close()
+
+
+def _status(token: str) -> dict | None:
+    """The command ``token``'s outcome in the database, ``None`` while pending or when the database cannot be
+    reached (the connection is replaced at the next call)."""
+    try:
+        _, outcome = _one(_queue_connection().execute(queue.STATUS, [token]).fetchone())
+    except psycopg.OperationalError:
+        queue_connection_close()
+        return None
+    return outcome
+
+
+def _wait(listening: answers.Listener | None, token: str) -> dict:
+    """The outcome of the command ``token`` within ``settings.ORDERS_ENGINE_WAIT_SECONDS``: published to
+    ``listening`` (:mod:`apps.orders.services.answers`), or read from the database every
+    :data:`~apps.orders.services.answers.POLL_SECONDS` (every ``NO_LISTENER_POLL_SECONDS`` without a listener),
+    in case the publish was lost. Raises :class:`OrderStatusUnknown` at the deadline.
     """
     deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
     while (left := deadline - time.monotonic()) > 0:
-        try:
-            for notify in conn.notifies(timeout=left, stop_after=1):
-                if notify.channel == channel:
-                    return json.loads(notify.payload, parse_float=Decimal)  # the order's amounts exactly
-        except psycopg.OperationalError:
-            queue_connection_close()
-            conn = _queue_connection()
-            conn.execute(f'LISTEN "{channel}"')
-            _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
-            if outcome is not None:
-                return outcome
-    _, outcome = _one(conn.execute(queue.STATUS, [token]).fetchone())
+        published = None
+        if listening is not None:
+            try:
+                published = listening.get(timeout=min(left, answers.POLL_SECONDS))
+            except redis.RedisError:
+                answers.listener_close()
+                listening = None
+        else:
+            time.sleep(min(left, NO_LISTENER_POLL_SECONDS))
+        if published is not None:
+            return json.loads(published, parse_float=Decimal)  # the order's amounts exactly
+        outcome = _status(token)
+        if outcome is not None:
+            return outcome
+    outcome = _status(token)
     if outcome is not None:
         return outcome
     raise OrderStatusUnknown(

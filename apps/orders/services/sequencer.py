@@ -23,8 +23,8 @@ deadlock or a database check): each command runs the same placement or cancel as
 in its own savepoint, so a refusal (insufficient funds, a filter) undoes only that command and
 becomes its outcome.
 
-Either way the commands are marked done with their outcomes and their callers notified, all
-at the commit. A sequencer killed mid-batch committed nothing of it: its successor applies
+Either way the commands are marked done with their outcomes in the batch's commit, and their
+callers answered right after it (:mod:`apps.orders.services.answers`). A sequencer killed mid-batch committed nothing of it: its successor applies
 those commands again from the start, and no command is applied twice (done and effect share
 a commit).
 
@@ -46,7 +46,7 @@ from apps.ledger.transactions import retrying_atomic
 from ..models import CommandKind, Market, MarketStatus
 from ..store import commands as queue
 from ..store.commands import QueuedCommand
-from . import batching, cancel, markets, placement
+from . import answers, batching, cancel, markets, placement
 from .commands import domain_outcome
 
 log = logging.getLogger(__name__)
@@ -80,12 +80,15 @@ def _apply(command: QueuedCommand) -> dict:
 def batch_apply(commands: Sequence[QueuedCommand]) -> list[dict]:
     """Apply ``commands`` (in order) and mark them done with their outcomes, in one transaction.
 
-    The callers are notified at the commit (:data:`apps.orders.store.commands.MARK_DONE`).
-    Returns the outcomes. A deadlock reruns the whole batch (nothing of it was committed).
+    The callers' answers (:data:`apps.orders.store.commands.MARK_DONE`) are published at the commit
+    (:mod:`apps.orders.services.answers`). Returns the outcomes. A deadlock reruns the whole batch (nothing
+    of it was committed, and nobody is answered).
     """
     outcomes = [_apply(command) for command in commands]
     with connection.cursor() as cursor:
         cursor.execute(queue.MARK_DONE, [[c.id for c in commands], [json.dumps(o) for o in outcomes]])
+        answered = cursor.fetchall()
+    transaction.on_commit(lambda: answers.outcomes_publish(answered), robust=True)
     return outcomes
 
 

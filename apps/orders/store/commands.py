@@ -1,11 +1,11 @@
-"""The SQL of the engine's command queue (:class:`~apps.orders.models.Command`) and its notifications.
+"""The SQL of the engine's command queue (:class:`~apps.orders.models.Command`).
 
-Channels: a caller LISTENs on ``orders_done_<token>`` (its command's token) and the
-sequencer of a market on ``orders_engine_<market id>``; the payload of a done
-notification is the command's outcome (JSON) and, when the outcome names an order, that
-order's row as the batch left it (``"order"``: PostgreSQL's ``to_jsonb`` of the row), so the
-caller needs no read to answer. NOTIFY inside a transaction is delivered at its commit, so a
-caller never hears of an outcome that was rolled back.
+A caller's INSERT NOTIFYs the sequencer of the market on ``orders_engine_<market id>``
+(delivered at its commit). The sequencer's :data:`MARK_DONE` stores the outcomes and returns,
+for each command, the answer its caller is sent at the commit
+(:mod:`apps.orders.services.answers`): the outcome (JSON) and, when the outcome names an order,
+that order's row as the batch left it (``"order"``: PostgreSQL's ``to_jsonb`` of the row), so the
+caller needs no read to answer.
 """
 
 from dataclasses import dataclass
@@ -25,11 +25,6 @@ class QueuedCommand:
     user_id: int
     token: str
     payload: dict
-
-
-def done_channel(token: str) -> str:
-    """The channel a caller waiting for the command ``token`` LISTENs on."""
-    return f"orders_done_{token}"
 
 
 def engine_channel(market_id: int) -> str:
@@ -79,13 +74,12 @@ MARK_DONE = f"""
         WHERE c.id = v.id AND c.status = '{CommandStatus.PENDING}'
         RETURNING c.token, v.outcome
     )
-    SELECT count(pg_notify(
-        'orders_done_' || done.token,
-        CASE WHEN o.id IS NULL THEN done.outcome ELSE done.outcome || jsonb_build_object('order', to_jsonb(o)) END::text
-    ))
+    SELECT done.token,
+           CASE WHEN o.id IS NULL THEN done.outcome
+                ELSE done.outcome || jsonb_build_object('order', to_jsonb(o)) END::text
     FROM done LEFT JOIN {Order._meta.db_table} o ON o.id = (done.outcome ->> 'order_id')::bigint
 """
-"""Mark applied commands done with their outcomes and notify their callers (at commit), an outcome naming an order
-with the order's row (the notification only: the stored outcome keeps the id, and a later reader reads the order
-afresh). A refused command gives its idempotency key back: a retry under it (after funding the account, say) is a
-new command."""
+"""Mark applied commands done with their outcomes; one row per command marked: ``(token, answer JSON)``, the answer
+being the outcome with, when it names an order, the order's row (the answer only: the stored outcome keeps the id,
+and a later reader reads the order afresh). A refused command gives its idempotency key back: a retry under it
+(after funding the account, say) is a new command."""

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,8 +18,8 @@ from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.errors import MarketHalted
 from apps.orders.models import Command, CommandStatus, Order, OrderStatus, Trade
+from apps.orders.services import answers, order_place
 from apps.orders.services import commands as engine_commands
-from apps.orders.services import order_place
 from apps.orders.services.sequencer import ENGINE_LOCK_CLASS
 from apps.orders.store.orders import ORDER_FIELDS
 from apps.orders.tests.helpers import balance
@@ -43,6 +44,7 @@ def sequencer_mode(settings):
     settings.ORDERS_ENGINE_WAIT_SECONDS = 20
     yield settings
     engine_commands.queue_connection_close()
+    answers.listener_close()
 
 
 @pytest.fixture
@@ -50,13 +52,14 @@ def engines(tmp_path, sequencer_mode):
     """``start(*symbols)`` -> a running ``run_engine`` process (waited for until ready or blocked on its lock)."""
     started: list[EngineProcess] = []
 
-    def start(*symbols: str, wait_ready: bool = True) -> EngineProcess:
+    def start(*symbols: str, wait_ready: bool = True, environ: dict[str, str] | None = None) -> EngineProcess:
         name = f"engine-test-{os.getpid()}-{len(started)}"
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "exchange.settings.test",
             "PGAPPNAME": name,
             "DATABASE_URL": database_url(connection.settings_dict),
+            **(environ or {}),
         }
         log_path = tmp_path / f"{name}.log"
         args = [sys.executable, "manage.py", "run_engine", *(f"--market={s}" for s in symbols)]
@@ -147,6 +150,39 @@ def test_the_order_a_caller_gets_from_the_done_notification_is_the_row_as_read(e
     assert _columns(cancelled) == _columns(Order.objects.get(id=resting.id))
     assert resting.filled_qty == 0 and cancelled.filled_qty == D("0.1")
     assert resting.created_at == cancelled.created_at and resting.created_at.tzinfo is not None
+
+
+NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+
+
+def test_a_caller_whose_answer_is_never_published_reads_it_from_the_database(engines, traders):
+    """A sequencer that cannot publish (Redis unreachable from it: as if killed between its commit and the
+    publish) still answers: the caller reads the committed outcome at its next poll, never a guess."""
+    buyer, seller = traders
+    engine = engines("BTC-USDT", environ={"REDIS_URL": NO_REDIS})
+    started = time.monotonic()
+    ask = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
+    waited = time.monotonic() - started
+
+    assert (ask.status, ask.qty) == (OrderStatus.OPEN, D("0.1"))
+    assert answers.POLL_SECONDS * 0.9 < waited < django_settings.ORDERS_ENGINE_WAIT_SECONDS
+    assert Order.objects.get(id=ask.id).status == OrderStatus.OPEN
+    wait_for(lambda: b"engine.outcomes_publish_failed" in engine.log_path.read_bytes(), message="the failure logged")
+
+
+def test_a_caller_that_cannot_reach_redis_is_answered_from_the_database(engines, traders, settings, monkeypatch):
+    buyer, seller = traders
+    engines("BTC-USDT")
+    answers.listener_close()
+    monkeypatch.setattr(answers, "_client", None)  # the next client is made from the setting below
+    settings.REDIS_URL = NO_REDIS
+    try:
+        ask = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
+        bid = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="50000", qty="0.1")
+    finally:
+        answers.listener_close()
+    assert (ask.status, bid.status) == (OrderStatus.OPEN, OrderStatus.FILLED)
+    assert Order.objects.get(id=ask.id).status == OrderStatus.FILLED
 
 
 def test_a_sequencer_killed_mid_batch_loses_nothing_and_applies_nothing_twice(engines, traders, usdt, btc):
