@@ -100,8 +100,11 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
 
 _INSERT_BOOK_EVENTS = """
     INSERT INTO streams_streamevent (kind, market_id, update_id, payload, created_at)
-    SELECT 'book', %s, e.update_id, e.payload, now() FROM unnest(%s::bigint[], %s::jsonb[]) AS e(update_id, payload)
+    SELECT 'book', %s, e.update_id, e.payload, now()
+    FROM ROWS FROM (unnest(%s::bigint[]), jsonb_array_elements(%s::jsonb)) AS e(update_id, payload)
 """
+# The payloads travel as one JSON array, not as a jsonb[]: an array literal escapes every quote of every payload
+# again (psycopg's array dumper; it was the sequencer's largest cost in Python after the database waits).
 
 
 def book_events_statement(*, market_id: int, events: Sequence[tuple[int, dict]]) -> tuple[str, list] | None:
@@ -120,7 +123,7 @@ def book_events_statement(*, market_id: int, events: Sequence[tuple[int, dict]])
         return None
     return (
         _INSERT_BOOK_EVENTS,
-        [market_id, [update_id for update_id, _ in events], [json.dumps(payload) for _, payload in events]],
+        [market_id, [update_id for update_id, _ in events], json.dumps([payload for _, payload in events])],
     )
 
 

@@ -12,6 +12,7 @@ Prices are the ``Decimal`` limit prices of resting orders (quote per base); quan
 """
 
 import bisect
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from decimal import Decimal
 
@@ -58,6 +59,7 @@ class OrderBook:
     def __init__(self, makers: Iterable[Maker] = ()):
         self.sides = {Side.BUY: _Side(Side.BUY), Side.SELL: _Side(Side.SELL)}
         self.orders: dict[int, Maker] = {}
+        self.owners: Counter[int] = Counter()  # user id -> resting orders (user_ids without walking the book)
         for maker in sorted(makers, key=lambda m: m.id):
             self.add(maker)
 
@@ -76,11 +78,15 @@ class OrderBook:
         if maker.id in self.orders:
             raise ValueError(f"order {maker.id} is already in the book")
         self.orders[maker.id] = maker
+        self.owners[maker.user_id] += 1
         self.sides[Side(maker.side)].add(maker)
 
     def remove(self, order_id: int) -> Maker:
         """Take the resting order ``order_id`` out of the book and return it."""
         maker = self.orders.pop(order_id)
+        self.owners[maker.user_id] -= 1
+        if not self.owners[maker.user_id]:
+            del self.owners[maker.user_id]
         self.sides[Side(maker.side)].remove(maker)
         return maker
 
@@ -108,4 +114,4 @@ class OrderBook:
 
     def user_ids(self) -> set[int]:
         """The owners of the resting orders."""
-        return {maker.user_id for maker in self.orders.values()}
+        return set(self.owners)

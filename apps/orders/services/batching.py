@@ -225,7 +225,7 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
             domain_outcome(result) if isinstance(result, DomainError) else {"order_id": result}
             for result in plan.outcomes
         ]
-        done = (queue.MARK_DONE, [[c.id for c in commands], [json.dumps(o) for o in outcomes]])
+        done = (queue.MARK_DONE, [[c.id for c in commands], json.dumps(outcomes)])
         _write(cursor, state, market, plan, accounts, done)
     state.sequence = market.sequence + len(plan.changes)
     return outcomes

@@ -86,7 +86,7 @@ def batch_apply(commands: Sequence[QueuedCommand]) -> list[dict]:
     """
     outcomes = [_apply(command) for command in commands]
     with connection.cursor() as cursor:
-        cursor.execute(queue.MARK_DONE, [[c.id for c in commands], [json.dumps(o) for o in outcomes]])
+        cursor.execute(queue.MARK_DONE, [[c.id for c in commands], json.dumps(outcomes)])
         answered = cursor.fetchall()
     transaction.on_commit(lambda: answers.outcomes_publish(answered), robust=True)
     return outcomes

@@ -70,7 +70,7 @@ MARK_DONE = f"""
     WITH done AS (
         UPDATE {_TABLE} c SET status = '{CommandStatus.DONE}', outcome = v.outcome, done_at = now(),
             key = CASE WHEN v.outcome ? 'error' THEN '' ELSE c.key END
-        FROM unnest(%s::bigint[], %s::jsonb[]) AS v(id, outcome)
+        FROM ROWS FROM (unnest(%s::bigint[]), jsonb_array_elements(%s::jsonb)) AS v(id, outcome)
         WHERE c.id = v.id AND c.status = '{CommandStatus.PENDING}'
         RETURNING c.token, v.outcome
     )
@@ -79,7 +79,8 @@ MARK_DONE = f"""
                 ELSE done.outcome || jsonb_build_object('order', to_jsonb(o)) END::text
     FROM done LEFT JOIN {Order._meta.db_table} o ON o.id = (done.outcome ->> 'order_id')::bigint
 """
-"""Mark applied commands done with their outcomes; one row per command marked: ``(token, answer JSON)``, the answer
+"""Mark applied commands done with their outcomes (command ids; the outcomes as one JSON array, in the same order:
+a ``jsonb[]`` literal would escape every quote again); one row per command marked: ``(token, answer JSON)``, the answer
 being the outcome with, when it names an order, the order's row (the answer only: the stored outcome keeps the id,
 and a later reader reads the order afresh). A refused command gives its idempotency key back: a retry under it
 (after funding the account, say) is a new command."""

@@ -34,6 +34,17 @@ def test_the_book_walks_a_side_best_price_first_and_oldest_first_within_a_price(
     assert book.best("buy") == (D("99.5"), D("1"))
 
 
+def test_the_book_knows_the_owners_of_its_resting_orders_as_they_come_and_go():
+    book = OrderBook([maker(1, "sell", "100", "1", user=7), maker(2, "buy", "99", "1", user=8)])
+    book.add(maker(3, "sell", "101", "1", user=7))
+    assert book.user_ids() == {7, 8}
+    book.remove(1)
+    assert book.user_ids() == {7, 8}  # order 3 still rests for user 7
+    book.remove(3)
+    book.remove(2)
+    assert book.user_ids() == set()
+
+
 def test_removing_the_last_order_of_a_level_removes_the_level():
     book = OrderBook([maker(1, "sell", "100", "1"), maker(2, "sell", "101", "1")])
     assert book.remove(1).id == 1
