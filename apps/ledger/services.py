@@ -484,7 +484,7 @@ def _asset_of(code: str) -> Asset:
 _POST_TRANSFER = """
     SELECT entry_index, entry_id, status, account_id, account_kind, asset_code, decimals, balance_before, balance_after,
            payload_hash
-    FROM ledger_transfer_post_v1(
+    FROM ledger_transfer_post_v2(
         %s::text, %s::text, %s::bigint, %s::bigint, %s::numeric, %s::numeric, %s::int, %s::text[], %s::text, %s::text,
         %s::text, %s::text, %s::bigint, %s::timestamptz, %s::boolean
     )
@@ -524,8 +524,9 @@ class _Transfer:
 
 
 def _transfer_post(transfer: _Transfer, *, create_accounts: bool) -> JournalEntry | None:
-    """Post the transfer in ONE round trip (``ledger_transfer_post_v1``, migration 0006: asset, accounts and the
-    payload hash resolved in the database, then ``ledger_post_entries_v1``). Inside a transaction, with its BEGIN
+    """Post the transfer in ONE round trip (``ledger_transfer_post_v2``, migration 0008: asset, accounts and the
+    payload hash resolved in the database, which then locks, checks and writes the one entry as
+    ``ledger_post_entries_v1`` would, in fewer statements). Inside a transaction, with its BEGIN
     in the same pipeline when it was not sent yet; in autocommit the statement is the whole transaction (so
     ``create_accounts`` must be False there: a refused transfer leaves no new account behind).
 
