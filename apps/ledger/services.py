@@ -159,10 +159,10 @@ _SELECT_ACCOUNTS = """
     ORDER BY a.id
 """
 
-# One round trip for a whole batch: the function (migration 0004) locks, checks and writes.
+# One round trip for a whole batch: the function (migration 0009) locks, checks and writes.
 _POST_ENTRIES = """
     SELECT entry_index, entry_id, status, account_id, account_kind, asset_code, decimals, balance_before, balance_after
-    FROM ledger_post_entries_v1(
+    FROM ledger_post_entries_v2(
         %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::timestamptz,
         %s::int[], %s::bigint[], %s::numeric[], %s::int
     )
@@ -252,7 +252,7 @@ def _conflict(idempotency_key: str) -> IdempotencyConflict:
 
 
 def _failure(entry: EntryRequest, row: tuple) -> DomainError:
-    """The error of ``entry``, which ``ledger_post_entries_v1`` refused with the failure ``row``."""
+    """The error of ``entry``, which ``ledger_post_entries_v2`` refused with the failure ``row``."""
     _, _, status, _, kind, asset_code, decimals, before, after = row
     if status == "conflict":
         return _conflict(entry.idempotency_key)
@@ -276,7 +276,7 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
     before it leave (an account touched by several entries chains its ``balance_after``), and
     a key already posted with the same payload returns the original entry (also a key repeated
     within the batch). Every account of the batch is locked once, in id order, by the
-    PostgreSQL function ``ledger_post_entries_v1`` (migration 0004), which then writes all new
+    PostgreSQL function ``ledger_post_entries_v2`` (migration 0009; v1, 0004), which then writes all new
     entries, their postings and the new balances with one statement each.
 
     The first entry that fails raises its error (the classes and messages of
@@ -379,7 +379,7 @@ def entry_post(
 
     Runs inside the caller's ``transaction.atomic()`` (the caller owns retries, see
     :func:`~apps.ledger.transactions.retrying_atomic`). One round trip: the PostgreSQL
-    function ``ledger_post_entries_v1`` (see :func:`entries_post`) locks every account the
+    function ``ledger_post_entries_v2`` (see :func:`entries_post`) locks every account the
     legs touch in primary-key order (``FOR NO KEY UPDATE``), checks the entry, then writes
     the entry, its postings (each with the account's balance after it) and the new
     balances. Nothing is written when it raises.
@@ -526,7 +526,7 @@ class _Transfer:
 def _transfer_post(transfer: _Transfer, *, create_accounts: bool) -> JournalEntry | None:
     """Post the transfer in ONE round trip (``ledger_transfer_post_v2``, migration 0008: asset, accounts and the
     payload hash resolved in the database, which then locks, checks and writes the one entry as
-    ``ledger_post_entries_v1`` would, in fewer statements). Inside a transaction, with its BEGIN
+    ``ledger_post_entries_v2`` would, in fewer statements). Inside a transaction, with its BEGIN
     in the same pipeline when it was not sent yet; in autocommit the statement is the whole transaction (so
     ``create_accounts`` must be False there: a refused transfer leaves no new account behind).
 

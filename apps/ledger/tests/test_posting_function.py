@@ -263,6 +263,11 @@ def test_the_posting_functions_plan_index_scans_even_on_tables_not_analyzed_yet(
             "SELECT proname, proconfig FROM pg_proc WHERE proname LIKE 'ledger\\_%post\\_%' AND prokind = 'f'"
         )
         configs = dict(cursor.fetchall())
-    assert set(configs) == {"ledger_post_entries_v1", "ledger_transfer_post_v1", "ledger_transfer_post_v2"}
+    assert set(configs) == {
+        "ledger_post_entries_v1",
+        "ledger_post_entries_v2",
+        "ledger_transfer_post_v1",
+        "ledger_transfer_post_v2",
+    }
     for config in configs.values():
         assert {"enable_seqscan=off", "plan_cache_mode=force_generic_plan"} <= set(config)
