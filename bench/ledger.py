@@ -4,7 +4,7 @@ Several worker processes (not threads) post balanced transfers between 1,000
 funded users. In the first three cases each transfer is its own transaction, a full
 ``transfer_create`` service call (resolve accounts, lock them in order, check funds,
 idempotency key, entry, postings, balances, retry on deadlock), called outside any transaction,
-so one autocommit statement (``ledger_transfer_post_v1``):
+so one autocommit statement (``ledger_transfer_post_v2``):
 
 - ``uniform``: random pairs of users;
 - ``hot``: every transfer also credits one shared fee account (fee revenue in one shard);

@@ -106,6 +106,22 @@ def test_posting_whose_asset_differs_from_its_account_is_refused(db, usdt, btc, 
             _raw_entry_with_postings(cursor, "raw:wrong-asset", [(available, "1"), (available, "-1")], asset_id=btc.id)
 
 
+def test_a_posting_on_an_unknown_account_is_refused_by_a_foreign_key(db, usdt, user):
+    available = user_account(user.id, usdt)
+    ghost = Account(id=available.id + 1000, asset_id=usdt.id)
+    with pytest.raises(IntegrityError, match="violates foreign key constraint"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            _raw_entry_with_postings(cursor, "raw:ghost", [(available, "1"), (ghost, "-1")])
+
+
+def test_an_account_with_postings_cannot_be_deleted(db, usdt, user):
+    fund(user, usdt, "5")
+    available = user_account(user.id, usdt)
+    with pytest.raises(IntegrityError, match="violates foreign key constraint"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("DELETE FROM ledger_account WHERE id = %s", [available.id])
+
+
 @pytest.mark.parametrize(
     "statement",
     [

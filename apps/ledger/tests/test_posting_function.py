@@ -1,4 +1,4 @@
-"""``entries_post`` / ``entry_post`` through ``ledger_post_entries_v1``: errors, replays, chained balances, threads."""
+"""``entries_post`` / ``entry_post`` through ``ledger_post_entries_v2``: errors, replays, chained balances, threads."""
 
 import random
 import uuid

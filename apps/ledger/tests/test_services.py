@@ -177,7 +177,7 @@ def test_transfer_with_a_fee_credits_fee_revenue(db, usdt):
     [("t-3", Decimal(0)), ("t-4", Decimal("0.010000")), ('q"uo\\te \u00e9\u4e2d', Decimal("0.5"))],
 )
 def test_transfer_payload_hash_is_the_one_entry_post_computes(db, usdt, settings, transfer_id, fee):
-    # transfer_create hashes its payload in the database (ledger_transfer_post_v1); an entry posted by
+    # transfer_create hashes its payload in the database (ledger_transfer_post_v2); an entry posted by
     # entry_post under the same key with the same legs must replay it, not conflict.
     settings.LEDGER_FEE_REVENUE_SHARDS = 3
     alice, bob = UserFactory(), UserFactory()
