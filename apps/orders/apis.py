@@ -37,6 +37,7 @@ from .selectors import (
     fills_for_user,
     market_get,
     market_list,
+    market_of_order,
     order_book_depth,
     order_for_user,
     orders_for_user,
@@ -303,7 +304,7 @@ def _place(request) -> Response:
         except NotFound as error:
             # An unknown market named in the body is bad input (400), not a missing resource.
             raise DomainError(error.message, fields=error.fields) from None
-        return Response(_order_out(order, _markets_by_id()[order.market_id]), status=201)
+        return Response(_order_out(order, market_of_order(order)), status=201)
 
     return idempotent(request, perform)
 
@@ -377,14 +378,14 @@ class OrderDetailApi(ScopedApiView):
     def get(self, request, id: str):  # noqa: A002 (API.md's name)
         """One of the user's orders; another user's order is a 404."""
         order = order_for_user(user_id=request.user.id, order_id=path_id(id, what="order"))
-        return Response(_order_out(order, _markets_by_id()[order.market_id]))
+        return Response(_order_out(order, market_of_order(order)))
 
     @extend_schema(parameters=[_ORDER_ID], responses={200: OpenApiResponse(OrderOut, "The order, cancelled.")})
     def delete(self, request, id: str):  # noqa: A002
         """Cancel the order and release what it still holds; 409 ``invalid_state`` when it has already ended
         (filled, cancelled, expired). Another user's order is a 404."""
         order = order_cancel(order_id=path_id(id, what="order"), user_id=request.user.id)
-        return Response(_order_out(order, _markets_by_id()[order.market_id]))
+        return Response(_order_out(order, market_of_order(order)))
 
 
 class FillListApi(ScopedApiView):

@@ -32,6 +32,11 @@ def market_list() -> list[Market]:
     return list(Market.objects.select_related("base", "quote").order_by("symbol"))
 
 
+def market_of_order(order: Order) -> Market:
+    """The market of ``order`` with its base and quote assets (one query by primary key)."""
+    return Market.objects.select_related("base", "quote").get(id=order.market_id)
+
+
 def market_get(*, symbol: str) -> Market:
     """The market with ``symbol`` (``BTC-USDT``) and its assets. Raises :class:`NotFound`, also for a
     ``symbol`` no market can have (not text, too long, NUL or other unprintable characters)."""
