@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import redis
 from django.conf import settings
+from django.db import transaction
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,16 @@ def done_channel(token: str) -> str:
     return f"orders_done_{token}"
 
 
-def outcomes_publish(answers: Sequence[tuple[str, str]]) -> None:
-    """Publish ``(token, outcome JSON)`` pairs to their callers, in one round trip. Run at the commit that marked
-    the commands done; a Redis error is logged, not raised (the callers read their outcomes from the database)."""
+def outcomes_publish_at_commit(answers: Sequence[tuple[str, str]]) -> None:
+    """Publish ``(token, outcome JSON)`` pairs (``MARK_DONE``'s rows) to their callers when the current
+    transaction commits, never if it rolls back. A failure is logged, never raised into the sequencer: its batch
+    is committed, and a batch that raised would be applied again per command."""
+    transaction.on_commit(lambda: _outcomes_publish(answers), robust=True)
+
+
+def _outcomes_publish(answers: Sequence[tuple[str, str]]) -> None:
+    """Publish the pairs in one round trip; a Redis error is logged, not raised (the callers read their outcomes
+    from the database)."""
     if not answers:
         return
     try:

@@ -41,7 +41,6 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, localcontext
 from typing import Any, cast
 
-from django.db import transaction
 from django.utils import timezone
 
 from apps.accounts.errors import TradingFrozen
@@ -273,7 +272,7 @@ def _write(
     ):
         statements.extend(cast(list[tuple[str, list]], contributed))  # django-stubs types a response as str | None
     answered = cursor.pipeline([*statements, done])[-1]
-    transaction.on_commit(lambda: answers.outcomes_publish(answered), robust=True)
+    answers.outcomes_publish_at_commit(answered)
     for order_id, order_state in plan.updated.items():
         if order_state.status not in OPEN_STATUSES:
             state.statics.pop(order_id, None)

@@ -88,7 +88,7 @@ def batch_apply(commands: Sequence[QueuedCommand]) -> list[dict]:
     with connection.cursor() as cursor:
         cursor.execute(queue.MARK_DONE, [[c.id for c in commands], json.dumps(outcomes)])
         answered = cursor.fetchall()
-    transaction.on_commit(lambda: answers.outcomes_publish(answered), robust=True)
+    answers.outcomes_publish_at_commit(answered)
     return outcomes
 
 
