@@ -125,7 +125,7 @@ def test_the_book_rebuilt_from_the_depth_stream_equals_the_rest_depth_after_a_st
     assert final["last_update_id"] == Market.objects.get().sequence == len(changes)  # one update per change
     assert book.last_update_id == final["last_update_id"]
     assert book.levels() == rest_levels(final)
-    assert book.bids and book.asks
+    assert book.bids or book.asks  # a book was compared (the storm's interleaving may empty one side)
 
 
 def test_a_dropped_connection_resumes_from_a_fresh_snapshot(stream_servers, btc_usdt, btc, usdt):
