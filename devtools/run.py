@@ -4,7 +4,7 @@ Starts the embedded PostgreSQL and Redis unless ``DATABASE_URL`` / ``REDIS_URL``
 migrates, loads the demo data (idempotent), prints where to go, then runs the Procfile
 under honcho: web server, the streams' ASGI server (uvicorn, on ``STREAMS_PORT``, by default
 the web port plus one) and relay, the matching engine's sequencer (``run_engine --all``: every
-market seeded before it starts; ``ORDERS_ENGINE=sequencer``), Celery worker, Celery beat, the
+market, those an operator creates while it runs included; ``ORDERS_ENGINE=sequencer``), Celery worker, Celery beat, the
 simulated custody's confirmation loop and the market-making bot. Ctrl-C stops every process; the embedded services this
 run started are stopped too (the data stays in the data folder until ``make reset``).
 """

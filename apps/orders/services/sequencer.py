@@ -35,6 +35,7 @@ lock holder may write.
 
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 from django.conf import settings
@@ -53,6 +54,9 @@ log = logging.getLogger(__name__)
 
 ENGINE_LOCK_CLASS = 0x4F524452
 """The first key of the sequencers' advisory locks (``pg_advisory_lock(ENGINE_LOCK_CLASS, market id)``)."""
+
+MARKETS_CHECK_SECONDS = 2.0
+"""How often a sequencer serving every market (``run_engine --all``) looks for markets created since it started."""
 
 
 def _apply(command: QueuedCommand) -> dict:
@@ -93,12 +97,28 @@ def batch_apply(commands: Sequence[QueuedCommand]) -> list[dict]:
 
 
 class Sequencer:
-    """The writer of ``market_ids``' orders (see the module). :meth:`run` until :meth:`stop`."""
+    """The writer of ``market_ids``' orders (see the module). :meth:`run` until :meth:`stop`.
 
-    def __init__(self, market_ids: Sequence[int], *, batch: int | None = None, idle_seconds: float = 1.0):
+    With ``every_market`` (``run_engine --all``) it also serves the markets created while it runs: every
+    ``markets_check_seconds`` it takes the advisory lock of each market it does not serve yet, without waiting
+    (:meth:`markets_adopt`); a market whose lock another sequencer holds is left to that one, and tried again at
+    the next check (so it is taken over if that sequencer dies with no standby).
+    """
+
+    def __init__(
+        self,
+        market_ids: Sequence[int],
+        *,
+        batch: int | None = None,
+        idle_seconds: float = 1.0,
+        every_market: bool = False,
+        markets_check_seconds: float = MARKETS_CHECK_SECONDS,
+    ):
         self.market_ids = sorted(set(market_ids))
         self.batch = batch or settings.ORDERS_ENGINE_BATCH
         self.idle_seconds = idle_seconds
+        self.every_market = every_market
+        self.markets_check_seconds = markets_check_seconds
         self.stopping = False
         self.books: dict[int, batching.MarketBook] = {}
 
@@ -115,6 +135,22 @@ class Sequencer:
             for market_id in self.market_ids:
                 cursor.execute(f'LISTEN "{queue.engine_channel(market_id)}"')
         self.books_load()
+
+    def markets_adopt(self) -> list[int]:
+        """Serve every market not served yet whose advisory lock is free (``pg_try_advisory_lock``: never waits),
+        LISTENing for its commands; return the ids adopted. Its book is read at its first batch."""
+        adopted = []
+        rows = Market.objects.exclude(id__in=self.market_ids).order_by("id").values_list("id", "base_id", "quote_id")
+        with connection.cursor() as cursor:
+            for market_id, base_id, quote_id in rows:
+                cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
+                if not cursor.fetchone()[0]:
+                    continue  # another sequencer serves it
+                cursor.execute(f'LISTEN "{queue.engine_channel(market_id)}"')
+                self.books[market_id] = batching.MarketBook(market_id, base_id, quote_id)
+                adopted.append(market_id)
+        self.market_ids = sorted([*self.market_ids, *adopted])
+        return adopted
 
     def books_load(self) -> None:
         """Start each market's in-memory book afresh (read from the database at its next batch)."""
@@ -183,7 +219,13 @@ class Sequencer:
         log.info("engine.ready", extra={"markets": self.market_ids})
         if on_ready is not None:
             on_ready()
+        next_markets_check = time.monotonic()
         while not self.stopping:
+            if self.every_market and time.monotonic() >= next_markets_check:
+                adopted = self.markets_adopt()
+                if adopted:
+                    log.info("engine.markets_adopted", extra={"markets": adopted})
+                next_markets_check = time.monotonic() + self.markets_check_seconds
             if self.run_once():
                 continue
             for _ in connection.connection.notifies(timeout=self.idle_seconds, stop_after=1):

@@ -10,17 +10,19 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.conf import settings as django_settings
 from django.db import connection, connections
 
+from apps.ledger.models import Asset
 from apps.ledger.reconciliation import reconcile
-from apps.ledger.tests.factories import UserFactory, fund
+from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.errors import MarketHalted
-from apps.orders.models import Command, CommandStatus, Order, OrderStatus, Trade
-from apps.orders.services import answers, order_place
+from apps.orders.models import Command, CommandStatus, Market, Order, OrderStatus, Trade
+from apps.orders.services import answers, market_create, order_place
 from apps.orders.services import commands as engine_commands
-from apps.orders.services.sequencer import ENGINE_LOCK_CLASS
+from apps.orders.services.sequencer import ENGINE_LOCK_CLASS, Sequencer
 from apps.orders.store.orders import ORDER_FIELDS
 from apps.orders.tests.helpers import balance
 from apps.wallets.tests.conftest import backend_pids, database_url, wait_for
@@ -49,7 +51,8 @@ def sequencer_mode(settings):
 
 @pytest.fixture
 def engines(tmp_path, sequencer_mode):
-    """``start(*symbols)`` -> a running ``run_engine`` process (waited for until ready or blocked on its lock)."""
+    """``start(*symbols)`` -> a running ``run_engine`` process (waited for until ready or blocked on its lock);
+    ``start()`` with no symbol runs ``run_engine --all``."""
     started: list[EngineProcess] = []
 
     def start(*symbols: str, wait_ready: bool = True, environ: dict[str, str] | None = None) -> EngineProcess:
@@ -62,7 +65,7 @@ def engines(tmp_path, sequencer_mode):
             **(environ or {}),
         }
         log_path = tmp_path / f"{name}.log"
-        args = [sys.executable, "manage.py", "run_engine", *(f"--market={s}" for s in symbols)]
+        args = [sys.executable, "manage.py", "run_engine", *([f"--market={s}" for s in symbols] or ["--all"])]
         with open(log_path, "wb") as log:
             process = EngineProcess(
                 args,
@@ -254,6 +257,51 @@ def test_a_standby_sequencer_takes_over_when_the_active_one_dies(engines, trader
     wait_for(lambda: b"engine ready" in standby.log_path.read_bytes(), message="the standby taking over")
     order = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
     assert order.status == OrderStatus.OPEN
+
+
+def _market(base: str) -> Market:
+    quote = Asset.objects.get(code="USDT")
+    return market_create(
+        base=AssetFactory(code=base, decimals=8),
+        quote=quote,
+        tick_size=D("0.01"),
+        step_size=D("0.0001"),
+        min_qty=D("0.0001"),
+        max_qty=D("1000"),
+        min_notional=D("1"),
+    )
+
+
+def test_a_sequencer_of_every_market_serves_a_market_created_while_it_runs(engines, traders, usdt):
+    buyer, _ = traders
+    engines()  # run_engine --all, started when only BTC-USDT exists
+    _market("ETH")
+
+    order = order_place(user_id=buyer.id, market="ETH-USDT", side="buy", price="3000", qty="1")
+
+    assert order.status == OrderStatus.OPEN
+    assert balance(buyer, usdt) == (D("97000"), D("3000"))
+    assert list(Command.objects.values_list("status", flat=True)) == [CommandStatus.DONE]
+
+
+def test_a_new_market_is_adopted_only_while_no_other_sequencer_holds_its_lock(traders, btc_usdt):
+    sequencer = Sequencer([btc_usdt.id], every_market=True)
+    sequencer.acquire()
+    try:
+        eth_usdt = _market("ETH")
+        with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, eth_usdt.id])
+            assert sequencer.markets_adopt() == []
+            assert sequencer.market_ids == [btc_usdt.id]
+        # The other sequencer's session ended, and its lock with it: the market is taken over.
+        assert sequencer.markets_adopt() == [eth_usdt.id]
+        assert sequencer.market_ids == [btc_usdt.id, eth_usdt.id]
+        assert set(sequencer.books) == {btc_usdt.id, eth_usdt.id}
+        assert sequencer.markets_adopt() == []
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+            cursor.execute("UNLISTEN *")
 
 
 def test_a_retry_after_a_restart_returns_the_original_order(engines, traders, api_as, usdt):

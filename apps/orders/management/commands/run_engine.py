@@ -17,7 +17,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--market", action="append", default=[], help="A market symbol (repeatable).")
-        parser.add_argument("--all", action="store_true", help="Every market that exists when it starts.")
+        parser.add_argument(
+            "--all",
+            action="store_true",
+            help="Every market: those that exist when it starts, and those created while it runs "
+            "(looked for every few seconds; a market another sequencer serves is left to it).",
+        )
         parser.add_argument("--batch", type=int, default=None, help="Commands per transaction at most.")
 
     def handle(self, *args, market: list[str], all: bool, batch: int | None, **options):  # noqa: A002
@@ -26,13 +31,13 @@ class Command(BaseCommand):
         markets = Market.objects.all() if all else Market.objects.filter(symbol__in=market)
         ids = dict(markets.values_list("symbol", "id"))
         missing = sorted(set(market) - ids.keys())
-        if missing or not ids:
-            raise CommandError(f"No such market: {', '.join(missing) or '(none exist)'}.")
-        sequencer = Sequencer(list(ids.values()), batch=batch)
+        if missing:
+            raise CommandError(f"No such market: {', '.join(missing)}.")
+        sequencer = Sequencer(list(ids.values()), batch=batch, every_market=all)
         signal.signal(signal.SIGTERM, lambda *_: sequencer.stop())
 
         def ready() -> None:
-            self.stdout.write(f"engine ready: {', '.join(sorted(ids))}")
+            self.stdout.write(f"engine ready: {', '.join(sorted(ids)) or '(no market yet)'}")
             sys.stdout.flush()
 
         try:
