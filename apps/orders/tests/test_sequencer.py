@@ -17,7 +17,7 @@ from django.db import connection, connections
 
 from apps.ledger.models import Asset
 from apps.ledger.reconciliation import reconcile
-from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
+from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.errors import MarketHalted
 from apps.orders.models import Command, CommandStatus, Market, Order, OrderStatus, Trade
 from apps.orders.services import answers, market_create, order_place
@@ -260,10 +260,9 @@ def test_a_standby_sequencer_takes_over_when_the_active_one_dies(engines, trader
 
 
 def _market(base: str) -> Market:
-    quote = Asset.objects.get(code="USDT")
     return market_create(
-        base=AssetFactory(code=base, decimals=8),
-        quote=quote,
+        base=Asset.objects.create(code=base, name=base, decimals=8),
+        quote=Asset.objects.get(code="USDT"),
         tick_size=D("0.01"),
         step_size=D("0.0001"),
         min_qty=D("0.0001"),
