@@ -29,7 +29,10 @@ case ``1 market, sequencer per command`` runs the same engines with ``ORDERS_ENG
 (every command through inline placement's code in a savepoint), the reference of the planned path.
 The case ``1 market, sequencer, REST API`` sends the same mix as HTTP requests (an API key per user)
 to gunicorn (``--callers`` sync workers, ``bench.rest_settings``: no DEBUG, no rate limits) in
-front of the planned sequencer; latency there is the whole HTTP request.
+front of the planned sequencer; latency there is the whole HTTP request. The case
+``1 market, sequencer, queued backlog`` measures the engine alone: the same mix queued at once as
+pending commands and drained by one engine in batches of ``ORDERS_ENGINE_BATCH`` (no caller shares the
+machine's cores: its ceiling when the callers run on other hosts).
 
 It runs in its own database (``<name>_bench``, created and dropped here), never in the
 development database.
@@ -513,6 +516,112 @@ def run_case(
     }
 
 
+class QueuedFlow(Flow):
+    """The same request stream written straight into the engine's queue as pending commands (the payloads
+    ``order_place`` / ``order_cancel`` would queue), answered by nobody: the backlog case. Cancels name the
+    resting orders of the warm-up flow it continues (the ids of orders placed in the backlog are not known
+    before the engine applies them)."""
+
+    def __init__(self, warmed: Flow, market_id: int):
+        super().__init__(warmed.symbol, str(warmed.mid), warmed.users, 0)
+        self.rng, self.resting, self.market_id = warmed.rng, warmed.resting, market_id
+        self.commands: list = []
+
+    def _queue(self, kind: str, user: int, payload: dict) -> None:
+        from django.utils import timezone
+
+        from apps.orders.models import Command
+
+        self.commands.append(
+            Command(
+                market_id=self.market_id,
+                kind=kind,
+                user_id=user,
+                request_hash="",
+                token=uuid.uuid4().hex,
+                payload={name: str(value) if isinstance(value, D) else value for name, value in payload.items()},
+                created_at=timezone.now(),
+            )
+        )
+
+    def place(self, user: int, **order):
+        defaults = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
+        options = {"post_only": False, "stp": None, "client_order_id": ""}
+        self._queue("place", user, {"user_id": user, "market": self.symbol, **defaults, **options, **order})
+
+    def cancel(self, order_id: int, owner: int):
+        self._queue("cancel", owner, {"order_id": order_id, "user_id": owner, "by_operator": False})
+
+
+def run_backlog_case(name: str, orders: int, engine_profile: str | None) -> dict:
+    """The engine alone: a warm-up through a running sequencer builds the book, the engine is stopped, ``orders``
+    commands of the same mix are queued at once, and a new engine drains them. Orders per second is the
+    commands divided by the time from the engine being ready to the last one done; CPU per order is the
+    engine's, its backend's and PostgreSQL's in that time (no caller runs: what the callers cost is in the
+    other sequencer cases). This is the engine's ceiling when callers run on other hosts."""
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connections
+
+    from apps.ledger.reconciliation import reconcile
+    from apps.orders.models import Command, CommandStatus, Market, Trade
+
+    plan = prepare(1, False)
+    (symbol, user_ids), *_ = plan.items()
+    mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
+    settings.ORDERS_ENGINE = "sequencer"
+    engines = start_engines([symbol])
+    try:
+        warmed = Flow(symbol, mid, user_ids, seed=0)
+        warmed.run(WARMUP)
+    finally:
+        engines[0].terminate()
+        engines[0].wait(timeout=60)
+    backlog = QueuedFlow(warmed, Market.objects.get(symbol=symbol).id)
+    for _ in range(orders):
+        _, queue_it = backlog.next()
+        queue_it()
+    Command.objects.bulk_create(backlog.commands, batch_size=1000)
+    engines = start_engines([symbol], profile=engine_profile and f"{engine_profile}.backlog")
+    began = time.perf_counter()
+    try:
+        postgres, backends = postgres_pids()
+        before = (tree_cpu_seconds(engines[0].pid), sum(backend_cpu_seconds(pid) for pid in backends))
+        before_postgres = tree_cpu_seconds(postgres)
+        while Command.objects.filter(status=CommandStatus.PENDING).exists():
+            time.sleep(0.01)
+        elapsed = time.perf_counter() - began
+        spent = (
+            tree_cpu_seconds(engines[0].pid) - before[0],
+            sum(backend_cpu_seconds(pid) for pid in backends) - before[1],
+            tree_cpu_seconds(postgres) - before_postgres,
+        )
+        connections.close_all()
+    finally:
+        engines[0].terminate()
+        engines[0].wait(timeout=60)
+    call_command("journal_seal", verbosity=0, stdout=io.StringIO())
+    report = reconcile()
+    applied = len(backlog.commands)
+    return {
+        "bench": "matching",
+        "case": name,
+        "engine": "sequencer",
+        "markets": 1,
+        "workers": 0,
+        "orders": applied,
+        "orders_per_s": round(applied / elapsed, 1),
+        "batch": settings.ORDERS_ENGINE_BATCH,
+        "server_cpu_ms": round(spent[0] / applied * 1000, 3),
+        "engine_backend_cpu_ms": round(spent[1] / applied * 1000, 3),
+        "postgres_cpu_ms": round(spent[2] / applied * 1000, 3),
+        "cores": os.cpu_count(),
+        "trades": Trade.objects.count(),
+        "reconcile_ok": report.ok,
+        "reconcile_failed": [check.name for check in report.checks if not check.ok],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=4000, help="timed requests per case (all workers)")
@@ -559,13 +668,19 @@ def main() -> int:
         ("4 markets, sequencer", 4, 4 * args.callers, False, "sequencer"),
         ("1 market, sequencer per command", 1, args.callers, False, "sequencer_per_command"),
         ("1 market, sequencer, REST API", 1, args.callers, False, "rest"),
+        ("1 market, sequencer, queued backlog", 1, 0, False, "backlog"),
     ]
     ok = True
     try:
         for name, markets, workers, shared, engine in cases:
             if args.case and name not in args.case:
                 continue
-            figures = run_case(name, markets, workers, shared, args.orders, args.profile, engine, args.profile_engine)
+            if engine == "backlog":
+                figures = run_backlog_case(name, args.orders, args.profile_engine)
+            else:
+                figures = run_case(
+                    name, markets, workers, shared, args.orders, args.profile, engine, args.profile_engine
+                )
             ok &= figures["reconcile_ok"]
             print(json.dumps(figures, default=str), flush=True)
     finally:
