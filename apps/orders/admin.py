@@ -17,6 +17,7 @@ from apps.audit.services import audit_record
 from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin, amount_column, amount_html
 
+from .errors import OrderStatusUnknown
 from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
 from .services import (
     market_create,
@@ -69,7 +70,8 @@ class MarketAdmin(admin.ModelAdmin):
     actions = ("halt", "resume")
 
     def get_readonly_fields(self, request, obj=None):
-        return (*MARKET_SHAPE, "status", "sequence") if obj else ("status", "sequence")
+        # A new market's symbol is its assets' codes (Market.clean, market_create): never typed.
+        return (*MARKET_SHAPE, "status", "sequence") if obj else ("symbol", "status", "sequence")
 
     def get_changeform_initial_data(self, request):
         return {"market_order_price_band": NEW_MARKET_PRICE_BAND, **super().get_changeform_initial_data(request)}
@@ -91,7 +93,6 @@ class MarketAdmin(admin.ModelAdmin):
                 )
             else:
                 created = market_create(
-                    symbol=data["symbol"],
                     base=data["base"],
                     quote=data["quote"],
                     tick_size=data["tick_size"],
@@ -111,10 +112,25 @@ class MarketAdmin(admin.ModelAdmin):
         to each selected market (each audited with the reason in its own transaction)."""
         reason = request.POST.get("reason", "").strip()
         if request.POST.get("confirm") == "yes" and reason:
+            applied, unconfirmed = [], []
             for market in queryset:
-                service(market_id=market.id, operator_id=request.user.id, reason=reason)
-            symbols = ", ".join(market.symbol for market in queryset)
-            self.message_user(request, f"{done} {symbols}. Reason recorded in the audit log.", messages.SUCCESS)
+                try:
+                    service(market_id=market.id, operator_id=request.user.id, reason=reason)
+                except OrderStatusUnknown:  # queued for the market's sequencer, which did not answer in time
+                    unconfirmed.append(market.symbol)
+                else:
+                    applied.append(market.symbol)
+            if applied:
+                symbols = ", ".join(applied)
+                self.message_user(request, f"{done} {symbols}. Reason recorded in the audit log.", messages.SUCCESS)
+            if unconfirmed:
+                self.message_user(
+                    request,
+                    f"The {action} of {', '.join(unconfirmed)} is queued for the matching engine, which has not "
+                    "confirmed it yet: it takes effect (and is audited) when the engine applies it. "
+                    "Check the market's status before acting again.",
+                    messages.WARNING,
+                )
             return None
         context = {
             **self.admin_site.each_context(request),

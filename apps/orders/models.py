@@ -23,8 +23,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import F, Q
-from django.db.models.functions import Mod
+from django.db.models import F, Q, Value
+from django.db.models.functions import Mod, Replace
 
 from apps.ledger.amounts import is_exact
 from apps.ledger.models import AmountField, Asset, JournalEntry
@@ -56,6 +56,33 @@ def market_precision_problems(*, base: Asset, quote: Asset, tick_size: Decimal, 
             f"exceed {quote.code}'s {quote.decimals}: qty * price would not be exact."
         )
     return problems
+
+
+def market_symbol(base: Asset, quote: Asset) -> str:
+    """A market's symbol: the base asset's code, a dash and the quote asset's (``BTC-USDT``). Without its dash it
+    is the market's symbol in the Binance-compatible API and CCXT (``BTCUSDT``)."""
+    return f"{base.code}-{quote.code}"
+
+
+def market_symbol_problems(*, base: Asset, quote: Asset, symbol: str) -> dict[str, str]:
+    """Why a new market of ``base``/``quote`` may not be listed as ``symbol`` ({field: message}, empty when it may).
+
+    Its symbol names its assets (:func:`market_symbol`); one market per pair; and no two symbols read the same
+    without their dash (``BTCU-SDT`` would take ``BTCUSDT``, the Binance API's and CCXT's name of ``BTC-USDT``,
+    and orders sent for one would go to the other). The database refuses the last two by itself
+    (``market_one_per_pair``, ``market_symbol_unique_without_dash``).
+    """
+    expected = market_symbol(base, quote)
+    if symbol != expected:
+        return {"symbol": f"Must be {expected}: the base asset's code, a dash, the quote asset's code."}
+    pair = Market.objects.filter(base=base, quote=quote).first()
+    if pair is not None:
+        return {"quote": f"{pair.symbol} already trades {base.code} against {quote.code}."}
+    plain = symbol.replace("-", "")
+    clash = Market.objects.alias(plain=Replace("symbol", Value("-"), Value(""))).filter(plain=plain).first()
+    if clash is not None:
+        return {"base": f"{clash.symbol} already reads {plain} without its dash (its symbol in the Binance API)."}
+    return {}
 
 
 class MarketStatus(models.TextChoices):
@@ -103,6 +130,8 @@ class Market(models.Model):
         ordering = ["symbol"]
         constraints = [
             models.CheckConstraint(condition=~Q(base=F("quote")), name="market_base_differs_from_quote"),
+            models.UniqueConstraint(fields=["base", "quote"], name="market_one_per_pair"),
+            models.UniqueConstraint(Replace("symbol", Value("-"), Value("")), name="market_symbol_unique_without_dash"),
             models.CheckConstraint(condition=Q(tick_size__gt=0, step_size__gt=0), name="market_tick_step_positive"),
             models.CheckConstraint(
                 condition=Q(min_qty__gt=0, max_qty__gte=F("min_qty"), min_notional__gte=0),
@@ -138,12 +167,16 @@ class Market(models.Model):
         return self.symbol
 
     def clean(self) -> None:
-        """Model validation (admin forms): the precision rule and the filters' order."""
+        """Model validation (admin forms): a new market's symbol (named by its assets, unique, see
+        :func:`market_symbol_problems`), the precision rule and the filters' order."""
         errors: dict[str, str] = {}
         if self.base_id and self.quote_id:
             if self.base_id == self.quote_id:
                 errors["quote"] = "Must differ from the base asset."
-            elif self.tick_size and self.step_size:
+            elif self._state.adding:
+                self.symbol = self.symbol or market_symbol(self.base, self.quote)
+                errors.update(market_symbol_problems(base=self.base, quote=self.quote, symbol=self.symbol))
+            if self.base_id != self.quote_id and self.tick_size and self.step_size:
                 errors.update(
                     market_precision_problems(
                         base=self.base, quote=self.quote, tick_size=self.tick_size, step_size=self.step_size

@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
 
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, NotFound
@@ -19,7 +20,14 @@ from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
 
 from ..events import book_changed
-from ..models import CommandKind, Market, MarketStatus, market_precision_problems
+from ..models import (
+    CommandKind,
+    Market,
+    MarketStatus,
+    market_precision_problems,
+    market_symbol,
+    market_symbol_problems,
+)
 from .commands import command_submit, outcome_raise
 from .parsing import value_parse
 
@@ -36,15 +44,17 @@ def market_create(
     symbol: str | None = None,
     market_order_price_band: Decimal | None = None,
 ) -> Market:
-    """Create the market ``<base>-<quote>`` (or ``symbol``), active.
+    """Create the market ``<base>-<quote>``, active (``symbol``, if given, must be that: it names the assets).
 
     ``tick_size`` (quote per base) and ``step_size`` (base) must keep every
     ``qty * price`` exact: ``decimals(tick) + decimals(step) <= quote.decimals`` and
     ``decimals(step) <= base.decimals`` (DESIGN.md section 2); ``min_qty`` and ``max_qty``
     are multiples of the step, ``min_notional`` an amount of the quote asset;
     ``market_order_price_band`` as :func:`market_filters_update`.
+    One market per pair, and no two symbols the same without their dash (the Binance API's symbol:
+    :func:`~apps.orders.models.market_symbol_problems`).
     Raises :class:`DomainError` naming the field (code ``invalid_request``); the database
-    refuses the same market by itself (trigger ``precision_rule``).
+    refuses the same market by itself (trigger ``precision_rule``, the two unique constraints).
     """
     if base.id == quote.id:
         raise DomainError("Base and quote must differ.", fields={"quote": "Must differ from the base asset."})
@@ -59,7 +69,8 @@ def market_create(
     values["min_notional"] = value_parse(
         min_notional, decimals=quote.decimals, field="min_notional", error=DomainError, allow_zero=True
     )
-    problems = market_precision_problems(
+    symbol = symbol or market_symbol(base, quote)
+    problems = market_symbol_problems(base=base, quote=quote, symbol=symbol) | market_precision_problems(
         base=base, quote=quote, tick_size=values["tick_size"], step_size=values["step_size"]
     )
     for name in ("min_qty", "max_qty"):
@@ -73,9 +84,14 @@ def market_create(
         values["market_order_price_band"] = value_parse(
             market_order_price_band, decimals=2, field="market_order_price_band", error=DomainError
         )
-    market = Market(symbol=symbol or f"{base.code}-{quote.code}", base=base, quote=quote, **values)
+    market = Market(symbol=symbol, base=base, quote=quote, **values)
     market.full_clean()
-    market.save()
+    try:
+        with transaction.atomic():
+            market.save()
+    except IntegrityError:  # the same pair or symbol listed meanwhile (market_one_per_pair, ..._without_dash)
+        problems = market_symbol_problems(base=base, quote=quote, symbol=symbol)
+        raise DomainError("The market's filters are not valid.", fields=problems or {"symbol": "Taken."}) from None
     return market
 
 

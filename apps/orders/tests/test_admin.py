@@ -5,8 +5,9 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.models import FeeSchedule, Market, MarketStatus
+from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
+from apps.orders.models import Command, CommandKind, CommandStatus, FeeSchedule, Market, MarketStatus
+from apps.orders.services import commands as engine_commands
 from apps.orders.services import fee_schedule_make_default
 from apps.orders.tests.helpers import place
 
@@ -82,6 +83,43 @@ def test_adding_a_market_applies_the_precision_rule(operator, btc, usdt, default
     response = operator.post(url, market_form(btc, usdt))
     assert response.status_code == 302
     assert Market.objects.get().tick_size == D("0.01")
+
+
+def test_a_new_markets_symbol_is_its_assets_codes_and_never_another_markets_binance_symbol(
+    operator, btc, usdt, default_fees
+):
+    url = reverse("admin:orders_market_add")
+    created = operator.post(url, market_form(btc, usdt, symbol="USDT-BTC"))  # a typed symbol is not a field
+    same_pair = operator.post(url, market_form(btc, usdt))
+    btcu, sdt = AssetFactory(code="BTCU", decimals=8), AssetFactory(code="SDT", decimals=6)
+    same_binance_symbol = operator.post(url, market_form(btcu, sdt))
+
+    assert created.status_code == 302
+    assert same_pair.status_code == 200  # the form again, with the error
+    assert same_pair.context["adminform"].form.errors == {"quote": ["BTC-USDT already trades BTC against USDT."]}
+    assert same_binance_symbol.context["adminform"].form.errors == {
+        "base": ["BTC-USDT already reads BTCUSDT without its dash (its symbol in the Binance API)."]
+    }
+    assert list(Market.objects.values_list("symbol", flat=True)) == ["BTC-USDT"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_halt_the_matching_engine_does_not_confirm_in_time_is_a_warning_not_a_500(admin_client, btc_usdt, settings):
+    settings.ORDERS_ENGINE = "sequencer"  # and no run_engine process: nobody answers
+    settings.ORDERS_ENGINE_WAIT_SECONDS = 0.3
+    confirmed = {"action": "halt", "_selected_action": [btc_usdt.id], "confirm": "yes", "reason": "feed outage"}
+    try:
+        response = admin_client.post(reverse("admin:orders_market_changelist"), confirmed, follow=True)
+    finally:
+        engine_commands.queue_connection_close()
+
+    assert response.status_code == 200
+    assert [str(message) for message in response.context["messages"]] == [
+        "The halt of BTC-USDT is queued for the matching engine, which has not confirmed it yet: it takes effect "
+        "(and is audited) when the engine applies it. Check the market's status before acting again."
+    ]
+    assert Market.objects.get().status == MarketStatus.ACTIVE
+    assert list(Command.objects.values_list("kind", "status")) == [(CommandKind.HALT, CommandStatus.PENDING)]
 
 
 def test_the_add_form_proposes_a_price_band_for_market_orders(operator, db):

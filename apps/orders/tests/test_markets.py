@@ -93,6 +93,37 @@ def test_the_database_refuses_qty_limits_off_the_step(btc, usdt):
         Market.objects.create(symbol="BTC-USDT", **market_kwargs(btc, usdt, min_qty=D("0.00015")))
 
 
+def test_the_service_refuses_a_symbol_that_does_not_name_the_markets_assets(btc, usdt):
+    with pytest.raises(DomainError) as raised:
+        market_create(symbol="USDT-BTC", **market_kwargs(btc, usdt))
+    assert raised.value.fields == {"symbol": "Must be BTC-USDT: the base asset's code, a dash, the quote asset's code."}
+    assert not Market.objects.exists()
+
+
+def test_the_service_lists_one_market_per_pair_and_no_two_alike_without_their_dash(btc, usdt):
+    market_create(**market_kwargs(btc, usdt))
+    with pytest.raises(DomainError) as same_pair:
+        market_create(**market_kwargs(btc, usdt))
+    btcu, sdt = AssetFactory(code="BTCU", decimals=8), AssetFactory(code="SDT", decimals=6)
+    with pytest.raises(DomainError) as same_binance_symbol:
+        market_create(**market_kwargs(btcu, sdt))
+
+    assert same_pair.value.fields == {"quote": "BTC-USDT already trades BTC against USDT."}
+    assert same_binance_symbol.value.fields == {
+        "base": "BTC-USDT already reads BTCUSDT without its dash (its symbol in the Binance API)."
+    }
+    assert list(Market.objects.values_list("symbol", flat=True)) == ["BTC-USDT"]
+
+
+def test_the_database_refuses_a_second_market_of_a_pair_and_a_symbol_alike_without_its_dash(btc, usdt):
+    market_create(**market_kwargs(btc, usdt))
+    btcu, sdt = AssetFactory(code="BTCU", decimals=8), AssetFactory(code="SDT", decimals=6)
+    with pytest.raises(IntegrityError, match="market_one_per_pair"), transaction.atomic():
+        Market.objects.create(symbol="XBT-USDT", **market_kwargs(btc, usdt))
+    with pytest.raises(IntegrityError, match="market_symbol_unique_without_dash"), transaction.atomic():
+        Market.objects.create(symbol="BTCU-SDT", **market_kwargs(btcu, sdt))
+
+
 def test_tick_step_and_assets_never_change_once_created(btc, usdt):
     market = market_create(**market_kwargs(btc, usdt))
     eth = AssetFactory(code="ETH", decimals=18)
