@@ -244,9 +244,8 @@ def _write(
                 entry.entry_id = journal_entry.id
     statements: list[tuple[str, list]] = []
     if plan.placed:
-        fixed = {"market_id": market.id, "created_at": now, "updated_at": now}
-        rows = [[({**vars(o), **fixed})[name] for name in order_rows.ORDER_FIELDS] for o in plan.placed.values()]
-        statements.append((order_rows.INSERT_ORDERS, order_rows.columns_of(rows, len(order_rows.ORDER_FIELDS))))
+        placed = order_rows.placed_order_params(plan.placed.values(), market_id=market.id, created_at=now)
+        statements.append((order_rows.INSERT_ORDERS, placed))
     trades = order_rows.trade_row_params(market_id=market.id, trades=plan.trades, created_at=now)
     if plan.trades and plan.updated:
         statements.append(
