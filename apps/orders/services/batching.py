@@ -15,7 +15,7 @@ changes is the sequencer's :class:`MarketBook`). Round trips, for any number of 
    placing user's balance is not what step 1 read (a deposit or another market's trade in
    between), the book is read again and the batch planned again with the locked balances (and
    handed to the per-command path if that plan needs an account not locked);
-5. every hold, fill and release (one ``entries_post``), then one pipeline: the new orders
+5. every hold, fill and release (one ``entry_ids_post``), then one pipeline: the new orders
    (one INSERT), the trades and the end state of the resting orders the batch changed (one
    statement), the candles, the sequence bump, one stream event per change (one statement)
    and ``MARK_DONE`` (the callers' answers are published at the commit).
@@ -46,7 +46,7 @@ from django.utils import timezone
 from apps.accounts.errors import TradingFrozen
 from apps.core.errors import DomainError
 from apps.ledger.db import PreparedCursor
-from apps.ledger.services import EntryRequest, entries_post
+from apps.ledger.services import EntryRequest, entry_ids_post
 from apps.ledger.trading import (
     AVAILABLE_BALANCES_SQL,
     FillTerms,
@@ -233,15 +233,15 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
 def _write(
     cursor, state: MarketBook, market: LockedMarket, plan: BatchPlan, accounts: TradingAccounts, done: tuple[str, list]
 ) -> None:
-    """Write ``plan`` in two round trips: every entry (``entries_post``), then one pipeline of the new orders,
+    """Write ``plan`` in two round trips: every entry (``entry_ids_post``), then one pipeline of the new orders,
     the trades with the resting orders' new state, the candles, the sequence bump, the stream events and
     ``done`` (the commands' MARK_DONE, whose answers are published at the commit)."""
     now = timezone.now()
     if plan.entries:
-        posted = entries_post([_entry(accounts, market, entry) for entry in plan.entries])
-        for entry, journal_entry in zip(plan.entries, posted, strict=True):
+        entry_ids = entry_ids_post([_entry(accounts, market, entry) for entry in plan.entries])
+        for entry, entry_id in zip(plan.entries, entry_ids, strict=True):
             if isinstance(entry, TradeRow):
-                entry.entry_id = journal_entry.id
+                entry.entry_id = entry_id
     statements: list[tuple[str, list]] = []
     if plan.placed:
         placed = order_rows.placed_order_params(plan.placed.values(), market_id=market.id, created_at=now)
