@@ -6,7 +6,8 @@ changes is the sequencer's :class:`MarketBook`). Round trips, for any number of 
 1. one pipeline: the market row lock (``FOR NO KEY UPDATE``, which also draws every new
    order's id), the frozen accounts, the stored orders the batch's ``client_order_id``\\ s and
    cancels name, the fee rates in force (default schedule and the tiers of every user the
-   batch may meet) and the placing users' available balances (read without a lock);
+   batch may meet) and the placing users' available balances (read without a lock); a read
+   with nothing to look up (no placement, no ``client_order_id``, no cancel) is not sent;
 2. only if the market's sequence moved since this sequencer's last commit (another writer:
    an inline cancel, a halt, the per-command fallback): the book, read again under the lock;
 3. the planner (:class:`~apps.orders.engine.batch.BatchPlanner`: no database);
@@ -174,23 +175,30 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
     keyed = [(c.payload["user_id"], c.payload["client_order_id"]) for c in places if c.payload.get("client_order_id")]
     cancel_ids = [c.payload["order_id"] for c in commands if c.kind == CommandKind.CANCEL]
     assets = [state.base_id, state.quote_id]
+    reads: dict[str, tuple[str, list]] = {"lock": (sql.LOCK_MARKET_FOR_BATCH, [state.market_id, len(places)])}
+    if placers:
+        reads["frozen"] = (sql.FROZEN_USERS, [placers])
+        reads["default_rates"] = (sql.DEFAULT_RATES, [])
+        reads["tiers"] = (sql.TIER_RATES, [sorted(set(placers) | state.book.user_ids())])
+        reads["balances"] = (AVAILABLE_BALANCES_SQL, [placers, assets])
+    if keyed:
+        reads["by_client_id"] = (sql.ORDERS_BY_CLIENT_ID, [[u for u, _ in keyed], [k for _, k in keyed]])
+    if cancel_ids:
+        reads["by_id"] = (sql.ORDERS_BY_ID, [cancel_ids])
     with PreparedCursor() as cursor, localcontext(WIDE):
-        lock, frozen, by_client_id, by_id, default_rates, tiers, balance_rows = cursor.pipeline(
-            [
-                (sql.LOCK_MARKET_FOR_BATCH, [state.market_id, len(places)]),
-                (sql.FROZEN_USERS, [placers]),
-                (sql.ORDERS_BY_CLIENT_ID, [[u for u, _ in keyed], [k for _, k in keyed]]),
-                (sql.ORDERS_BY_ID, [cancel_ids]),
-                (sql.DEFAULT_RATES, []),
-                (sql.TIER_RATES, [sorted(set(placers) | state.book.user_ids())]),
-                (AVAILABLE_BALANCES_SQL, [placers, assets]),
-            ]
+        rows = dict(zip(reads, cursor.pipeline(list(reads.values())), strict=True))
+        frozen, by_client_id, by_id = rows.get("frozen", []), rows.get("by_client_id", []), rows.get("by_id", [])
+        default_rates, tiers, balance_rows = (
+            rows.get("default_rates", []),
+            rows.get("tiers", []),
+            rows.get("balances", []),
         )
-        market, order_ids = sql.locked_market_for_batch(lock[0])
+        market, order_ids = sql.locked_market_for_batch(rows["lock"][0])
         if market.sequence != state.sequence:
             state.reload(cursor)
-            cursor.execute(sql.TIER_RATES, [sorted(set(placers) | state.book.user_ids())])
-            tiers = cursor.fetchall()
+            if placers:
+                cursor.execute(sql.TIER_RATES, [sorted(set(placers) | state.book.user_ids())])
+                tiers = cursor.fetchall()
         rates = _rates(default_rates, tiers)
         existing = {(row[3], row[0]): Existing(*row[1:]) for row in by_client_id}
         known = {row[0]: Existing(*row) for row in by_id}
