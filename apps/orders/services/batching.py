@@ -67,7 +67,6 @@ from ..engine.batch import (
     OrderState,
     Place,
     PlacedOrder,
-    Rates,
     Release,
     TradeRow,
     Unplannable,
@@ -156,13 +155,6 @@ def _parsed(
     return result
 
 
-def _rates(default_rows: list[tuple], tier_rows: list[tuple]) -> Rates:
-    return Rates(
-        default=(default_rows[0][0], default_rows[0][1]) if default_rows else None,
-        tiers={user_id: (maker, taker) for user_id, maker, taker in tier_rows},
-    )
-
-
 def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[dict]:
     """Plan and write ``commands`` (one market's, in order) in the caller's transaction; return their outcomes.
 
@@ -178,8 +170,7 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
     reads: dict[str, tuple[str, list]] = {"lock": (sql.LOCK_MARKET_FOR_BATCH, [state.market_id, len(places)])}
     if placers:
         reads["frozen"] = (sql.FROZEN_USERS, [placers])
-        reads["default_rates"] = (sql.DEFAULT_RATES, [])
-        reads["tiers"] = (sql.TIER_RATES, [sorted(set(placers) | state.book.user_ids())])
+        reads["rates"] = (sql.RATES, [sorted(set(placers) | state.book.user_ids())])
         reads["balances"] = (AVAILABLE_BALANCES_SQL, [placers, assets])
     if keyed:
         reads["by_client_id"] = (sql.ORDERS_BY_CLIENT_ID, [[u for u, _ in keyed], [k for _, k in keyed]])
@@ -188,18 +179,14 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
     with PreparedCursor() as cursor, localcontext(WIDE):
         rows = dict(zip(reads, cursor.pipeline(list(reads.values())), strict=True))
         frozen, by_client_id, by_id = rows.get("frozen", []), rows.get("by_client_id", []), rows.get("by_id", [])
-        default_rates, tiers, balance_rows = (
-            rows.get("default_rates", []),
-            rows.get("tiers", []),
-            rows.get("balances", []),
-        )
+        rate_rows, balance_rows = rows.get("rates", []), rows.get("balances", [])
         market, order_ids = sql.locked_market_for_batch(rows["lock"][0])
         if market.sequence != state.sequence:
             state.reload(cursor)
             if placers:
-                cursor.execute(sql.TIER_RATES, [sorted(set(placers) | state.book.user_ids())])
-                tiers = cursor.fetchall()
-        rates = _rates(default_rates, tiers)
+                cursor.execute(sql.RATES, [sorted(set(placers) | state.book.user_ids())])
+                rate_rows = cursor.fetchall()
+        rates = sql.rates_of(rate_rows)
         existing = {(row[3], row[0]): Existing(*row[1:]) for row in by_client_id}
         known = {row[0]: Existing(*row) for row in by_id}
         parsed = _parsed(commands, market, order_ids, {row[0] for row in frozen})

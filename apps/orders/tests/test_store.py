@@ -1,4 +1,4 @@
-"""The set-based statements generated from the models (apps.orders.store.sql): rows as one JSON parameter."""
+"""The orders app's SQL (apps.orders.store): rows written as one JSON parameter, the fee rates a batch reads."""
 
 import json
 from datetime import UTC, datetime
@@ -7,7 +7,10 @@ from decimal import Decimal
 from django.db import connection
 
 from apps.ledger.tests.factories import UserFactory
+from apps.orders.engine.batch import Rates
 from apps.orders.models import Order, OrderStatus, Side
+from apps.orders.services import fee_schedule_create, fee_tier_assign
+from apps.orders.store import engine as engine_sql
 from apps.orders.store import orders as order_rows
 from apps.orders.store.sql import rows_json
 
@@ -64,3 +67,20 @@ def test_orders_written_through_one_json_parameter_read_back_as_they_were(btc_us
     assert [getattr(stored, name) for name in order_rows.ORDER_FIELDS] == [
         getattr(order, name) for name in order_rows.ORDER_FIELDS
     ]
+
+
+def test_the_rates_in_force_are_the_default_schedule_and_the_tiers_of_the_users_asked_for(default_fees):
+    vip, other, plain = UserFactory(), UserFactory(), UserFactory()
+    tier = fee_schedule_create(name="vip", maker_rate="0", taker_rate="0.0005")
+    fee_tier_assign(user_id=vip.id, schedule_id=tier.id)
+    fee_tier_assign(user_id=other.id, schedule_id=tier.id)
+
+    def rates(user_ids):
+        with connection.cursor() as cursor:
+            cursor.execute(engine_sql.RATES, [user_ids])
+            return engine_sql.rates_of(cursor.fetchall())
+
+    assert rates([vip.id, plain.id]) == Rates(default=(D("0.001"), D("0.001")), tiers={vip.id: (D(0), D("0.0005"))})
+    default_fees.delete()
+    assert rates([vip.id]) == Rates(default=None, tiers={vip.id: (D(0), D("0.0005"))})
+    assert rates([]) == Rates(default=None)
