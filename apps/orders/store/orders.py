@@ -12,7 +12,7 @@ from django.db import connection
 from ..engine.batch import OrderState, PlacedOrder, TradeRow
 from ..engine.settlement import MakerUpdate, Settlement
 from ..models import Order, OrderStatus, Trade
-from .sql import attnames, column_names, insert_sql, rows_json, update_sql
+from .sql import attnames, column_names, columns_of, insert_sql, rows_json, update_sql
 
 ORDER_FIELDS = attnames(Order)
 INSERT_ORDERS = insert_sql(Order, ORDER_FIELDS)
@@ -31,8 +31,7 @@ CANCEL_ORDER = f"""
 
 _MAKER_FIELDS = ["id", "filled_qty", "filled_quote_qty", "fee_total", "held_remaining", "status", "reject_reason"]
 UPDATE_MAKERS = update_sql(Order, _MAKER_FIELDS, constant=["updated_at"])
-"""UPDATE resting orders' fills, holds and states: the time, then one JSON parameter of their rows."""
-_MAKER_COLUMNS = column_names(Order, _MAKER_FIELDS)
+"""UPDATE resting orders' fills, holds and states: the time, then one array per field of ``_MAKER_FIELDS``."""
 
 TRADE_FIELDS = attnames(Trade)
 INSERT_TRADES = insert_sql(Trade, TRADE_FIELDS)
@@ -71,13 +70,13 @@ def maker_update_params(updated_at: datetime, updates: Sequence[MakerUpdate]) ->
     """The parameters of :data:`UPDATE_MAKERS`: the resting orders' new fill totals, holds and states."""
     return [
         updated_at,
-        rows_json(
-            _MAKER_COLUMNS,
+        *columns_of(
             (
                 (u.maker.id, u.maker.filled_qty, u.maker.filled_quote_qty, u.maker.fee_total, u.maker.held_remaining)
                 + (u.status, u.reason)
                 for u in updates
             ),
+            len(_MAKER_FIELDS),
         ),
     ]
 
@@ -115,12 +114,12 @@ def order_state_params(updated_at: datetime, states: dict[int, OrderState]) -> l
     """The parameters of :data:`UPDATE_MAKERS` for orders' new states by id (a sequencer batch's end states)."""
     return [
         updated_at,
-        rows_json(
-            _MAKER_COLUMNS,
+        *columns_of(
             (
                 (order_id, s.filled_qty, s.filled_quote_qty, s.fee_total, s.held_remaining, s.status, s.reject_reason)
                 for order_id, s in states.items()
             ),
+            len(_MAKER_FIELDS),
         ),
     ]
 

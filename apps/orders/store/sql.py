@@ -1,10 +1,10 @@
-"""Statements generated from a model's ``_meta``: set-based INSERT and UPDATE through
-``json_populate_recordset``.
+"""Statements generated from a model's ``_meta``: set-based INSERT through ``json_populate_recordset`` and
+UPDATE through ``unnest``, so one statement writes any number of rows.
 
-The rows travel as one JSON parameter (:func:`rows_json`), read back with the table's own row
-type, so one statement writes any number of rows, a prepared statement's plan does not depend
-on how many, and the client dumps one string instead of an array per column (psycopg's array
-dumper looks up a dumper for every element).
+An INSERT's rows travel as one JSON parameter (:func:`rows_json`), read back with the table's own
+row type: the client dumps one string instead of an array per column (psycopg's array dumper looks
+up a dumper for every element). An UPDATE takes one array per column (:func:`columns_of`; see
+:func:`update_sql` for why).
 """
 
 import enum
@@ -53,18 +53,39 @@ def insert_sql(model: type[models.Model], names: Sequence[str]) -> str:
 
 
 def update_sql(model: type[models.Model], names: Sequence[str], *, constant: Sequence[str] = ()) -> str:
-    """``UPDATE <table> SET <column> = v.<column>, ... FROM json_populate_recordset(...) AS v WHERE <pk> = v.<pk>``.
+    """``UPDATE <table> SET <column> = v.<column>, ... FROM unnest(...) AS v WHERE <pk> = v.<pk>``.
 
-    ``names`` starts with the primary key; each row (:func:`rows_json`) gives every name's value.
-    ``constant`` names fields set to one value for all rows (one scalar parameter each, before the rows).
+    ``names`` starts with the primary key; one array parameter per name (:func:`columns_of`), cast to
+    the column's type. ``constant`` names fields set to one value for all rows (one scalar parameter
+    each, before the arrays). Arrays, not :func:`rows_json`: PostgreSQL plans ``unnest`` of the
+    arrays it is given for as many rows as they hold, so it reaches the rows to update through the
+    primary key; it counts 100 rows for ``json_populate_recordset``, and hash-joined a sequential
+    scan of the whole table to them.
     """
     table, pk = model._meta.db_table, model._meta.pk.column
+    columns = column_types(model, names)
     fixed = column_types(model, constant)
-    sets = [f"{c} = v.{c}" for c in column_names(model, names) if c != pk] + [f"{c} = %s::{t}" for c, t in fixed]
+    sets = [f"{c} = v.{c}" for c, _ in columns if c != pk] + [f"{c} = %s::{t}" for c, t in fixed]
+    arrays = ", ".join(f"%s::{db_type}[]" for _, db_type in columns)
     return (
-        f"UPDATE {table} t SET {', '.join(sets)} FROM json_populate_recordset(NULL::{table}, %s::json) AS v "
+        f"UPDATE {table} t SET {', '.join(sets)} FROM unnest({arrays}) AS v({', '.join(c for c, _ in columns)}) "
         f"WHERE t.{pk} = v.{pk}"
     )
+
+
+def plain(value):
+    """A value as the database takes it: an enum (a model choice) by its value, not its name."""
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def columns_of(rows: Iterable[Sequence], width: int) -> list[list]:
+    """Transpose ``rows`` (each ``width`` values) into ``width`` column arrays (:func:`update_sql`), enums as
+    their values."""
+    arrays: list[list] = [[] for _ in range(width)]
+    for row in rows:
+        for array, value in zip(arrays, row, strict=True):
+            array.append(plain(value))
+    return arrays
 
 
 def _json_value(value):

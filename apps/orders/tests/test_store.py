@@ -1,4 +1,4 @@
-"""The orders app's SQL (apps.orders.store): rows written as one JSON parameter, the fee rates a batch reads."""
+"""The orders app's SQL (apps.orders.store): rows written as one JSON parameter or arrays, the fee rates a batch reads."""
 
 import json
 from datetime import UTC, datetime
@@ -6,13 +6,14 @@ from decimal import Decimal
 
 from django.db import connection
 
-from apps.ledger.tests.factories import UserFactory
-from apps.orders.engine.batch import Rates
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.orders.engine.batch import OrderState, Rates
 from apps.orders.models import Order, OrderStatus, Side
 from apps.orders.services import fee_schedule_create, fee_tier_assign
 from apps.orders.store import engine as engine_sql
 from apps.orders.store import orders as order_rows
 from apps.orders.store.sql import rows_json
+from apps.orders.tests.helpers import place
 
 D = Decimal
 
@@ -84,3 +85,34 @@ def test_the_rates_in_force_are_the_default_schedule_and_the_tiers_of_the_users_
     default_fees.delete()
     assert rates([vip.id]) == Rates(default=None, tiers={vip.id: (D(0), D("0.0005"))})
     assert rates([]) == Rates(default=None)
+
+
+def _scans_of(plan: dict) -> list[tuple[str, str]]:
+    """``(node type, relation)`` of every scan in an ``EXPLAIN (FORMAT JSON)`` plan."""
+    scans = [(plan["Node Type"], plan["Relation Name"])] if "Relation Name" in plan else []
+    for child in plan.get("Plans", []):
+        scans += _scans_of(child)
+    return scans
+
+
+def test_the_resting_orders_update_reaches_them_by_primary_key_not_by_scanning_the_orders(btc_usdt, btc, usdt):
+    buyer, seller = UserFactory(), UserFactory()
+    fund(buyer, usdt, "100000")
+    fund(seller, btc, "10")
+    maker = place(seller, side="sell", price="50000", qty="0.5")
+    taker = place(buyer, side="buy", price="50000", qty="0.1")
+    columns = ", ".join(c for c in order_rows.ORDER_FIELDS if c != "id")
+    with connection.cursor() as cursor:  # 3,000 copies of the filled taker
+        cursor.execute(
+            f"INSERT INTO orders_order ({columns}) SELECT {columns} FROM orders_order, generate_series(1, 3000) "
+            "WHERE id = %s",
+            [taker.id],
+        )
+        cursor.execute("ANALYZE orders_order")
+        state = OrderState(D("0.1"), D("5000"), D(0), D("0.4"), OrderStatus.PARTIALLY_FILLED, "")
+        params = order_rows.order_state_params(datetime.now(UTC), {maker.id: state})
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {order_rows.UPDATE_MAKERS}", params)
+        (plan,) = cursor.fetchone()[0]
+    scans = _scans_of(plan["Plan"])
+    assert ("Seq Scan", "orders_order") not in scans
+    assert ("Index Scan", "orders_order") in scans
