@@ -41,7 +41,6 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
 from apps.core.errors import DomainError
-from apps.ledger.db import PreparedCursor
 from apps.ledger.transactions import retrying_atomic
 
 from ..models import CommandKind, Market, MarketStatus
@@ -125,15 +124,11 @@ class Sequencer:
         }
 
     def pending(self) -> list[QueuedCommand]:
-        """The oldest pending commands of the markets served, at most one batch.
-
-        Read with a prepared statement (:class:`~apps.ledger.db.PreparedCursor`): PostgreSQL plans it
-        once per connection, not once per batch.
-        """
-        with PreparedCursor() as cursor:
+        """The oldest pending commands of the markets served, at most one batch."""
+        with connection.cursor() as cursor:
             cursor.execute(queue.PENDING, [self.market_ids, self.batch])
             rows = cursor.fetchall()
-        # Django's connection leaves jsonb as text (its JSONField decodes it).
+        # Django's cursor leaves jsonb as text (its JSONField decodes it).
         return [
             QueuedCommand(
                 id_, market_id, kind, user_id, token, json.loads(payload) if isinstance(payload, str) else payload

@@ -12,7 +12,7 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,7 +24,6 @@ from apps.orders.models import Command, CommandKind, Order, Trade
 from apps.orders.services import batching, cancel, fee_schedule_create, fee_tier_assign, market_create, placement
 from apps.orders.services.commands import domain_outcome
 from apps.orders.services.sequencer import Sequencer
-from apps.orders.store import commands as queue
 from apps.orders.tests.helpers import balance
 from apps.streams.models import StreamEvent
 
@@ -285,20 +284,6 @@ def test_the_sequencer_reads_the_book_again_when_another_writer_moved_the_market
     assert Order.objects.get(id=ask.id).status == "filled"
     assert Order.objects.get(id=outcome["order_id"]).status == "filled"
     assert reconcile().ok
-
-
-def test_the_sequencer_reads_its_pending_commands_with_a_prepared_statement(traders, btc_usdt):
-    sequencer = Sequencer([btc_usdt.id], batch=10)
-    _queue(traders, btc_usdt, [limit(0, "buy", "49000", "0.1"), limit(1, "sell", "51000", "0.2")])
-
-    first, second = sequencer.pending()
-
-    assert (first.payload["side"], first.payload["price"], second.payload["qty"]) == ("buy", "49000", "0.2")
-    as_sent = queue.PENDING.replace("%s", "$1", 1).replace("%s", "$2", 1)  # psycopg numbers the placeholders
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement = %s", [as_sent])
-        assert cursor.fetchone()[0] == 1
-    assert [c.id for c in sequencer.pending()] == [first.id, second.id]
 
 
 def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_usdt, btc, usdt):
