@@ -314,7 +314,8 @@ def start_engines(symbols: list[str], *, planned: bool = True, profile: str | No
     """One ``run_engine`` process per market on the bench database, each waited for until ready.
 
     ``planned`` false: the per-command path (``ORDERS_ENGINE_PLANNED=false``). ``profile``: the first
-    engine runs under cProfile and writes its stats there when it stops (SIGTERM)."""
+    engine runs under cProfile (CPU time, ``bench/_profiled.py``) and writes its stats there when it
+    stops (SIGTERM)."""
     import subprocess
     import tempfile
 
@@ -327,7 +328,7 @@ def start_engines(symbols: list[str], *, planned: bool = True, profile: str | No
     engines = []
     for n, symbol in enumerate(symbols):
         log = tempfile.NamedTemporaryFile(prefix=f"bench-engine-{symbol}-", suffix=".log", delete=False)
-        profiled = ["-m", "cProfile", "-o", profile] if profile and n == 0 else []
+        profiled = [str(ROOT / "bench" / "_profiled.py"), profile] if profile and n == 0 else []
         engine = subprocess.Popen(
             [sys.executable, *profiled, "manage.py", "run_engine", "--market", symbol],
             cwd=ROOT,
@@ -635,7 +636,7 @@ def main() -> int:
     parser.add_argument(
         "--profile-engine",
         metavar="FILE",
-        help="cProfile the (first) run_engine process of each sequencer case into FILE.<engine>",
+        help="cProfile the (first) run_engine process of each sequencer case into FILE.<engine> (CPU time)",
     )
     parser.add_argument("--callers", type=int, default=8, help="caller processes per market in the sequencer cases")
     parser.add_argument(

@@ -12,6 +12,7 @@ import zlib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -286,6 +287,32 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
     :func:`~apps.ledger.transactions.retrying_atomic`) if another transaction posted one of
     the batch's keys between the check and the write.
     """
+    posted = _post(entries)
+    journal_entries = _entries_of(posted.sent, posted.rows, posted.created_at)
+    return [journal_entries[posted.position[entry.idempotency_key]] for entry in entries]
+
+
+def entry_ids_post(entries: Sequence[EntryRequest]) -> list[int]:
+    """:func:`entries_post` for a caller that needs only the entries' ids: the same checks, writes, errors and
+    replays, and the ids in the order given, without building (or reading, for a replay) a :class:`JournalEntry`."""
+    posted = _post(entries)
+    ids = [entry_id for _, entry_id, *_ in posted.rows]
+    return [ids[posted.position[entry.idempotency_key]] for entry in entries]
+
+
+@dataclass(frozen=True)
+class _Posted:
+    """What :func:`_post` sent (the distinct requests with their payload hashes, and each key's index among
+    them) and the posting function's success rows (one per distinct request, in order)."""
+
+    sent: list[tuple[EntryRequest, str]]
+    position: dict[str, int]
+    rows: list[tuple]
+    created_at: datetime
+
+
+def _post(entries: Sequence[EntryRequest]) -> _Posted:
+    """Check and post ``entries`` (see :func:`entries_post`); raise the first refusal."""
     if not connection.in_atomic_block:
         raise TransactionManagementError("entry_post must run inside transaction.atomic()")
     sent: list[tuple[EntryRequest, str]] = []  # the distinct keys, in order, with their payload hashes
@@ -307,12 +334,12 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
         elif sent[seen][1] != payload_hash:
             stop = _conflict(entry.idempotency_key)
             break
+    created_at = timezone.now()
     if not sent:
         if stop is not None:
             raise stop
-        return []
+        return _Posted(sent, position, [], created_at)
 
-    created_at = timezone.now()
     legs = [(ordinal, leg) for ordinal, (entry, _) in enumerate(sent, start=1) for leg in entry.legs]
     with PreparedCursor() as cursor:
         cursor.execute(
@@ -338,9 +365,7 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
         raise stop
     if rows[0][2] not in ("posted", "replayed"):
         raise _failure(sent[rows[0][0] - 1][0], rows[0])
-
-    posted = _entries_of(sent, rows, created_at)
-    return [posted[position[entry.idempotency_key]] for entry in entries]
+    return _Posted(sent, position, rows, created_at)
 
 
 def _entries_of(sent: Sequence[tuple[EntryRequest, str]], rows: Sequence[tuple], created_at) -> list[JournalEntry]:

@@ -18,6 +18,7 @@ from apps.ledger.services import (
     credit,
     debit,
     entries_post,
+    entry_ids_post,
     entry_post,
     hold_legs,
     release_legs,
@@ -271,3 +272,27 @@ def test_the_posting_functions_plan_index_scans_even_on_tables_not_analyzed_yet(
     }
     for config in configs.values():
         assert {"enable_seqscan=off", "plan_cache_mode=force_generic_plan"} <= set(config)
+
+
+def test_entry_ids_post_gives_the_ids_entries_post_would_replays_and_repeated_keys_included(funded):
+    available, held = funded
+    with transaction.atomic():
+        (first,) = entries_post([_hold("hold:1", available, held, "1")])
+    with transaction.atomic():
+        ids = entry_ids_post(
+            [
+                _hold("hold:2", available, held, "2"),
+                _hold("hold:1", available, held, "1"),  # posted before: its id, nothing written
+                _release("release:1", available, held, "2"),
+                _hold("hold:2", available, held, "2"),  # repeated in the batch: the same id
+            ]
+        )
+    by_key = dict(JournalEntry.objects.values_list("idempotency_key", "id"))
+    assert ids == [by_key["hold:2"], first.id, by_key["release:1"], by_key["hold:2"]]
+    assert JournalEntry.objects.count() == 4  # the funding, hold:1, hold:2, release:1
+    available.refresh_from_db()
+    assert available.balance == Decimal(9)
+    with transaction.atomic(), pytest.raises(InsufficientFunds):
+        entry_ids_post([_hold("hold:3", available, held, "10")])
+    with transaction.atomic():
+        assert entry_ids_post([]) == []

@@ -537,9 +537,12 @@ class BatchPlanner:
             self._record(maker.id, state)
             states[maker.id] = state
             prices.append((maker.side, maker.price))
-            if u.status not in OPEN_STATUSES and maker.id in self.book:
-                self.book.remove(maker.id)
-                self.left[maker.id] = maker.user_id
+            if maker.id in self.book:
+                if u.status in OPEN_STATUSES:
+                    self.book.refresh(maker.id)
+                else:
+                    self.book.remove(maker.id)
+                    self.left[maker.id] = maker.user_id
             if u.release:
                 self.plan.entries.append(Release(maker.id, maker.user_id, makers_asset, u.release))
                 self._credit(maker.user_id, makers_asset, u.release)

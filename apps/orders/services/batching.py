@@ -6,7 +6,8 @@ changes is the sequencer's :class:`MarketBook`). Round trips, for any number of 
 1. one pipeline: the market row lock (``FOR NO KEY UPDATE``, which also draws every new
    order's id), the frozen accounts, the stored orders the batch's ``client_order_id``\\ s and
    cancels name, the fee rates in force (default schedule and the tiers of every user the
-   batch may meet) and the placing users' available balances (read without a lock);
+   batch may meet) and the placing users' available balances (read without a lock); a read
+   with nothing to look up (no placement, no ``client_order_id``, no cancel) is not sent;
 2. only if the market's sequence moved since this sequencer's last commit (another writer:
    an inline cancel, a halt, the per-command fallback): the book, read again under the lock;
 3. the planner (:class:`~apps.orders.engine.batch.BatchPlanner`: no database);
@@ -15,7 +16,7 @@ changes is the sequencer's :class:`MarketBook`). Round trips, for any number of 
    placing user's balance is not what step 1 read (a deposit or another market's trade in
    between), the book is read again and the batch planned again with the locked balances (and
    handed to the per-command path if that plan needs an account not locked);
-5. every hold, fill and release (one ``entries_post``), then one pipeline: the new orders
+5. every hold, fill and release (one ``entry_ids_post``), then one pipeline: the new orders
    (one INSERT), the trades and the end state of the resting orders the batch changed (one
    statement), the candles, the sequence bump, one stream event per change (one statement)
    and ``MARK_DONE`` (the callers' answers are published at the commit).
@@ -46,7 +47,7 @@ from django.utils import timezone
 from apps.accounts.errors import TradingFrozen
 from apps.core.errors import DomainError
 from apps.ledger.db import PreparedCursor
-from apps.ledger.services import EntryRequest, entries_post
+from apps.ledger.services import EntryRequest, entry_ids_post
 from apps.ledger.trading import (
     AVAILABLE_BALANCES_SQL,
     FillTerms,
@@ -66,7 +67,6 @@ from ..engine.batch import (
     OrderState,
     Place,
     PlacedOrder,
-    Rates,
     Release,
     TradeRow,
     Unplannable,
@@ -155,13 +155,6 @@ def _parsed(
     return result
 
 
-def _rates(default_rows: list[tuple], tier_rows: list[tuple]) -> Rates:
-    return Rates(
-        default=(default_rows[0][0], default_rows[0][1]) if default_rows else None,
-        tiers={user_id: (maker, taker) for user_id, maker, taker in tier_rows},
-    )
-
-
 def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[dict]:
     """Plan and write ``commands`` (one market's, in order) in the caller's transaction; return their outcomes.
 
@@ -174,24 +167,26 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
     keyed = [(c.payload["user_id"], c.payload["client_order_id"]) for c in places if c.payload.get("client_order_id")]
     cancel_ids = [c.payload["order_id"] for c in commands if c.kind == CommandKind.CANCEL]
     assets = [state.base_id, state.quote_id]
+    reads: dict[str, tuple[str, list]] = {"lock": (sql.LOCK_MARKET_FOR_BATCH, [state.market_id, len(places)])}
+    if placers:
+        reads["frozen"] = (sql.FROZEN_USERS, [placers])
+        reads["rates"] = (sql.RATES, [sorted(set(placers) | state.book.user_ids())])
+        reads["balances"] = (AVAILABLE_BALANCES_SQL, [placers, assets])
+    if keyed:
+        reads["by_client_id"] = (sql.ORDERS_BY_CLIENT_ID, [[u for u, _ in keyed], [k for _, k in keyed]])
+    if cancel_ids:
+        reads["by_id"] = (sql.ORDERS_BY_ID, [cancel_ids])
     with PreparedCursor() as cursor, localcontext(WIDE):
-        lock, frozen, by_client_id, by_id, default_rates, tiers, balance_rows = cursor.pipeline(
-            [
-                (sql.LOCK_MARKET_FOR_BATCH, [state.market_id, len(places)]),
-                (sql.FROZEN_USERS, [placers]),
-                (sql.ORDERS_BY_CLIENT_ID, [[u for u, _ in keyed], [k for _, k in keyed]]),
-                (sql.ORDERS_BY_ID, [cancel_ids]),
-                (sql.DEFAULT_RATES, []),
-                (sql.TIER_RATES, [sorted(set(placers) | state.book.user_ids())]),
-                (AVAILABLE_BALANCES_SQL, [placers, assets]),
-            ]
-        )
-        market, order_ids = sql.locked_market_for_batch(lock[0])
+        rows = dict(zip(reads, cursor.pipeline(list(reads.values())), strict=True))
+        frozen, by_client_id, by_id = rows.get("frozen", []), rows.get("by_client_id", []), rows.get("by_id", [])
+        rate_rows, balance_rows = rows.get("rates", []), rows.get("balances", [])
+        market, order_ids = sql.locked_market_for_batch(rows["lock"][0])
         if market.sequence != state.sequence:
             state.reload(cursor)
-            cursor.execute(sql.TIER_RATES, [sorted(set(placers) | state.book.user_ids())])
-            tiers = cursor.fetchall()
-        rates = _rates(default_rates, tiers)
+            if placers:
+                cursor.execute(sql.RATES, [sorted(set(placers) | state.book.user_ids())])
+                rate_rows = cursor.fetchall()
+        rates = sql.rates_of(rate_rows)
         existing = {(row[3], row[0]): Existing(*row[1:]) for row in by_client_id}
         known = {row[0]: Existing(*row) for row in by_id}
         parsed = _parsed(commands, market, order_ids, {row[0] for row in frozen})
@@ -233,20 +228,19 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
 def _write(
     cursor, state: MarketBook, market: LockedMarket, plan: BatchPlan, accounts: TradingAccounts, done: tuple[str, list]
 ) -> None:
-    """Write ``plan`` in two round trips: every entry (``entries_post``), then one pipeline of the new orders,
+    """Write ``plan`` in two round trips: every entry (``entry_ids_post``), then one pipeline of the new orders,
     the trades with the resting orders' new state, the candles, the sequence bump, the stream events and
     ``done`` (the commands' MARK_DONE, whose answers are published at the commit)."""
     now = timezone.now()
     if plan.entries:
-        posted = entries_post([_entry(accounts, market, entry) for entry in plan.entries])
-        for entry, journal_entry in zip(plan.entries, posted, strict=True):
+        entry_ids = entry_ids_post([_entry(accounts, market, entry) for entry in plan.entries])
+        for entry, entry_id in zip(plan.entries, entry_ids, strict=True):
             if isinstance(entry, TradeRow):
-                entry.entry_id = journal_entry.id
+                entry.entry_id = entry_id
     statements: list[tuple[str, list]] = []
     if plan.placed:
-        fixed = {"market_id": market.id, "created_at": now, "updated_at": now}
-        rows = [[({**vars(o), **fixed})[name] for name in order_rows.ORDER_FIELDS] for o in plan.placed.values()]
-        statements.append((order_rows.INSERT_ORDERS, order_rows.columns_of(rows, len(order_rows.ORDER_FIELDS))))
+        placed = order_rows.placed_order_params(plan.placed.values(), market_id=market.id, created_at=now)
+        statements.append((order_rows.INSERT_ORDERS, placed))
     trades = order_rows.trade_row_params(market_id=market.id, trades=plan.trades, created_at=now)
     if plan.trades and plan.updated:
         statements.append(

@@ -397,7 +397,7 @@ def _insert_order_and_lock_accounts(
             assets=market.assets,
             fee_keys=fee_keys,
             with_statement=order_rows.INSERT_ORDERS,
-            with_params=order_rows.order_columns([order]),
+            with_params=order_rows.order_params([order]),
         )
     except IntegrityError as exc:
         constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)

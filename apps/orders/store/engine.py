@@ -2,8 +2,8 @@
 reads (fee rates, frozen accounts, stored orders a replay or cancel names) and the sequence bump.
 
 Rows come back as the engine's named values (:class:`~apps.orders.engine.matching.Maker`,
-:class:`~apps.orders.engine.batch.Existing`, :class:`OrderStatic`), never by position
-outside this module.
+:class:`~apps.orders.engine.batch.Existing`, :class:`~apps.orders.engine.batch.Rates`,
+:class:`OrderStatic`), never by position outside this module.
 """
 
 from dataclasses import dataclass, fields
@@ -12,7 +12,7 @@ from decimal import Decimal
 
 from apps.accounts.models import AccountRestriction
 
-from ..engine.batch import Existing
+from ..engine.batch import Existing, Rates
 from ..engine.matching import Maker
 from ..models import OPEN_STATUSES, FeeSchedule, Market, Order, UserFeeTier
 from .markets import MARKET_COLUMNS, LockedMarket
@@ -67,13 +67,26 @@ def open_orders(cursor, market_id: int) -> list[tuple[Maker, OrderStatic]]:
     ]
 
 
-DEFAULT_RATES = f"SELECT maker_rate, taker_rate FROM {FeeSchedule._meta.db_table} WHERE is_default"
-TIER_RATES = f"""
+RATES = f"""
+    SELECT NULL::bigint, maker_rate, taker_rate FROM {FeeSchedule._meta.db_table} WHERE is_default
+    UNION ALL
     SELECT t.user_id, s.maker_rate, s.taker_rate
     FROM {UserFeeTier._meta.db_table} t JOIN {FeeSchedule._meta.db_table} s ON s.id = t.schedule_id
     WHERE t.user_id = ANY(%s::bigint[])
 """
-"""``(user id, maker rate, taker rate)`` of the users (an array) that have a fee tier."""
+"""The fee rates in force for the users (an array), in one statement: ``(NULL, maker rate, taker rate)`` of the
+default schedule (no such row without one), and ``(user id, maker rate, taker rate)`` of those with a tier
+(:func:`rates_of`)."""
+
+
+def rates_of(rows: list[tuple]) -> Rates:
+    """The :class:`Rates` of :data:`RATES` rows."""
+    default = next(((maker, taker) for user_id, maker, taker in rows if user_id is None), None)
+    return Rates(
+        default=default,
+        tiers={user_id: (maker, taker) for user_id, maker, taker in rows if user_id is not None},
+    )
+
 
 FROZEN_USERS = f"""
     SELECT user_id FROM {AccountRestriction._meta.db_table} WHERE user_id = ANY(%s::bigint[]) AND trading_frozen

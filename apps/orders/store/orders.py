@@ -4,19 +4,21 @@ Statements come from the models (:mod:`apps.orders.store.sql`); values are the m
 instances' or the engine's named values.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from django.db import connection
 
-from ..engine.batch import OrderState, TradeRow
+from ..engine.batch import OrderState, PlacedOrder, TradeRow
 from ..engine.settlement import MakerUpdate, Settlement
 from ..models import Order, OrderStatus, Trade
-from .sql import attnames, columns_of, insert_sql, plain, update_sql
+from .sql import attnames, column_names, columns_of, insert_sql, rows_json, update_sql
 
 ORDER_FIELDS = attnames(Order)
 INSERT_ORDERS = insert_sql(Order, ORDER_FIELDS)
-"""INSERT orders, one array per column of :data:`ORDER_FIELDS` (:func:`order_columns`)."""
+"""INSERT orders: one JSON parameter of their rows, every column of :data:`ORDER_FIELDS` (:func:`order_params`,
+:func:`placed_order_params`)."""
+_ORDER_COLUMNS = column_names(Order, ORDER_FIELDS)
 
 ORDER_BY_ID = f"SELECT {', '.join(ORDER_FIELDS)} FROM {Order._meta.db_table} WHERE id = %s"
 
@@ -29,14 +31,23 @@ CANCEL_ORDER = f"""
 
 _MAKER_FIELDS = ["id", "filled_qty", "filled_quote_qty", "fee_total", "held_remaining", "status", "reject_reason"]
 UPDATE_MAKERS = update_sql(Order, _MAKER_FIELDS, constant=["updated_at"])
+"""UPDATE resting orders' fills, holds and states: the time, then one array per field of ``_MAKER_FIELDS``."""
 
 TRADE_FIELDS = attnames(Trade)
 INSERT_TRADES = insert_sql(Trade, TRADE_FIELDS)
+"""INSERT trades: one JSON parameter of their rows, every column of :data:`TRADE_FIELDS`."""
+_TRADE_COLUMNS = column_names(Trade, TRADE_FIELDS)
 
 
-def order_columns(orders: Sequence[Order]) -> list[list]:
+def order_params(orders: Sequence[Order]) -> list:
     """The parameters of :data:`INSERT_ORDERS` for ``orders``."""
-    return columns_of(([getattr(order, name) for name in ORDER_FIELDS] for order in orders), len(ORDER_FIELDS))
+    return [rows_json(_ORDER_COLUMNS, ([getattr(order, name) for name in ORDER_FIELDS] for order in orders))]
+
+
+def placed_order_params(orders: Iterable[PlacedOrder], *, market_id: int, created_at: datetime) -> list:
+    """The parameters of :data:`INSERT_ORDERS` for a batch's new orders, created (and last updated) at ``created_at``."""
+    fixed = {"market_id": market_id, "created_at": created_at, "updated_at": created_at}
+    return [rows_json(_ORDER_COLUMNS, ([({**vars(o), **fixed})[name] for name in ORDER_FIELDS] for o in orders))]
 
 
 def order_from_row(row: tuple) -> Order:
@@ -95,8 +106,8 @@ def trade_params(
             "entry_id": s.entry_id,
             "created_at": created_at,
         }
-        rows.append([plain(values[name]) for name in TRADE_FIELDS])
-    return columns_of(rows, len(TRADE_FIELDS))
+        rows.append([values[name] for name in TRADE_FIELDS])
+    return [rows_json(_TRADE_COLUMNS, rows)]
 
 
 def order_state_params(updated_at: datetime, states: dict[int, OrderState]) -> list:
@@ -115,8 +126,5 @@ def order_state_params(updated_at: datetime, states: dict[int, OrderState]) -> l
 
 def trade_row_params(*, market_id: int, trades: Sequence[TradeRow], created_at: datetime) -> list:
     """The parameters of :data:`INSERT_TRADES` for a batch's trades (entry ids set)."""
-    rows = []
-    for trade in trades:
-        values = {**vars(trade), "market_id": market_id, "created_at": created_at}
-        rows.append([plain(values[name]) for name in TRADE_FIELDS])
-    return columns_of(rows, len(TRADE_FIELDS))
+    fixed = {"market_id": market_id, "created_at": created_at}
+    return [rows_json(_TRADE_COLUMNS, ([({**vars(t), **fixed})[name] for name in TRADE_FIELDS] for t in trades))]

@@ -1,12 +1,17 @@
-"""Statements generated from a model's ``_meta``: set-based INSERT and UPDATE through ``unnest``.
+"""Statements generated from a model's ``_meta``: set-based INSERT through ``json_populate_recordset`` and
+UPDATE through ``unnest``, so one statement writes any number of rows.
 
-Each column is sent as one array parameter cast to the column's own type
-(``field.db_type``), so one statement writes any number of rows and a prepared
-statement's plan does not depend on how many.
+An INSERT's rows travel as one JSON parameter (:func:`rows_json`), read back with the table's own
+row type: the client dumps one string instead of an array per column (psycopg's array dumper looks
+up a dumper for every element). An UPDATE takes one array per column (:func:`columns_of`; see
+:func:`update_sql` for why).
 """
 
 import enum
+import json
 from collections.abc import Iterable, Sequence
+from datetime import datetime
+from decimal import Decimal
 
 from django.db import connection, models
 
@@ -31,18 +36,31 @@ def attnames(model: type[models.Model]) -> list[str]:
     return [field.attname for field in model._meta.concrete_fields]
 
 
+def column_names(model: type[models.Model], names: Sequence[str]) -> list[str]:
+    """The columns of the model fields ``names``: the keys of :func:`rows_json`'s objects."""
+    return [column for column, _ in column_types(model, names)]
+
+
 def insert_sql(model: type[models.Model], names: Sequence[str]) -> str:
-    """``INSERT INTO <table> (<columns>) SELECT * FROM unnest(%s::<type>[], ...)``: one array per column."""
-    columns = column_types(model, names)
-    arrays = ", ".join(f"%s::{db_type}[]" for _, db_type in columns)
-    return f"INSERT INTO {model._meta.db_table} ({', '.join(c for c, _ in columns)}) SELECT * FROM unnest({arrays})"
+    """``INSERT INTO <table> (<columns>) SELECT <columns> FROM json_populate_recordset(NULL::<table>, %s::json)``.
+
+    One parameter: the rows as :func:`rows_json` writes them, each column read with the
+    column's own type (its input function: amounts are exact).
+    """
+    table = model._meta.db_table
+    columns = ", ".join(column_names(model, names))
+    return f"INSERT INTO {table} ({columns}) SELECT {columns} FROM json_populate_recordset(NULL::{table}, %s::json)"
 
 
 def update_sql(model: type[models.Model], names: Sequence[str], *, constant: Sequence[str] = ()) -> str:
     """``UPDATE <table> SET <column> = v.<column>, ... FROM unnest(...) AS v WHERE <pk> = v.<pk>``.
 
-    ``names`` starts with the primary key; each row gives every name's value. ``constant``
-    names fields set to one value for all rows (one scalar parameter each, before the arrays).
+    ``names`` starts with the primary key; one array parameter per name (:func:`columns_of`), cast to
+    the column's type. ``constant`` names fields set to one value for all rows (one scalar parameter
+    each, before the arrays). Arrays, not :func:`rows_json`: PostgreSQL plans ``unnest`` of the
+    arrays it is given for as many rows as they hold, so it reaches the rows to update through the
+    primary key; it counts 100 rows for ``json_populate_recordset``, and hash-joined a sequential
+    scan of the whole table to them.
     """
     table, pk = model._meta.db_table, model._meta.pk.column
     columns = column_types(model, names)
@@ -61,9 +79,28 @@ def plain(value):
 
 
 def columns_of(rows: Iterable[Sequence], width: int) -> list[list]:
-    """Transpose ``rows`` (each ``width`` values) into ``width`` column arrays, enums as their values."""
+    """Transpose ``rows`` (each ``width`` values) into ``width`` column arrays (:func:`update_sql`), enums as
+    their values."""
     arrays: list[list] = [[] for _ in range(width)]
     for row in rows:
         for array, value in zip(arrays, row, strict=True):
             array.append(plain(value))
     return arrays
+
+
+def _json_value(value):
+    """A value JSON cannot write as itself: an amount as its exact digits, a time in ISO 8601, an enum's value."""
+    if isinstance(value, Decimal):
+        return f"{value:f}"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"{type(value).__name__} is not a column value")
+
+
+def rows_json(columns: Sequence[str], rows: Iterable[Sequence]) -> str:
+    """``rows`` (each a value per name of ``columns``) as the one parameter of :func:`insert_sql` and
+    :func:`update_sql`: a JSON array of objects keyed by column. ``Decimal`` amounts travel as exact
+    strings (never floats), times in ISO 8601 with their offset, enums (model choices) as their values."""
+    return json.dumps([dict(zip(columns, row, strict=True)) for row in rows], default=_json_value)

@@ -57,11 +57,44 @@ def test_removing_the_last_order_of_a_level_removes_the_level():
         book.add(maker(2, "sell", "101", "1"))
 
 
-def test_a_fill_in_place_changes_the_level_quantity():
+def test_a_fill_in_place_changes_the_level_quantity_once_the_order_is_refreshed():
     resting = maker(1, "buy", "100", "2")
-    book = OrderBook([resting])
+    book = OrderBook([resting, maker(2, "buy", "100", "1", filled="0.25")])
+    assert book.level_qty("buy", D("100")) == D("2.75")
     resting.filled_qty = D("0.5")
-    assert book.level_qty("buy", D("100")) == D("1.5")
+    book.refresh(1)
+    assert book.level_qty("buy", D("100")) == D("2.25")
+    resting.filled_qty = D("1.5")
+    book.refresh(1)
+    book.refresh(1)  # counting again without a fill changes nothing
+    assert book.level_qty("buy", D("100")) == D("1.25")
+    assert book.best("buy") == (D("100"), D("1.25"))
+    with pytest.raises(KeyError):
+        book.refresh(3)
+
+
+def test_the_level_totals_follow_adds_fills_and_removes():
+    book = OrderBook([maker(1, "sell", "100", "1"), maker(2, "sell", "100", "2"), maker(3, "sell", "101", "4")])
+    book.add(maker(4, "sell", "100", "0.5", filled="0.1"))
+    assert book.level_qty("sell", D("100")) == D("3.4")
+    book.get(2).filled_qty = D("1.75")
+    book.refresh(2)
+    assert book.remove(1).id == 1  # removed at what the book counted for it
+    assert book.level_qty("sell", D("100")) == D("0.65")
+    book.get(4).filled_qty = D("0.5")  # filled: the planner refreshes, then removes it
+    book.refresh(4)
+    book.remove(4)
+    assert book.level_qty("sell", D("100")) == D("0.25")
+    book.remove(2)
+    assert book.level_qty("sell", D("100")) == 0 and book.best("sell") == (D("101"), D("4"))
+    book.add(maker(5, "sell", "100", "3"))  # a level emptied and used again starts from zero
+    assert book.level_qty("sell", D("100")) == D("3")
+
+
+def level_totals_match_the_orders(book):
+    for side in ("buy", "sell"):
+        for price, level in book.sides[side].levels.items():
+            assert book.level_qty(side, price) == sum((m.remaining for m in level.values()), D(0))
 
 
 def test_plan_match_walks_the_book_as_it_walks_a_list():
@@ -140,6 +173,30 @@ def test_what_a_fill_pays_out_can_be_held_by_the_next_command():
     assert plan.outcomes == [101, 102]
     assert balances == {(1, 10): D(0), (1, 20): D("0.8")}  # tracked as planned: 100 - 0.2 fee - 99 held
     assert plan.placed[101].fee_total == D("0.2")
+
+
+def test_the_planner_keeps_the_level_totals_of_the_makers_it_fills():
+    book = OrderBook(
+        [
+            maker(1, "sell", "100", "1", user=9),
+            maker(2, "sell", "100", "2", user=8),
+            maker(3, "sell", "101", "1", user=9),
+        ]
+    )
+    plan = planner(book, {(1, 20): D("1000"), (1, 10): D(0)}).run(
+        [
+            Place(request(1, "buy", "100", "1.5"), 101),  # fills 1 and half of 2
+            Place(request(1, "buy", "101", "0.25"), 102),  # a quarter more of 2
+            Place(request(1, "sell", "102", "1"), 103),  # rests on another side
+        ]
+    )
+    assert plan.outcomes == [101, 102, 103]
+    assert book.level_qty("sell", D("100")) == D("1.25")
+    assert [c.levels for c in plan.changes[:2]] == [
+        [("buy", D("100"), D(0)), ("sell", D("100"), D("1.5"))],
+        [("buy", D("101"), D(0)), ("sell", D("100"), D("1.25"))],
+    ]
+    level_totals_match_the_orders(book)
 
 
 def test_a_cancel_in_the_batch_releases_what_the_order_still_holds():
