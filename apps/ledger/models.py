@@ -24,6 +24,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Round
 
+from .amounts import is_exact
+
 AMOUNT_MAX_DIGITS = 38
 AMOUNT_DECIMAL_PLACES = 18
 
@@ -41,6 +43,15 @@ def _multiple_of_precision(field: str) -> Q:
     """``field`` is an exact multiple of ``10 ** -decimals`` (SQL ``round(x, decimals) = x``)."""
     # Round takes an expression as its precision (Django >= 4.0); the stubs say int.
     return Q(**{field: Round(F(field), F("decimals"))})  # type: ignore[arg-type]
+
+
+WITHDRAWAL_AMOUNT_FIELDS = (
+    "withdrawal_fee",
+    "min_withdrawal",
+    "withdrawal_auto_approve_limit",
+    "withdrawal_daily_limit",
+)
+"""An asset's withdrawal settings, amounts of the asset: never negative, exact to its precision."""
 
 
 class Asset(models.Model):
@@ -96,12 +107,7 @@ class Asset(models.Model):
             ),
             *(
                 models.CheckConstraint(condition=_multiple_of_precision(field), name=f"asset_{field}_precision")
-                for field in (
-                    "withdrawal_fee",
-                    "min_withdrawal",
-                    "withdrawal_auto_approve_limit",
-                    "withdrawal_daily_limit",
-                )
+                for field in WITHDRAWAL_AMOUNT_FIELDS
             ),
         ]
 
@@ -119,9 +125,22 @@ class Asset(models.Model):
         return self.decimals if self.display_decimals is None else min(self.display_decimals, self.decimals)
 
     def clean(self) -> None:
-        """Model validation (admin forms): the display precision is at most the ledger precision."""
+        """Model validation (admin forms): the display precision is at most the ledger precision, and the withdrawal
+        settings are zero or more and exact to the asset's precision, as field errors (the database's constraints
+        ``asset_amounts_not_negative`` and ``asset_<field>_precision`` refuse the same)."""
+        errors = {}
         if self.display_decimals is not None and self.decimals is not None and self.display_decimals > self.decimals:
-            raise ValidationError({"display_decimals": f"At most the asset's {self.decimals} decimals."})
+            errors["display_decimals"] = f"At most the asset's {self.decimals} decimals."
+        for field in WITHDRAWAL_AMOUNT_FIELDS:
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if value < 0:
+                errors[field] = "Must be zero or more."
+            elif self.decimals is not None and not is_exact(value, self.decimals):
+                errors[field] = f"At most {self.decimals} decimal places ({self.code} precision)."
+        if errors:
+            raise ValidationError(errors)
 
 
 class AccountKind(models.TextChoices):
