@@ -53,6 +53,7 @@ class LiabilitySnapshotListApi(ScopedApiView):
     public."""
 
     permission_classes = [AllowAny]
+    query_params = ("limit",)
 
     @extend_schema(
         parameters=[OpenApiParameter("limit", int, required=False)], responses=SnapshotOut(many=True), auth=[]

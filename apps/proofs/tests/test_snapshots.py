@@ -6,6 +6,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from apps.ledger.models import Asset
+from apps.ledger.seal.services import journal_seal
 from apps.ledger.services import funds_hold
 from apps.ledger.tests.factories import fund
 from apps.proofs.models import LiabilityLeaf, LiabilityNode
@@ -31,6 +33,20 @@ def test_a_snapshot_holds_every_user_with_a_balance_and_signs_its_header(snapsho
         }
     ]
     assert listed[0]["snapshot"]["block_height"] == 0 and listed[0]["snapshot"]["leaf_count"] == 3
+
+
+def test_the_published_snapshots_list_takes_the_limit_its_schema_declares(funded, api):
+    first = liabilities_snapshot_take()
+    fund(funded[3], Asset.objects.get(code="BTC"), "1")
+    journal_seal()
+    second = liabilities_snapshot_take()
+
+    limited = api.get("/api/v1/proofs/liabilities/", {"limit": "1"})
+    everything = api.get("/api/v1/proofs/liabilities/")
+
+    assert limited.status_code == 200
+    assert [listed["snapshot_hash"] for listed in limited.json()] == [second.snapshot_hash]
+    assert [listed["snapshot_hash"] for listed in everything.json()] == [second.snapshot_hash, first.snapshot_hash]
 
 
 def test_every_users_proof_verifies_and_the_user_without_a_balance_has_none(snapshot, funded, api, api_as, verifier):
