@@ -14,14 +14,17 @@ command it submits names (``Command.reply_to``): a command costs no SUBSCRIBE or
 other (a late answer to an earlier command of the thread, whose wait had timed out). A forked child never uses
 its parent's listener (its subscription is the parent's socket): it opens its own, on a new channel.
 
-The sequencer's side: it publishes each batch's answers at its commit (``transaction.on_commit``: a rolled-back
-batch answers nobody). A publish that is lost (the sequencer killed between its commit and the publish, Redis
-down) only delays the caller, which reads the committed outcome from the database at least every
-:data:`POLL_SECONDS` while it waits: never a guess.
+The sequencer's side: it hands each batch's answers to the process's :class:`Publisher` at its commit
+(``transaction.on_commit``: a rolled-back batch answers nobody), a thread that sends them to Redis, so the next
+batch never waits on Redis. A publish that is lost (the sequencer killed between its commit and the publish,
+Redis down or slow, the publisher's queue full) only delays the caller, which reads the committed outcome from the
+database at least every :data:`POLL_SECONDS` while it waits: never a guess. :func:`publisher_stop` (the
+sequencer's shutdown) sends what is queued first.
 """
 
 import logging
 import os
+import queue
 import threading
 import time
 import uuid
@@ -35,6 +38,13 @@ log = logging.getLogger(__name__)
 
 POLL_SECONDS = 1.0
 """How often a waiting caller reads its command's status from the database, in case its wake-up was lost."""
+
+PUBLISH_QUEUE_BATCHES = 10_000
+"""How many committed batches' answers may wait for the publisher; beyond, a batch's answers are dropped (logged;
+their callers read their outcomes from the database)."""
+
+STOP_SECONDS = 5.0
+"""How long :func:`publisher_stop` waits for the queued answers to be sent."""
 
 Answer = tuple[str, str, str]
 """``(reply channel, command token, answer JSON)``: a row of :data:`apps.orders.store.commands.MARK_DONE`."""
@@ -54,11 +64,11 @@ def _redis() -> redis.Redis:
 
 
 def outcomes_publish_at_commit(answers: Sequence[Answer]) -> None:
-    """Publish ``answers`` (``MARK_DONE``'s rows) to their callers when the current transaction commits, never if
-    it rolls back. A failure is logged, never raised into the sequencer: its batch is committed, and a batch that
-    raised would be applied again per command."""
+    """Hand ``answers`` (``MARK_DONE``'s rows) to the process's :class:`Publisher` when the current transaction
+    commits, never if it rolls back. Never blocks on Redis and never raises into the sequencer: its batch is
+    committed, and a batch that raised would be applied again per command."""
     if answers:
-        transaction.on_commit(lambda: _outcomes_publish(answers), robust=True)
+        transaction.on_commit(lambda: _publisher().put(answers), robust=True)
 
 
 def _outcomes_publish(answers: Sequence[Answer]) -> None:
@@ -69,8 +79,77 @@ def _outcomes_publish(answers: Sequence[Answer]) -> None:
             for channel, token, answer in answers:
                 pipe.publish(channel, f"{token} {answer}")
             pipe.execute()
-    except redis.RedisError:
+    except Exception:
         log.warning("engine.outcomes_publish_failed", exc_info=True, extra={"commands": len(answers)})
+
+
+class Publisher:
+    """A thread publishing the answers queued by :meth:`put`, in order, what is waiting in one round trip.
+
+    :meth:`put` never blocks; :meth:`stop` sends what is queued, then ends the thread. Redis errors are logged and
+    the answers dropped (their callers poll the database).
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.queue: queue.Queue[Sequence[Answer] | None] = queue.Queue(maxsize=PUBLISH_QUEUE_BATCHES)
+        self.thread = threading.Thread(target=self._run, name="answers-publisher", daemon=True)
+        self.thread.start()
+
+    def put(self, answers: Sequence[Answer]) -> None:
+        """Queue one batch's answers (dropped, and logged, when the queue is full)."""
+        try:
+            self.queue.put_nowait(answers)
+        except queue.Full:
+            log.warning("engine.outcomes_publish_dropped", extra={"commands": len(answers)})
+
+    def _run(self) -> None:
+        while True:
+            batches = [self.queue.get()]
+            while True:
+                try:
+                    batches.append(self.queue.get_nowait())
+                except queue.Empty:
+                    break
+            waiting = [answer for batch in batches if batch is not None for answer in batch]
+            if waiting:
+                _outcomes_publish(waiting)
+            if None in batches:
+                return
+
+    def stop(self, timeout: float) -> None:
+        """Publish what is queued (for at most ``timeout`` seconds), then end the thread."""
+        try:
+            self.queue.put(None, timeout=timeout)
+        except queue.Full:
+            log.warning("engine.outcomes_publish_stop_timeout")
+            return
+        self.thread.join(timeout)
+
+
+_publisher_lock = threading.Lock()
+_publisher_current: Publisher | None = None
+
+
+def _publisher() -> Publisher:
+    """The process's :class:`Publisher`: started on first use, and again if its thread died or the process
+    forked since."""
+    global _publisher_current
+    with _publisher_lock:
+        current = _publisher_current
+        if current is None or current.pid != os.getpid() or not current.thread.is_alive():
+            current = _publisher_current = Publisher()
+        return current
+
+
+def publisher_stop(timeout: float = STOP_SECONDS) -> None:
+    """Send the answers queued in this process (waiting at most ``timeout`` seconds) and stop its publisher
+    (the sequencer's shutdown; the next answers start a new one)."""
+    global _publisher_current
+    with _publisher_lock:
+        current, _publisher_current = _publisher_current, None
+    if current is not None and current.pid == os.getpid() and current.thread.is_alive():
+        current.stop(timeout)
 
 
 class Listener:

@@ -24,9 +24,11 @@ in its own savepoint, so a refusal (insufficient funds, a filter) undoes only th
 becomes its outcome.
 
 Either way the commands are marked done with their outcomes in the batch's commit, and their
-callers answered right after it (:mod:`apps.orders.services.answers`). A sequencer killed mid-batch committed nothing of it: its successor applies
-those commands again from the start, and no command is applied twice (done and effect share
-a commit).
+callers' answers handed at the commit to a publisher thread (:mod:`apps.orders.services.answers`),
+so the next batch never waits on Redis; stopping (:meth:`Sequencer.stop`, SIGTERM) sends what is
+still queued before :meth:`Sequencer.run` returns. A sequencer killed mid-batch committed nothing
+of it: its successor applies those commands again from the start, and no command is applied twice
+(done and effect share a commit).
 
 Any database error on the per-command path other than a deadlock (which reruns the batch)
 ends the process: its connection, and with it the advisory lock, may be gone, and only the
@@ -103,7 +105,7 @@ class Sequencer:
         self.books: dict[int, batching.MarketBook] = {}
 
     def stop(self) -> None:
-        """Finish the batch in progress, then return from :meth:`run`."""
+        """Finish the batch in progress, then return from :meth:`run` (once the answers queued are sent)."""
         self.stopping = True
 
     def acquire(self) -> None:
@@ -178,13 +180,17 @@ class Sequencer:
         return batch_apply(commands)
 
     def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
-        """Acquire the markets, then apply commands as they arrive until stopped."""
-        self.acquire()
-        log.info("engine.ready", extra={"markets": self.market_ids})
-        if on_ready is not None:
-            on_ready()
-        while not self.stopping:
-            if self.run_once():
-                continue
-            for _ in connection.connection.notifies(timeout=self.idle_seconds, stop_after=1):
-                pass
+        """Acquire the markets, then apply commands as they arrive until stopped; on the way out (stopped, or
+        raising) send the answers still queued (:func:`apps.orders.services.answers.publisher_stop`)."""
+        try:
+            self.acquire()
+            log.info("engine.ready", extra={"markets": self.market_ids})
+            if on_ready is not None:
+                on_ready()
+            while not self.stopping:
+                if self.run_once():
+                    continue
+                for _ in connection.connection.notifies(timeout=self.idle_seconds, stop_after=1):
+                    pass
+        finally:
+            answers.publisher_stop()

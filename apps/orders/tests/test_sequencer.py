@@ -434,3 +434,28 @@ def test_a_forked_child_listens_on_a_channel_of_its_own():
         assert answers.listener() is parent
     finally:
         answers.listener_close()
+
+
+def test_the_publisher_sends_every_queued_answer_before_it_stops():
+    """:func:`answers.publisher_stop` (a sequencer's shutdown) returns once every answer handed to the publisher
+    has been published."""
+    listener = answers.listener()
+    try:
+        for n in range(300):
+            answers._publisher().put([(listener.channel, f"token-{n}", f'{{"order_id": {n}}}')])
+        answers.publisher_stop()
+        for n in range(300):
+            assert listener.get(f"token-{n}", timeout=10) == f'{{"order_id": {n}}}'
+    finally:
+        answers.listener_close()
+
+
+def test_a_sequencer_stopped_by_sigterm_answers_its_last_batch_and_exits_cleanly(engines, traders):
+    buyer, seller = traders
+    engine = engines("BTC-USDT")
+    ask = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
+    engine.send_signal(signal.SIGTERM)
+
+    assert engine.wait(timeout=30) == 0
+    assert ask.status == OrderStatus.OPEN
+    assert b"Traceback" not in engine.log_path.read_bytes()
