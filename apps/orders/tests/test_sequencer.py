@@ -450,6 +450,20 @@ def test_the_publisher_sends_every_queued_answer_before_it_stops():
         answers.listener_close()
 
 
+def test_a_publisher_whose_thread_ended_is_replaced_at_the_next_answers():
+    listener = answers.listener()
+    try:
+        ended = answers._publisher()
+        ended.stop(timeout=10)  # as if its thread had died
+        answers._publisher().put([(listener.channel, "token-after", '{"order_id": 1}')])
+
+        assert not ended.thread.is_alive()
+        assert listener.get("token-after", timeout=10) == '{"order_id": 1}'
+    finally:
+        answers.publisher_stop()
+        answers.listener_close()
+
+
 def test_a_sequencer_stopped_by_sigterm_answers_its_last_batch_and_exits_cleanly(engines, traders):
     buyer, seller = traders
     engine = engines("BTC-USDT")
