@@ -414,6 +414,48 @@ def test_two_threads_of_a_process_each_get_their_own_answers_on_their_own_channe
     assert set(Command.objects.values_list("reply_to", flat=True)) == set(channels.values())
 
 
+def test_a_retry_under_the_key_of_a_command_another_thread_is_waiting_for_reads_the_outcome_from_the_database(
+    engines, traders, sequencer_mode
+):
+    """The first command's answer goes to its own caller's channel: a retry under its Idempotency-Key from another
+    thread (another channel), made while the command is pending, gets the same outcome from the database."""
+    buyer, _ = traders
+    outcomes: dict[str, object] = {}
+    backends: dict[str, int] = {}
+
+    def place(name: str) -> None:
+        try:
+            outcomes[name] = order_place(
+                user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", idempotency_key="key-1"
+            )
+        except Exception as exc:  # collected for the asserts
+            outcomes[name] = exc
+        finally:
+            backends[name] = engine_commands._local.conn.info.backend_pid
+            engine_commands.queue_connection_close()
+            answers.listener_close()
+            connections.close_all()
+
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 0.5
+    first = threading.Thread(target=place, args=("first",))
+    first.start()
+    first.join(timeout=60)
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 20
+    retry = threading.Thread(target=place, args=("retry",))
+    retry.start()
+    wait_for(
+        lambda: backend_pids("query LIKE %s AND pid <> %s", ["SELECT status, outcome FROM%", str(backends["first"])]),
+        message="the retry reading the pending command's status",
+    )
+    engines("BTC-USDT")
+    retry.join(timeout=60)
+
+    assert isinstance(outcomes["first"], OrderStatusUnknown)
+    order = outcomes["retry"]
+    assert isinstance(order, Order) and order.status == OrderStatus.OPEN
+    assert Order.objects.count() == Command.objects.count() == 1
+
+
 def test_a_forked_child_listens_on_a_channel_of_its_own():
     """A child forked while its parent thread holds a listener never reads the parent's subscription: it subscribes
     anew, on another channel."""
