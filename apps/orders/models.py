@@ -531,8 +531,10 @@ class Command(models.Model):
     their effects, marks them ``done`` with their ``outcome`` (``{"order_id": n}`` or
     ``{"error": {"type", "message", "fields"}}``), so each is applied exactly once.
     ``key`` (an ``Idempotency-Key``, optional) is unique per user: a retry under it finds
-    the first command instead of adding one. ``token`` names the Redis channel the
-    caller's answer is published on (``orders_done_<token>``, :mod:`apps.orders.services.answers`).
+    the first command instead of adding one. ``token`` (unique) names the command in its
+    answer; ``reply_to`` is the Redis channel of the waiting caller's thread that answer is
+    published on (:mod:`apps.orders.services.answers`; empty: nobody listens, the caller reads
+    the outcome from the database).
     """
 
     market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="+", db_index=False)
@@ -541,6 +543,7 @@ class Command(models.Model):
     key = models.CharField(max_length=255, blank=True, default="")
     request_hash = models.CharField(max_length=64)
     token = models.CharField(max_length=32, unique=True)
+    reply_to = models.CharField(max_length=64, blank=True, default="")
     payload = models.JSONField()
     status = models.CharField(max_length=8, choices=CommandStatus.choices, default=CommandStatus.PENDING)
     outcome = models.JSONField(null=True, blank=True)

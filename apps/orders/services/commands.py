@@ -10,8 +10,10 @@
   on its own connection, so it survives the caller's transaction and any process dying; its
   INSERT NOTIFYs the market's sequencer) and waits for the outcome the sequencer
   (``manage.py run_engine``) stores in the same commit as the batch and then publishes
-  (:mod:`apps.orders.services.answers`: Redis pub/sub, with reads of the stored outcome as the
-  safety net), then returns what the inline call would have returned, or raises the same error.
+  (:mod:`apps.orders.services.answers`: Redis pub/sub on the reply channel of the caller's thread,
+  subscribed once per thread and named by the command, ``reply_to``; with reads of the stored
+  outcome as the safety net: every second, every 0.1 s when Redis cannot be reached), then returns
+  what the inline call would have returned, or raises the same error.
   The queue and the outcomes stay in PostgreSQL, durable and transactional: a command written
   is never lost with a broker, and only the wake-up goes through Redis. With no outcome within
   ``settings.ORDERS_ENGINE_WAIT_SECONDS`` the caller gets :class:`OrderStatusUnknown` (504),
@@ -20,7 +22,8 @@
 Idempotency across retries and restarts: ``client_order_id`` is unique per user on the order
 itself (a replay returns the original order, whichever process applies it); an
 ``idempotency_key`` (the API's ``Idempotency-Key``) is unique per user on the command, so a
-retry under it finds the first command and its outcome instead of queueing another.
+retry under it finds the first command and its outcome instead of queueing another (while that command is
+pending, the retry reads its outcome from the database every 0.1 s: the answer goes to the first caller's channel).
 """
 
 import hashlib
@@ -108,6 +111,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
     """
     payload = {name: _jsonable(name, value) for name, value in payload.items()}
     request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()
+    listening = _listening()  # subscribed before the command exists, so its answer cannot be published unheard
     token = uuid.uuid4().hex
     params = {
         "symbol": market,
@@ -116,66 +120,50 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
         "key": key,
         "request_hash": request_hash,
         "token": token,
+        "reply_to": listening.channel if listening is not None else "",
         "payload": json.dumps(payload),
     }
-    listening = _subscribed(token)  # before the command exists, so its outcome cannot be published unheard
-    try:
-        for attempt in (1, 2):
-            conn = _queue_connection()
-            try:
-                market_id, command_id, _ = _one(conn.execute(queue.SUBMIT, params).fetchone())
-                break
-            except psycopg.OperationalError:
-                # A connection terminated while idle (a database restart, a failover) fails on first use; the same
-                # token again is safe: if the first INSERT did land, the second one finds it.
-                queue_connection_close()
-                if attempt == 2:
-                    raise
-            except BaseException:
-                queue_connection_close()  # the next call starts on a new connection
+    for attempt in (1, 2):
+        conn = _queue_connection()
+        try:
+            market_id, command_id, _ = _one(conn.execute(queue.SUBMIT, params).fetchone())
+            break
+        except psycopg.OperationalError:
+            # A connection terminated while idle (a database restart, a failover) fails on first use; the same
+            # token again is safe: if the first INSERT did land, the second one finds it.
+            queue_connection_close()
+            if attempt == 2:
                 raise
-        if market_id is None:
-            raise NotFound(f"No market {market}.", fields={"market": "No such market."})
-        if command_id is None:  # sent before (this token), or the key was used: that command answers
-            existing = conn.execute(queue.BY_TOKEN, [token]).fetchone()
-            if existing is None:
-                existing = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
-            _, token, first_hash, _, outcome = _one(existing)
-            if first_hash != request_hash:
-                raise IdempotencyConflict(
-                    "This Idempotency-Key was used for a different request.", fields={"Idempotency-Key": "Used."}
-                )
-            if outcome is not None:
-                return outcome
-            listening = _subscribed(token)
-            outcome = _status(token)
-            if outcome is not None:
-                return outcome
-        return _wait(listening, token)
-    finally:
-        _unsubscribed(listening)
+        except BaseException:
+            queue_connection_close()  # the next call starts on a new connection
+            raise
+    if market_id is None:
+        raise NotFound(f"No market {market}.", fields={"market": "No such market."})
+    if command_id is None:  # sent before (this token), or the key was used: that command answers
+        existing = conn.execute(queue.BY_TOKEN, [token]).fetchone()
+        if existing is None:
+            existing = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
+        token, reply_to, first_hash, outcome = _one(existing)
+        if first_hash != request_hash:
+            raise IdempotencyConflict(
+                "This Idempotency-Key was used for a different request.", fields={"Idempotency-Key": "Used."}
+            )
+        if outcome is not None:
+            return outcome
+        if listening is not None and reply_to != listening.channel:
+            listening = None  # the first command's answer goes to its own caller: this one reads the database
+    return _wait(listening, token)
 
 
-def _subscribed(token: str) -> answers.Listener | None:
-    """This thread's listener, subscribed to the command ``token``'s outcome; ``None`` when Redis is unreachable
+def _listening() -> answers.Listener | None:
+    """This thread's listener (:func:`apps.orders.services.answers.listener`); ``None`` when Redis is unreachable
     (the caller then reads the outcome from the database, :func:`_wait`)."""
     try:
-        listening = answers.listener()
-        listening.subscribe(token)
+        return answers.listener()
     except redis.RedisError:
         log.warning("engine.answers_unavailable", exc_info=True)
         answers.listener_close()
         return None
-    return listening
-
-
-def _unsubscribed(listening: answers.Listener | None) -> None:
-    if listening is None:
-        return
-    try:
-        listening.unsubscribe()
-    except redis.RedisError:
-        answers.listener_close()
 
 
 def _status(token: str) -> dict | None:
@@ -191,16 +179,16 @@ def _status(token: str) -> dict | None:
 
 def _wait(listening: answers.Listener | None, token: str) -> dict:
     """The outcome of the command ``token`` within ``settings.ORDERS_ENGINE_WAIT_SECONDS``: published to
-    ``listening`` (:mod:`apps.orders.services.answers`), or read from the database every
-    :data:`~apps.orders.services.answers.POLL_SECONDS` (every ``NO_LISTENER_POLL_SECONDS`` without a listener),
-    in case the publish was lost. Raises :class:`OrderStatusUnknown` at the deadline.
+    ``listening`` (:mod:`apps.orders.services.answers`: the command's ``reply_to`` is its channel), or read from
+    the database every :data:`~apps.orders.services.answers.POLL_SECONDS` (every ``NO_LISTENER_POLL_SECONDS``
+    without a listener), in case the publish was lost. Raises :class:`OrderStatusUnknown` at the deadline.
     """
     deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
     while (left := deadline - time.monotonic()) > 0:
         published = None
         if listening is not None:
             try:
-                published = listening.get(timeout=min(left, answers.POLL_SECONDS))
+                published = listening.get(token, timeout=min(left, answers.POLL_SECONDS))
             except redis.RedisError:
                 answers.listener_close()
                 listening = None

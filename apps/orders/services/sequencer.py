@@ -24,9 +24,11 @@ in its own savepoint, so a refusal (insufficient funds, a filter) undoes only th
 becomes its outcome.
 
 Either way the commands are marked done with their outcomes in the batch's commit, and their
-callers answered right after it (:mod:`apps.orders.services.answers`). A sequencer killed mid-batch committed nothing of it: its successor applies
-those commands again from the start, and no command is applied twice (done and effect share
-a commit).
+callers' answers handed at the commit to a publisher thread (:mod:`apps.orders.services.answers`),
+so the next batch never waits on Redis; stopping (:meth:`Sequencer.stop`, SIGTERM) sends what is
+still queued before :meth:`Sequencer.run` returns. A sequencer killed mid-batch committed nothing
+of it: its successor applies those commands again from the start, and no command is applied twice
+(done and effect share a commit).
 
 Any database error on the per-command path other than a deadlock (which reruns the batch)
 ends the process: its connection, and with it the advisory lock, may be gone, and only the
@@ -123,7 +125,7 @@ class Sequencer:
         self.books: dict[int, batching.MarketBook] = {}
 
     def stop(self) -> None:
-        """Finish the batch in progress, then return from :meth:`run`."""
+        """Finish the batch in progress, then return from :meth:`run` (once the answers queued are sent)."""
         self.stopping = True
 
     def acquire(self) -> None:
@@ -149,7 +151,9 @@ class Sequencer:
                 cursor.execute(f'LISTEN "{queue.engine_channel(market_id)}"')
                 self.books[market_id] = batching.MarketBook(market_id, base_id, quote_id)
                 adopted.append(market_id)
-        self.market_ids = sorted([*self.market_ids, *adopted])
+        if adopted:
+            self.market_ids = sorted([*self.market_ids, *adopted])
+            log.info("engine.markets_adopted", extra={"markets": adopted})
         return adopted
 
     def books_load(self) -> None:
@@ -214,19 +218,22 @@ class Sequencer:
         return batch_apply(commands)
 
     def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
-        """Acquire the markets, then apply commands as they arrive until stopped."""
-        self.acquire()
-        log.info("engine.ready", extra={"markets": self.market_ids})
-        if on_ready is not None:
-            on_ready()
-        next_markets_check = time.monotonic()
-        while not self.stopping:
-            if self.every_market and time.monotonic() >= next_markets_check:
-                adopted = self.markets_adopt()
-                if adopted:
-                    log.info("engine.markets_adopted", extra={"markets": adopted})
-                next_markets_check = time.monotonic() + self.markets_check_seconds
-            if self.run_once():
-                continue
-            for _ in connection.connection.notifies(timeout=self.idle_seconds, stop_after=1):
-                pass
+        """Acquire the markets, then apply commands as they arrive until stopped (with ``every_market``, adopting
+        the markets created meanwhile every ``markets_check_seconds``); on the way out (stopped, or raising) send
+        the answers still queued (:func:`apps.orders.services.answers.publisher_stop`)."""
+        try:
+            self.acquire()
+            log.info("engine.ready", extra={"markets": self.market_ids})
+            if on_ready is not None:
+                on_ready()
+            next_markets_check = time.monotonic()
+            while not self.stopping:
+                if self.every_market and time.monotonic() >= next_markets_check:
+                    self.markets_adopt()
+                    next_markets_check = time.monotonic() + self.markets_check_seconds
+                if self.run_once():
+                    continue
+                for _ in connection.connection.notifies(timeout=self.idle_seconds, stop_after=1):
+                    pass
+        finally:
+            answers.publisher_stop()

@@ -2,10 +2,10 @@
 
 A caller's INSERT NOTIFYs the sequencer of the market on ``orders_engine_<market id>``
 (delivered at its commit). The sequencer's :data:`MARK_DONE` stores the outcomes and returns,
-for each command, the answer its caller is sent at the commit
-(:mod:`apps.orders.services.answers`): the outcome (JSON) and, when the outcome names an order,
-that order's row as the batch left it (``"order"``: PostgreSQL's ``to_jsonb`` of the row), so the
-caller needs no read to answer.
+for each command whose caller listens (``reply_to``, its thread's Redis channel), the answer it is
+sent at the commit (:mod:`apps.orders.services.answers`): the outcome (JSON) and, when the outcome
+names an order, that order's row as the batch left it (``"order"``: PostgreSQL's ``to_jsonb`` of
+the row), so the caller needs no read to answer.
 """
 
 from dataclasses import dataclass
@@ -35,9 +35,10 @@ def engine_channel(market_id: int) -> str:
 SUBMIT = f"""
     WITH market AS (SELECT id FROM {Market._meta.db_table} WHERE symbol = %(symbol)s),
     inserted AS (
-        INSERT INTO {_TABLE} (market_id, kind, user_id, key, request_hash, token, payload, status, created_at)
-        SELECT market.id, %(kind)s, %(user_id)s, %(key)s, %(request_hash)s, %(token)s, %(payload)s::jsonb,
-               '{CommandStatus.PENDING}', now()
+        INSERT INTO {_TABLE}
+            (market_id, kind, user_id, key, request_hash, token, reply_to, payload, status, created_at)
+        SELECT market.id, %(kind)s, %(user_id)s, %(key)s, %(request_hash)s, %(token)s, %(reply_to)s,
+               %(payload)s::jsonb, '{CommandStatus.PENDING}', now()
         FROM market
         ON CONFLICT DO NOTHING
         RETURNING id, market_id
@@ -50,10 +51,10 @@ SUBMIT = f"""
 ``(market id, command id, _)``: no market id for an unknown symbol, no command id when ``key`` was taken
 or ``token`` already inserted (a submission sent again after its connection broke)."""
 
-BY_KEY = f"SELECT id, token, request_hash, status, outcome FROM {_TABLE} WHERE user_id = %s AND key = %s"
+BY_KEY = f"SELECT token, reply_to, request_hash, outcome FROM {_TABLE} WHERE user_id = %s AND key = %s"
 """The command a user already submitted under an idempotency key."""
 
-BY_TOKEN = f"SELECT id, token, request_hash, status, outcome FROM {_TABLE} WHERE token = %s"
+BY_TOKEN = f"SELECT token, reply_to, request_hash, outcome FROM {_TABLE} WHERE token = %s"
 """The command with this token (one sent again after a broken connection)."""
 
 STATUS = f"SELECT status, outcome FROM {_TABLE} WHERE token = %s"
@@ -72,15 +73,16 @@ MARK_DONE = f"""
             key = CASE WHEN v.outcome ? 'error' THEN '' ELSE c.key END
         FROM ROWS FROM (unnest(%s::bigint[]), jsonb_array_elements(%s::jsonb)) AS v(id, outcome)
         WHERE c.id = v.id AND c.status = '{CommandStatus.PENDING}'
-        RETURNING c.token, v.outcome
+        RETURNING c.reply_to, c.token, v.outcome
     )
-    SELECT done.token,
+    SELECT done.reply_to, done.token,
            CASE WHEN o.id IS NULL THEN done.outcome
                 ELSE done.outcome || jsonb_build_object('order', to_jsonb(o)) END::text
     FROM done LEFT JOIN {Order._meta.db_table} o ON o.id = (done.outcome ->> 'order_id')::bigint
+    WHERE done.reply_to <> ''
 """
 """Mark applied commands done with their outcomes (command ids; the outcomes as one JSON array, in the same order:
-a ``jsonb[]`` literal would escape every quote again); one row per command marked: ``(token, answer JSON)``, the answer
-being the outcome with, when it names an order, the order's row (the answer only: the stored outcome keeps the id,
-and a later reader reads the order afresh). A refused command gives its idempotency key back: a retry under it
-(after funding the account, say) is a new command."""
+a ``jsonb[]`` literal would escape every quote again); one row per command marked whose caller listens:
+``(reply_to, token, answer JSON)``, the answer being the outcome with, when it names an order, the order's row (the
+answer only: the stored outcome keeps the id, and a later reader reads the order afresh). A refused command gives its
+idempotency key back: a retry under it (after funding the account, say) is a new command."""

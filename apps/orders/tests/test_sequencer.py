@@ -18,7 +18,7 @@ from django.db import connection, connections
 from apps.ledger.models import Asset
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.errors import MarketHalted
+from apps.orders.errors import MarketHalted, OrderStatusUnknown
 from apps.orders.models import Command, CommandStatus, Market, Order, OrderStatus, Trade
 from apps.orders.services import answers, market_create, order_place
 from apps.orders.services import commands as engine_commands
@@ -159,18 +159,22 @@ NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
 
 def test_a_caller_whose_answer_is_never_published_reads_it_from_the_database(engines, traders):
-    """A sequencer that cannot publish (Redis unreachable from it: as if killed between its commit and the
-    publish) still answers: the caller reads the committed outcome at its next poll, never a guess."""
+    """A sequencer that cannot publish (Redis unreachable from its publisher thread: as if killed between its
+    commit and the publish) still answers: the caller reads the committed outcome at its next poll, never a guess;
+    the failed publish neither stops the sequencer nor its publisher (the next order is answered the same way)."""
     buyer, seller = traders
     engine = engines("BTC-USDT", environ={"REDIS_URL": NO_REDIS})
     started = time.monotonic()
     ask = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
     waited = time.monotonic() - started
+    wait_for(lambda: b"engine.outcomes_publish_failed" in engine.log_path.read_bytes(), message="the failure logged")
+    bid = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="50000", qty="0.1")
 
     assert (ask.status, ask.qty) == (OrderStatus.OPEN, D("0.1"))
     assert answers.POLL_SECONDS * 0.9 < waited < django_settings.ORDERS_ENGINE_WAIT_SECONDS
-    assert Order.objects.get(id=ask.id).status == OrderStatus.OPEN
-    wait_for(lambda: b"engine.outcomes_publish_failed" in engine.log_path.read_bytes(), message="the failure logged")
+    assert bid.status == OrderStatus.FILLED
+    assert Order.objects.get(id=ask.id).status == OrderStatus.FILLED
+    assert engine.poll() is None
 
 
 def test_a_caller_that_cannot_reach_redis_is_answered_from_the_database(engines, traders, settings, monkeypatch):
@@ -389,3 +393,172 @@ def test_halt_and_resume_are_commands_of_the_sequencer_applied_between_its_batch
     assert {status for _, status in kinds} == {CommandStatus.DONE}
     assert AuditLogEntry.objects.filter(action__in=["market.halt", "market.resume"]).count() == 2
     assert reconcile().ok
+
+
+def test_a_late_answer_on_the_reused_reply_channel_is_not_taken_for_the_next_command(engines, traders, sequencer_mode):
+    """A caller whose wait timed out keeps its thread's reply channel: the answer to that first command, published
+    later, reaches the channel while the caller waits for its next command, and is dropped (its token differs)."""
+    buyer, seller = traders
+    channel = answers.listener().channel
+    observer = answers._redis().pubsub()
+    observer.subscribe(channel)
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 0.5
+    with pytest.raises(OrderStatusUnknown):
+        order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 20
+
+    engines("BTC-USDT")
+    late = wait_for(lambda: observer.get_message(timeout=1, ignore_subscribe_messages=True), message="the late answer")
+    observer.close()
+    second = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50001", qty="0.2")
+
+    first = Order.objects.get(price=D("50000"))
+    assert late["data"].decode().startswith(Command.objects.get(reply_to=channel, outcome__order_id=first.id).token)
+    assert (second.price, second.qty) == (D("50001"), D("0.2"))
+    assert second.id != first.id
+    assert answers.listener().channel == channel  # the same subscription all along
+
+
+def test_two_threads_of_a_process_each_get_their_own_answers_on_their_own_channel(engines, traders):
+    buyer, seller = traders
+    engines("BTC-USDT")
+    placed: dict[str, list] = {"sell": [], "buy": []}
+    channels: dict[str, str] = {}
+
+    def trade(side: str, user_id: int, price: str) -> None:
+        try:
+            channels[side] = answers.listener().channel
+            for n in range(10):
+                placed[side].append(
+                    order_place(
+                        user_id=user_id,
+                        market="BTC-USDT",
+                        side=side,
+                        price=price,
+                        qty="0.01",
+                        client_order_id=f"{side}-{n}",
+                    )
+                )
+        finally:
+            engine_commands.queue_connection_close()
+            answers.listener_close()
+            connections.close_all()
+
+    threads = [
+        threading.Thread(target=trade, args=("sell", seller.id, "50000")),
+        threading.Thread(target=trade, args=("buy", buyer.id, "40000")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert channels["sell"] != channels["buy"]
+    for side, user in (("sell", seller), ("buy", buyer)):
+        assert [(o.client_order_id, o.side, o.user_id) for o in placed[side]] == [
+            (f"{side}-{n}", side, user.id) for n in range(10)
+        ]
+    assert set(Command.objects.values_list("reply_to", flat=True)) == set(channels.values())
+
+
+def test_a_retry_under_the_key_of_a_command_another_thread_is_waiting_for_reads_the_outcome_from_the_database(
+    engines, traders, sequencer_mode
+):
+    """The first command's answer goes to its own caller's channel: a retry under its Idempotency-Key from another
+    thread (another channel), made while the command is pending, gets the same outcome from the database."""
+    buyer, _ = traders
+    outcomes: dict[str, object] = {}
+    backends: dict[str, int] = {}
+
+    def place(name: str) -> None:
+        try:
+            outcomes[name] = order_place(
+                user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", idempotency_key="key-1"
+            )
+        except Exception as exc:  # collected for the asserts
+            outcomes[name] = exc
+        finally:
+            backends[name] = engine_commands._local.conn.info.backend_pid
+            engine_commands.queue_connection_close()
+            answers.listener_close()
+            connections.close_all()
+
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 0.5
+    first = threading.Thread(target=place, args=("first",))
+    first.start()
+    first.join(timeout=60)
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 20
+    retry = threading.Thread(target=place, args=("retry",))
+    retry.start()
+    wait_for(
+        lambda: backend_pids("query LIKE %s AND pid <> %s", ["SELECT status, outcome FROM%", str(backends["first"])]),
+        message="the retry reading the pending command's status",
+    )
+    engines("BTC-USDT")
+    retry.join(timeout=60)
+
+    assert isinstance(outcomes["first"], OrderStatusUnknown)
+    order = outcomes["retry"]
+    assert isinstance(order, Order) and order.status == OrderStatus.OPEN
+    assert Order.objects.count() == Command.objects.count() == 1
+
+
+def test_a_forked_child_listens_on_a_channel_of_its_own():
+    """A child forked while its parent thread holds a listener never reads the parent's subscription: it subscribes
+    anew, on another channel."""
+    parent = answers.listener()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its channel, then leave without running any cleanup of the parent's
+        try:
+            os.write(write, answers.listener().channel.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child_channel = os.read(read, 100).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    try:
+        assert child_channel.startswith("orders_reply_") and child_channel != parent.channel
+        assert answers.listener() is parent
+    finally:
+        answers.listener_close()
+
+
+def test_the_publisher_sends_every_queued_answer_before_it_stops():
+    """:func:`answers.publisher_stop` (a sequencer's shutdown) returns once every answer handed to the publisher
+    has been published."""
+    listener = answers.listener()
+    try:
+        for n in range(300):
+            answers._publisher().put([(listener.channel, f"token-{n}", f'{{"order_id": {n}}}')])
+        answers.publisher_stop()
+        for n in range(300):
+            assert listener.get(f"token-{n}", timeout=10) == f'{{"order_id": {n}}}'
+    finally:
+        answers.listener_close()
+
+
+def test_a_publisher_whose_thread_ended_is_replaced_at_the_next_answers():
+    listener = answers.listener()
+    try:
+        ended = answers._publisher()
+        ended.stop(timeout=10)  # as if its thread had died
+        answers._publisher().put([(listener.channel, "token-after", '{"order_id": 1}')])
+
+        assert not ended.thread.is_alive()
+        assert listener.get("token-after", timeout=10) == '{"order_id": 1}'
+    finally:
+        answers.publisher_stop()
+        answers.listener_close()
+
+
+def test_a_sequencer_stopped_by_sigterm_answers_its_last_batch_and_exits_cleanly(engines, traders):
+    buyer, seller = traders
+    engine = engines("BTC-USDT")
+    ask = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.1")
+    engine.send_signal(signal.SIGTERM)
+
+    assert engine.wait(timeout=30) == 0
+    assert ask.status == OrderStatus.OPEN
+    assert b"Traceback" not in engine.log_path.read_bytes()

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('ledger', '0009_ledger_post_entries_v2'),
-        ('orders', '0006_command_halt_resume'),
+        ('orders', '0007_command_reply_to'),
     ]
 
     operations = [
