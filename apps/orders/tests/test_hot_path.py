@@ -39,18 +39,18 @@ def test_a_stale_market_shape_is_noticed_and_the_order_judged_on_the_locked_mark
 def test_a_stale_shape_naming_another_market_does_not_match_that_markets_book(
     traders, btc_usdt, btc, usdt, monkeypatch
 ):
+    from apps.ledger.tests.factories import AssetFactory
     from apps.orders.services import market_create
 
     buyer, seller = traders
     other = market_create(
         base=btc,
-        quote=usdt,
+        quote=AssetFactory(code="USDX", decimals=6),
         tick_size=D("0.01"),
         step_size=D("0.0001"),
         min_qty=D("0.0001"),
         max_qty=D("1000"),
         min_notional=D("1"),
-        symbol="BTC-USDX",
     )
     place(seller, market="BTC-USDX", side="sell", price="50000", qty="0.1")  # only on the other market
     place(buyer, side="buy", price="1", qty="1")
