@@ -32,7 +32,10 @@ to gunicorn (``--callers`` sync workers, ``bench.rest_settings``: no DEBUG, no r
 front of the planned sequencer; latency there is the whole HTTP request. The case
 ``1 market, sequencer, queued backlog`` measures the engine alone: the same mix queued at once as
 pending commands and drained by one engine in batches of ``ORDERS_ENGINE_BATCH`` (no caller shares the
-machine's cores: its ceiling when the callers run on other hosts).
+machine's cores: its ceiling when the callers run on other hosts). The cases
+``1 market, sequencer, paced N/s`` offer the same mix at a fixed rate (``PACED_RATES``), an open-loop load
+as many independent clients make: commands are inserted every 2 ms and answered on one reply channel that
+a receiver process listens to; latency is from a command's commit to its answer's arrival.
 
 It runs in its own database (``<name>_bench``, created and dropped here), never in the
 development database.
@@ -65,6 +68,7 @@ MARKETS = [("BTC", 8, "50000"), ("ETH", 18, "3000"), ("SOL", 9, "150"), ("LTC", 
 TICK, STEP = D("0.01"), D("0.0001")
 USERS_PER_MARKET = 10
 WARMUP = 300  # untimed requests per worker that build the book (--warmup)
+PACED_RATES = (500, 1000, 2000)  # commands per second offered in the paced cases
 
 
 def setup_django() -> None:
@@ -523,9 +527,9 @@ class QueuedFlow(Flow):
     resting orders of the warm-up flow it continues (the ids of orders placed in the backlog are not known
     before the engine applies them)."""
 
-    def __init__(self, warmed: Flow, market_id: int):
+    def __init__(self, warmed: Flow, market_id: int, *, reply_to: str = ""):
         super().__init__(warmed.symbol, str(warmed.mid), warmed.users, 0)
-        self.rng, self.resting, self.market_id = warmed.rng, warmed.resting, market_id
+        self.rng, self.resting, self.market_id, self.reply_to = warmed.rng, warmed.resting, market_id, reply_to
         self.commands: list = []
 
     def _queue(self, kind: str, user: int, payload: dict) -> None:
@@ -540,6 +544,7 @@ class QueuedFlow(Flow):
                 user_id=user,
                 request_hash="",
                 token=uuid.uuid4().hex,
+                reply_to=self.reply_to,
                 payload={name: str(value) if isinstance(value, D) else value for name, value in payload.items()},
                 created_at=timezone.now(),
             )
@@ -623,6 +628,124 @@ def run_backlog_case(name: str, orders: int, engine_profile: str | None) -> dict
     }
 
 
+PACED_REPLY = "bench_paced_reply"  # the reply channel of every command of the paced case
+
+
+def paced_receiver(count: int, ready, results) -> None:
+    """Subscribe to :data:`PACED_REPLY`, then record when each answer arrives (``{token: time.monotonic()}``)
+    until ``count`` have, or nothing came for 30 s."""
+    import redis
+    from django.conf import settings
+
+    setup_django()
+    pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(PACED_REPLY)
+    pubsub.get_message(timeout=5)  # the confirmation
+    ready.set()
+    cpu = time.process_time()
+    arrived: dict[str, float] = {}
+    while len(arrived) < count:
+        message = pubsub.get_message(timeout=30)
+        if message is None:
+            break
+        arrived[message["data"].split(b" ", 1)[0].decode()] = time.monotonic()
+    results.put((arrived, time.process_time() - cpu))
+
+
+def run_paced_case(name: str, rate: int, orders: int) -> dict:
+    """The engine fed at a fixed rate: a warm-up through the sequencer builds the book, then ``orders`` commands
+    of the same mix are inserted at ``rate`` per second (one INSERT and one NOTIFY every 2 ms: an open-loop load,
+    as many independent clients make, costing the machine little), each naming one reply channel that a
+    receiver process listens to. Latency is from a command's commit to its answer's arrival (what a caller
+    waits, less its own CPU); orders per second is the commands divided by the time from the first commit to the
+    last answer."""
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import connection, connections
+
+    from apps.ledger.reconciliation import reconcile
+    from apps.orders.models import Command, Market, Trade
+    from apps.orders.store.commands import engine_channel
+
+    plan = prepare(1, False)
+    (symbol, user_ids), *_ = plan.items()
+    mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
+    market_id = Market.objects.get(symbol=symbol).id
+    settings.ORDERS_ENGINE = "sequencer"
+    engines = start_engines([symbol])
+    try:
+        warmed = Flow(symbol, mid, user_ids, seed=0)
+        warmed.run(WARMUP)
+        paced = QueuedFlow(warmed, market_id, reply_to=PACED_REPLY)
+        for _ in range(orders):
+            _, queue_it = paced.next()
+            queue_it()
+        context = multiprocessing.get_context("fork")
+        ready, results = context.Event(), context.Queue()
+        connections.close_all()
+        receiver = context.Process(target=paced_receiver, args=(len(paced.commands), ready, results))
+        receiver.start()
+        ready.wait(timeout=60)
+        postgres, backends = postgres_pids()
+        before = (
+            tree_cpu_seconds(engines[0].pid),
+            sum(backend_cpu_seconds(pid) for pid in backends),
+            tree_cpu_seconds(postgres),
+            time.process_time(),
+        )
+        submitted: dict[str, float] = {}
+        tick = 0.002
+        began = time.monotonic()
+        sent = 0
+        while sent < len(paced.commands):
+            due = min(len(paced.commands), int((time.monotonic() - began) * rate) + 1)
+            if due > sent:
+                chunk = paced.commands[sent:due]
+                Command.objects.bulk_create(chunk)
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_notify(%s, '')", [engine_channel(market_id)])
+                at = time.monotonic()
+                submitted.update((command.token, at) for command in chunk)
+                sent = due
+            time.sleep(max(0.0, began + sent / rate - time.monotonic(), tick / 4))
+        arrived, receiver_cpu = results.get(timeout=120)
+        receiver.join()
+        spent = (
+            tree_cpu_seconds(engines[0].pid) - before[0],
+            sum(backend_cpu_seconds(pid) for pid in backends) - before[1],
+            tree_cpu_seconds(postgres) - before[2],
+            time.process_time() - before[3] + receiver_cpu,
+        )
+    finally:
+        engines[0].terminate()
+        engines[0].wait(timeout=60)
+    latencies = sorted(arrived[token] - at for token, at in submitted.items() if token in arrived)
+    elapsed = max(arrived.values()) - began
+    call_command("journal_seal", verbosity=0, stdout=io.StringIO())
+    report = reconcile()
+    count = len(submitted)
+    return {
+        "bench": "matching",
+        "case": name,
+        "engine": "sequencer",
+        "markets": 1,
+        "offered_per_s": rate,
+        "orders": count,
+        "answered": len(latencies),
+        "orders_per_s": round(count / elapsed, 1),
+        "p50_ms": round(statistics.median(latencies) * 1000, 2),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
+        "app_cpu_ms": round(spent[3] / count * 1000, 3),
+        "server_cpu_ms": round(spent[0] / count * 1000, 3),
+        "engine_backend_cpu_ms": round(spent[1] / count * 1000, 3),
+        "postgres_cpu_ms": round(spent[2] / count * 1000, 3),
+        "cores": os.cpu_count(),
+        "trades": Trade.objects.count(),
+        "reconcile_ok": report.ok,
+        "reconcile_failed": [check.name for check in report.checks if not check.ok],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orders", type=int, default=4000, help="timed requests per case (all workers)")
@@ -660,6 +783,7 @@ def main() -> int:
     from django.db import connections
 
     call_command("migrate", verbosity=0)
+    paced = {f"1 market, sequencer, paced {rate}/s": rate for rate in PACED_RATES}
     cases = [
         ("1 market", 1, 1, False, "inline"),
         ("1 market, 2 workers", 1, 2, False, "inline"),
@@ -670,6 +794,7 @@ def main() -> int:
         ("1 market, sequencer per command", 1, args.callers, False, "sequencer_per_command"),
         ("1 market, sequencer, REST API", 1, args.callers, False, "rest"),
         ("1 market, sequencer, queued backlog", 1, 0, False, "backlog"),
+        *((name, 1, 0, False, "paced") for name in paced),
     ]
     ok = True
     try:
@@ -678,6 +803,8 @@ def main() -> int:
                 continue
             if engine == "backlog":
                 figures = run_backlog_case(name, args.orders, args.profile_engine)
+            elif engine == "paced":
+                figures = run_paced_case(name, rate=paced[name], orders=max(args.orders, paced[name] * 4))
             else:
                 figures = run_case(
                     name, markets, workers, shared, args.orders, args.profile, engine, args.profile_engine
