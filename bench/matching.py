@@ -51,6 +51,7 @@ import queue
 import random
 import statistics
 import sys
+import threading
 import time
 import uuid
 from decimal import Decimal
@@ -68,7 +69,8 @@ MARKETS = [("BTC", 8, "50000"), ("ETH", 18, "3000"), ("SOL", 9, "150"), ("LTC", 
 TICK, STEP = D("0.01"), D("0.0001")
 USERS_PER_MARKET = 10
 WARMUP = 300  # untimed requests per worker that build the book (--warmup)
-PACED_RATES = (500, 1000, 2000)  # commands per second offered in the paced cases
+PACED_RATES = (500, 1000, 2000)
+WORKERS_READY_SECONDS = 600  # a case whose workers are not all warmed up by then fails instead of waiting for ever  # commands per second offered in the paced cases
 
 
 def setup_django() -> None:
@@ -420,7 +422,12 @@ def run_workers(
         )
     for process in processes:
         process.start()
-    start.wait()
+    try:
+        start.wait(timeout=WORKERS_READY_SECONDS)
+    except threading.BrokenBarrierError:  # a worker died in its warm-up (no database connection left, say)
+        for process in processes:
+            process.kill()
+        raise SystemExit(f"the workers were not all ready within {WORKERS_READY_SECONDS} s") from None
     postgres, engine_backends = postgres_pids()
     spent = {
         "servers": -sum(tree_cpu_seconds(s.pid) for s in servers),
