@@ -573,11 +573,9 @@ def run_backlog_case(name: str, orders: int, engine_profile: str | None) -> dict
     engine's, its backend's and PostgreSQL's in that time (no caller runs: what the callers cost is in the
     other sequencer cases). This is the engine's ceiling when callers run on other hosts."""
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connections
 
-    from apps.ledger.reconciliation import reconcile
-    from apps.orders.models import Command, CommandStatus, Market, Trade
+    from apps.orders.models import Command, CommandStatus, Market
 
     plan = prepare(1, False)
     (symbol, user_ids), *_ = plan.items()
@@ -613,8 +611,6 @@ def run_backlog_case(name: str, orders: int, engine_profile: str | None) -> dict
     finally:
         engines[0].terminate()
         engines[0].wait(timeout=60)
-    call_command("journal_seal", verbosity=0, stdout=io.StringIO())
-    report = reconcile()
     applied = len(backlog.commands)
     return {
         "bench": "matching",
@@ -625,9 +621,24 @@ def run_backlog_case(name: str, orders: int, engine_profile: str | None) -> dict
         "orders": applied,
         "orders_per_s": round(applied / elapsed, 1),
         "batch": settings.ORDERS_ENGINE_BATCH,
-        "server_cpu_ms": round(spent[0] / applied * 1000, 3),
-        "engine_backend_cpu_ms": round(spent[1] / applied * 1000, 3),
-        "postgres_cpu_ms": round(spent[2] / applied * 1000, 3),
+        **_engine_figures(spent, applied),
+    }
+
+
+def _engine_figures(spent: tuple[float, ...], count: int) -> dict:
+    """The CPU per order (ms) of ``spent`` (the engine's, its backend's and PostgreSQL's seconds), the trades, and
+    ``reconcile`` after sealing the journal (as the scheduled sealer does), for the cases without callers."""
+    from django.core.management import call_command
+
+    from apps.ledger.reconciliation import reconcile
+    from apps.orders.models import Trade
+
+    call_command("journal_seal", verbosity=0, stdout=io.StringIO())
+    report = reconcile()
+    return {
+        "server_cpu_ms": round(spent[0] / count * 1000, 3),
+        "engine_backend_cpu_ms": round(spent[1] / count * 1000, 3),
+        "postgres_cpu_ms": round(spent[2] / count * 1000, 3),
         "cores": os.cpu_count(),
         "trades": Trade.objects.count(),
         "reconcile_ok": report.ok,
@@ -667,11 +678,9 @@ def run_paced_case(name: str, rate: int, orders: int) -> dict:
     waits, less its own CPU); orders per second is the commands divided by the time from the first commit to the
     last answer."""
     from django.conf import settings
-    from django.core.management import call_command
     from django.db import connection, connections
 
-    from apps.ledger.reconciliation import reconcile
-    from apps.orders.models import Command, Market, Trade
+    from apps.orders.models import Command, Market
     from apps.orders.store.commands import engine_channel
 
     plan = prepare(1, False)
@@ -728,8 +737,6 @@ def run_paced_case(name: str, rate: int, orders: int) -> dict:
         engines[0].wait(timeout=60)
     latencies = sorted(arrived[token] - at for token, at in submitted.items() if token in arrived)
     elapsed = max(arrived.values()) - began
-    call_command("journal_seal", verbosity=0, stdout=io.StringIO())
-    report = reconcile()
     count = len(submitted)
     return {
         "bench": "matching",
@@ -742,14 +749,8 @@ def run_paced_case(name: str, rate: int, orders: int) -> dict:
         "orders_per_s": round(count / elapsed, 1),
         "p50_ms": round(statistics.median(latencies) * 1000, 2),
         "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
-        "app_cpu_ms": round(spent[3] / count * 1000, 3),
-        "server_cpu_ms": round(spent[0] / count * 1000, 3),
-        "engine_backend_cpu_ms": round(spent[1] / count * 1000, 3),
-        "postgres_cpu_ms": round(spent[2] / count * 1000, 3),
-        "cores": os.cpu_count(),
-        "trades": Trade.objects.count(),
-        "reconcile_ok": report.ok,
-        "reconcile_failed": [check.name for check in report.checks if not check.ok],
+        "app_cpu_ms": round(spent[3] / count * 1000, 3),  # the load generator and the receiver
+        **_engine_figures(spent, count),
     }
 
 
