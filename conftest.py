@@ -133,6 +133,17 @@ def api_as(key_for):
 
 
 @pytest.fixture
+def redis_unreachable(settings, tmp_path):
+    """The default cache (rate counters, throttles) pointed at a Redis socket where no server listens."""
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": f"unix://{tmp_path}/no-redis.sock",
+        }
+    }
+
+
+@pytest.fixture
 def admin_login(client):
     """``admin_login(user)``: log ``client`` in as ``user`` with a confirmed second factor this session."""
     from apps.backoffice.tests.logins import login_with_second_factor

@@ -1,13 +1,31 @@
-"""Rate limits with DRF's throttles, counted in Redis (the default cache)."""
+"""Rate limits with DRF's throttles, counted in Redis (the default cache).
 
+When the counters cannot be reached (Redis down or stalled), a request is let through and a warning logged: a rate
+limit protects the service, not anyone's money, and the API keeps working without Redis (orders are answered from
+the database, :mod:`apps.orders.services.answers`). Log-in attempts stay limited by django-axes, in the database.
+"""
+
+import logging
+
+import redis
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
 
 from apps.accounts.models import ApiKey
 from exchange.client_ip import client_ip
 
+log = logging.getLogger(__name__)
+
 
 class _Throttle(SimpleRateThrottle):
+    def allow_request(self, request, view):
+        """DRF's check; True (logged) when Redis cannot be reached."""
+        try:
+            return super().allow_request(request, view)
+        except redis.RedisError:
+            log.warning("api.rate_limit_unavailable", exc_info=True, extra={"scope": self.scope})
+            return True
+
     def get_rate(self):
         # Read the rates when asked, not when the class is defined, so settings changes apply.
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)

@@ -196,3 +196,11 @@ def test_past_the_weight_limit_a_429_with_retry_after(client, btc_usdt, settings
     assert response.status_code == 429 and response.json()["code"] == -1003
     assert response.headers["X-MBX-USED-WEIGHT-1M"] == str(used + 21)
     assert 1 <= int(response.headers["Retry-After"]) <= 60
+
+
+def test_without_redis_requests_go_through_without_the_weight_header(client, btc_usdt, redis_unreachable):
+    response = get(client, "depth", symbol="BTCUSDT")
+
+    assert response.status_code == 200
+    assert response.json()["bids"] == []
+    assert "X-MBX-USED-WEIGHT-1M" not in response.headers

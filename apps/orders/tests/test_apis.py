@@ -623,3 +623,20 @@ def test_an_order_whose_value_is_beyond_any_amount_is_a_400_not_a_500(db, api_as
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {"qty": response.json()["error"]["message"]}
     assert not Order.objects.exists()
+
+
+def test_without_redis_the_rate_limits_let_requests_through_instead_of_failing_them(
+    funded_user, btc_usdt, api_as, redis_unreachable
+):
+    client = api_as(funded_user(usdt="1000"), "read", "trade")
+
+    balances = client.get("/api/v1/balances/")
+    placed = client.post(
+        "/api/v1/orders/",
+        {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "100", "qty": "0.01"},
+        format="json",
+    )
+
+    assert balances.status_code == 200
+    assert placed.status_code == 201
+    assert placed.json()["status"] == "open"
