@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.core.exceptions import ValidationError
+from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
@@ -42,6 +42,14 @@ def _audit(request, action: str, market: Market, before: dict) -> None:
         before=before,
         after=market_state(market),
     )
+
+
+class _NotSaved(Exception):
+    """Raised out of :meth:`MarketAdmin.save_model` (so the admin's transaction rolls back) for a service refusal."""
+
+    def __init__(self, refused: DomainError):
+        super().__init__(refused.message)
+        self.refused = refused
 
 
 @admin.register(Market)
@@ -103,9 +111,20 @@ class MarketAdmin(admin.ModelAdmin):
                     market_order_price_band=data["market_order_price_band"],
                 )
                 obj.pk = created.pk
-        except DomainError as exc:  # form validation (Market.clean) catches these first
-            raise ValidationError(exc.fields or exc.message) from exc
+        except DomainError as refused:  # form validation (Market.clean) catches these first, bar a race
+            raise _NotSaved(refused) from refused
         _audit(request, "market.update" if change else "market.create", Market.objects.get(pk=obj.pk), before)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        """The admin's form view; a save the service refused after the form's checks passed (another operator
+        listed the same market at that moment) rolls back and shows the form again with the reason."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except _NotSaved as not_saved:
+            refused = not_saved.refused
+            reasons = " ".join([refused.message, *refused.fields.values()])
+            self.message_user(request, f"Not saved: {reasons}", messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def _confirm_status_change(self, request, queryset, *, action: str, service, done: str):
         """An action's confirmation page asking for a reason; with ``confirm`` and a reason, apply ``service``

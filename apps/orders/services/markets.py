@@ -85,13 +85,16 @@ def market_create(
             market_order_price_band, decimals=2, field="market_order_price_band", error=DomainError
         )
     market = Market(symbol=symbol, base=base, quote=quote, **values)
-    market.full_clean()
-    try:
+    try:  # a market listed meanwhile by someone else: its symbol or pair is taken (validation, or the constraints)
+        market.full_clean()
         with transaction.atomic():
             market.save()
-    except IntegrityError:  # the same pair or symbol listed meanwhile (market_one_per_pair, ..._without_dash)
+    except ValidationError as invalid:
+        fields = {name: " ".join(messages) for name, messages in invalid.message_dict.items()}
+        raise DomainError("The market cannot be listed.", fields=fields) from None
+    except IntegrityError:
         problems = market_symbol_problems(base=base, quote=quote, symbol=symbol)
-        raise DomainError("The market's filters are not valid.", fields=problems or {"symbol": "Taken."}) from None
+        raise DomainError("The market cannot be listed.", fields=problems or {"symbol": "Taken."}) from None
     return market
 
 

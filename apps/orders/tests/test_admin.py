@@ -1,15 +1,21 @@
 """Back office: markets with halt and resume, fee schedules, orders and trades read-only."""
 
+import threading
 from decimal import Decimal
 
+import psycopg
 import pytest
+from django.contrib.messages import get_messages
+from django.db import connection, connections
 from django.urls import reverse
 
+from apps.audit.models import AuditLogEntry
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import Command, CommandKind, CommandStatus, FeeSchedule, Market, MarketStatus
 from apps.orders.services import commands as engine_commands
 from apps.orders.services import fee_schedule_make_default
 from apps.orders.tests.helpers import place
+from apps.wallets.tests.conftest import backend_pids, database_url, wait_for
 
 D = Decimal
 
@@ -101,6 +107,44 @@ def test_a_new_markets_symbol_is_its_assets_codes_and_never_another_markets_bina
         "base": ["BTC-USDT already reads BTCUSDT without its dash (its symbol in the Binance API)."]
     }
     assert list(Market.objects.values_list("symbol", flat=True)) == ["BTC-USDT"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_market_another_operator_lists_at_the_same_moment_is_a_message_not_a_500(
+    admin_client, btc, usdt, default_fees
+):
+    """The other operator's market is written but not committed while this form is checked; this save then waits
+    on the unique index, and fails once the other commits."""
+    other = psycopg.connect(database_url(connection.settings_dict))
+    other.execute(
+        "INSERT INTO orders_market (symbol, base_id, quote_id, tick_size, step_size, min_qty, max_qty, min_notional,"
+        " status, sequence, created_at, updated_at) VALUES ('BTC-USDT', %s, %s, 0.01, 0.0001, 0.0001, 100, 1,"
+        " 'active', 0, now(), now())",
+        [btc.id, usdt.id],
+    )
+    responses = []
+
+    def submit() -> None:
+        try:
+            responses.append(admin_client.post(reverse("admin:orders_market_add"), market_form(btc, usdt)))
+        finally:
+            connections.close_all()  # this thread's
+
+    form = threading.Thread(target=submit)
+    form.start()
+    try:
+        wait_for(lambda: backend_pids("wait_event_type = 'Lock' AND query LIKE 'INSERT INTO \"orders_market\"%%'"))
+    finally:
+        other.commit()
+        other.close()
+        form.join(timeout=60)
+
+    (response,) = responses
+    assert response.status_code == 302  # back to the form, with the reason
+    message = [str(m) for m in get_messages(response.wsgi_request)]
+    assert message == ["Not saved: The market cannot be listed. BTC-USDT already trades BTC against USDT."]
+    assert Market.objects.count() == 1
+    assert not AuditLogEntry.objects.filter(action="market.create").exists()
 
 
 @pytest.mark.django_db(transaction=True)
