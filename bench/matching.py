@@ -50,6 +50,7 @@ import os
 import queue
 import random
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -322,7 +323,6 @@ def start_engines(symbols: list[str], *, planned: bool = True, profile: str | No
     ``planned`` false: the per-command path (``ORDERS_ENGINE_PLANNED=false``). ``profile``: the first
     engine runs under cProfile (CPU time, ``bench/_profiled.py``) and writes its stats there when it
     stops (SIGTERM)."""
-    import subprocess
     import tempfile
 
     env = {
@@ -355,7 +355,6 @@ def start_api(port: int, workers: int):
     """gunicorn serving the project (``bench.rest_settings``) on ``port``, waited for until it answers
     (``/api/v1/time/``: ``/healthz`` also wants a Celery worker, which the bench has no use for)."""
     import http.client
-    import subprocess
     import tempfile
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.rest_settings", "ORDERS_ENGINE": "sequencer"}
@@ -566,6 +565,50 @@ class QueuedFlow(Flow):
         self._queue("cancel", owner, {"order_id": order_id, "user_id": owner, "by_operator": False})
 
 
+def _warmed_up_and_queued(orders: int, *, reply_to: str = "") -> tuple[QueuedFlow, subprocess.Popen]:
+    """One market prepared, its book built by a warm-up through a running engine, and ``orders`` commands of the
+    mix made (not inserted): the flow holding them, and the engine, still running."""
+    from django.conf import settings
+
+    from apps.orders.models import Market
+
+    plan = prepare(1, False)
+    (symbol, user_ids), *_ = plan.items()
+    mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
+    settings.ORDERS_ENGINE = "sequencer"
+    (engine,) = start_engines([symbol])
+    try:
+        warmed = Flow(symbol, mid, user_ids, seed=0)
+        warmed.run(WARMUP)
+        queued = QueuedFlow(warmed, Market.objects.get(symbol=symbol).id, reply_to=reply_to)
+        for _ in range(orders):
+            _, queue_it = queued.next()
+            queue_it()
+    except BaseException:
+        engine.terminate()
+        engine.wait(timeout=60)
+        raise
+    return queued, engine
+
+
+class _EngineCpu:
+    """CPU seconds of an engine process, of its PostgreSQL backends and of the whole server, from when it is made;
+    :meth:`spent` gives ``(engine, its backends, PostgreSQL)`` since then."""
+
+    def __init__(self, engine: subprocess.Popen) -> None:
+        self.engine = engine
+        self.postgres, self.backends = postgres_pids()
+        self.before = self._now()
+
+    def _now(self) -> tuple[float, float, float]:
+        backends = sum(backend_cpu_seconds(pid) for pid in self.backends)
+        return tree_cpu_seconds(self.engine.pid), backends, tree_cpu_seconds(self.postgres)
+
+    def spent(self) -> tuple[float, float, float]:
+        engine, backends, postgres = self._now()
+        return engine - self.before[0], backends - self.before[1], postgres - self.before[2]
+
+
 def run_backlog_case(name: str, orders: int, engine_profile: str | None) -> dict:
     """The engine alone: a warm-up through a running sequencer builds the book, the engine is stopped, ``orders``
     commands of the same mix are queued at once, and a new engine drains them. Orders per second is the
@@ -575,42 +618,24 @@ def run_backlog_case(name: str, orders: int, engine_profile: str | None) -> dict
     from django.conf import settings
     from django.db import connections
 
-    from apps.orders.models import Command, CommandStatus, Market
+    from apps.orders.models import Command, CommandStatus
 
-    plan = prepare(1, False)
-    (symbol, user_ids), *_ = plan.items()
-    mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
-    settings.ORDERS_ENGINE = "sequencer"
-    engines = start_engines([symbol])
-    try:
-        warmed = Flow(symbol, mid, user_ids, seed=0)
-        warmed.run(WARMUP)
-    finally:
-        engines[0].terminate()
-        engines[0].wait(timeout=60)
-    backlog = QueuedFlow(warmed, Market.objects.get(symbol=symbol).id)
-    for _ in range(orders):
-        _, queue_it = backlog.next()
-        queue_it()
+    backlog, engine = _warmed_up_and_queued(orders)
+    engine.terminate()
+    engine.wait(timeout=60)
     Command.objects.bulk_create(backlog.commands, batch_size=1000)
-    engines = start_engines([symbol], profile=engine_profile and f"{engine_profile}.backlog")
+    (engine,) = start_engines([backlog.symbol], profile=engine_profile and f"{engine_profile}.backlog")
     began = time.perf_counter()
     try:
-        postgres, backends = postgres_pids()
-        before = (tree_cpu_seconds(engines[0].pid), sum(backend_cpu_seconds(pid) for pid in backends))
-        before_postgres = tree_cpu_seconds(postgres)
+        reading = _EngineCpu(engine)
         while Command.objects.filter(status=CommandStatus.PENDING).exists():
             time.sleep(0.01)
         elapsed = time.perf_counter() - began
-        spent = (
-            tree_cpu_seconds(engines[0].pid) - before[0],
-            sum(backend_cpu_seconds(pid) for pid in backends) - before[1],
-            tree_cpu_seconds(postgres) - before_postgres,
-        )
+        spent = reading.spent()
         connections.close_all()
     finally:
-        engines[0].terminate()
-        engines[0].wait(timeout=60)
+        engine.terminate()
+        engine.wait(timeout=60)
     applied = len(backlog.commands)
     return {
         "bench": "matching",
@@ -677,38 +702,20 @@ def run_paced_case(name: str, rate: int, orders: int) -> dict:
     receiver process listens to. Latency is from a command's commit to its answer's arrival (what a caller
     waits, less its own CPU); orders per second is the commands divided by the time from the first commit to the
     last answer."""
-    from django.conf import settings
     from django.db import connection, connections
 
-    from apps.orders.models import Command, Market
+    from apps.orders.models import Command
     from apps.orders.store.commands import engine_channel
 
-    plan = prepare(1, False)
-    (symbol, user_ids), *_ = plan.items()
-    mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
-    market_id = Market.objects.get(symbol=symbol).id
-    settings.ORDERS_ENGINE = "sequencer"
-    engines = start_engines([symbol])
+    paced, engine = _warmed_up_and_queued(orders, reply_to=PACED_REPLY)
     try:
-        warmed = Flow(symbol, mid, user_ids, seed=0)
-        warmed.run(WARMUP)
-        paced = QueuedFlow(warmed, market_id, reply_to=PACED_REPLY)
-        for _ in range(orders):
-            _, queue_it = paced.next()
-            queue_it()
         context = multiprocessing.get_context("fork")
         ready, results = context.Event(), context.Queue()
         connections.close_all()
         receiver = context.Process(target=paced_receiver, args=(len(paced.commands), ready, results))
         receiver.start()
         ready.wait(timeout=60)
-        postgres, backends = postgres_pids()
-        before = (
-            tree_cpu_seconds(engines[0].pid),
-            sum(backend_cpu_seconds(pid) for pid in backends),
-            tree_cpu_seconds(postgres),
-            time.process_time(),
-        )
+        reading, cpu = _EngineCpu(engine), time.process_time()
         submitted: dict[str, float] = {}
         tick = 0.002
         began = time.monotonic()
@@ -719,22 +726,18 @@ def run_paced_case(name: str, rate: int, orders: int) -> dict:
                 chunk = paced.commands[sent:due]
                 Command.objects.bulk_create(chunk)
                 with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_notify(%s, '')", [engine_channel(market_id)])
+                    cursor.execute("SELECT pg_notify(%s, '')", [engine_channel(paced.market_id)])
                 at = time.monotonic()
                 submitted.update((command.token, at) for command in chunk)
                 sent = due
             time.sleep(max(0.0, began + sent / rate - time.monotonic(), tick / 4))
         arrived, receiver_cpu = results.get(timeout=120)
         receiver.join()
-        spent = (
-            tree_cpu_seconds(engines[0].pid) - before[0],
-            sum(backend_cpu_seconds(pid) for pid in backends) - before[1],
-            tree_cpu_seconds(postgres) - before[2],
-            time.process_time() - before[3] + receiver_cpu,
-        )
+        spent = reading.spent()
+        generator_cpu = time.process_time() - cpu + receiver_cpu
     finally:
-        engines[0].terminate()
-        engines[0].wait(timeout=60)
+        engine.terminate()
+        engine.wait(timeout=60)
     latencies = sorted(arrived[token] - at for token, at in submitted.items() if token in arrived)
     elapsed = max(arrived.values()) - began
     count = len(submitted)
@@ -749,7 +752,7 @@ def run_paced_case(name: str, rate: int, orders: int) -> dict:
         "orders_per_s": round(count / elapsed, 1),
         "p50_ms": round(statistics.median(latencies) * 1000, 2),
         "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
-        "app_cpu_ms": round(spent[3] / count * 1000, 3),  # the load generator and the receiver
+        "app_cpu_ms": round(generator_cpu / count * 1000, 3),  # the load generator and the receiver
         **_engine_figures(spent, count),
     }
 
