@@ -2,7 +2,8 @@
 
 Parameters are translated into our services' arguments and their answers into Binance's JSON;
 nothing here writes: placement is :func:`apps.orders.services.order_place`, cancellation
-:func:`apps.orders.services.order_cancel` (each one transaction holding the market lock).
+:func:`apps.orders.services.order_cancel` and :func:`~apps.orders.services.open_orders_cancel` (each one
+transaction holding the market lock).
 
 Translation (Binance -> ours): ``LIMIT`` + ``timeInForce`` GTC/IOC/FOK is a limit order with that
 time in force; ``LIMIT_MAKER`` a post-only GTC limit order; ``MARKET`` with ``quantity`` a market
@@ -21,7 +22,7 @@ from apps.ledger.selectors import balances_for_user
 from apps.orders.errors import OrderStatusUnknown
 from apps.orders.models import Market, Order, OrderType, Side
 from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user
-from apps.orders.services import order_cancel, order_judge, order_place
+from apps.orders.services import open_orders_cancel, order_cancel, order_judge, order_place
 
 from . import limits
 from .endpoint import Call, Security, endpoint
@@ -34,7 +35,6 @@ from .errors import (
     NEW_ORDER_REJECTED,
     NO_SUCH_ORDER,
     PARAM_NOT_REQUIRED,
-    TIMEOUT,
     UNKNOWN_ORDER_COMPOSITION,
     BinanceError,
     from_domain,
@@ -245,17 +245,16 @@ def open_orders(call: Call) -> list:
 
 @endpoint(weight=1, security=Security.TRADE, params=("symbol",))
 def open_orders_delete(call: Call) -> list:
-    """Cancel every open order of the caller on ``symbol``; each cancelled order, oldest first."""
+    """Cancel every open order of the caller on ``symbol``; each cancelled order, oldest first.
+
+    One command of the market's sequencer (:func:`apps.orders.services.open_orders_cancel`), applied in queue
+    order: the caller's placements queued before it are cancelled too, none after it."""
     market = symbol_market(call.params)
-    out = []
-    for order in reversed(list(orders_for_user(user_id=call.user_id, market=market.symbol, status="open"))):
-        try:
-            out.append(_cancel(order, market, secrets.token_urlsafe(16)[:22]))
-        except BinanceError as error:
-            if error.code == TIMEOUT:
-                raise  # this cancel's outcome is unknown: never answered as if the order were not cancelled
-            continue  # filled or expired since it was listed
-    return out
+    try:
+        cancelled = open_orders_cancel(user_id=call.user_id, market=market.symbol)
+    except OrderStatusUnknown:  # queued for the engine: its outcome is not known yet, never answered as none
+        raise status_unknown() from None
+    return [order_cancelled(order, market, secrets.token_urlsafe(16)[:22], ms(order.updated_at)) for order in cancelled]
 
 
 @endpoint(weight=20, security=Security.USER_DATA, params=("symbol", "orderId", "startTime", "endTime", "limit"))

@@ -17,7 +17,7 @@ from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from apps.core.errors import DomainError
 from apps.orders.models import Market, MarketStatus
 from apps.orders.selectors import orders_for_user, recent_trades
-from apps.orders.services import order_cancel, order_place
+from apps.orders.services import open_orders_cancel, order_cancel, order_place
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +97,9 @@ class MarketMaker:
         return report
 
     def cancel_all(self) -> int:
-        """Cancel every open order of the maker (on shutdown); return how many."""
-        cancelled = 0
-        for order in orders_for_user(user_id=self.maker_id, status="open"):
-            try:
-                order_cancel(order_id=order.id, user_id=self.maker_id)
-                cancelled += 1
-            except DomainError:
-                pass  # it ended meanwhile
-        return cancelled
+        """Cancel every open order of the maker on its markets (on shutdown, one command per market); return how
+        many."""
+        return sum(len(open_orders_cancel(user_id=self.maker_id, market=state.market.symbol)) for state in self.states)
 
     def _ladder(self, state: MarketState) -> dict[str, set[Decimal]]:
         center_bid = _round(state.reference, state.grid, ROUND_FLOOR)

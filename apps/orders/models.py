@@ -514,6 +514,7 @@ class Trade(models.Model):
 class CommandKind(models.TextChoices):
     PLACE = "place", "Place an order"
     CANCEL = "cancel", "Cancel an order"
+    CANCEL_ALL = "cancel_all", "Cancel a user's open orders"
     HALT = "halt", "Halt the market"
     RESUME = "resume", "Resume the market"
 
@@ -524,12 +525,14 @@ class CommandStatus(models.TextChoices):
 
 
 class Command(models.Model):
-    """A placement, cancel, halt or resume handed to its market's sequencer (``manage.py run_engine``).
+    """A placement, cancel, cancel of a user's open orders, halt or resume handed to its market's sequencer
+    (``manage.py run_engine``).
 
     Written (committed) by the caller before it waits, so it survives any process dying;
     the sequencer applies pending commands in id order and, in the same transaction as
-    their effects, marks them ``done`` with their ``outcome`` (``{"order_id": n}`` or
-    ``{"error": {"type", "message", "fields"}}``), so each is applied exactly once.
+    their effects, marks them ``done`` with their ``outcome`` (``{"order_id": n}``, ``{"order_ids": [n, ...]}``
+    for a cancel of a user's open orders, or ``{"error": {"type", "message", "fields"}}``), so each is applied
+    exactly once.
     ``key`` (an ``Idempotency-Key``, optional) is unique per user: a retry under it finds
     the first command instead of adding one. ``token`` (unique) names the command in its
     answer; ``reply_to`` is the Redis channel of the waiting caller's thread that answer is
@@ -538,7 +541,7 @@ class Command(models.Model):
     """
 
     market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="+", db_index=False)
-    kind = models.CharField(max_length=8, choices=CommandKind.choices)
+    kind = models.CharField(max_length=16, choices=CommandKind.choices)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", db_index=False)
     key = models.CharField(max_length=255, blank=True, default="")
     request_hash = models.CharField(max_length=64)

@@ -164,6 +164,15 @@ class Cancel:
     by_operator: bool
 
 
+@dataclass(frozen=True)
+class CancelAll:
+    """A cancel of every open order ``user_id`` has on the market when the command's turn comes (Binance's
+    ``DELETE /api/v3/openOrders``), including the orders placed by the commands before it in the queue."""
+
+    user_id: int
+    by_operator: bool
+
+
 @dataclass
 class PlacedOrder:
     """An order the batch places: the values of its row as the batch leaves it."""
@@ -278,9 +287,10 @@ class BookChange:
 
 @dataclass
 class BatchPlan:
-    """Everything the batch writes, and each command's outcome (an order id or the error refusing it)."""
+    """Everything the batch writes, and each command's outcome (an order id, the ids a :class:`CancelAll`
+    cancelled, or the error refusing it)."""
 
-    outcomes: list[int | DomainError] = field(default_factory=list)
+    outcomes: list[int | list[int] | DomainError] = field(default_factory=list)
     placed: dict[int, PlacedOrder] = field(default_factory=dict)
     updated: dict[int, OrderState] = field(default_factory=dict)
     trades: list[TradeRow] = field(default_factory=list)
@@ -337,13 +347,19 @@ class BatchPlanner:
         self.by_client_id: dict[tuple[int, str], PlacedOrder] = {}
         self.left: dict[int, int] = {}  # owner of each order that left the book during the batch
 
-    def run(self, commands: Sequence[Place | Cancel | DomainError]) -> BatchPlan:
+    def run(self, commands: Sequence[Place | Cancel | CancelAll | DomainError]) -> BatchPlan:
         """Plan ``commands`` in order (a :class:`DomainError` is a command already refused by the caller)."""
         for command in commands:
+            result: int | list[int]
             try:
                 if isinstance(command, DomainError):
                     raise command
-                result = self.place(command) if isinstance(command, Place) else self.cancel(command)
+                if isinstance(command, Place):
+                    result = self.place(command)
+                elif isinstance(command, Cancel):
+                    result = self.cancel(command)
+                else:
+                    result = self.cancel_all(command)
             except DomainError as exc:
                 self.plan.outcomes.append(exc)
             else:
@@ -667,3 +683,9 @@ class BatchPlanner:
             self._credit(maker.user_id, asset, release)
         self._change(taker_order_id=None, orders={order_id: state}, prices=[(maker.side, maker.price)])
         return order_id
+
+    def cancel_all(self, command: CancelAll) -> list[int]:
+        """Plan the cancel of every order ``command.user_id`` has resting in the book now, oldest first (each
+        its own cancel and sequence bump, as :meth:`cancel`); returns their ids (none: nothing is written)."""
+        ids = sorted(order_id for order_id, maker in self.book.orders.items() if maker.user_id == command.user_id)
+        return [self.cancel(Cancel(order_id, command.user_id, command.by_operator)) for order_id in ids]

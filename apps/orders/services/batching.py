@@ -62,6 +62,7 @@ from ..engine.batch import (
     BatchPlanner,
     BookChange,
     Cancel,
+    CancelAll,
     Existing,
     Hold,
     OrderState,
@@ -132,14 +133,17 @@ class _Filters:
 
 def _parsed(
     commands: Sequence[QueuedCommand], market: LockedMarket, order_ids: list[int], frozen: set[int]
-) -> list[Place | Cancel | DomainError]:
+) -> list[Place | Cancel | CancelAll | DomainError]:
     """Each command as the planner takes it: refused already (frozen account, malformed request) or parsed."""
     ids = iter(order_ids)
-    result: list[Place | Cancel | DomainError] = []
+    result: list[Place | Cancel | CancelAll | DomainError] = []
     for command in commands:
         payload = command.payload
-        if command.kind != CommandKind.PLACE:
+        if command.kind == CommandKind.CANCEL:
             result.append(Cancel(payload["order_id"], payload.get("user_id"), bool(payload.get("by_operator"))))
+            continue
+        if command.kind == CommandKind.CANCEL_ALL:
+            result.append(CancelAll(payload["user_id"], bool(payload.get("by_operator"))))
             continue
         order_id = next(ids)
         if payload["user_id"] in frozen:
@@ -158,8 +162,8 @@ def _parsed(
 def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[dict]:
     """Plan and write ``commands`` (one market's, in order) in the caller's transaction; return their outcomes.
 
-    Outcomes are those :mod:`apps.orders.services.sequencer` stores: ``{"order_id": n}`` or
-    :func:`domain_outcome` of the refusal. ``state`` is changed (book, sequence); if this raises,
+    Outcomes are those :mod:`apps.orders.services.sequencer` stores: ``{"order_id": n}``, ``{"order_ids": [...]}``
+    (a cancel of a user's open orders) or :func:`domain_outcome` of the refusal. ``state`` is changed (book, sequence); if this raises,
     the caller must roll back and set ``state.sequence = None`` (the book is then read again).
     """
     places = [c for c in commands if c.kind == CommandKind.PLACE]
@@ -215,14 +219,20 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
             plan = plan_with(locked)
             if not plan.user_ids <= users:
                 raise Unplannable("the plan with the locked balances needs accounts that are not locked")
-        outcomes = [
-            domain_outcome(result) if isinstance(result, DomainError) else {"order_id": result}
-            for result in plan.outcomes
-        ]
+        outcomes = [_outcome(result) for result in plan.outcomes]
         done = (queue.MARK_DONE, [[c.id for c in commands], json.dumps(outcomes)])
         _write(cursor, state, market, plan, accounts, done)
     state.sequence = market.sequence + len(plan.changes)
     return outcomes
+
+
+def _outcome(result: int | list[int] | DomainError) -> dict:
+    """The stored outcome of a planned command (see :func:`batch_write`)."""
+    if isinstance(result, DomainError):
+        return domain_outcome(result)
+    if isinstance(result, list):
+        return {"order_ids": result}
+    return {"order_id": result}
 
 
 def _write(

@@ -1,4 +1,5 @@
-"""Order cancellation (:func:`order_cancel`) under the market's row lock, like a placement."""
+"""Order cancellation (:func:`order_cancel`, :func:`open_orders_cancel`) under the market's row lock, like a
+placement."""
 
 from decimal import Decimal
 
@@ -11,7 +12,7 @@ from apps.ledger.trading import TradingAccounts, order_release_entry
 from apps.ledger.transactions import retrying_atomic
 
 from ..events import book_changed
-from ..models import OPEN_STATUSES, EndReason, Order, OrderStatus
+from ..models import OPEN_STATUSES, EndReason, Market, Order, OrderStatus
 from ..store import orders as order_rows
 from ..store.markets import LOCK_MARKET_OF_ORDER, locked_market_of_order
 
@@ -63,3 +64,17 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
             sender=Order, market_id=market.id, update_id=market.sequence, order_ids=[order.id], taker_order_id=None
         )
     return order
+
+
+@retrying_atomic
+def open_orders_cancel(*, market_id: int, user_id: int, by_operator: bool = False) -> list[Order]:
+    """Cancel every open order of ``user_id`` on the market, oldest first, in one transaction under the market
+    lock (each as :func:`order_cancel`: its release, its sequence bump); return them as cancelled (none: an
+    empty list, nothing written). Raises :class:`NotFound` for no such market."""
+    if not Market.objects.select_for_update(no_key=True).filter(id=market_id).exists():
+        raise NotFound(f"No market {market_id}.", fields={"market": "No such market."})
+    open_ids = Order.objects.filter(market_id=market_id, user_id=user_id, status__in=OPEN_STATUSES).order_by("id")
+    return [
+        order_cancel(order_id=order_id, user_id=user_id, by_operator=by_operator)
+        for order_id in open_ids.values_list("id", flat=True)
+    ]

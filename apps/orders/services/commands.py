@@ -2,7 +2,7 @@
 
 ``settings.ORDERS_ENGINE`` chooses (DESIGN.md section 7, "The sequencer"):
 
-- ``"inline"`` (tests, tiny installs): :func:`order_place` and :func:`order_cancel` run the
+- ``"inline"`` (tests, tiny installs): :func:`order_place`, :func:`order_cancel` and :func:`open_orders_cancel` run the
   placement (:func:`apps.orders.services.placement.order_place`) or cancel in the caller's
   process and transaction, under the market row lock: the same code a sequencer runs for each
   command of its batch.
@@ -45,7 +45,7 @@ from apps.core.errors import DomainError, NotFound
 from apps.ledger.errors import IdempotencyConflict
 
 from ..errors import OrderStatusUnknown
-from ..models import CommandKind, Order, OrderType
+from ..models import CommandKind, Market, Order, OrderType
 from ..store import commands as queue
 from ..store import orders as order_rows
 from . import answers, cancel, placement
@@ -307,3 +307,24 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
         raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
     outcome = command_submit(market=found[0], kind=CommandKind.CANCEL, user_id=found[1], payload=arguments)
     return _order_of(outcome)
+
+
+def open_orders_cancel(*, user_id: int, market: str, by_operator: bool = False) -> list[Order]:
+    """Cancel every open order of ``user_id`` on ``market`` (a symbol), oldest first, and return them cancelled
+    (:func:`apps.orders.services.cancel.open_orders_cancel`), inline or by the market's sequencer.
+
+    Through the sequencer it is one command applied in queue order: it also cancels the user's placements queued
+    before it and not applied yet (a caller whose placement timed out can cancel everything and know that order
+    is not left to go live later), and none queued after it. Raises :class:`NotFound` (no such market) and
+    :class:`OrderStatusUnknown` (sequencer mode, no answer in time: the command stays queued and is applied once).
+    """
+    if settings.ORDERS_ENGINE == "inline":
+        market_id = Market.objects.filter(symbol=market).values_list("id", flat=True).first()
+        if market_id is None:
+            raise NotFound(f"No market {market}.", fields={"market": "No such market."})
+        return cancel.open_orders_cancel(market_id=market_id, user_id=user_id, by_operator=by_operator)
+    payload = {"user_id": user_id, "by_operator": by_operator}
+    outcome = command_submit(market=market, kind=CommandKind.CANCEL_ALL, user_id=user_id, payload=payload)
+    if "error" in outcome:
+        outcome_raise(outcome["error"])
+    return list(Order.objects.filter(id__in=outcome["order_ids"]).order_by("id"))

@@ -61,6 +61,10 @@ MARKETS_CHECK_SECONDS = 2.0
 """How often a sequencer serving every market (``run_engine --all``) looks for markets created since it started."""
 
 
+_PLANNED = (CommandKind.PLACE, CommandKind.CANCEL, CommandKind.CANCEL_ALL)
+"""The kinds a planned batch applies (:mod:`apps.orders.services.batching`); halts and resumes run on their own."""
+
+
 def _apply(command: QueuedCommand) -> dict:
     """Apply one command in a savepoint of the batch's transaction; return its outcome."""
     try:
@@ -68,6 +72,9 @@ def _apply(command: QueuedCommand) -> dict:
             status = MarketStatus.HALTED if command.kind == CommandKind.HALT else MarketStatus.ACTIVE
             market = markets.market_status_apply(status=status, **command.payload)
             return {"market_id": market.id}
+        if command.kind == CommandKind.CANCEL_ALL:
+            orders = cancel.open_orders_cancel(market_id=command.market_id, **command.payload)
+            return {"order_ids": [order.id for order in orders]}
         if command.kind == CommandKind.PLACE:
             order = placement.order_place(**command.payload)
         else:
@@ -188,12 +195,12 @@ class Sequencer:
 
     def apply(self, market_id: int, commands: Sequence[QueuedCommand]) -> list[dict]:
         """Apply one market's commands in order, in one transaction per run of them: each run of placements
-        and cancels as one planned batch (:meth:`apply_planned`), each halt or resume on its own
+        and cancels (of one order, or of a user's open orders) as one planned batch (:meth:`apply_planned`), each halt or resume on its own
         (:func:`batch_apply`: it changes what the commands after it may do). Returns the outcomes."""
         outcomes: list[dict] = []
         run: list[QueuedCommand] = []
         for command in [*commands, None]:
-            if command is not None and command.kind in (CommandKind.PLACE, CommandKind.CANCEL):
+            if command is not None and command.kind in _PLANNED:
                 run.append(command)
                 continue
             if run:

@@ -50,9 +50,13 @@ def traders(btc_usdt, btc, usdt):
 
 
 def _inline(users, market, script, ids: dict) -> list:
-    outcomes = []
+    outcomes: list[dict] = []
     for step in script:
         try:
+            if step["kind"] == "cancel_all":
+                cancelled = cancel.open_orders_cancel(market_id=market.id, user_id=users[step["user"]].id)
+                outcomes.append({"order_ids": [order.id for order in cancelled]})
+                continue
             if step["kind"] == "cancel":
                 order = cancel.order_cancel(order_id=ids.get(step["ref"], 0), user_id=users[step["user"]].id)
             else:
@@ -67,6 +71,8 @@ def _inline(users, market, script, ids: dict) -> list:
 def _payload(users, market, step, ids: dict | None = None) -> dict:
     """The payload :mod:`apps.orders.services.commands` queues for a script step."""
     user = users[step["user"]]
+    if step["kind"] == "cancel_all":
+        return {"user_id": user.id, "by_operator": False}
     if step["kind"] == "cancel":
         return {"order_id": (ids or {}).get(step["ref"], 0), "user_id": user.id, "by_operator": False}
     order = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
@@ -78,7 +84,7 @@ def _batched(users, market, script, ids: dict) -> list:
     commands = [
         Command(
             market=market,
-            kind=CommandKind.CANCEL if step["kind"] == "cancel" else CommandKind.PLACE,
+            kind=CommandKind(step["kind"]),
             user=users[step["user"]],
             request_hash="-",
             token=uuid.uuid4().hex,
@@ -107,7 +113,9 @@ def _run(apply, users, market, phases, btc, usdt) -> dict:
             for number, script in enumerate(phases):
                 for index, outcome in enumerate(apply(users, market, script, ids)):
                     key = f"{number}.{index}"
-                    if "order_id" in outcome:
+                    if "order_ids" in outcome:
+                        outcome = {"orders": [names[order_id] for order_id in outcome["order_ids"]]}
+                    elif "order_id" in outcome:
                         names.setdefault(outcome["order_id"], key)
                         ids[key] = outcome["order_id"]
                         outcome = {"order": names[outcome["order_id"]]}
@@ -172,6 +180,10 @@ def cancel_of(user, ref):
     return {"kind": "cancel", "user": user, "ref": ref}
 
 
+def cancel_all(user):
+    return {"kind": "cancel_all", "user": user}
+
+
 def test_a_batch_of_makers_takers_cancels_and_an_unfundable_order_gives_what_inline_placement_gives(
     traders, btc_usdt, btc, usdt
 ):
@@ -214,6 +226,31 @@ def test_a_batch_of_makers_takers_cancels_and_an_unfundable_order_gives_what_inl
     assert codes.count("") == 8
 
 
+def test_a_cancel_of_a_users_open_orders_takes_the_orders_queued_before_it_and_none_after(traders, btc_usdt, btc, usdt):
+    resting = [limit(0, "buy", "49990", "0.1"), limit(0, "sell", "50020", "0.2"), limit(1, "buy", "49980", "0.1")]
+    mix = [
+        limit(0, "buy", "49970", "0.3"),  # queued in the same batch, before the cancel: cancelled too
+        limit(1, "sell", "49990", "0.05"),  # half fills user 0's first bid: the rest is cancelled
+        cancel_all(0),
+        limit(0, "buy", "49960", "0.1"),  # after it: stays open
+        cancel_all(3),  # nothing open: nothing written
+        cancel_of(0, "0.0"),  # cancelled by the cancel-all already
+    ]
+
+    result = _compare(traders, btc_usdt, btc, usdt, [resting, mix])
+
+    outcomes = result["outcomes"][len(resting) :]
+    assert outcomes[2] == {"orders": ["0.0", "0.1", "1.0"]}  # oldest first
+    assert outcomes[4] == {"orders": []}
+    assert outcomes[5]["error"]["type"].endswith("InvalidState")
+    states = {row[0]: row[1] for row in result["orders"]}
+    assert [states[key] for key in ("0.0", "0.1", "1.0", "1.1", "1.3", "0.2")] == ["cancelled"] * 3 + [
+        "filled",
+        "open",
+        "open",
+    ]
+
+
 _users = st.integers(min_value=0, max_value=3)
 _prices = st.sampled_from(["49990", "49995", "50000", "50005", "50010"])
 _qtys = st.sampled_from(["0.05", "0.1", "0.2", "0.5", "1.5"])
@@ -240,6 +277,7 @@ _steps = st.one_of(
     st.builds(market_order, _users, st.just("sell"), qty=_qtys),
     st.builds(market_order, _users, st.just("buy"), quote_qty=st.sampled_from(["100", "2500", "40000"])),
     st.builds(market_order, _users, st.just("buy"), qty=_qtys),
+    st.builds(cancel_all, _users),
 )
 
 

@@ -10,7 +10,7 @@ from apps.ledger.models import JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import EndReason, Market, OrderStatus
-from apps.orders.services import order_cancel
+from apps.orders.services import open_orders_cancel, order_cancel
 from apps.orders.tests.helpers import balance, place, refreshed
 
 D = Decimal
@@ -80,3 +80,20 @@ def test_a_refusal_inside_a_callers_transaction_leaves_that_transaction_usable(r
         again = place(user, side="buy", price="50000", qty="0.1")
     assert refreshed(again).status == OrderStatus.OPEN
     assert balance(user, usdt) == (D("5000"), D("5000"))
+
+
+def test_a_cancel_of_open_orders_takes_the_users_open_orders_on_that_market_only(resting, user, usdt):
+    second = place(user, side="buy", price="49000", qty="0.1")
+    other = UserFactory()
+    fund(other, usdt, "10000")
+    others = place(other, side="buy", price="49000", qty="0.1")
+
+    cancelled = open_orders_cancel(user_id=user.id, market="BTC-USDT")
+
+    assert [(o.id, o.status) for o in cancelled] == [(resting.id, "cancelled"), (second.id, "cancelled")]
+    assert refreshed(others).status == OrderStatus.OPEN
+    assert balance(user, usdt) == (D("10000"), D("0"))
+    assert open_orders_cancel(user_id=user.id, market="BTC-USDT") == []
+    with pytest.raises(NotFound):
+        open_orders_cancel(user_id=user.id, market="DOGE-USDT")
+    assert reconcile().ok

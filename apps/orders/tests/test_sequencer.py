@@ -19,8 +19,8 @@ from apps.ledger.models import Asset
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.errors import MarketHalted, OrderStatusUnknown
-from apps.orders.models import Command, CommandStatus, Market, Order, OrderStatus, Trade
-from apps.orders.services import answers, market_create, order_place
+from apps.orders.models import Command, CommandKind, CommandStatus, Market, Order, OrderStatus, Trade
+from apps.orders.services import answers, market_create, open_orders_cancel, order_place
 from apps.orders.services import commands as engine_commands
 from apps.orders.services.sequencer import ENGINE_LOCK_CLASS, Sequencer
 from apps.orders.store.orders import ORDER_FIELDS
@@ -354,6 +354,30 @@ def test_a_wait_that_times_out_answers_status_unknown_and_the_order_is_placed_on
     )
     assert again.id == order.id
     assert Order.objects.count() == 1
+
+
+def test_a_cancel_of_open_orders_sent_after_a_timed_out_placement_cancels_it_when_the_engine_applies_both(
+    engines, traders, sequencer_mode
+):
+    buyer, _ = traders
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 0.5
+    with pytest.raises(OrderStatusUnknown):  # no engine runs: the placement stays queued
+        order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", client_order_id="q-1")
+    with pytest.raises(OrderStatusUnknown):
+        open_orders_cancel(user_id=buyer.id, market="BTC-USDT")
+    with pytest.raises(OrderStatusUnknown):
+        order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.2", client_order_id="q-2")
+
+    engines("BTC-USDT")
+    wait_for(lambda: not Command.objects.filter(status=CommandStatus.PENDING).exists(), message="the queue applied")
+
+    first, after = Order.objects.get(client_order_id="q-1"), Order.objects.get(client_order_id="q-2")
+    assert (first.status, after.status) == (OrderStatus.CANCELLED, OrderStatus.OPEN)
+    assert Command.objects.get(kind=CommandKind.CANCEL_ALL).outcome == {"order_ids": [first.id]}
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 20
+    assert [o.id for o in open_orders_cancel(user_id=buyer.id, market="BTC-USDT")] == [after.id]
+    assert open_orders_cancel(user_id=buyer.id, market="BTC-USDT") == []
+    assert reconcile().ok
 
 
 def test_a_caller_whose_queue_connection_was_terminated_submits_on_a_new_one(engines, traders):
