@@ -22,7 +22,7 @@ from apps.ledger.selectors import balances_for_user
 from apps.orders.errors import OrderStatusUnknown
 from apps.orders.models import Market, Order, OrderType, Side
 from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user
-from apps.orders.services import open_orders_cancel, order_cancel, order_judge, order_place
+from apps.orders.services import open_orders_cancel, order_cancel, order_cancel_by_client_id, order_judge, order_place
 
 from . import limits
 from .endpoint import Call, Security, endpoint
@@ -224,10 +224,23 @@ def _cancel(order: Order, market: Market, cancel_client_id: str) -> dict:
     params=("symbol", "orderId", "origClientOrderId", "newClientOrderId", "cancelRestrictions"),
 )
 def order_delete(call: Call) -> dict:
-    """Cancel one order (``DELETE /api/v3/order``); an unknown or ended order is -2011."""
+    """Cancel one order (``DELETE /api/v3/order``); an unknown or ended order is -2011.
+
+    By ``origClientOrderId`` alone (no ``orderId``, no ``cancelRestrictions``) the market's sequencer looks the
+    order up when the cancel's turn comes (:func:`apps.orders.services.order_cancel_by_client_id`), so the
+    caller's placement still queued before it is cancelled, not answered -2011 and left to go live later."""
     market = symbol_market(call.params)
     cancel_id = call.params.text("newClientOrderId", pattern=CLIENT_ORDER_ID) or secrets.token_urlsafe(16)[:22]
     restriction = call.params.choice("cancelRestrictions", ("ONLY_NEW", "ONLY_PARTIALLY_FILLED"))
+    client_id = call.params.text("origClientOrderId", pattern=CLIENT_ORDER_ID)
+    if client_id is not None and call.params.raw("orderId") is None and restriction is None:
+        try:
+            cancelled = order_cancel_by_client_id(user_id=call.user_id, market=market.symbol, client_order_id=client_id)
+        except OrderStatusUnknown:
+            raise status_unknown() from None
+        except DomainError:  # none on this market, or ended: Binance's answer for an order it cannot cancel
+            raise BinanceError(CANCEL_REJECTED, "Unknown order sent.") from None
+        return order_cancelled(cancelled, market, cancel_id, ms(cancelled.updated_at))
     order = _find_order(call, market, missing=BinanceError(CANCEL_REJECTED, "Unknown order sent."))
     wanted = {"ONLY_NEW": "NEW", "ONLY_PARTIALLY_FILLED": "PARTIALLY_FILLED"}.get(restriction or "")
     if wanted is not None and order_query(order, market)["status"] != wanted:

@@ -325,6 +325,32 @@ def test_bad_orders_get_binance_codes_and_leave_nothing(trader, usdt, change, co
     assert Order.objects.count() == 0 and balance(user, usdt) == (Decimal("100000"), Decimal("0"))
 
 
+def test_cancel_by_orig_client_order_id_answers_the_cancelled_order_then_2011(trader):
+    user, signed = trader
+    signed(
+        "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.1", price="50000"
+    )
+    placed = signed(
+        "POST",
+        "order",
+        symbol="BTCUSDT",
+        side="BUY",
+        type="LIMIT",
+        timeInForce="GTC",
+        quantity="0.1",
+        price="49000",
+        newClientOrderId="bot-7",
+    ).json()
+
+    cancelled = signed("DELETE", "order", symbol="BTCUSDT", origClientOrderId="bot-7", newClientOrderId="undo-7").json()
+
+    assert (cancelled["orderId"], cancelled["status"]) == (placed["orderId"], "CANCELED")
+    assert (cancelled["origClientOrderId"], cancelled["clientOrderId"]) == ("bot-7", "undo-7")
+    assert Order.objects.filter(user=user, status="open").count() == 1  # only the one named
+    again = signed("DELETE", "order", symbol="BTCUSDT", origClientOrderId="bot-7")
+    assert (again.status_code, again.json()["code"]) == (400, -2011)
+
+
 def test_unknown_orders(trader):
     _, signed = trader
     assert signed("GET", "order", symbol="BTCUSDT", orderId=123).json()["code"] == -2013

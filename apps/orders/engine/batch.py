@@ -165,6 +165,16 @@ class Cancel:
 
 
 @dataclass(frozen=True)
+class CancelByClientId:
+    """A cancel of the order ``user_id`` placed with ``client_order_id`` (Binance's ``origClientOrderId``), found
+    when the command's turn comes: also an order placed by a command queued before it."""
+
+    user_id: int
+    client_order_id: str
+    by_operator: bool
+
+
+@dataclass(frozen=True)
 class CancelAll:
     """A cancel of every open order ``user_id`` has on the market when the command's turn comes (Binance's
     ``DELETE /api/v3/openOrders``), including the orders placed by the commands before it in the queue."""
@@ -347,7 +357,7 @@ class BatchPlanner:
         self.by_client_id: dict[tuple[int, str], PlacedOrder] = {}
         self.left: dict[int, int] = {}  # owner of each order that left the book during the batch
 
-    def run(self, commands: Sequence[Place | Cancel | CancelAll | DomainError]) -> BatchPlan:
+    def run(self, commands: Sequence[Place | Cancel | CancelByClientId | CancelAll | DomainError]) -> BatchPlan:
         """Plan ``commands`` in order (a :class:`DomainError` is a command already refused by the caller)."""
         for command in commands:
             result: int | list[int]
@@ -358,6 +368,8 @@ class BatchPlanner:
                     result = self.place(command)
                 elif isinstance(command, Cancel):
                     result = self.cancel(command)
+                elif isinstance(command, CancelByClientId):
+                    result = self.cancel_by_client_id(command)
                 else:
                     result = self.cancel_all(command)
             except DomainError as exc:
@@ -683,6 +695,24 @@ class BatchPlanner:
             self._credit(maker.user_id, asset, release)
         self._change(taker_order_id=None, orders={order_id: state}, prices=[(maker.side, maker.price)])
         return order_id
+
+    def cancel_by_client_id(self, command: CancelByClientId) -> int:
+        """Plan the cancel of the order named by its ``client_order_id`` (placed in this batch, or stored before it:
+        ``existing``); as :meth:`cancel` from there. Raises :class:`NotFound` when the user has no such order on
+        this market."""
+        key = (command.user_id, command.client_order_id)
+        placed = self.by_client_id.get(key)
+        if placed is not None:
+            order_id = placed.id
+        elif key in self.existing and self.existing[key].market_id == self.market.id:
+            stored = self.existing[key]
+            self.known.setdefault(stored.id, stored)  # its market and state as stored, when it is not in the book
+            order_id = stored.id
+        else:
+            raise NotFound(
+                f"No order with client_order_id {command.client_order_id!r}.", fields={"order": "No such order."}
+            )
+        return self.cancel(Cancel(order_id, command.user_id, command.by_operator))
 
     def cancel_all(self, command: CancelAll) -> list[int]:
         """Plan the cancel of every order ``command.user_id`` has resting in the book now, oldest first (each

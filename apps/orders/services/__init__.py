@@ -5,16 +5,16 @@ The package's modules (callers import the public names from here, unchanged):
 :mod:`~apps.orders.services.fees` (fee schedules and tiers),
 :mod:`~apps.orders.services.parsing` (an order request checked against the market),
 :mod:`~apps.orders.services.placement` (:func:`order_place`),
-:mod:`~apps.orders.services.cancel` (:func:`order_cancel`, :func:`open_orders_cancel`),
-:mod:`~apps.orders.services.commands` (the public :func:`order_place`, :func:`order_cancel` and
-:func:`open_orders_cancel`: inline, or
+:mod:`~apps.orders.services.cancel` (:func:`order_cancel`, :func:`order_cancel_by_client_id`,
+:func:`open_orders_cancel`),
+:mod:`~apps.orders.services.commands` (the public :func:`order_place` and the cancels: inline, or
 through the market's sequencer, :mod:`~apps.orders.services.sequencer`, which plans and writes each batch
 with :mod:`~apps.orders.services.batching`). The matching and settlement
 arithmetic is pure (:mod:`apps.orders.engine`), the SQL is :mod:`apps.orders.store`, the
 journal entries come from :mod:`apps.ledger.trading`.
 """
 
-from .commands import open_orders_cancel, order_cancel, order_judge, order_place
+from .commands import open_orders_cancel, order_cancel, order_cancel_by_client_id, order_judge, order_place
 from .fees import (
     fee_rate_parse,
     fee_schedule_cap_check,
@@ -39,6 +39,7 @@ __all__ = [
     "market_state",
     "open_orders_cancel",
     "order_cancel",
+    "order_cancel_by_client_id",
     "order_judge",
     "order_place",
 ]

@@ -63,6 +63,7 @@ from ..engine.batch import (
     BookChange,
     Cancel,
     CancelAll,
+    CancelByClientId,
     Existing,
     Hold,
     OrderState,
@@ -133,12 +134,16 @@ class _Filters:
 
 def _parsed(
     commands: Sequence[QueuedCommand], market: LockedMarket, order_ids: list[int], frozen: set[int]
-) -> list[Place | Cancel | CancelAll | DomainError]:
+) -> list[Place | Cancel | CancelByClientId | CancelAll | DomainError]:
     """Each command as the planner takes it: refused already (frozen account, malformed request) or parsed."""
     ids = iter(order_ids)
-    result: list[Place | Cancel | CancelAll | DomainError] = []
+    result: list[Place | Cancel | CancelByClientId | CancelAll | DomainError] = []
     for command in commands:
         payload = command.payload
+        if command.kind == CommandKind.CANCEL and "client_order_id" in payload:
+            by_operator = bool(payload.get("by_operator"))
+            result.append(CancelByClientId(payload["user_id"], payload["client_order_id"], by_operator))
+            continue
         if command.kind == CommandKind.CANCEL:
             result.append(Cancel(payload["order_id"], payload.get("user_id"), bool(payload.get("by_operator"))))
             continue
@@ -168,8 +173,8 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
     """
     places = [c for c in commands if c.kind == CommandKind.PLACE]
     placers = sorted({c.payload["user_id"] for c in places})
-    keyed = [(c.payload["user_id"], c.payload["client_order_id"]) for c in places if c.payload.get("client_order_id")]
-    cancel_ids = [c.payload["order_id"] for c in commands if c.kind == CommandKind.CANCEL]
+    keyed = [(c.payload["user_id"], c.payload["client_order_id"]) for c in commands if c.payload.get("client_order_id")]
+    cancel_ids = [c.payload["order_id"] for c in commands if c.kind == CommandKind.CANCEL and "order_id" in c.payload]
     assets = [state.base_id, state.quote_id]
     reads: dict[str, tuple[str, list]] = {"lock": (sql.LOCK_MARKET_FOR_BATCH, [state.market_id, len(places)])}
     if placers:

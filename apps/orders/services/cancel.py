@@ -78,3 +78,19 @@ def open_orders_cancel(*, market_id: int, user_id: int, by_operator: bool = Fals
         order_cancel(order_id=order_id, user_id=user_id, by_operator=by_operator)
         for order_id in open_ids.values_list("id", flat=True)
     ]
+
+
+@retrying_atomic
+def order_cancel_by_client_id(
+    *, market_id: int, user_id: int, client_order_id: str, by_operator: bool = False
+) -> Order:
+    """Cancel the open order ``user_id`` placed on the market with ``client_order_id``, as :func:`order_cancel`
+    (its errors). Raises :class:`NotFound` when the user has no order of that client id on that market."""
+    order_id = (
+        Order.objects.filter(market_id=market_id, user_id=user_id, client_order_id=client_order_id)
+        .values_list("id", flat=True)
+        .first()
+    )
+    if order_id is None:
+        raise NotFound(f"No order with client_order_id {client_order_id!r}.", fields={"order": "No such order."})
+    return order_cancel(order_id=order_id, user_id=user_id, by_operator=by_operator)

@@ -2,7 +2,8 @@
 
 ``settings.ORDERS_ENGINE`` chooses (DESIGN.md section 7, "The sequencer"):
 
-- ``"inline"`` (tests, tiny installs): :func:`order_place`, :func:`order_cancel` and :func:`open_orders_cancel` run the
+- ``"inline"`` (tests, tiny installs): :func:`order_place` and the cancels (:func:`order_cancel`,
+  :func:`order_cancel_by_client_id`, :func:`open_orders_cancel`) run the
   placement (:func:`apps.orders.services.placement.order_place`) or cancel in the caller's
   process and transaction, under the market row lock: the same code a sequencer runs for each
   command of its batch.
@@ -309,6 +310,31 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
     return _order_of(outcome)
 
 
+def order_cancel_by_client_id(*, user_id: int, market: str, client_order_id: str) -> Order:
+    """Cancel the open order ``user_id`` placed on ``market`` (a symbol) with ``client_order_id``
+    (:func:`apps.orders.services.cancel.order_cancel_by_client_id`: its errors), inline or by the market's sequencer.
+
+    Through the sequencer the order is looked up when the command's turn comes, so a placement queued before the
+    cancel (one whose caller timed out) is found and cancelled, not answered "no such order" and left to go live
+    later. Raises :class:`NotFound` (no such market, or no such order on it) and :class:`OrderStatusUnknown`
+    (sequencer mode, no answer in time).
+    """
+    if settings.ORDERS_ENGINE == "inline":
+        return cancel.order_cancel_by_client_id(
+            market_id=_market_id(market), user_id=user_id, client_order_id=client_order_id
+        )
+    payload = {"user_id": user_id, "client_order_id": client_order_id, "by_operator": False}
+    return _order_of(command_submit(market=market, kind=CommandKind.CANCEL, user_id=user_id, payload=payload))
+
+
+def _market_id(symbol: str) -> int:
+    """The id of the market ``symbol``; :class:`NotFound` for none."""
+    market_id = Market.objects.filter(symbol=symbol).values_list("id", flat=True).first()
+    if market_id is None:
+        raise NotFound(f"No market {symbol}.", fields={"market": "No such market."})
+    return market_id
+
+
 def open_orders_cancel(*, user_id: int, market: str, by_operator: bool = False) -> list[Order]:
     """Cancel every open order of ``user_id`` on ``market`` (a symbol), oldest first, and return them cancelled
     (:func:`apps.orders.services.cancel.open_orders_cancel`), inline or by the market's sequencer.
@@ -319,10 +345,7 @@ def open_orders_cancel(*, user_id: int, market: str, by_operator: bool = False) 
     :class:`OrderStatusUnknown` (sequencer mode, no answer in time: the command stays queued and is applied once).
     """
     if settings.ORDERS_ENGINE == "inline":
-        market_id = Market.objects.filter(symbol=market).values_list("id", flat=True).first()
-        if market_id is None:
-            raise NotFound(f"No market {market}.", fields={"market": "No such market."})
-        return cancel.open_orders_cancel(market_id=market_id, user_id=user_id, by_operator=by_operator)
+        return cancel.open_orders_cancel(market_id=_market_id(market), user_id=user_id, by_operator=by_operator)
     payload = {"user_id": user_id, "by_operator": by_operator}
     outcome = command_submit(market=market, kind=CommandKind.CANCEL_ALL, user_id=user_id, payload=payload)
     if "error" in outcome:

@@ -77,6 +77,8 @@ def _apply(command: QueuedCommand) -> dict:
             return {"order_ids": [order.id for order in orders]}
         if command.kind == CommandKind.PLACE:
             order = placement.order_place(**command.payload)
+        elif "client_order_id" in command.payload:
+            order = cancel.order_cancel_by_client_id(market_id=command.market_id, **command.payload)
         else:
             order = cancel.order_cancel(**command.payload)
     except DomainError as exc:

@@ -57,7 +57,11 @@ def _inline(users, market, script, ids: dict) -> list:
                 cancelled = cancel.open_orders_cancel(market_id=market.id, user_id=users[step["user"]].id)
                 outcomes.append({"order_ids": [order.id for order in cancelled]})
                 continue
-            if step["kind"] == "cancel":
+            if step["kind"] == "cancel_client":
+                order = cancel.order_cancel_by_client_id(
+                    market_id=market.id, user_id=users[step["user"]].id, client_order_id=step["client_order_id"]
+                )
+            elif step["kind"] == "cancel":
                 order = cancel.order_cancel(order_id=ids.get(step["ref"], 0), user_id=users[step["user"]].id)
             else:
                 order = placement.order_place(user_id=users[step["user"]].id, market=market.symbol, **step["order"])
@@ -73,6 +77,8 @@ def _payload(users, market, step, ids: dict | None = None) -> dict:
     user = users[step["user"]]
     if step["kind"] == "cancel_all":
         return {"user_id": user.id, "by_operator": False}
+    if step["kind"] == "cancel_client":
+        return {"user_id": user.id, "client_order_id": step["client_order_id"], "by_operator": False}
     if step["kind"] == "cancel":
         return {"order_id": (ids or {}).get(step["ref"], 0), "user_id": user.id, "by_operator": False}
     order = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
@@ -84,7 +90,7 @@ def _batched(users, market, script, ids: dict) -> list:
     commands = [
         Command(
             market=market,
-            kind=CommandKind(step["kind"]),
+            kind=CommandKind.CANCEL if step["kind"] == "cancel_client" else CommandKind(step["kind"]),
             user=users[step["user"]],
             request_hash="-",
             token=uuid.uuid4().hex,
@@ -184,6 +190,10 @@ def cancel_all(user):
     return {"kind": "cancel_all", "user": user}
 
 
+def cancel_by_client_id(user, client_order_id):
+    return {"kind": "cancel_client", "user": user, "client_order_id": client_order_id}
+
+
 def test_a_batch_of_makers_takers_cancels_and_an_unfundable_order_gives_what_inline_placement_gives(
     traders, btc_usdt, btc, usdt
 ):
@@ -251,6 +261,31 @@ def test_a_cancel_of_a_users_open_orders_takes_the_orders_queued_before_it_and_n
     ]
 
 
+def test_a_cancel_by_client_order_id_finds_the_order_queued_before_it_or_stored_before_the_batch(
+    traders, btc_usdt, btc, usdt
+):
+    resting = [limit(0, "buy", "49990", "0.1", client_order_id="old"), limit(2, "sell", "50020", "0.2")]
+    mix = [
+        limit(0, "buy", "49970", "0.3", client_order_id="new"),
+        cancel_by_client_id(0, "new"),  # placed by the command before it, in this batch
+        cancel_by_client_id(0, "old"),  # stored by the first batch
+        cancel_by_client_id(0, "old"),  # cancelled already: invalid state
+        cancel_by_client_id(1, "new"),  # another user's client id: not found
+        cancel_by_client_id(0, "never"),
+        limit(1, "buy", "50020", "0.2", client_order_id="gone"),  # fills at once
+        cancel_by_client_id(1, "gone"),  # filled: invalid state
+    ]
+
+    result = _compare(traders, btc_usdt, btc, usdt, [resting, mix])
+
+    outcomes = result["outcomes"][len(resting) :]
+    assert outcomes[1:3] == [{"order": "1.0"}, {"order": "0.0"}]
+    codes = [o.get("error", {}).get("type", "").rsplit(":", 1)[-1] for o in outcomes]
+    assert codes[3:6] == ["InvalidState", "NotFound", "NotFound"]
+    assert codes[7] == "InvalidState"
+    assert {row[0]: row[1] for row in result["orders"]}["1.0"] == "cancelled"
+
+
 _users = st.integers(min_value=0, max_value=3)
 _prices = st.sampled_from(["49990", "49995", "50000", "50005", "50010"])
 _qtys = st.sampled_from(["0.05", "0.1", "0.2", "0.5", "1.5"])
@@ -278,6 +313,7 @@ _steps = st.one_of(
     st.builds(market_order, _users, st.just("buy"), quote_qty=st.sampled_from(["100", "2500", "40000"])),
     st.builds(market_order, _users, st.just("buy"), qty=_qtys),
     st.builds(cancel_all, _users),
+    st.builds(cancel_by_client_id, _users, st.sampled_from(["a", "b"])),
 )
 
 

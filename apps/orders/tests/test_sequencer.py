@@ -20,7 +20,7 @@ from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.errors import MarketHalted, OrderStatusUnknown
 from apps.orders.models import Command, CommandKind, CommandStatus, Market, Order, OrderStatus, Trade
-from apps.orders.services import answers, market_create, open_orders_cancel, order_place
+from apps.orders.services import answers, market_create, open_orders_cancel, order_cancel_by_client_id, order_place
 from apps.orders.services import commands as engine_commands
 from apps.orders.services.sequencer import ENGINE_LOCK_CLASS, Sequencer
 from apps.orders.store.orders import ORDER_FIELDS
@@ -356,7 +356,7 @@ def test_a_wait_that_times_out_answers_status_unknown_and_the_order_is_placed_on
     assert Order.objects.count() == 1
 
 
-def test_a_cancel_of_open_orders_sent_after_a_timed_out_placement_cancels_it_when_the_engine_applies_both(
+def test_cancels_sent_after_timed_out_placements_cancel_them_when_the_engine_applies_the_queue(
     engines, traders, sequencer_mode
 ):
     buyer, _ = traders
@@ -367,12 +367,17 @@ def test_a_cancel_of_open_orders_sent_after_a_timed_out_placement_cancels_it_whe
         open_orders_cancel(user_id=buyer.id, market="BTC-USDT")
     with pytest.raises(OrderStatusUnknown):
         order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.2", client_order_id="q-2")
+    with pytest.raises(OrderStatusUnknown):
+        order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.3", client_order_id="q-3")
+    with pytest.raises(OrderStatusUnknown):
+        order_cancel_by_client_id(user_id=buyer.id, market="BTC-USDT", client_order_id="q-3")
 
     engines("BTC-USDT")
     wait_for(lambda: not Command.objects.filter(status=CommandStatus.PENDING).exists(), message="the queue applied")
 
     first, after = Order.objects.get(client_order_id="q-1"), Order.objects.get(client_order_id="q-2")
     assert (first.status, after.status) == (OrderStatus.CANCELLED, OrderStatus.OPEN)
+    assert Order.objects.get(client_order_id="q-3").status == OrderStatus.CANCELLED
     assert Command.objects.get(kind=CommandKind.CANCEL_ALL).outcome == {"order_ids": [first.id]}
     sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 20
     assert [o.id for o in open_orders_cancel(user_id=buyer.id, market="BTC-USDT")] == [after.id]
