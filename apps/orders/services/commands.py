@@ -256,7 +256,9 @@ def order_place(
     market's sequencer (``settings.ORDERS_ENGINE``).
 
     ``idempotency_key`` (sequencer mode; optional) makes a retry under the same key return the
-    first command's outcome. Also raises :class:`OrderStatusUnknown` (sequencer mode, no answer in time).
+    first command's outcome. Without one, a ``client_order_id`` already used for this very order is answered from
+    the database (:func:`apps.orders.services.placement.order_replay`) without waiting for the sequencer. Also
+    raises :class:`OrderStatusUnknown` (sequencer mode, no answer in time).
     """
     arguments: dict[str, Any] = {
         "user_id": user_id,
@@ -273,6 +275,10 @@ def order_place(
     }
     if settings.ORDERS_ENGINE == "inline":
         return placement.order_place(**arguments)
+    if not idempotency_key:  # under a key, the key's command answers (and a key reused for another request is a 409)
+        replayed = placement.order_replay(**arguments)
+        if replayed is not None:
+            return replayed
     outcome = command_submit(
         market=market, kind=CommandKind.PLACE, user_id=user_id, payload=arguments, key=idempotency_key
     )

@@ -35,7 +35,7 @@ its last statement under the lock; the relay publishes them in that order.
 from decimal import Decimal, localcontext
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from apps.accounts.errors import TradingFrozen
@@ -95,13 +95,10 @@ def _book_for(
     )
 
 
-def _find_replay(request: Request, market: LockedMarket) -> Order | None:
-    """The order already placed with this ``client_order_id``; a different request is a conflict."""
-    order = Order.objects.filter(user_id=request.user_id, client_order_id=request.client_order_id).first()
-    if order is None:
-        return None
-    same = (
-        order.market_id == market.id
+def _same_request(order: Order, request: Request, market_id: int) -> bool:
+    """Whether ``order`` is what ``request`` on the market ``market_id`` asks for (a replay of it)."""
+    return (
+        order.market_id == market_id
         and order.side == request.side
         and order.type == request.type
         and order.price == request.price
@@ -111,12 +108,62 @@ def _find_replay(request: Request, market: LockedMarket) -> Order | None:
         and order.post_only == request.post_only
         and order.stp == request.stp
     )
-    if not same:
+
+
+def _find_replay(request: Request, market: LockedMarket) -> Order | None:
+    """The order already placed with this ``client_order_id``; a different request is a conflict."""
+    order = Order.objects.filter(user_id=request.user_id, client_order_id=request.client_order_id).first()
+    if order is None:
+        return None
+    if not _same_request(order, request, market.id):
         raise IdempotencyConflict(
             f"client_order_id {request.client_order_id!r} was already used for another order.",
             fields={"client_order_id": "Already used for another order."},
         )
     return order
+
+
+def order_replay(*, user_id: int, market: str, client_order_id: str = "", **order: Any) -> Order | None:
+    """The order ``user_id`` already placed with ``client_order_id`` when this placement (:func:`order_place`'s
+    arguments) asks for that very order: what :func:`order_place` would return, read without locking or queueing
+    anything, so a retry is answered even while the market's sequencer is busy or stopped.
+
+    ``None`` when it cannot answer so, and :func:`order_place` then decides (with its error, if any): no
+    ``client_order_id``, no order under it, another request under it, a request that does not parse, or the
+    account's trading frozen (refused before a replay).
+    """
+    if not client_order_id:
+        return None
+    stored = (
+        Order.objects.select_related("market__base", "market__quote")
+        .filter(user_id=user_id, client_order_id=client_order_id)
+        .first()
+    )
+    if stored is None or stored.market.symbol != market:
+        return None
+    m = stored.market
+    shape = MarketShape(
+        id=m.id,
+        symbol=m.symbol,
+        base_id=m.base_id,
+        quote_id=m.quote_id,
+        tick_size=m.tick_size,
+        step_size=m.step_size,
+        base_code=m.base.code,
+        base_decimals=m.base.decimals,
+        quote_code=m.quote.code,
+        quote_decimals=m.quote.decimals,
+    )
+    try:
+        with localcontext(WIDE):
+            request = request_parse(shape, user_id=user_id, client_order_id=client_order_id, **order)
+    except DomainError:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(TRADING_FROZEN_SQL, [user_id])
+        if cursor.fetchone() is not None:
+            return None
+    return stored if _same_request(stored, request, m.id) else None
 
 
 @retrying_atomic

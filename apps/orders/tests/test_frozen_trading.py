@@ -76,3 +76,19 @@ def test_the_freeze_is_read_whether_or_not_the_market_shape_is_cached(trader, us
         place(trader, side="buy", price="100", qty="1")  # the lock, the book page and the freeze in one round trip
 
     assert not Order.objects.filter(user=trader).exists()
+
+
+def test_a_replay_is_answered_from_the_database_only_for_the_same_order_of_an_unfrozen_account(trader):
+    arguments = {"type": "limit", "quote_qty": None, "time_in_force": None, "post_only": False, "stp": None}
+    order = {**arguments, "side": "buy", "price": "4000", "qty": "0.1", "client_order_id": "c-1"}
+    placed = placement.order_place(user_id=trader.id, market="BTC-USDT", **order)
+    order_replay = placement.order_replay
+
+    replayed = order_replay(user_id=trader.id, market="BTC-USDT", **{**order, "price": "4000.0"})
+    assert replayed is not None and replayed.id == placed.id
+    assert order_replay(user_id=trader.id, market="BTC-USDT", **{**order, "qty": "0.2"}) is None  # a conflict
+    assert order_replay(user_id=trader.id, market="ETH-USDT", **order) is None  # named on another market
+    assert order_replay(user_id=trader.id, market="BTC-USDT", **{**order, "price": "4000.001"}) is None
+    assert order_replay(user_id=trader.id, market="BTC-USDT", **{**order, "client_order_id": "c-2"}) is None
+    freeze(trader)
+    assert order_replay(user_id=trader.id, market="BTC-USDT", **order) is None  # refused first, by order_place

@@ -385,6 +385,29 @@ def test_cancels_sent_after_timed_out_placements_cancel_them_when_the_engine_app
     assert reconcile().ok
 
 
+def test_a_resent_client_order_id_is_answered_from_the_database_while_the_engine_is_down(
+    engines, traders, sequencer_mode
+):
+    buyer, _ = traders
+    engine = engines("BTC-USDT")
+    placed = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", client_order_id="r")
+    kill(engine)
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 0.5
+
+    again = order_place(
+        user_id=buyer.id, market="BTC-USDT", side="buy", price="40000.00", qty="0.1", client_order_id="r"
+    )
+
+    assert (again.id, again.status) == (placed.id, OrderStatus.OPEN)
+    assert Command.objects.count() == 1  # nothing queued for the replay
+    with pytest.raises(OrderStatusUnknown):  # another order under that id: the engine's to refuse
+        order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.2", client_order_id="r")
+    engines("BTC-USDT")
+    wait_for(lambda: not Command.objects.filter(status=CommandStatus.PENDING).exists(), message="the queue applied")
+    assert Command.objects.order_by("id").last().outcome["error"]["type"].endswith("IdempotencyConflict")
+    assert Order.objects.count() == 1
+
+
 def test_a_caller_whose_queue_connection_was_terminated_submits_on_a_new_one(engines, traders):
     buyer, _ = traders
     engines("BTC-USDT")
