@@ -164,10 +164,12 @@ _SELECT_ACCOUNTS = """
 _POST_ENTRIES = """
     SELECT entry_index, entry_id, status, account_id, account_kind, asset_code, decimals, balance_before, balance_after
     FROM ledger_post_entries_v2(
-        %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::timestamptz,
-        %s::int[], %s::bigint[], %s::numeric[], %s::int
+        %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], %s::timestamptz,
+        %b::int[], %b::bigint[], %s::numeric[], %s::int
     )
 """
+# The text and integer arrays travel in binary (%b): psycopg dumps them about four times faster than as text, where
+# every element is searched for characters to quote. The amounts stay text (%s): binary numeric is no faster.
 
 
 _REASONS = frozenset(EntryReason.values)  # Choices.values builds its list anew on every access

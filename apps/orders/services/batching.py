@@ -274,7 +274,8 @@ def _write(
             state.statics.setdefault(order.id, _static_of(order, now))
 
     def events() -> list[tuple[int, dict]]:
-        return [(market.sequence + c.offset, _payload(c, state.statics, now)) for c in plan.changes]
+        now_ms = _ms(now)
+        return [(market.sequence + c.offset, _payload(c, state.statics, now_ms)) for c in plan.changes]
 
     for _, contributed in batch_written.send(
         sender=Order, market_id=market.id, time=now, fills=plan.fills, events=events
@@ -335,11 +336,11 @@ def _entry(accounts: TradingAccounts, market: LockedMarket, entry: Hold | Releas
 # -- stream events: the payload book_event_record reads from the tables, from what the plan knows ---------
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_PLACES = Decimal("1E-18")  # the amount columns' scale: their ::text has 18 places
 
 
 def _text(value: Decimal | None) -> str | None:
-    return None if value is None else f"{value.quantize(_PLACES):f}"
+    """An amount as the columns' ``::text`` writes it: 18 places (amounts never have more, so nothing rounds)."""
+    return None if value is None else f"{value:.18f}"
 
 
 def _ms(moment: datetime) -> int:
@@ -351,8 +352,9 @@ def _level(level: tuple[Decimal, Decimal] | None) -> list | None:
     return None if level is None else [_text(level[0]), _text(level[1])]
 
 
-def _payload(change: BookChange, statics: dict[int, sql.OrderStatic], now: datetime) -> dict:
-    """The stream event of one change (:data:`apps.orders.events.batch_written`)."""
+def _payload(change: BookChange, statics: dict[int, sql.OrderStatic], now_ms: int) -> dict:
+    """The stream event of one change (:data:`apps.orders.events.batch_written`); ``now_ms`` the batch's time in
+    milliseconds since the epoch."""
     orders = []
     for order_id in sorted(change.orders):
         s: OrderState = change.orders[order_id]
@@ -374,7 +376,7 @@ def _payload(change: BookChange, statics: dict[int, sql.OrderStatic], now: datet
                 "status": str(s.status),
                 "reject_reason": str(s.reject_reason),
                 "created_at": _ms(static.created_at),
-                "updated_at": _ms(now),
+                "updated_at": now_ms,
             }
         )
     trades = [
@@ -391,7 +393,7 @@ def _payload(change: BookChange, statics: dict[int, sql.OrderStatic], now: datet
             "maker_user_id": t.maker_user_id,
             "taker_fee": _text(t.taker_fee),
             "maker_fee": _text(t.maker_fee),
-            "time": _ms(now),
+            "time": now_ms,
         }
         for t in change.trades
     ]

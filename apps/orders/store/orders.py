@@ -4,7 +4,7 @@ Statements come from the models (:mod:`apps.orders.store.sql`); values are the m
 instances' or the engine's named values.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 
 from django.db import connection
@@ -46,8 +46,9 @@ def order_params(orders: Sequence[Order]) -> list:
 
 def placed_order_params(orders: Iterable[PlacedOrder], *, market_id: int, created_at: datetime) -> list:
     """The parameters of :data:`INSERT_ORDERS` for a batch's new orders, created (and last updated) at ``created_at``."""
-    fixed = {"market_id": market_id, "created_at": created_at, "updated_at": created_at}
-    return [rows_json(_ORDER_COLUMNS, ([({**vars(o), **fixed})[name] for name in ORDER_FIELDS] for o in orders))]
+    at = created_at.isoformat()  # once for the batch, not once per row (rows_json would)
+    fixed = {"market_id": market_id, "created_at": at, "updated_at": at}
+    return [rows_json(_ORDER_COLUMNS, _rows(orders, fixed, ORDER_FIELDS))]
 
 
 def order_from_row(row: tuple) -> Order:
@@ -126,5 +127,13 @@ def order_state_params(updated_at: datetime, states: dict[int, OrderState]) -> l
 
 def trade_row_params(*, market_id: int, trades: Sequence[TradeRow], created_at: datetime) -> list:
     """The parameters of :data:`INSERT_TRADES` for a batch's trades (entry ids set)."""
-    fixed = {"market_id": market_id, "created_at": created_at}
-    return [rows_json(_TRADE_COLUMNS, ([({**vars(t), **fixed})[name] for name in TRADE_FIELDS] for t in trades))]
+    fixed = {"market_id": market_id, "created_at": created_at.isoformat()}
+    return [rows_json(_TRADE_COLUMNS, _rows(trades, fixed, TRADE_FIELDS))]
+
+
+def _rows(values: Iterable[object], fixed: dict, names: Sequence[str]) -> Iterator[list]:
+    """Each of ``values`` (a dataclass instance) as the list of its ``names``, ``fixed`` standing in for (or adding
+    to) its attributes."""
+    for value in values:
+        row = vars(value) | fixed  # once per row, not once per name
+        yield [row[name] for name in names]
