@@ -70,8 +70,8 @@ MARKETS = [("BTC", 8, "50000"), ("ETH", 18, "3000"), ("SOL", 9, "150"), ("LTC", 
 TICK, STEP = D("0.01"), D("0.0001")
 USERS_PER_MARKET = 10
 WARMUP = 300  # untimed requests per worker that build the book (--warmup)
-PACED_RATES = (500, 1000, 2000)
-WORKERS_READY_SECONDS = 600  # a case whose workers are not all warmed up by then fails instead of waiting for ever  # commands per second offered in the paced cases
+PACED_RATES = (500, 1000, 2000)  # commands per second offered in the paced cases
+WORKERS_READY_SECONDS = 600  # a case whose workers are not all warmed up by then fails instead of waiting for ever
 
 
 def setup_django() -> None:
