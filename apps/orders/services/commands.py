@@ -276,6 +276,7 @@ def order_place(
     if settings.ORDERS_ENGINE == "inline":
         return placement.order_place(**arguments)
     if not idempotency_key:  # under a key, the key's command answers (and a key reused for another request is a 409)
+        _jsonable("client_order_id", client_order_id)  # a string the database cannot hold is refused before any read
         replayed = placement.order_replay(**arguments)
         if replayed is not None:
             return replayed
