@@ -8,13 +8,13 @@ holding any database lock. Delivery goes through Django's e-mail framework (``EM
 """
 
 import logging
-from functools import partial
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
+
+from apps.core.commit import on_commit_robust
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ def email_user_on_commit(*, user_id: int, template: str, context: dict) -> bool:
         log.debug("no e-mail address for user %s: %s not sent", user_id, template)
         return False
     subject, _, body = render_to_string(f"emails/{template}.txt", {**context, "user": user}).partition("\n")
-    transaction.on_commit(partial(_queue, user.email, subject.strip(), body.strip() + "\n"), robust=True)
+    on_commit_robust(_queue, user.email, subject.strip(), body.strip() + "\n")
     return True
 
 

@@ -14,11 +14,10 @@ worker killed mid-drain, Redis unreachable at commit) is woken by the sweep
 (:func:`apps.wallets.services.custody_events_requeue`) and when a worker starts.
 """
 
-from functools import partial
-
 from celery import current_app
 from django.core.cache import cache
-from django.db import transaction
+
+from apps.core.commit import on_commit_robust
 
 INBOX_DRAIN_TASK = "apps.wallets.tasks.custody_events_drain"
 WITHDRAWAL_SUBMIT_TASK = "apps.wallets.tasks.withdrawal_submit"
@@ -38,9 +37,10 @@ def task_send(name: str, *args, countdown: float | None = None) -> None:
 def task_send_on_commit(name: str, *args) -> None:
     """Queue the task ``name`` with ``args`` once the current transaction commits (at once outside one).
 
-    A broker that cannot be reached is logged, not raised (``robust``): the sweeps queue the work again.
+    A broker that cannot be reached is logged, not raised (:func:`~apps.core.commit.on_commit_robust`): the sweeps
+    queue the work again.
     """
-    transaction.on_commit(partial(task_send, name, *args), robust=True)
+    on_commit_robust(task_send, name, *args)
 
 
 def inbox_drain_wake() -> bool:
