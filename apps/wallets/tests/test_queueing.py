@@ -1,5 +1,5 @@
-"""Side effects handed to the commit (:func:`apps.core.commit.on_commit_robust`): a failing one is logged, and what the
-transaction wrote stands."""
+"""The task queue's sends at commit (:func:`apps.wallets.queueing.task_send_on_commit`, through
+:func:`apps.core.commit.on_commit_robust`): one that fails is logged, and what the transaction wrote stands."""
 
 import pytest
 from django.contrib.auth import get_user_model
