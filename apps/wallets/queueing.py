@@ -1,7 +1,7 @@
 """Queueing the wallets' Celery tasks from the services, by task name, when the transaction commits.
 
 The services never import :mod:`apps.wallets.tasks` (which imports them), so the two form no
-import cycle; ``apps/wallets/tests/test_queueing.py`` checks that every name here is a task the
+import cycle; ``apps/wallets/tests/test_inbox.py`` checks that every name here is a task the
 worker registers.
 
 The inbox is drained by :func:`apps.wallets.tasks.custody_events_drain`, which credits stored
