@@ -10,7 +10,7 @@ import hashlib
 import json
 import zlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -149,6 +149,26 @@ def system_account(kind: str, asset: Asset, *, shard_key: str = "") -> Account:
         account = next(iter(Account.objects.raw(_SELECT_SYSTEM_ACCOUNT, params)))
     account.asset = asset
     return account
+
+
+_LOCK_ACCOUNTS = "SELECT id FROM ledger_account WHERE id = ANY(%s::bigint[]) ORDER BY id FOR NO KEY UPDATE"
+
+
+def accounts_lock(account_ids: Collection[int]) -> None:
+    """Lock the accounts ``account_ids`` (``FOR NO KEY UPDATE``, held to commit) in id order, in one statement, inside
+    the caller's transaction.
+
+    For a transaction that posts several entries in separate calls: each call locks its own accounts in id order,
+    but across calls they are locked in the order of the calls, so a transaction taking account 7 in its first call
+    and account 3 in its second can deadlock with one that takes 3, then 7 (a sequencer's batch locks all of its
+    accounts at once). Locking every account the transaction may post to first keeps it in the one global order
+    (DESIGN.md section 6); the later calls re-lock rows it holds. Raises ``TransactionManagementError`` outside a
+    transaction.
+    """
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("accounts_lock must run inside transaction.atomic()")
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_ACCOUNTS, [sorted(set(account_ids))])
 
 
 # The entry point -----------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from apps.ledger.models import Account, AccountKind, Asset, EntryReason
 from apps.ledger.selectors import available_balance
 from apps.ledger.services import (
     EntryRequest,
+    accounts_lock,
     credit,
     debit,
     entries_post,
@@ -355,7 +356,9 @@ def custody_events_process_batch(*, limit: int, exclude: Collection[int] = ()) -
     constraint), its work is undone and each deposit report is applied on its own in a
     savepoint, so the others still go through. Withdrawal reports are applied one by one in
     savepoints; one not ready yet (:class:`EventNotReady`) is left received and returned in
-    ``deferred``. Deadlocks retry the whole batch.
+    ``deferred``. A batch that posts in several calls (withdrawal reports, or deposit reports one by one) first locks
+    every account it may post to, in id order (:func:`~apps.ledger.services.accounts_lock`), so it cannot deadlock
+    with a sequencer's batch, which locks its accounts at once. Deadlocks retry the whole batch.
     """
     events = list(
         CustodyEvent.objects.select_for_update(of=("self",), no_key=True, skip_locked=True)
@@ -367,12 +370,15 @@ def custody_events_process_batch(*, limit: int, exclude: Collection[int] = ()) -
     deposit_events = [event for event in events if event.type == EventType.DEPOSIT]
     outcomes: dict[int, tuple[str, str]] = {}
     deferred: list[int] = []
+    if len(deposit_events) < len(events):  # withdrawal reports post one by one: lock what they all may touch first
+        accounts_lock(_events_accounts(events))
     if deposit_events:
         try:
             with transaction.atomic():
                 outcomes.update(_deposit_events_apply(deposit_events))
         except (DomainError, IntegrityError) as exc:
             log.warning("batch of %d deposit reports applied one by one: %s", len(deposit_events), exc)
+            accounts_lock(_events_accounts(deposit_events))
             for event in deposit_events:
                 outcomes[event.pk] = _event_outcome(event)
     for event in events:
@@ -387,6 +393,28 @@ def custody_events_process_batch(*, limit: int, exclude: Collection[int] = ()) -
         rejected=tuple(pk for pk, (state, _error) in outcomes.items() if state == EventState.REJECTED),
         deferred=tuple(deferred),
     )
+
+
+def _events_accounts(events: Sequence[CustodyEvent]) -> set[int]:
+    """Every ledger account applying ``events`` may post to (created if missing): a deposit's user available and the
+    asset's custody; a withdrawal's user available and held, custody, the fee revenue shard of its completion and the
+    network fee expense. For :func:`~apps.ledger.services.accounts_lock` before a batch that posts in several calls."""
+    ids: set[int] = set()
+    addresses = _deposit_addresses([event for event in events if event.type == EventType.DEPOSIT])
+    for event in events:
+        address = addresses.get((event.asset.network, event.address)) if event.type == EventType.DEPOSIT else None
+        if address is not None and address.asset_id == event.asset_id:
+            ids |= {user_account(address.user_id, event.asset).id, system_account(AccountKind.CUSTODY, event.asset).id}
+    withdrawal_ids = [e.withdrawal_id for e in events if e.type == EventType.WITHDRAWAL and e.withdrawal_id is not None]
+    for withdrawal in Withdrawal.objects.select_related("asset").filter(pk__in=withdrawal_ids):
+        asset = withdrawal.asset
+        ids |= {account.id for account in user_accounts(withdrawal.user_id, asset)}
+        ids |= {
+            system_account(AccountKind.CUSTODY, asset).id,
+            system_account(AccountKind.FEE_REVENUE, asset, shard_key=withdrawal.key("complete")).id,
+            system_account(AccountKind.NETWORK_FEE_EXPENSE, asset).id,
+        }
+    return ids
 
 
 def _deposit_addresses(events: Sequence[CustodyEvent]) -> dict[tuple[str, str], DepositAddress]:
