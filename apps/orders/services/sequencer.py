@@ -175,7 +175,7 @@ class Sequencer:
     def pending(self) -> list[QueuedCommand]:
         """The oldest pending commands of the markets served, at most one batch."""
         with connection.cursor() as cursor:
-            cursor.execute(queue.PENDING, [self.market_ids, self.batch])
+            cursor.execute(queue.PENDING, {"markets": self.market_ids, "limit": self.batch})
             rows = cursor.fetchall()
         # Django's cursor leaves jsonb as text (its JSONField decodes it).
         return [

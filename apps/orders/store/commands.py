@@ -60,12 +60,18 @@ BY_TOKEN = f"SELECT token, reply_to, request_hash, outcome FROM {_TABLE} WHERE t
 STATUS = f"SELECT status, outcome FROM {_TABLE} WHERE token = %s"
 
 PENDING = f"""
-    SELECT id, market_id, kind, user_id, token, payload FROM {_TABLE}
-    WHERE status = '{CommandStatus.PENDING}' AND market_id = ANY(%s::bigint[])
-    ORDER BY id
-    LIMIT %s
+    SELECT c.id, c.market_id, c.kind, c.user_id, c.token, c.payload
+    FROM unnest(%(markets)s::bigint[]) AS m(id),
+    LATERAL (
+        SELECT * FROM {_TABLE} WHERE status = '{CommandStatus.PENDING}' AND market_id = m.id ORDER BY id LIMIT %(limit)s
+    ) c
+    ORDER BY c.id
+    LIMIT %(limit)s
 """
-"""The oldest pending commands of the sequencer's markets (id order is arrival order)."""
+"""The oldest pending commands of the sequencer's markets (an array; id order is arrival order), at most ``limit``.
+Each market's are read in id order from the pending index (``command_pending_per_market``), stopping at the limit:
+``market_id = ANY(...)`` over them all read and sorted every pending command of the markets, a whole backlog per
+batch (27 ms a batch behind 12,000 queued commands, py-spy)."""
 
 MARK_DONE = f"""
     WITH done AS (

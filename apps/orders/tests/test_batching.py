@@ -392,3 +392,26 @@ def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_us
     assert sequencer.books[btc_usdt.id].sequence is None  # read again before the next batch
     assert set(Command.objects.values_list("status", flat=True)) == {"done"}
     assert reconcile().ok
+
+
+def test_the_pending_read_takes_the_oldest_commands_across_the_markets_served_up_to_the_batch(
+    traders, btc_usdt, btc, usdt
+):
+    other = market_create(
+        base=usdt,
+        quote=btc,
+        tick_size=D("0.000001"),
+        step_size=D("1"),
+        min_qty=D("1"),
+        max_qty=D("100000"),
+        min_notional=D("0.00001"),
+    )
+    for market in (btc_usdt, other, other, btc_usdt, other):
+        _queue(traders, market, [limit(0, "buy", "49000", "0.1")])
+    ids = list(Command.objects.order_by("id").values_list("id", flat=True))
+    Command.objects.filter(id=ids[0]).update(status="done", outcome={"order_id": 0}, done_at=timezone.now())
+
+    pending = Sequencer([btc_usdt.id, other.id], batch=3).pending()
+
+    assert [(c.id, c.market_id) for c in pending] == [(ids[1], other.id), (ids[2], other.id), (ids[3], btc_usdt.id)]
+    assert [c.id for c in Sequencer([btc_usdt.id], batch=3).pending()] == [ids[3]]
