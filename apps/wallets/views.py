@@ -3,11 +3,15 @@
 The body is authenticated (signature and timestamp skew, by the custody adapter), validated
 and stored in the inbox, and committed, before the 200; processing follows on a Celery
 worker. 401: bad signature or stale timestamp; 400: malformed body; 413: body too large;
-409: a known event id with other content. Nothing is stored when it is refused.
+409: a known event id with other content; 503 (``Retry-After: 1``): the database cannot be reached. Nothing is stored
+when it is refused.
 """
+
+import logging
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -18,6 +22,8 @@ from . import services
 from .custody import get_adapter
 from .custody.base import CallbackUnauthenticated
 from .errors import CallbackRefused, PayloadTooLarge
+
+log = logging.getLogger(__name__)
 
 
 def error_response(error: DomainError) -> JsonResponse:
@@ -55,4 +61,8 @@ def custody_callback(request):
         event, created = services.custody_event_receive(body=body)
     except DomainError as exc:
         return error_response(exc)
+    except (OperationalError, InterfaceError) as exc:  # the database is unreachable: nothing stored, send it again
+        log.warning("custody.callback_database_unavailable error=%s", str(exc).strip())
+        unavailable = {"code": "unavailable", "message": "Briefly unavailable: send the callback again.", "fields": {}}
+        return JsonResponse({"error": unavailable}, status=503, headers={"Retry-After": "1"})
     return JsonResponse({"event_id": event.event_id, "status": "stored" if created else "duplicate"})

@@ -262,3 +262,26 @@ def test_callback_for_an_address_that_is_not_ours_is_stored_and_rejected_when_pr
 
     assert event.state == EventState.REJECTED
     assert "not one of our deposit addresses" in event.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_callback_while_the_database_is_unreachable_is_a_503_to_send_again(client, address):
+    from django.db import connection, connections
+
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    killer = connections.create_connection("default")
+    try:
+        with killer.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
+    finally:
+        killer.close()
+
+    response = send(client, *signed(deposit_payload(address, "0.5", txid="down")))
+
+    assert (response.status_code, response.headers["Retry-After"]) == (503, "1")
+    assert response.json()["error"]["code"] == "unavailable"
+    connection.close()
+    assert send(client, *signed(deposit_payload(address, "0.5", txid="down"))).status_code == 200  # sent again
+    assert CustodyEvent.objects.filter(txid="down").count() == 1
