@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from ledger import recreate_database, setup_django  # noqa: E402  (the ledger bench's database helpers)
+from ledger import setup_django  # noqa: E402  (the ledger bench's Django set-up)
 
-DATABASE = "bench_liabilities"
+from bench._scratch import bench_database_url, recreate_database  # noqa: E402 (ROOT is on sys.path now)
 
 _USERS = """
     INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, is_active,
@@ -103,8 +103,9 @@ def main() -> None:
     parser.add_argument("--lookups", type=int, default=200)
     args = parser.parse_args()
 
-    recreate_database(DATABASE)
-    setup_django(DATABASE)
+    admin_url, bench_url = bench_database_url("_bench_liabilities")
+    recreate_database(admin_url, bench_url)
+    setup_django(bench_url)
     prepare(args.users)
 
     from django.db import connections
@@ -166,7 +167,7 @@ def main() -> None:
         flush=True,
     )
     connections.close_all()
-    recreate_database(DATABASE, create=False)
+    recreate_database(admin_url, bench_url, drop_only=True)
 
 
 if __name__ == "__main__":
