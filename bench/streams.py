@@ -84,13 +84,15 @@ def prepare() -> tuple[int, int]:
     return users[0].id, users[1].id
 
 
-def trade_once(maker: int, taker: int) -> tuple[float, str]:
-    """A resting sell and a buy that takes it; returns the commit time of the trade and its id."""
+def trade_once(maker: int, taker: int) -> tuple[float, int]:
+    """A resting sell and a buy that takes it; returns the commit time of the trade and its number (the stream's
+    ``t``, Binance's integer trade id: ``Trade.number``)."""
+    from apps.orders.models import TRADE_NUMBER_BASE
     from apps.orders.services import order_place
 
     order_place(user_id=maker, market="BTC-USDT", side="sell", price="50000", qty="0.001")
     taken = order_place(user_id=taker, market="BTC-USDT", side="buy", price="50000", qty="0.001")
-    return time.time(), f"{taken.id}-1"
+    return time.time(), taken.id * TRADE_NUMBER_BASE + 1
 
 
 def free_port() -> int:
@@ -117,7 +119,7 @@ async def fan_out(ports: list[int], clients: int, trades: int, maker: int, taker
     import websockets
     from asgiref.sync import sync_to_async
 
-    arrivals: dict[str, list[float]] = {}
+    arrivals: dict[int, list[float]] = {}
     connections = []
     for index in range(clients):
         port = ports[index % len(ports)]
@@ -129,7 +131,7 @@ async def fan_out(ports: list[int], clients: int, trades: int, maker: int, taker
 
     readers = [asyncio.create_task(read(connection)) for connection in connections]
     await asyncio.sleep(1)  # every subscription in place
-    commits: dict[str, float] = {}
+    commits: dict[int, float] = {}
     place = sync_to_async(trade_once, thread_sensitive=True)
     for _ in range(trades):
         committed, trade_id = await place(maker, taker)
