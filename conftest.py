@@ -133,6 +133,25 @@ def api_as(key_for):
 
 
 @pytest.fixture
+def database_connection_lost():
+    """This thread's database connection terminated by the server, as a restart or failover would (the test's next
+    query fails on it); closed afterwards. Needs ``django_db(transaction=True)``."""
+    from django.db import connection, connections
+
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
+    killer = connections.create_connection("default")
+    try:
+        with killer.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
+    finally:
+        killer.close()
+    yield
+    connection.close()
+
+
+@pytest.fixture
 def redis_unreachable(settings, tmp_path):
     """The default cache (rate counters, throttles) pointed at a Redis socket where no server listens."""
     settings.CACHES = {

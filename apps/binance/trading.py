@@ -15,6 +15,8 @@ are always prevented here). Without ``newClientOrderId`` a random one is drawn, 
 
 import re
 import secrets
+from collections.abc import Callable
+from functools import partial
 
 from apps.accounts.selectors import account_restriction
 from apps.core.errors import DomainError
@@ -208,12 +210,13 @@ def order_get(call: Call) -> dict:
     return order_query(order, market)
 
 
-def _cancel(order: Order, market: Market, cancel_client_id: str) -> dict:
+def _cancel(cancel: Callable[[], Order], market: Market, cancel_client_id: str) -> dict:
+    """Binance's answer to ``cancel()`` (a cancel service): the order cancelled, -2011 for one it cannot cancel."""
     try:
-        cancelled = order_cancel(order_id=order.id, user_id=order.user_id)
+        cancelled = cancel()
     except OrderStatusUnknown:  # queued for the engine, not refused: it may still be cancelled
         raise status_unknown() from None
-    except DomainError:  # ended meanwhile (filled, expired): Binance's answer for an order it cannot cancel
+    except DomainError:  # none, or ended meanwhile (filled, expired): Binance's answer for an order it cannot cancel
         raise BinanceError(CANCEL_REJECTED, "Unknown order sent.") from None
     return order_cancelled(cancelled, market, cancel_client_id, ms(cancelled.updated_at))
 
@@ -234,18 +237,15 @@ def order_delete(call: Call) -> dict:
     restriction = call.params.choice("cancelRestrictions", ("ONLY_NEW", "ONLY_PARTIALLY_FILLED"))
     client_id = call.params.text("origClientOrderId", pattern=CLIENT_ORDER_ID)
     if client_id is not None and call.params.raw("orderId") is None and restriction is None:
-        try:
-            cancelled = order_cancel_by_client_id(user_id=call.user_id, market=market.symbol, client_order_id=client_id)
-        except OrderStatusUnknown:
-            raise status_unknown() from None
-        except DomainError:  # none on this market, or ended: Binance's answer for an order it cannot cancel
-            raise BinanceError(CANCEL_REJECTED, "Unknown order sent.") from None
-        return order_cancelled(cancelled, market, cancel_id, ms(cancelled.updated_at))
+        cancel = partial(
+            order_cancel_by_client_id, user_id=call.user_id, market=market.symbol, client_order_id=client_id
+        )
+        return _cancel(cancel, market, cancel_id)
     order = _find_order(call, market, missing=BinanceError(CANCEL_REJECTED, "Unknown order sent."))
     wanted = {"ONLY_NEW": "NEW", "ONLY_PARTIALLY_FILLED": "PARTIALLY_FILLED"}.get(restriction or "")
     if wanted is not None and order_query(order, market)["status"] != wanted:
         raise BinanceError(CANCEL_REJECTED, "Order was not canceled due to cancel restrictions.")
-    return _cancel(order, market, cancel_id)
+    return _cancel(partial(order_cancel, order_id=order.id, user_id=order.user_id), market, cancel_id)
 
 
 @endpoint(weight=lambda params: 6 if params.raw("symbol") else 80, security=Security.USER_DATA, params=("symbol",))

@@ -396,24 +396,28 @@ def custody_events_process_batch(*, limit: int, exclude: Collection[int] = ()) -
 
 
 def _events_accounts(events: Sequence[CustodyEvent]) -> set[int]:
-    """Every ledger account applying ``events`` may post to (created if missing): a deposit's user available and the
-    asset's custody; a withdrawal's user available and held, custody, the fee revenue shard of its completion and the
-    network fee expense. For :func:`~apps.ledger.services.accounts_lock` before a batch that posts in several calls."""
-    ids: set[int] = set()
+    """Every ledger account applying ``events`` may post to (created if missing): its user's available and held and
+    its asset's custody and network fee expense, once each however many events name them, and the fee revenue shard
+    of each withdrawal's completion. For :func:`~apps.ledger.services.accounts_lock` before a batch that posts in
+    several calls."""
+    assets: dict[int, Asset] = {}
+    users: set[tuple[int, int]] = set()  # (user id, asset id)
+    fee_keys: set[tuple[int, str]] = set()  # (asset id, entry key)
     addresses = _deposit_addresses([event for event in events if event.type == EventType.DEPOSIT])
     for event in events:
         address = addresses.get((event.asset.network, event.address)) if event.type == EventType.DEPOSIT else None
         if address is not None and address.asset_id == event.asset_id:
-            ids |= {user_account(address.user_id, event.asset).id, system_account(AccountKind.CUSTODY, event.asset).id}
+            assets[event.asset_id] = event.asset
+            users.add((address.user_id, event.asset_id))
     withdrawal_ids = [e.withdrawal_id for e in events if e.type == EventType.WITHDRAWAL and e.withdrawal_id is not None]
     for withdrawal in Withdrawal.objects.select_related("asset").filter(pk__in=withdrawal_ids):
-        asset = withdrawal.asset
-        ids |= {account.id for account in user_accounts(withdrawal.user_id, asset)}
-        ids |= {
-            system_account(AccountKind.CUSTODY, asset).id,
-            system_account(AccountKind.FEE_REVENUE, asset, shard_key=withdrawal.key("complete")).id,
-            system_account(AccountKind.NETWORK_FEE_EXPENSE, asset).id,
-        }
+        assets[withdrawal.asset_id] = withdrawal.asset
+        users.add((withdrawal.user_id, withdrawal.asset_id))
+        fee_keys.add((withdrawal.asset_id, withdrawal.key("complete")))
+    ids = {account.id for user_id, asset_id in users for account in user_accounts(user_id, assets[asset_id])}
+    for asset in assets.values():
+        ids |= {system_account(kind, asset).id for kind in (AccountKind.CUSTODY, AccountKind.NETWORK_FEE_EXPENSE)}
+    ids |= {system_account(AccountKind.FEE_REVENUE, assets[a], shard_key=key).id for a, key in fee_keys}
     return ids
 
 

@@ -108,26 +108,15 @@ def test_login_attempts_are_rate_limited_per_ip(db, api, settings):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_lost_database_connection_is_a_json_503_with_retry_after(api_as, user):
-    from django.db import connection, connections
-
+def test_a_lost_database_connection_is_a_json_503_with_retry_after(api_as, user, request):
     client = api_as(user, "read")
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        backend = cursor.fetchone()[0]
-    killer = connections.create_connection("default")
-    try:
-        with killer.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
-    finally:
-        killer.close()
+    request.getfixturevalue("database_connection_lost")  # after the key is made
 
     response = client.get("/api/v1/balances/")
 
     assert response.status_code == 503
     assert response.headers["Retry-After"] == "1"
     assert response.json()["error"]["code"] == "unavailable"
-    connection.close()
 
 
 @pytest.mark.parametrize(

@@ -327,20 +327,8 @@ def test_bad_orders_get_binance_codes_and_leave_nothing(trader, usdt, change, co
 
 def test_cancel_by_orig_client_order_id_answers_the_cancelled_order_then_2011(trader):
     user, signed = trader
-    signed(
-        "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.1", price="50000"
-    )
-    placed = signed(
-        "POST",
-        "order",
-        symbol="BTCUSDT",
-        side="BUY",
-        type="LIMIT",
-        timeInForce="GTC",
-        quantity="0.1",
-        price="49000",
-        newClientOrderId="bot-7",
-    ).json()
+    signed("POST", "order", **ORDER)
+    placed = signed("POST", "order", **{**ORDER, "price": "49000", "newClientOrderId": "bot-7"}).json()
 
     cancelled = signed("DELETE", "order", symbol="BTCUSDT", origClientOrderId="bot-7", newClientOrderId="undo-7").json()
 

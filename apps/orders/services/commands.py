@@ -100,6 +100,11 @@ def _jsonable(name: str, value):
     return value
 
 
+def _payload_checked(payload: dict) -> dict:
+    """``payload`` as the command's ``jsonb`` holds it (:func:`_jsonable` of each value)."""
+    return {name: _jsonable(name, value) for name, value in payload.items()}
+
+
 def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: str = "") -> dict:
     """Queue a command for the sequencer of ``market`` (a symbol) and wait for its outcome.
 
@@ -110,7 +115,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
     payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
     :class:`OrderStatusUnknown` (no outcome within ``settings.ORDERS_ENGINE_WAIT_SECONDS``).
     """
-    payload = {name: _jsonable(name, value) for name, value in payload.items()}
+    payload = _payload_checked(payload)
     request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()
     listening = _listening()  # subscribed before the command exists, so its answer cannot be published unheard
     token = uuid.uuid4().hex
@@ -275,13 +280,13 @@ def order_place(
     }
     if settings.ORDERS_ENGINE == "inline":
         return placement.order_place(**arguments)
+    payload = _payload_checked(arguments)  # a string the database cannot hold is refused before any read
     if not idempotency_key:  # under a key, the key's command answers (and a key reused for another request is a 409)
-        _jsonable("client_order_id", client_order_id)  # a string the database cannot hold is refused before any read
-        replayed = placement.order_replay(**arguments)
+        replayed = placement.order_replay(**payload)
         if replayed is not None:
             return replayed
     outcome = command_submit(
-        market=market, kind=CommandKind.PLACE, user_id=user_id, payload=arguments, key=idempotency_key
+        market=market, kind=CommandKind.PLACE, user_id=user_id, payload=payload, key=idempotency_key
     )
     return _order_of(outcome)
 

@@ -67,6 +67,7 @@ from ..store.markets import (
     MarketShape,
     lock_market_for_order,
     locked_market_row,
+    market_shape,
 )
 from .parsing import Request, limits_check, notional_check, request_parse
 
@@ -141,29 +142,18 @@ def order_replay(*, user_id: int, market: str, client_order_id: str = "", **orde
     )
     if stored is None or stored.market.symbol != market:
         return None
-    m = stored.market
-    shape = MarketShape(
-        id=m.id,
-        symbol=m.symbol,
-        base_id=m.base_id,
-        quote_id=m.quote_id,
-        tick_size=m.tick_size,
-        step_size=m.step_size,
-        base_code=m.base.code,
-        base_decimals=m.base.decimals,
-        quote_code=m.quote.code,
-        quote_decimals=m.quote.decimals,
-    )
     try:
         with localcontext(WIDE):
-            request = request_parse(shape, user_id=user_id, client_order_id=client_order_id, **order)
+            request = request_parse(
+                market_shape(stored.market), user_id=user_id, client_order_id=client_order_id, **order
+            )
     except DomainError:
         return None
     with connection.cursor() as cursor:
         cursor.execute(TRADING_FROZEN_SQL, [user_id])
         if cursor.fetchone() is not None:
             return None
-    return stored if _same_request(stored, request, m.id) else None
+    return stored if _same_request(stored, request, stored.market_id) else None
 
 
 @retrying_atomic

@@ -36,6 +36,22 @@ class MarketShape:
     quote_decimals: int
 
 
+def market_shape(market: Market) -> MarketShape:
+    """The :class:`MarketShape` of a market row (with its base and quote assets: ``select_related`` them)."""
+    return MarketShape(
+        id=market.id,
+        symbol=market.symbol,
+        base_id=market.base_id,
+        quote_id=market.quote_id,
+        tick_size=market.tick_size,
+        step_size=market.step_size,
+        base_code=market.base.code,
+        base_decimals=market.base.decimals,
+        quote_code=market.quote.code,
+        quote_decimals=market.quote.decimals,
+    )
+
+
 @dataclass(frozen=True)
 class LockedMarket:
     """The market row as read under its lock, with its assets' codes and precisions (``sequence`` as bumped)."""

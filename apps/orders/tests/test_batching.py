@@ -360,8 +360,10 @@ def test_the_sequencer_reads_the_book_again_when_another_writer_moved_the_market
     assert reconcile().ok
 
 
-def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_usdt, btc, usdt):
-    other = market_create(
+@pytest.fixture
+def usdt_btc(btc, usdt):
+    """A second market (USDT priced in BTC): commands of another market than BTC-USDT."""
+    return market_create(
         base=usdt,
         quote=btc,
         tick_size=D("0.000001"),
@@ -370,6 +372,10 @@ def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_us
         max_qty=D("100000"),
         min_notional=D("0.00001"),
     )
+
+
+def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_usdt, usdt_btc):
+    other = usdt_btc
     foreign = placement.order_place(user_id=traders[0].id, market=other.symbol, side="sell", price="0.00002", qty="10")
     _queue(traders, btc_usdt, [limit(1, "buy", "49000", "0.1")])
     Command.objects.create(  # a cancel queued on the wrong market: the planner refuses to decide it
@@ -395,17 +401,9 @@ def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_us
 
 
 def test_the_pending_read_takes_the_oldest_commands_across_the_markets_served_up_to_the_batch(
-    traders, btc_usdt, btc, usdt
+    traders, btc_usdt, usdt_btc
 ):
-    other = market_create(
-        base=usdt,
-        quote=btc,
-        tick_size=D("0.000001"),
-        step_size=D("1"),
-        min_qty=D("1"),
-        max_qty=D("100000"),
-        min_notional=D("0.00001"),
-    )
+    other = usdt_btc
     for market in (btc_usdt, other, other, btc_usdt, other):
         _queue(traders, market, [limit(0, "buy", "49000", "0.1")])
     ids = list(Command.objects.order_by("id").values_list("id", flat=True))

@@ -265,18 +265,8 @@ def test_callback_for_an_address_that_is_not_ours_is_stored_and_rejected_when_pr
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_callback_while_the_database_is_unreachable_is_a_503_to_send_again(client, address):
-    from django.db import connection, connections
-
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        backend = cursor.fetchone()[0]
-    killer = connections.create_connection("default")
-    try:
-        with killer.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(%s)", [backend])
-    finally:
-        killer.close()
+def test_a_callback_while_the_database_is_unreachable_is_a_503_to_send_again(client, address, database_connection_lost):
+    from django.db import connection
 
     response = send(client, *signed(deposit_payload(address, "0.5", txid="down")))
 
