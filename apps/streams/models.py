@@ -7,16 +7,15 @@ event exists exactly when its change was committed. The relay
 
 A market's rows carry ``update_id``: the market's book sequence after the change,
 drawn under the market's row lock (:mod:`apps.orders.services`), so a market's update
-ids follow its commit order without gaps. A statement trigger notifies the channel
-:data:`NOTIFY_CHANNEL` (delivered at commit), which wakes the relay.
+ids follow its commit order without gaps. The writers ring the relay's doorbell :data:`RELAY_CHANNEL`
+when their transaction commits (:mod:`apps.core.doorbell`).
 """
 
-import pgtrigger
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-NOTIFY_CHANNEL = "streams_outbox"
+RELAY_CHANNEL = "streams_outbox"
 
 
 class StreamEventKind(models.TextChoices):
@@ -51,15 +50,6 @@ class StreamEvent(models.Model):
                 condition=(Q(kind="book", market__isnull=False, update_id__isnull=False))
                 | (~Q(kind="book") & Q(user__isnull=False, object_id__isnull=False)),
                 name="stream_event_shape",
-            ),
-        ]
-        triggers = [
-            pgtrigger.Trigger(
-                name="notify_relay",
-                when=pgtrigger.After,
-                operation=pgtrigger.Insert,
-                level=pgtrigger.Statement,
-                func=f"PERFORM pg_notify('{NOTIFY_CHANNEL}', ''); RETURN NULL;",
             ),
         ]
 

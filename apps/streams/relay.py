@@ -5,8 +5,8 @@ Each round, in one transaction, it deletes up to ``STREAMS_RELAY_BATCH`` rows in
 (``DELETE ... RETURNING``), publishes them to the channel layer (Redis pub/sub, one
 connection, so every subscriber receives them in publish order) and commits. A crash
 before the commit publishes the rows again: consumers drop what they have seen by update
-id and part (a user's execution reports carry their market's update id too). When there is nothing to do it waits for the outbox trigger's notification (sent at
-commit) or ``STREAMS_RELAY_IDLE_SECONDS``.
+id and part (a user's execution reports carry their market's update id too). When there is nothing to do it waits for
+a writer's ring (sent at its commit, :mod:`apps.core.doorbell`) or ``STREAMS_RELAY_IDLE_SECONDS``.
 
 Order: a market's rows are written under its row lock, so they become visible in update id
 order and a round never sees update ``n + 1`` without ``n``; consecutive rows of a market
@@ -28,6 +28,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection, transaction
 
+from apps.core.doorbell import Doorbell
 from apps.ledger.amounts import format_amount
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_users
@@ -38,7 +39,7 @@ from apps.wallets.models import Deposit, Withdrawal
 
 from . import events
 from .groups import market_group, user_group
-from .models import NOTIFY_CHANNEL, StreamEventKind
+from .models import RELAY_CHANNEL, StreamEventKind
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,7 @@ class Relay:
         self.tickers_due: set[int] = set()
         self.tickers_sent = 0.0
         self.stopped = False
+        self.doorbell = Doorbell([])
 
     def stop(self) -> None:
         self.stopped = True
@@ -75,7 +77,7 @@ class Relay:
         """Publish until stopped; after any failure (Redis or the database away) start again on a new connection.
 
         Each start takes the relay lock anew (a lost connection loses it, and a standby may have
-        taken over meanwhile: this relay then waits) and LISTENs again. A failed round deleted nothing.
+        taken over meanwhile: this relay then waits). A failed round deleted nothing.
         """
         while not self.stopped:
             try:
@@ -89,19 +91,18 @@ class Relay:
                 log.exception("stream relay failed; starting again")
                 connection.close()
                 time.sleep(0.5)
+        self.doorbell.close()
 
     def activate(self) -> None:
-        """Take the relay lock (waiting while another relay holds it) and LISTEN, on this connection."""
+        """Take the relay lock (waiting while another relay holds it) on this connection, and listen for rings."""
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_lock(%s)", [RELAY_LOCK_KEY])
-            cursor.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        self.doorbell.add(RELAY_CHANNEL)
         log.info("stream relay active")
 
     def wait(self) -> None:
-        """Until a notification arrives (or ``idle`` seconds pass); notifications already queued return at once."""
-        connection.ensure_connection()
-        for _ in connection.connection.notifies(timeout=self.idle, stop_after=1):
-            pass
+        """Until a writer rings (or ``idle`` seconds pass); a ring that came since the last wait returns at once."""
+        self.doorbell.wait(self.idle)
 
     def round(self) -> int:
         """Publish one batch of outbox rows in one transaction; returns how many rows it took."""

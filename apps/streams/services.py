@@ -4,7 +4,8 @@ The outbox writers run inside the caller's transaction (they never open one): a 
 change is recorded by :func:`book_event_record` when the orders app announces it under the
 market's row lock, a deposit or withdrawal change by :func:`user_event_record` when the wallets app
 does (:mod:`apps.streams.receivers`). Nothing is published from here: the relay
-(:mod:`apps.streams.relay`) publishes committed rows in order.
+(:mod:`apps.streams.relay`) publishes committed rows in order; each writer rings it when its transaction
+commits (:func:`apps.core.doorbell.ring_at_commit`).
 
 ``settings.STREAMS_PUBLISH`` (default on) switches the recording off; the benchmark
 compares a placement's cost with and without it. With it off there are no streams.
@@ -19,11 +20,12 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from apps.core.doorbell import ring_at_commit
 from apps.core.errors import NotFound
 from apps.ledger.db import PreparedCursor
 from apps.orders.models import TRADE_NUMBER_BASE
 
-from .models import StreamEvent, StreamEventKind, StreamToken
+from .models import RELAY_CHANNEL, StreamEvent, StreamEventKind, StreamToken
 from .selectors import stream_tokens_live
 
 # The levels a book change touched (every limit order it wrote: the taker's and the makers' prices),
@@ -96,6 +98,7 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
                 "trade_number_base": TRADE_NUMBER_BASE,
             },
         )
+    ring_at_commit(RELAY_CHANNEL)
 
 
 _INSERT_BOOK_EVENTS = """
@@ -117,10 +120,11 @@ def book_events_statement(*, market_id: int, events: Sequence[tuple[int, dict]])
     state). Each payload has the shape :func:`book_event_record` reads from the tables (``taker``,
     ``levels``, ``bid``, ``ask``, ``trades``, ``orders``; amounts as text with the columns' 18 places);
     the update ids follow the same rule (the market's sequence after each change, without gaps). Run it
-    under the market's row lock.
+    under the market's row lock (the relay is rung when the caller's transaction commits).
     """
     if not settings.STREAMS_PUBLISH or not events:
         return None
+    ring_at_commit(RELAY_CHANNEL)
     return (
         _INSERT_BOOK_EVENTS,
         [market_id, [update_id for update_id, _ in events], json.dumps([payload for _, payload in events])],
@@ -138,6 +142,7 @@ def user_event_record(*, kind: str, user_id: int, object_id: int) -> None:
     StreamEvent.objects.create(
         kind=StreamEventKind(kind), user_id=user_id, object_id=object_id, created_at=timezone.now()
     )
+    ring_at_commit(RELAY_CHANNEL)
 
 
 def user_notice_record(*, user_id: int, notice: str, details: dict[str, str]) -> None:
@@ -153,6 +158,7 @@ def user_notice_record(*, user_id: int, notice: str, details: dict[str, str]) ->
         payload={"notice": notice, **details},
         created_at=timezone.now(),
     )
+    ring_at_commit(RELAY_CHANNEL)
 
 
 def _key_hash(key: str) -> str:

@@ -296,6 +296,9 @@ LEDGER_FEE_REVENUE_SHARDS = env.int("LEDGER_FEE_REVENUE_SHARDS", default=8)
 ORDERS_ENGINE = env("ORDERS_ENGINE", default="inline")
 # How long a caller waits for the sequencer's answer before order_status_unknown (HTTP 504).
 ORDERS_ENGINE_WAIT_SECONDS = env.float("ORDERS_ENGINE_WAIT_SECONDS", default=10.0)
+# A sequencer is rung when a command is queued (apps.core.doorbell); without a ring (lost with Redis) it reads
+# its queue after this many idle seconds anyway.
+ORDERS_ENGINE_IDLE_SECONDS = env.float("ORDERS_ENGINE_IDLE_SECONDS", default=1.0)
 # Commands a sequencer applies per transaction at most.
 ORDERS_ENGINE_BATCH = env.int("ORDERS_ENGINE_BATCH", default=200)
 # A sequencer plans each batch in memory and writes it set-based (apps.orders.services.batching); off:

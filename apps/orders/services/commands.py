@@ -8,8 +8,8 @@
   process and transaction, under the market row lock: the same code a sequencer runs for each
   command of its batch.
 - ``"sequencer"``: the caller writes a durable :class:`~apps.orders.models.Command` (committed
-  on its own connection, so it survives the caller's transaction and any process dying; its
-  INSERT NOTIFYs the market's sequencer) and waits for the outcome the sequencer
+  on its own connection, so it survives the caller's transaction and any process dying; then it
+  rings the market's sequencer, :mod:`apps.core.doorbell`) and waits for the outcome the sequencer
   (``manage.py run_engine``) stores in the same commit as the batch and then publishes
   (:mod:`apps.orders.services.answers`: Redis pub/sub on the reply channel of the caller's thread,
   subscribed once per thread and named by the command, ``reply_to``; with reads of the stored
@@ -42,6 +42,7 @@ import redis
 from django.conf import settings
 from django.db import connection, transaction
 
+from apps.core import doorbell
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.errors import IdempotencyConflict
 
@@ -132,7 +133,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
     for attempt in (1, 2):
         conn = _queue_connection()
         try:
-            market_id, command_id, _ = _one(conn.execute(queue.SUBMIT, params).fetchone())
+            market_id, command_id = _one(conn.execute(queue.SUBMIT, params).fetchone())
             break
         except psycopg.OperationalError:
             # A connection terminated while idle (a database restart, a failover) fails on first use; the same
@@ -145,6 +146,8 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
             raise
     if market_id is None:
         raise NotFound(f"No market {market}.", fields={"market": "No such market."})
+    if command_id is not None:
+        doorbell.ring(queue.engine_channel(market_id))  # committed (autocommit): the sequencer reads it now
     if command_id is None:  # sent before (this token), or the key was used: that command answers
         existing = conn.execute(queue.BY_TOKEN, [token]).fetchone()
         if existing is None:

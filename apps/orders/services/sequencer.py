@@ -4,7 +4,8 @@
 takes ``pg_advisory_lock(ENGINE_LOCK_CLASS, market id)`` on its connection for each of them
 (in id order) before anything else: a second sequencer for the same market blocks there and
 takes over when the first one's connection ends (failover; PostgreSQL releases a session's
-advisory locks when it dies, SIGKILL included). It then LISTENs for new commands and, in a
+advisory locks when it dies, SIGKILL included). It then listens for the rings of new commands
+(:mod:`apps.core.doorbell`; it reads the queue at least every ``idle_seconds`` without one) and, in a
 loop, reads up to ``settings.ORDERS_ENGINE_BATCH`` pending commands in id (arrival) order
 and applies each market's share in one transaction.
 
@@ -43,6 +44,7 @@ from collections.abc import Callable, Sequence
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
+from apps.core import doorbell
 from apps.core.errors import DomainError
 from apps.ledger.transactions import retrying_atomic
 
@@ -121,35 +123,36 @@ class Sequencer:
         market_ids: Sequence[int],
         *,
         batch: int | None = None,
-        idle_seconds: float = 1.0,
+        idle_seconds: float | None = None,
         every_market: bool = False,
         markets_check_seconds: float = MARKETS_CHECK_SECONDS,
     ):
         self.market_ids = sorted(set(market_ids))
         self.batch = batch or settings.ORDERS_ENGINE_BATCH
-        self.idle_seconds = idle_seconds
+        self.idle_seconds = settings.ORDERS_ENGINE_IDLE_SECONDS if idle_seconds is None else idle_seconds
         self.every_market = every_market
         self.markets_check_seconds = markets_check_seconds
         self.stopping = False
         self.books: dict[int, batching.MarketBook] = {}
+        self.doorbell = doorbell.Doorbell([])
 
     def stop(self) -> None:
         """Finish the batch in progress, then return from :meth:`run` (once the answers queued are sent)."""
         self.stopping = True
 
     def acquire(self) -> None:
-        """Take every market's advisory lock (blocking while another sequencer holds one) and LISTEN."""
+        """Take every market's advisory lock (blocking while another sequencer holds one) and listen for the rings
+        of their commands."""
         connection.ensure_connection()
         with connection.cursor() as cursor:
             for market_id in self.market_ids:
                 cursor.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
-            for market_id in self.market_ids:
-                cursor.execute(f'LISTEN "{queue.engine_channel(market_id)}"')
+        self.doorbell.add(*(queue.engine_channel(market_id) for market_id in self.market_ids))
         self.books_load()
 
     def markets_adopt(self) -> list[int]:
         """Serve every market not served yet whose advisory lock is free (``pg_try_advisory_lock``: never waits),
-        LISTENing for its commands; return the ids adopted. Its book is read at its first batch."""
+        listening for the rings of its commands; return the ids adopted. Its book is read at its first batch."""
         adopted = []
         rows = Market.objects.exclude(id__in=self.market_ids).order_by("id").values_list("id", "base_id", "quote_id")
         with connection.cursor() as cursor:
@@ -157,7 +160,7 @@ class Sequencer:
                 cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
                 if not cursor.fetchone()[0]:
                     continue  # another sequencer serves it
-                cursor.execute(f'LISTEN "{queue.engine_channel(market_id)}"')
+                self.doorbell.add(queue.engine_channel(market_id))
                 self.books[market_id] = batching.MarketBook(market_id, base_id, quote_id)
                 adopted.append(market_id)
         if adopted:
@@ -240,9 +243,8 @@ class Sequencer:
                 if self.every_market and time.monotonic() >= next_markets_check:
                     self.markets_adopt()
                     next_markets_check = time.monotonic() + self.markets_check_seconds
-                if self.run_once():
-                    continue
-                for _ in connection.connection.notifies(timeout=self.idle_seconds, stop_after=1):
-                    pass
+                if not self.run_once():
+                    self.doorbell.wait(self.idle_seconds)
         finally:
+            self.doorbell.close()
             answers.publisher_stop()

@@ -1,7 +1,7 @@
 """The SQL of the engine's command queue (:class:`~apps.orders.models.Command`).
 
-A caller's INSERT NOTIFYs the sequencer of the market on ``orders_engine_<market id>``
-(delivered at its commit). The sequencer's :data:`MARK_DONE` stores the outcomes and returns,
+A caller rings the sequencer of the market on ``orders_engine_<market id>`` once its INSERT is
+committed (:mod:`apps.core.doorbell`). The sequencer's :data:`MARK_DONE` stores the outcomes and returns,
 for each command whose caller listens (``reply_to``, its thread's Redis channel), the answer it is
 sent at the commit (:mod:`apps.orders.services.answers`): the outcome (JSON) and, when the outcome
 names an order, that order's row as the batch left it (``"order"``: PostgreSQL's ``to_jsonb`` of
@@ -28,7 +28,7 @@ class QueuedCommand:
 
 
 def engine_channel(market_id: int) -> str:
-    """The channel the sequencer of ``market_id`` LISTENs on for new commands."""
+    """The doorbell channel (:mod:`apps.core.doorbell`) on which the sequencer of ``market_id`` hears of new commands."""
     return f"orders_engine_{market_id}"
 
 
@@ -43,13 +43,11 @@ SUBMIT = f"""
         ON CONFLICT DO NOTHING
         RETURNING id, market_id
     )
-    SELECT (SELECT id FROM market), id,
-           CASE WHEN id IS NOT NULL THEN pg_notify('orders_engine_' || market_id, id::text) END
-    FROM (SELECT 1) one LEFT JOIN inserted ON true
+    SELECT (SELECT id FROM market), id FROM (SELECT 1) one LEFT JOIN inserted ON true
 """
-"""Insert a pending command for the market named by symbol and wake its sequencer. One row:
-``(market id, command id, _)``: no market id for an unknown symbol, no command id when ``key`` was taken
-or ``token`` already inserted (a submission sent again after its connection broke)."""
+"""Insert a pending command for the market named by symbol. One row: ``(market id, command id)``: no market id for
+an unknown symbol, no command id when ``key`` was taken or ``token`` already inserted (a submission sent again after
+its connection broke)."""
 
 BY_KEY = f"SELECT token, reply_to, request_hash, outcome FROM {_TABLE} WHERE user_id = %s AND key = %s"
 """The command a user already submitted under an idempotency key."""

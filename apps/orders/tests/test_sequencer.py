@@ -134,6 +134,19 @@ def test_an_order_placed_through_the_api_is_answered_by_the_sequencer(engines, t
     assert reconcile().ok
 
 
+def test_a_command_is_applied_when_its_caller_rings_not_at_the_idle_timeout(engines, traders):
+    """This sequencer reads an idle queue only every 600 s: the placement is answered within the caller's 20 s
+    because the caller rang it once its command was committed (:mod:`apps.core.doorbell`)."""
+    buyer, _ = traders
+    engines("BTC-USDT", environ={"ORDERS_ENGINE_IDLE_SECONDS": "600"})
+    time.sleep(0.5)  # its first read of the queue is done: it waits now
+
+    order = order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1")
+
+    assert order.status == OrderStatus.OPEN
+    assert Command.objects.get().status == CommandStatus.DONE
+
+
 def _columns(order: Order) -> list[tuple[str, type, str]]:
     return [(name, type(value), str(value)) for name in ORDER_FIELDS for value in [getattr(order, name)]]
 
@@ -304,7 +317,7 @@ def test_a_new_market_is_adopted_only_while_no_other_sequencer_holds_its_lock(tr
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock_all()")
-            cursor.execute("UNLISTEN *")
+        sequencer.doorbell.close()
 
 
 def test_a_retry_after_a_restart_returns_the_original_order(engines, traders, api_as, usdt):

@@ -214,6 +214,29 @@ def test_a_relay_killed_in_the_middle_of_a_round_sends_no_execution_report_twice
     ]
 
 
+def test_the_relay_publishes_a_commit_when_its_writer_rings_not_at_its_idle_timeout(
+    stream_servers, tmp_path, btc_usdt, btc, usdt
+):
+    """This relay reads an idle outbox only every 600 s: the execution report arrives within the test's minute
+    because the placement's commit rang it (:mod:`apps.core.doorbell`)."""
+    alice = funded(btc, usdt)
+    web = stream_servers.webs[0]
+    alice_stream = StreamReader(f"ws://{web}/ws/{stream_key(web, alice)}")
+    try:
+        with session_relay_paused(stream_servers):
+            relay = start_relay(tmp_path, "rung", env={"STREAMS_RELAY_IDLE_SECONDS": "600"})
+            try:
+                time.sleep(0.5)  # its first read of the outbox is done: it waits now
+                ask = order_place(user_id=alice.id, market="BTC-USDT", side="sell", price="100", qty="0.01")
+                events = alice_stream.wait_for(lambda event: event["e"] == "executionReport", timeout=60)
+            finally:
+                relay.stop()
+    finally:
+        alice_stream.close()
+
+    assert [(e["i"], e["x"]) for e in events if e["e"] == "executionReport"] == [(ask.id, "NEW")]
+
+
 def test_stream_keys_made_with_an_api_key_die_when_it_is_revoked_or_expires(tmp_path, btc_usdt):
     """Regression: a revoked (or expired) API key's stream keys and listenKeys kept open streams alive and opened
     new ones. Now its streams get ``listenKeyExpired`` and close 4401 within the check interval (0.5 s here), a
