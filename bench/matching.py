@@ -32,7 +32,8 @@ to gunicorn (``--callers`` sync workers, ``bench.rest_settings``: no DEBUG, no r
 front of the planned sequencer; latency there is the whole HTTP request. The case
 ``1 market, sequencer, queued backlog`` measures the engine alone: the same mix queued at once as
 pending commands and drained by one engine in batches of ``ORDERS_ENGINE_BATCH`` (no caller shares the
-machine's cores: its ceiling when the callers run on other hosts). The cases
+machine's cores: its ceiling when the callers run on other hosts); ``4 markets, sequencer, queued backlog``
+does the same with the mix dealt to four markets, an engine process each (what the second core adds). The cases
 ``1 market, sequencer, paced N/s`` offer the same mix at a fixed rate (``PACED_RATES``), an open-loop load
 as many independent clients make: commands are inserted every 2 ms and answered on one reply channel that
 a receiver process listens to; latency is from a command's commit to its answer's arrival.
@@ -486,9 +487,7 @@ def run_case(
             servers.append(start_api(rest[0], workers))
         outcomes, spent = run_workers(plan, workers, orders, profile, engine, rest, [*engines, *servers])
     finally:  # the servers and engines end with the case, whatever happened
-        for process in [*servers, *engines]:
-            process.terminate()
-            process.wait(timeout=60)
+        processes_stop([*servers, *engines])
     latencies = sorted(latency for outcome in outcomes for latency in outcome[2])
     elapsed = max(outcome[1] for outcome in outcomes) - min(outcome[0] for outcome in outcomes)
     # Beat seals the journal every few seconds in a deployment; the bench has no beat, so it seals
@@ -533,10 +532,10 @@ class QueuedFlow(Flow):
     resting orders of the warm-up flow it continues (the ids of orders placed in the backlog are not known
     before the engine applies them)."""
 
-    def __init__(self, warmed: Flow, market_id: int, *, reply_to: str = ""):
+    def __init__(self, warmed: Flow, market_id: int, commands: list, *, reply_to: str = ""):
         super().__init__(warmed.symbol, str(warmed.mid), warmed.users, 0)
         self.rng, self.resting, self.market_id, self.reply_to = warmed.rng, warmed.resting, market_id, reply_to
-        self.commands: list = []
+        self.commands = commands  # where the commands made go (several flows may share it)
 
     def _queue(self, kind: str, user: int, payload: dict) -> None:
         from django.utils import timezone
@@ -565,83 +564,95 @@ class QueuedFlow(Flow):
         self._queue("cancel", owner, {"order_id": order_id, "user_id": owner, "by_operator": False})
 
 
-def _warmed_up_and_queued(orders: int, *, reply_to: str = "") -> tuple[QueuedFlow, subprocess.Popen]:
-    """One market prepared, its book built by a warm-up through a running engine, and ``orders`` commands of the
-    mix made (not inserted): the flow holding them, and the engine, still running."""
+def _warmed_up_and_queued(
+    orders: int, *, markets: int = 1, reply_to: str = ""
+) -> tuple[list[QueuedFlow], list, list[subprocess.Popen]]:
+    """``markets`` markets prepared, each one's book built by a warm-up through its running engine, and ``orders``
+    commands of the mix made (not inserted), dealt to the markets in turn: the markets' flows, the commands in the
+    order they were made (their ids' order once inserted), and the engines, still running."""
     from django.conf import settings
 
     from apps.orders.models import Market
 
-    plan = prepare(1, False)
-    (symbol, user_ids), *_ = plan.items()
-    mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
+    plan = prepare(markets, False)
     settings.ORDERS_ENGINE = "sequencer"
-    (engine,) = start_engines([symbol])
+    engines = start_engines(list(plan))
     try:
-        warmed = Flow(symbol, mid, user_ids, seed=0)
-        warmed.run(WARMUP)
-        queued = QueuedFlow(warmed, Market.objects.get(symbol=symbol).id, reply_to=reply_to)
-        for _ in range(orders):
-            _, queue_it = queued.next()
+        flows: list[QueuedFlow] = []
+        commands: list = []  # Command rows, made here and inserted by the case
+        for seed, (symbol, user_ids) in enumerate(plan.items()):
+            mid = next(m for code, _, m in MARKETS if symbol.startswith(code + "-"))
+            warmed = Flow(symbol, mid, user_ids, seed=seed)
+            warmed.run(WARMUP)
+            flows.append(QueuedFlow(warmed, Market.objects.get(symbol=symbol).id, commands, reply_to=reply_to))
+        for n in range(orders):
+            _, queue_it = flows[n % len(flows)].next()
             queue_it()
     except BaseException:
-        engine.terminate()
-        engine.wait(timeout=60)
+        processes_stop(engines)
         raise
-    return queued, engine
+    return flows, commands, engines
+
+
+def processes_stop(processes: list[subprocess.Popen]) -> None:
+    """Terminate (SIGTERM) every one of ``processes`` at once, then wait for each to end."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=60)
 
 
 class _EngineCpu:
-    """CPU seconds of an engine process, of its PostgreSQL backends and of the whole server, from when it is made;
-    :meth:`spent` gives ``(engine, its backends, PostgreSQL)`` since then."""
+    """CPU seconds of engine processes, of their PostgreSQL backends and of the whole server, from when it is made;
+    :meth:`spent` gives ``(engines, their backends, PostgreSQL)`` since then."""
 
-    def __init__(self, engine: subprocess.Popen) -> None:
-        self.engine = engine
+    def __init__(self, engines: list[subprocess.Popen]) -> None:
+        self.engines = engines
         self.postgres, self.backends = postgres_pids()
         self.before = self._now()
 
     def _now(self) -> tuple[float, float, float]:
         backends = sum(backend_cpu_seconds(pid) for pid in self.backends)
-        return tree_cpu_seconds(self.engine.pid), backends, tree_cpu_seconds(self.postgres)
+        engines = sum(tree_cpu_seconds(engine.pid) for engine in self.engines)
+        return engines, backends, tree_cpu_seconds(self.postgres)
 
     def spent(self) -> tuple[float, float, float]:
-        engine, backends, postgres = self._now()
-        return engine - self.before[0], backends - self.before[1], postgres - self.before[2]
+        engines, backends, postgres = self._now()
+        return engines - self.before[0], backends - self.before[1], postgres - self.before[2]
 
 
-def run_backlog_case(name: str, orders: int, engine_profile: str | None) -> dict:
-    """The engine alone: a warm-up through a running sequencer builds the book, the engine is stopped, ``orders``
-    commands of the same mix are queued at once, and a new engine drains them. Orders per second is the
-    commands divided by the time from the engine being ready to the last one done; CPU per order is the
-    engine's, its backend's and PostgreSQL's in that time (no caller runs: what the callers cost is in the
-    other sequencer cases). This is the engine's ceiling when callers run on other hosts."""
+def run_backlog_case(name: str, orders: int, markets: int, engine_profile: str | None) -> dict:
+    """The engines alone: a warm-up through running sequencers builds each market's book, the engines are
+    stopped, ``orders`` commands of the same mix (dealt to the ``markets`` in turn) are queued at once, and new
+    engines, one process per market, drain them. Orders per second is the commands divided by the time from the
+    engines being ready to the last one done; CPU per order is the engines', their backends' and PostgreSQL's in
+    that time (no caller runs: what the callers cost is in the other sequencer cases). This is the engines'
+    ceiling when callers run on other hosts; with four markets, how far a second core carries them."""
     from django.conf import settings
     from django.db import connections
 
     from apps.orders.models import Command, CommandStatus
 
-    backlog, engine = _warmed_up_and_queued(orders)
-    engine.terminate()
-    engine.wait(timeout=60)
-    Command.objects.bulk_create(backlog.commands, batch_size=1000)
-    (engine,) = start_engines([backlog.symbol], profile=engine_profile and f"{engine_profile}.backlog")
+    flows, commands, engines = _warmed_up_and_queued(orders, markets=markets)
+    processes_stop(engines)
+    Command.objects.bulk_create(commands, batch_size=1000)
+    engines = start_engines([flow.symbol for flow in flows], profile=engine_profile and f"{engine_profile}.backlog")
     began = time.perf_counter()
     try:
-        reading = _EngineCpu(engine)
+        reading = _EngineCpu(engines)
         while Command.objects.filter(status=CommandStatus.PENDING).exists():
             time.sleep(0.01)
         elapsed = time.perf_counter() - began
         spent = reading.spent()
         connections.close_all()
     finally:
-        engine.terminate()
-        engine.wait(timeout=60)
-    applied = len(backlog.commands)
+        processes_stop(engines)
+    applied = len(commands)
     return {
         "bench": "matching",
         "case": name,
         "engine": "sequencer",
-        "markets": 1,
+        "markets": markets,
         "workers": 0,
         "orders": applied,
         "orders_per_s": round(applied / elapsed, 1),
@@ -697,36 +708,36 @@ def paced_receiver(count: int, ready, results) -> None:
 
 def run_paced_case(name: str, rate: int, orders: int) -> dict:
     """The engine fed at a fixed rate: a warm-up through the sequencer builds the book, then ``orders`` commands
-    of the same mix are inserted at ``rate`` per second (one INSERT and one NOTIFY every 2 ms: an open-loop load,
+    of the same mix are inserted at ``rate`` per second (one INSERT and one ring of the sequencer's doorbell every 2 ms: an open-loop load,
     as many independent clients make, costing the machine little), each naming one reply channel that a
     receiver process listens to. Latency is from a command's commit to its answer's arrival (what a caller
     waits, less its own CPU); orders per second is the commands divided by the time from the first commit to the
     last answer."""
-    from django.db import connection, connections
+    from django.db import connections
 
+    from apps.core import doorbell
     from apps.orders.models import Command
     from apps.orders.store.commands import engine_channel
 
-    paced, engine = _warmed_up_and_queued(orders, reply_to=PACED_REPLY)
+    (paced,), commands, (engine,) = _warmed_up_and_queued(orders, reply_to=PACED_REPLY)
     try:
         context = multiprocessing.get_context("fork")
         ready, results = context.Event(), context.Queue()
         connections.close_all()
-        receiver = context.Process(target=paced_receiver, args=(len(paced.commands), ready, results))
+        receiver = context.Process(target=paced_receiver, args=(len(commands), ready, results))
         receiver.start()
         ready.wait(timeout=60)
-        reading, cpu = _EngineCpu(engine), time.process_time()
+        reading, cpu = _EngineCpu([engine]), time.process_time()
         submitted: dict[str, float] = {}
         tick = 0.002
         began = time.monotonic()
         sent = 0
-        while sent < len(paced.commands):
-            due = min(len(paced.commands), int((time.monotonic() - began) * rate) + 1)
+        while sent < len(commands):
+            due = min(len(commands), int((time.monotonic() - began) * rate) + 1)
             if due > sent:
-                chunk = paced.commands[sent:due]
+                chunk = commands[sent:due]
                 Command.objects.bulk_create(chunk)
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_notify(%s, '')", [engine_channel(paced.market_id)])
+                doorbell.ring(engine_channel(paced.market_id))
                 at = time.monotonic()
                 submitted.update((command.token, at) for command in chunk)
                 sent = due
@@ -736,8 +747,7 @@ def run_paced_case(name: str, rate: int, orders: int) -> dict:
         spent = reading.spent()
         generator_cpu = time.process_time() - cpu + receiver_cpu
     finally:
-        engine.terminate()
-        engine.wait(timeout=60)
+        processes_stop([engine])
     latencies = sorted(arrived[token] - at for token, at in submitted.items() if token in arrived)
     elapsed = max(arrived.values()) - began
     count = len(submitted)
@@ -805,6 +815,7 @@ def main() -> int:
         ("1 market, sequencer per command", 1, args.callers, False, "sequencer_per_command"),
         ("1 market, sequencer, REST API", 1, args.callers, False, "rest"),
         ("1 market, sequencer, queued backlog", 1, 0, False, "backlog"),
+        ("4 markets, sequencer, queued backlog", 4, 0, False, "backlog"),
         *((name, 1, 0, False, "paced") for name in paced),
     ]
     ok = True
@@ -813,7 +824,7 @@ def main() -> int:
             if args.case and name not in args.case:
                 continue
             if engine == "backlog":
-                figures = run_backlog_case(name, args.orders, args.profile_engine)
+                figures = run_backlog_case(name, args.orders, markets, args.profile_engine)
             elif engine == "paced":
                 figures = run_paced_case(name, rate=paced[name], orders=max(args.orders, paced[name] * 4))
             else:
