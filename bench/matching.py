@@ -622,24 +622,29 @@ class _EngineCpu:
 
 
 def run_backlog_case(name: str, orders: int, markets: int, engine_profile: str | None) -> dict:
-    """The engines alone: a warm-up through running sequencers builds each market's book, the engines are
-    stopped, ``orders`` commands of the same mix (dealt to the ``markets`` in turn) are queued at once, and new
-    engines, one process per market, drain them. Orders per second is the commands divided by the time from the
-    engines being ready to the last one done; CPU per order is the engines', their backends' and PostgreSQL's in
+    """The engines alone: a warm-up through running sequencers builds each market's book, new engines (one process
+    per market) are started, ``orders`` commands of the same mix per market (dealt to the ``markets`` in turn) are queued in
+    one transaction, and the engines, rung at once, drain them. Orders per second is the commands divided by the
+    time from the rings to the last one done; CPU per order is the engines', their backends' and PostgreSQL's in
     that time (no caller runs: what the callers cost is in the other sequencer cases). This is the engines'
     ceiling when callers run on other hosts; with four markets, how far a second core carries them."""
     from django.conf import settings
-    from django.db import connections
+    from django.db import connections, transaction
 
+    from apps.core import doorbell
     from apps.orders.models import Command, CommandStatus
+    from apps.orders.store.commands import engine_channel
 
-    flows, commands, engines = _warmed_up_and_queued(orders, markets=markets)
+    flows, commands, engines = _warmed_up_and_queued(orders * markets, markets=markets)
     processes_stop(engines)
-    Command.objects.bulk_create(commands, batch_size=1000)
     engines = start_engines([flow.symbol for flow in flows], profile=engine_profile and f"{engine_profile}.backlog")
-    began = time.perf_counter()
     try:
+        with transaction.atomic():  # every market's backlog appears at once, engines already waiting
+            Command.objects.bulk_create(commands, batch_size=1000)
         reading = _EngineCpu(engines)
+        began = time.perf_counter()
+        for flow in flows:
+            doorbell.ring(engine_channel(flow.market_id))
         while Command.objects.filter(status=CommandStatus.PENDING).exists():
             time.sleep(0.01)
         elapsed = time.perf_counter() - began
