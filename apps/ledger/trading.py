@@ -7,7 +7,7 @@ the accounts (:class:`TradingAccounts`) and the entries, then posts them all wit
 
 Locking: :meth:`TradingAccounts.lock` takes, in one ordered ``SELECT ... FOR NO KEY
 UPDATE``, the available and held accounts of every user of the batch in the market's two
-assets and the fee revenue shards of its trade keys. Two transactions that each lock
+assets and the fee revenue shards its fills credit (the market's: :func:`market_fee_shard_key`). Two transactions that each lock
 their accounts this way before their first entry take them in the same global (id)
 order and cannot deadlock each other; ``entries_post`` then re-locks rows the
 transaction already holds. The recipes are DESIGN.md section 4.
@@ -41,8 +41,8 @@ again under :meth:`TradingAccounts.lock` (:meth:`TradingAccounts.available_balan
 class TradingAccounts:
     """The ledger account ids of a batch of orders, locked by :meth:`lock`.
 
-    Maps ``(user, asset)`` to the user's available and held account, ``(asset, entry
-    key)`` to the fee revenue shard that key credits; ``balances`` maps the locked account
+    Maps ``(user, asset)`` to the user's available and held account, ``(asset, shard
+    key)`` to the fee revenue shard that key names; ``balances`` maps the locked account
     ids to their balances as locked (what the batch's first entry starts from).
     """
 
@@ -64,7 +64,8 @@ class TradingAccounts:
         with_params: list | None = None,
     ) -> "TradingAccounts":
         """Lock (``FOR NO KEY UPDATE``, held to commit, id order) the accounts of ``user_ids`` in
-        ``assets`` and the fee revenue shards of ``fee_keys`` (journal entry keys) in one statement.
+        ``assets`` and the fee revenue shards ``fee_keys`` name (shard keys, :func:`market_fee_shard_key`) in one
+        statement.
 
         ``cursor`` is a :class:`apps.ledger.db.PreparedCursor` in the caller's transaction.
         ``with_statement`` (with ``with_params``, optional) is a data-modifying statement of the
@@ -106,11 +107,11 @@ class TradingAccounts:
         """The id of the user's ``user_held`` account of the asset."""
         return self.users[(user_id, asset_id, AccountKind.USER_HELD)]
 
-    def fee_revenue(self, asset_id: int, idempotency_key: str) -> int:
-        """The id of the fee revenue shard the entry ``idempotency_key`` credits (created on first use)."""
-        account_id = self.fee_shards.get((asset_id, fee_revenue_shard(idempotency_key)))
+    def fee_revenue(self, asset_id: int, shard_key: str) -> int:
+        """The id of the fee revenue shard of the asset that ``shard_key`` names (created on first use)."""
+        account_id = self.fee_shards.get((asset_id, fee_revenue_shard(shard_key)))
         if account_id is None:
-            account = system_account(AccountKind.FEE_REVENUE, self.assets[asset_id], shard_key=idempotency_key)
+            account = system_account(AccountKind.FEE_REVENUE, self.assets[asset_id], shard_key=shard_key)
             account_id = self.fee_shards[(asset_id, account.shard)] = account.id
         return account_id
 
@@ -149,10 +150,23 @@ def order_release_entry(
     )
 
 
+def market_fee_shard_key(market_id: int) -> str:
+    """The shard key of every fee a market's fills credit (``market:<id>``): one fee revenue shard per asset and
+    market.
+
+    A market's fills are applied one batch at a time (its sequencer, or its row lock inline), so one shard per
+    market costs it nothing, while markets sharing an asset (every USDT market) credit different shards instead of
+    each batch locking most of them: keyed by trade, four markets' sequencers spent most of their waits on each
+    other's USDT fee shards (``bench/matching.py``, four markets' queued backlog, ``pg_stat_activity`` sampled).
+    The key depends on the fill alone, so an entry replayed names the same account."""
+    return f"market:{market_id}"
+
+
 @dataclass(frozen=True)
 class FillTerms:
     """One fill as the ledger settles it: ``qty`` base for ``quote_qty`` quote between ``buyer`` and
-    ``seller`` (user ids), each fee in the asset that side receives (buyer in base, seller in quote)."""
+    ``seller`` (user ids), each fee in the asset that side receives (buyer in base, seller in quote), credited
+    to the fee revenue shards ``fee_shard_key`` names (:func:`market_fee_shard_key`)."""
 
     trade_id: str
     base_id: int
@@ -163,6 +177,7 @@ class FillTerms:
     quote_qty: Decimal
     buyer_fee: Decimal
     seller_fee: Decimal
+    fee_shard_key: str
 
 
 def trade_fill_entry(accounts: TradingAccounts, terms: FillTerms, *, metadata: dict | None = None) -> EntryRequest:
@@ -170,7 +185,7 @@ def trade_fill_entry(accounts: TradingAccounts, terms: FillTerms, *, metadata: d
 
     Base: Dr seller user_held ``qty``; Cr buyer user_available ``qty - buyer fee``; Cr
     fee_revenue the buyer fee. Quote: Dr buyer user_held ``quote_qty``; Cr seller
-    user_available ``quote_qty - seller fee``; Cr fee_revenue the seller fee. Zero legs
+    user_available ``quote_qty - seller fee``; Cr fee_revenue the seller fee (the shards of ``fee_shard_key``). Zero legs
     (a zero fee, or a fee that takes all of a one-unit fill) are left out.
     """
     key = f"trade:{terms.trade_id}"
@@ -181,9 +196,9 @@ def trade_fill_entry(accounts: TradingAccounts, terms: FillTerms, *, metadata: d
     if t.quote_qty - t.seller_fee:
         legs.append(Leg(accounts.available(t.seller_id, t.quote_id), t.seller_fee - t.quote_qty))
     if t.buyer_fee:
-        legs.append(Leg(accounts.fee_revenue(t.base_id, key), -t.buyer_fee))
+        legs.append(Leg(accounts.fee_revenue(t.base_id, t.fee_shard_key), -t.buyer_fee))
     if t.seller_fee:
-        legs.append(Leg(accounts.fee_revenue(t.quote_id, key), -t.seller_fee))
+        legs.append(Leg(accounts.fee_revenue(t.quote_id, t.fee_shard_key), -t.seller_fee))
     return EntryRequest(
         idempotency_key=key,
         reason=EntryReason.TRADE,

@@ -39,14 +39,14 @@ def test_lock_creates_missing_user_accounts_and_names_every_account_of_the_batch
     fund(buyer, usdt, "10")
     with transaction.atomic(), PreparedCursor() as cursor:
         accounts = TradingAccounts.lock(
-            cursor, user_ids={buyer.id, seller.id}, assets=[btc, usdt], fee_keys=["trade:1-1"]
+            cursor, user_ids={buyer.id, seller.id}, assets=[btc, usdt], fee_keys=["market:1"]
         )
         ids = {accounts.available(u.id, a.id) for u in (buyer, seller) for a in (btc, usdt)}
         ids |= {accounts.held(u.id, a.id) for u in (buyer, seller) for a in (btc, usdt)}
         assert len(ids) == 8
         assert Account.objects.filter(id__in=ids, owner__in=[buyer, seller]).count() == 8
-        assert accounts.fee_revenue(usdt.id, "trade:1-1") == (
-            system_account(AccountKind.FEE_REVENUE, usdt, shard_key="trade:1-1").id
+        assert accounts.fee_revenue(usdt.id, "market:1") == (
+            system_account(AccountKind.FEE_REVENUE, usdt, shard_key="market:1").id
         )
 
 
@@ -87,10 +87,11 @@ def test_a_fill_settles_both_sides_and_credits_each_fee_to_its_shard(db, btc, us
         quote_qty=D("50"),
         buyer_fee=D("0.0005"),
         seller_fee=D("0.05"),
+        fee_shard_key="market:3",
     )
     with transaction.atomic(), PreparedCursor() as cursor:
         accounts = TradingAccounts.lock(
-            cursor, user_ids={buyer.id, seller.id}, assets=[btc, usdt], fee_keys=["trade:9-1"]
+            cursor, user_ids={buyer.id, seller.id}, assets=[btc, usdt], fee_keys=["market:3"]
         )
         entries_post(
             [
@@ -103,13 +104,15 @@ def test_a_fill_settles_both_sides_and_credits_each_fee_to_its_shard(db, btc, us
     assert balance(buyer, btc) == (D("0.4995"), D(0))
     assert balance(seller, btc) == (D("0.5"), D(0))
     assert balance(seller, usdt) == (D("49.95"), D(0))
-    assert system_account(AccountKind.FEE_REVENUE, btc, shard_key="trade:9-1").balance == D("0.0005")
-    assert system_account(AccountKind.FEE_REVENUE, usdt, shard_key="trade:9-1").balance == D("0.05")
+    assert system_account(AccountKind.FEE_REVENUE, btc, shard_key="market:3").balance == D("0.0005")
+    assert system_account(AccountKind.FEE_REVENUE, usdt, shard_key="market:3").balance == D("0.05")
 
 
 def test_a_fill_whose_fee_takes_the_whole_unit_leaves_out_the_zero_leg(db, btc, usdt):
     buyer, seller = UserFactory(), UserFactory()
-    terms = FillTerms("3-1", btc.id, usdt.id, buyer.id, seller.id, D("0.00000001"), D("0.01"), D("0.00000001"), D(0))
+    terms = FillTerms(
+        "3-1", btc.id, usdt.id, buyer.id, seller.id, D("0.00000001"), D("0.01"), D("0.00000001"), D(0), "market:1"
+    )
     with transaction.atomic(), PreparedCursor() as cursor:
         accounts = TradingAccounts.lock(cursor, user_ids={buyer.id, seller.id}, assets=[btc, usdt])
         entry = trade_fill_entry(accounts, terms)

@@ -52,6 +52,7 @@ from apps.ledger.trading import (
     AVAILABLE_BALANCES_SQL,
     FillTerms,
     TradingAccounts,
+    market_fee_shard_key,
     order_hold_entry,
     order_release_entry,
     trade_fill_entry,
@@ -216,7 +217,10 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
         plan = plan_with(read)
         users = set(placers) | plan.user_ids
         accounts = TradingAccounts.lock(
-            cursor, user_ids=users, assets=market.assets, fee_keys=[f"trade:{t.id}" for t in plan.trades]
+            cursor,
+            user_ids=users,
+            assets=market.assets,
+            fee_keys=[market_fee_shard_key(market.id)] if plan.trades else [],
         )
         locked = {key: accounts.available_balance(*key) for key in read}
         if locked != read:
@@ -325,6 +329,7 @@ def _entry(accounts: TradingAccounts, market: LockedMarket, entry: Hold | Releas
         quote_qty=entry.quote_qty,
         buyer_fee=entry.buyer_fee,
         seller_fee=entry.seller_fee,
+        fee_shard_key=market_fee_shard_key(market.id),
     )
     return trade_fill_entry(
         accounts,

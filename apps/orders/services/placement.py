@@ -48,6 +48,7 @@ from apps.ledger.services import EntryRequest, entries_post
 from apps.ledger.trading import (
     FillTerms,
     TradingAccounts,
+    market_fee_shard_key,
     order_hold_entry,
     order_release_entry,
     trade_fill_entry,
@@ -333,7 +334,7 @@ def _execute(
         settlement.trade_id = f"{order.id}-{settlement.seq}"
     users = {order.user_id} | {fill.maker.user_id for fill in plan.fills} | {m.user_id for m in plan.expired_makers}
     accounts = _insert_order_and_lock_accounts(
-        cursor, order, user_ids=users, market=market, fee_keys=[f"trade:{s.trade_id}" for s in settlements]
+        cursor, order, user_ids=users, market=market, fee_keys=[market_fee_shard_key(market.id)] if settlements else []
     )
     updates = maker_updates(taker_side=request.side, settlements=settlements, expired=plan.expired_makers)
 
@@ -413,6 +414,7 @@ def _fill_entry(accounts: TradingAccounts, market: LockedMarket, taker: Order, s
         quote_qty=fill.quote_qty,
         buyer_fee=buyer_fee,
         seller_fee=seller_fee,
+        fee_shard_key=market_fee_shard_key(market.id),
     )
     return trade_fill_entry(
         accounts, terms, metadata={"market": market.symbol, "taker_order": taker.id, "maker_order": fill.maker.id}

@@ -4,10 +4,11 @@ from decimal import Decimal
 
 import pytest
 
-from apps.ledger.models import Account, AccountKind, JournalEntry
+from apps.ledger.models import Account, AccountKind
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import system_account
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
+from apps.ledger.trading import market_fee_shard_key
 from apps.orders.engine.matching import fee_for
 from apps.orders.models import FeeSchedule, Trade
 from apps.orders.selectors import fee_rates_for_user
@@ -132,14 +133,21 @@ def test_tier_rates_are_used_and_recorded_on_the_trade(btc_usdt, btc, usdt):
     assert fee_rates_for_user(user_id=maker.id) == (D("0.001"), D("0.001"))
 
 
-def test_fees_go_to_the_fee_revenue_shard_the_ledger_names_for_the_trade_key(btc_usdt, btc, usdt):
+def test_a_markets_fees_go_to_the_one_fee_revenue_shard_per_asset_the_ledger_names_for_the_market(btc_usdt, btc, usdt):
+    """Keyed by trade, a batch of fills locked most of the quote asset's shards, which every market shares."""
     makers, order = sweep_hundred_fills("BTC-USDT", "50000", "0.0001", btc, usdt)
 
-    for trade in Trade.objects.filter(taker_order_id=order.id)[:20]:
-        entry = JournalEntry.objects.get(id=trade.entry_id)
-        fee_accounts = {p.account_id for p in entry.postings.all() if p.account.kind == AccountKind.FEE_REVENUE}
-        assert fee_accounts == {
-            system_account(AccountKind.FEE_REVENUE, btc, shard_key=f"trade:{trade.id}").id,
-            system_account(AccountKind.FEE_REVENUE, usdt, shard_key=f"trade:{trade.id}").id,
-        }
+    shards = {
+        system_account(AccountKind.FEE_REVENUE, asset, shard_key=market_fee_shard_key(btc_usdt.id)).id
+        for asset in (btc, usdt)
+    }
+    credited = {
+        posting.account_id
+        for trade in Trade.objects.filter(taker_order_id=order.id)
+        for posting in trade.entry.postings.all()
+        if posting.account.kind == AccountKind.FEE_REVENUE
+    }
+    assert credited == shards
+    assert Trade.objects.filter(taker_order_id=order.id).count() == 100
+    assert Account.objects.filter(kind=AccountKind.FEE_REVENUE).exclude(id__in=shards).exclude(balance=0).count() == 0
     assert len({p.account_id for p in Trade.objects.first().entry.postings.all()}) == 6
