@@ -29,7 +29,7 @@ def redis_gone(settings, tmp_path, monkeypatch):
 
 
 def _waiting(bell: doorbell.Doorbell, timeout: float) -> threading.Thread:
-    waiter = threading.Thread(target=bell.wait, args=(timeout,))
+    waiter = threading.Thread(target=bell.wait, args=(timeout,), daemon=True)
     waiter.start()
     return waiter
 
@@ -108,3 +108,20 @@ def test_without_redis_a_ring_is_logged_and_the_reader_polls(redis_gone, channel
     assert bell.pubsub is None
     assert "doorbell.ring_failed" in caplog.text
     assert "doorbell.unsubscribed" in caplog.text
+
+
+def test_a_reader_whose_redis_connection_broke_hears_rings_again(bell, channel, monkeypatch):
+    """A Redis restart (here: the subscription's socket closed under it) costs the reader polls, never an error."""
+    monkeypatch.setattr(doorbell, "RESUBSCRIBE_SECONDS", 0)
+    assert bell.pubsub is not None
+    bell.pubsub.connection.disconnect()
+    for _ in range(10):
+        bell.wait(0.1)  # no error: reconnected by redis-py, or polling and subscribing again
+    assert bell.pubsub is not None
+    assert not _rings_pending(bell)
+
+    waiter = _waiting(bell, timeout=600)
+    doorbell.ring(channel)
+
+    waiter.join(timeout=30)
+    assert not waiter.is_alive()
