@@ -28,7 +28,7 @@ plans each batch in memory and writes it set-based (``apps.orders.services.batch
 case ``1 market, sequencer per command`` runs the same engines with ``ORDERS_ENGINE_PLANNED=false``
 (every command through inline placement's code in a savepoint), the reference of the planned path.
 The case ``1 market, sequencer, REST API`` sends the same mix as HTTP requests (an API key per user)
-to gunicorn (``--callers`` sync workers, ``bench.rest_settings``: no DEBUG, no rate limits) in
+to gunicorn (``--callers`` sync workers, ``bench._rest_settings``: no DEBUG, no rate limits) in
 front of the planned sequencer; latency there is the whole HTTP request. The case
 ``1 market, sequencer, queued backlog`` measures the engine alone: the same mix queued at once as
 pending commands and drained by one engine in batches of ``ORDERS_ENGINE_BATCH`` (no caller shares the
@@ -353,12 +353,12 @@ def start_engines(symbols: list[str], *, planned: bool = True, profile: str | No
 
 
 def start_api(port: int, workers: int):
-    """gunicorn serving the project (``bench.rest_settings``) on ``port``, waited for until it answers
+    """gunicorn serving the project (``bench._rest_settings``) on ``port``, waited for until it answers
     (``/api/v1/time/``: ``/healthz`` also wants a Celery worker, which the bench has no use for)."""
     import http.client
     import tempfile
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.rest_settings", "ORDERS_ENGINE": "sequencer"}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench._rest_settings", "ORDERS_ENGINE": "sequencer"}
     log = tempfile.NamedTemporaryFile(prefix="bench-gunicorn-", suffix=".log", delete=False)
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "gunicorn"), "exchange.wsgi:application", "-b", f"127.0.0.1:{port}"]
