@@ -22,8 +22,7 @@ from collections.abc import Iterable
 
 import redis
 from django.conf import settings
-
-from .commit import on_commit_robust
+from django.db import transaction
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +60,30 @@ def ring(channel: str) -> None:
         log.warning("doorbell.ring_failed", extra={"channel": channel, "error": str(exc)})
 
 
+class _Ring:
+    """:func:`ring` of ``channel`` as a commit callback. The callbacks of one channel registered in one transaction
+    share the first one's :attr:`rung`, so the first of them to run at the commit rings and the others do not."""
+
+    def __init__(self, channel: str, first: "_Ring | None" = None):
+        self.channel = channel
+        self.first = first or self
+        self.rung = False
+        self.__qualname__ = ring.__qualname__  # Django logs a failing robust callback by it
+
+    def __call__(self) -> None:
+        if not self.first.rung:
+            self.first.rung = True
+            ring(self.channel)
+
+
 def ring_at_commit(channel: str) -> None:
     """:func:`ring` ``channel`` when the current transaction commits (never if it rolls back); at once outside a
-    transaction (autocommit: the write is committed)."""
-    on_commit_robust(ring, channel)
+    transaction (autocommit: the write is committed). Once per commit and channel, however many writes ask: a ring
+    says "read now", and a batch of 200 deposits' stream events needs one PUBLISH, not 200. (The callbacks are all
+    registered, so one whose savepoint rolls back drops only itself: another one rings.)"""
+    pending = transaction.get_connection().run_on_commit
+    first = next((c for _, c, _ in pending if isinstance(c, _Ring) and c.channel == channel), None)
+    transaction.on_commit(_Ring(channel, first), robust=True)
 
 
 class Doorbell:

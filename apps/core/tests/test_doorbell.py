@@ -97,6 +97,31 @@ def test_ring_at_commit_rings_when_the_transaction_commits_and_never_when_it_rol
     assert _rings_pending(bell)
 
 
+@pytest.mark.django_db
+def test_ring_at_commit_publishes_once_per_commit_and_channel_even_after_a_rolled_back_savepoint(
+    channel, django_capture_on_commit_callbacks
+):
+    observer = doorbell._redis().pubsub()
+    observer.subscribe(channel)
+    try:
+        assert observer.get_message(timeout=5)["type"] == "subscribe"
+        with django_capture_on_commit_callbacks(execute=True):
+            try:
+                with transaction.atomic():
+                    doorbell.ring_at_commit(channel)  # registered first, dropped with its savepoint
+                    raise RuntimeError("rolled back")
+            except RuntimeError:
+                pass
+            for _ in range(3):
+                doorbell.ring_at_commit(channel)
+        rings = [observer.get_message(timeout=1) for _ in range(2)]
+    finally:
+        observer.close()
+
+    assert rings[0] is not None and rings[0]["channel"] == channel.encode()
+    assert rings[1] is None  # one PUBLISH for the three
+
+
 def test_without_redis_a_ring_is_logged_and_the_reader_polls(redis_gone, channel, caplog):
     bell = doorbell.Doorbell([channel])
 
