@@ -54,6 +54,7 @@ def awaiting(transactional_db, usdt):
     return withdrawal_request(user_id=customer.id, asset_code="USDT", amount="150", address=address)
 
 
+@pytest.mark.browser
 def test_the_destination_address_is_large_monospaced_and_of_the_highest_contrast(live_server, awaiting, monkeypatch):
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     approver = login_with_second_factor(Client(), UserFactory(is_staff=True, is_superuser=True))

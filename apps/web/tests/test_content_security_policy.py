@@ -22,6 +22,7 @@ def test_every_response_carries_the_policy(db, path):
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_the_trader_ui_the_admin_and_the_api_docs_work_under_the_policy(browser_page, btc_usdt, live_streams):  # noqa: F811
     """Chromium reports every blocked script, style or request on the console; none is blocked, and each page
