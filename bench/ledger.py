@@ -12,6 +12,10 @@ so one autocommit statement (``ledger_transfer_post_v2``):
 - ``batched``: ``entries_post`` of 100 random transfers per transaction (accounts resolved
   once per process, as a batching caller such as the matching engine holds them).
 
+The figure ``transfer_function`` is the database's share of ``uniform`` alone: pgbench itself (a C client,
+four connections) calls ``ledger_transfer_post_v2`` with the arguments ``transfer_create`` sends, so the gap
+between it and ``uniform`` is what the Python client costs, and its ratio bounds what any client could reach.
+
 Prints one JSON line per figure: ``{"bench": "ledger", ...}``; each case's ratio is to
 pgbench TPC-B (``-s 10 -c 4``) measured in the same run. The bench uses its own scratch
 databases (``<name>_bench_ledger``, ``<name>_bench_pgbench``, see ``bench/_scratch.py``)
@@ -27,6 +31,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -53,34 +58,59 @@ def pgbench_binary() -> str:
     return str(Path(pgserver.__file__).parent / "pginstall" / "bin" / "pgbench")
 
 
-def run_pgbench(admin_url: str, pgbench_url: str) -> float:
+def _pgbench(url: str, *options: str) -> float:
+    """Run ``pgbench`` on the database of ``url`` with ``options``; return the tps it printed."""
     from exchange.settings.environment import database_from_url
 
-    recreate_database(admin_url, pgbench_url)
-    config = database_from_url(pgbench_url)
+    config = database_from_url(url)
     connection = ["-h", config["HOST"], "-U", config["USER"]] + (
         ["-p", str(config["PORT"])] if config.get("PORT") else []
     )
-    env = {**os.environ, "PGPASSWORD": config["PASSWORD"] or ""}
-    binary = pgbench_binary()
-    name = config["NAME"]
-    subprocess.run(
-        [binary, *connection, "-i", "-q", "-s", str(PGBENCH_SCALE), name],
-        check=True,
-        env=env,
-        capture_output=True,
-    )
     result = subprocess.run(
-        [binary, *connection, "-c", str(PGBENCH_CLIENTS), "-j", "2", "-T", str(int(SECONDS)), name],
+        [pgbench_binary(), *connection, *options, config["NAME"]],
         check=True,
-        env=env,
+        env={**os.environ, "PGPASSWORD": config["PASSWORD"] or ""},
         capture_output=True,
         text=True,
     )
     match = re.search(r"tps = ([0-9.]+)", result.stdout)
-    if match is None:
+    if "-i" not in options and match is None:
         raise SystemExit(f"pgbench printed no tps:\n{result.stdout}{result.stderr}")
-    return float(match.group(1))
+    return float(match.group(1)) if match else 0.0
+
+
+def run_pgbench(admin_url: str, pgbench_url: str) -> float:
+    """pgbench TPC-B (``-s 10 -c 4``) in its own database: the reference of every ratio."""
+    recreate_database(admin_url, pgbench_url)
+    _pgbench(pgbench_url, "-i", "-q", "-s", str(PGBENCH_SCALE))
+    return _pgbench(pgbench_url, "-c", str(PGBENCH_CLIENTS), "-j", "2", "-T", str(int(SECONDS)))
+
+
+# One uniform transfer as transfer_create sends it (services._transfer_post): the same function and arguments,
+# the payload hash's JSON around the legs included, with a new key and two random users of ids first..last.
+TRANSFER_FUNCTION_SCRIPT = """\
+\\set s random({first}, {last})
+\\set d random({first}, {last} - 1)
+SELECT k.status FROM (SELECT gen_random_uuid()::text AS id) r, ledger_transfer_post_v2(
+    'transfer:' || r.id, 'USDT', :s, CASE WHEN :d >= :s THEN :d + 1 ELSE :d END,
+    1.000001, 0, 0, ARRAY['1.000001', '-1.000001', ''], r.id, '{{}}', '{{"legs": ',
+    ', "reason": "transfer", "reference": ["transfer", "' || r.id || '"]}}', NULL, now(), false) k;
+"""
+
+
+def run_transfer_function(url: str, user_ids: list[int]) -> float:
+    """The database's share alone: pgbench (``-c 4 -M prepared``) calling ``ledger_transfer_post_v2`` as the
+    uniform case's ``transfer_create`` does, with no Python client; return its tps. ``user_ids`` must be
+    consecutive (as ``bulk_create`` numbers them in a new database)."""
+    first, last = min(user_ids), max(user_ids)
+    if last - first + 1 != len(user_ids):
+        raise SystemExit("the bench users' ids are not consecutive")
+    with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:
+        script.write(TRANSFER_FUNCTION_SCRIPT.format(first=first, last=last))
+        script.flush()
+        return _pgbench(
+            url, "-n", "-M", "prepared", "-c", str(PROCESSES), "-j", "2", "-T", str(int(SECONDS)), "-f", script.name
+        )
 
 
 def setup_django(url: str) -> None:
@@ -250,6 +280,22 @@ def main() -> None:
     from django.db import connections
 
     connections.close_all()
+    function_tps = run_transfer_function(ledger_url, user_ids)
+    print(
+        json.dumps(
+            {
+                "bench": "ledger",
+                "figure": "transfer_function",
+                "case": "uniform",
+                "client": "pgbench",
+                "transfers_per_s": round(function_tps, 1),
+                "processes": PROCESSES,
+                "pgbench_tps": round(pgbench_tps, 1),
+                "ratio": round(function_tps / pgbench_tps, 3),
+            }
+        ),
+        flush=True,
+    )
     targets = {"uniform": 0.6, "hot": 0.4, "hot_sharded": 0.4, "batched": 2.0}
     for case, target in targets.items():
         figures = run_case(ledger_url, case, user_ids)
