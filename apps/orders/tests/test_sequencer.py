@@ -1,6 +1,7 @@
 """The sequencer as real processes (``manage.py run_engine``): answers, SIGKILL mid-batch, failover,
 idempotent retries across restarts, and the caller's bounded wait."""
 
+import gc
 import os
 import signal
 import subprocess
@@ -298,6 +299,25 @@ def test_a_sequencer_of_every_market_serves_a_market_created_while_it_runs(engin
     assert order.status == OrderStatus.OPEN
     assert balance(buyer, usdt) == (D("97000"), D("3000"))
     assert list(Command.objects.values_list("status", flat=True)) == [CommandStatus.DONE]
+
+
+def test_a_sequencer_keeps_its_start_up_heap_out_of_the_garbage_collectors_reach(btc_usdt):
+    sequencer = Sequencer([btc_usdt.id], idle_seconds=0.01)
+    frozen_when_ready = []
+
+    def ready() -> None:
+        frozen_when_ready.append(gc.get_freeze_count())
+        sequencer.stop()
+
+    gc.unfreeze()
+    try:
+        sequencer.run(on_ready=ready)
+    finally:
+        gc.unfreeze()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+
+    assert frozen_when_ready[0] > 10_000  # Django and the apps at least: no full collection scans them again
 
 
 def test_a_new_market_is_adopted_only_while_no_other_sequencer_holds_its_lock(traders, btc_usdt):
