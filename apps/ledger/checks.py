@@ -139,8 +139,11 @@ def held_matches_open_holds(scope: Scope) -> list[dict]:
     return problems
 
 
-# The triggers that make journal rows append-only and balanced (see models.py).
+# The triggers that make journal rows append-only and balanced, and postings name their entry and account
+# (see models.py: an account is permanent, with a fixed id and asset, so a posting's check stays true).
 REQUIRED_TRIGGERS = {
+    ("ledger_account", "pgtrigger_permanent_"),
+    ("ledger_account", "pgtrigger_keys_fixed_"),
     ("ledger_blockentry", "pgtrigger_immutable_"),
     ("ledger_journalblock", "pgtrigger_immutable_"),
     ("ledger_signingkey", "pgtrigger_immutable_"),
@@ -153,8 +156,8 @@ REQUIRED_TRIGGERS = {
 
 @register_check(invariant=6, name="journal_append_only")
 def journal_append_only(scope: Scope) -> list[dict]:
-    """The triggers that refuse UPDATE/DELETE of journal rows, blocks and keys (and check balance) are
-    installed and enabled."""
+    """The triggers that refuse UPDATE/DELETE of journal rows, blocks and keys (and check balance and each
+    posting's entry and account), and the deletion or re-keying of an account, are installed and enabled."""
     installed = query_rows(
         """
         SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled

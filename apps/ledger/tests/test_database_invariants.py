@@ -101,25 +101,55 @@ def test_posting_finer_than_the_asset_precision_is_refused(transactional_db, usd
 
 def test_posting_whose_asset_differs_from_its_account_is_refused(db, usdt, btc, user):
     available = user_account(user.id, usdt)
-    with pytest.raises(IntegrityError, match="posting_account_asset_fk"):
+    with pytest.raises(IntegrityError, match="names no account of its asset"):
         with transaction.atomic(), connection.cursor() as cursor:
             _raw_entry_with_postings(cursor, "raw:wrong-asset", [(available, "1"), (available, "-1")], asset_id=btc.id)
+    assert not Posting.objects.exists()
 
 
-def test_a_posting_on_an_unknown_account_is_refused_by_a_foreign_key(db, usdt, user):
+def test_a_posting_on_an_unknown_account_is_refused(db, usdt, user):
     available = user_account(user.id, usdt)
     ghost = Account(id=available.id + 1000, asset_id=usdt.id)
-    with pytest.raises(IntegrityError, match="violates foreign key constraint"):
+    with pytest.raises(IntegrityError, match=r"posting \d+ names no account of its asset"):
         with transaction.atomic(), connection.cursor() as cursor:
             _raw_entry_with_postings(cursor, "raw:ghost", [(available, "1"), (ghost, "-1")])
+    assert not JournalEntry.objects.filter(idempotency_key="raw:ghost").exists()
 
 
-def test_an_account_with_postings_cannot_be_deleted(db, usdt, user):
+def test_balanced_postings_of_an_entry_that_does_not_exist_are_refused(db, usdt, user):
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    available = user_account(user.id, usdt)
+    with pytest.raises(IntegrityError, match=r"posting \d+ names no journal entry"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)"
+                " VALUES (987654321, %s, %s, 1, 0), (987654321, %s, %s, -1, 0)",
+                [custody.id, usdt.id, available.id, usdt.id],
+            )
+    assert not Posting.objects.exists()
+
+
+def test_an_account_cannot_be_deleted_with_or_without_postings(db, usdt, btc, user):
+    fund(user, usdt, "5")
+    accounts = [user_account(user.id, usdt), user_account(user.id, btc)]  # the second one has no posting
+    for account in accounts:
+        with pytest.raises(DatabaseError, match="Cannot delete rows from ledger_account"):
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("DELETE FROM ledger_account WHERE id = %s", [account.id])
+    assert Account.objects.filter(id__in=[a.id for a in accounts]).count() == 2
+
+
+@pytest.mark.parametrize("change", ["asset_id = %(other_asset)s", "id = id + 1000000"])
+def test_an_accounts_id_and_asset_never_change(db, usdt, btc, user, change):
     fund(user, usdt, "5")
     available = user_account(user.id, usdt)
-    with pytest.raises(IntegrityError, match="violates foreign key constraint"):
+    with pytest.raises(DatabaseError, match="Cannot update rows from ledger_account"):
         with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute("DELETE FROM ledger_account WHERE id = %s", [available.id])
+            cursor.execute(
+                f"UPDATE ledger_account SET {change} WHERE id = %(id)s", {"other_asset": btc.id, "id": available.id}
+            )
+    available.refresh_from_db()
+    assert (available.asset_id, available.balance) == (usdt.id, Decimal(5))
 
 
 @pytest.mark.parametrize(

@@ -109,6 +109,21 @@ def test_disabled_immutability_trigger_is_found(db, usdt, user):
     assert {"table": "ledger_posting", "trigger": "pgtrigger_immutable", "problem": "disabled"} in check.details
 
 
+def test_disabled_account_triggers_are_found(db, usdt, user):
+    """Postings' references are checked once (their insert): the accounts must stay deletable by no one."""
+    fund(user, usdt, "1")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
+        cursor.execute("ALTER TABLE ledger_account DISABLE TRIGGER USER")  # undone by the test's rollback
+
+    report = reconcile()
+
+    check = next(c for c in report.checks if c.name == "journal_append_only")
+    assert not check.ok
+    assert {"table": "ledger_account", "trigger": "pgtrigger_permanent", "problem": "disabled"} in check.details
+    assert {"table": "ledger_account", "trigger": "pgtrigger_keys_fixed", "problem": "disabled"} in check.details
+
+
 def test_text_output_names_the_offending_account_and_exits_1(db, usdt, user):
     fund(user, usdt, "5")
     custody = system_account(AccountKind.CUSTODY, usdt)
