@@ -393,7 +393,8 @@ def _post(entries: Sequence[EntryRequest]) -> _Posted:
 def _entries_of(sent: Sequence[tuple[EntryRequest, str]], rows: Sequence[tuple], created_at) -> list[JournalEntry]:
     """The journal entries of the ``(request, payload hash)`` pairs ``sent``, from the posting function's
     success ``rows`` (one per request, in order): new ones built in memory, replays read as stored."""
-    replayed = JournalEntry.objects.in_bulk([row[1] for row in rows if row[2] == "replayed"])
+    replayed_ids = [row[1] for row in rows if row[2] == "replayed"]
+    replayed = JournalEntry.objects.in_bulk(replayed_ids) if replayed_ids else {}  # no queryset built for none
     return [
         replayed[entry_id]
         if status == "replayed"
