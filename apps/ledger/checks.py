@@ -49,6 +49,24 @@ def entries_balanced(scope: Scope) -> list[dict]:
     return format_amounts(unbalanced, "imbalance") + (thin if not scope.filtered else [])
 
 
+@register_check(invariant=1, name="postings_referenced")
+def postings_referenced(scope: Scope) -> list[dict]:
+    """Postings whose journal entry does not exist, or whose account does not exist with the posting's asset
+    (the ``entry_balanced`` trigger refuses them at insert; this finds any written past it)."""
+    return query_rows(
+        """
+        SELECT p.id AS posting, p.entry_id AS entry, p.account_id AS account, p.asset_id,
+               CASE WHEN e.id IS NULL THEN 'no such journal entry' ELSE 'no account of this asset' END AS problem
+        FROM ledger_posting p
+        LEFT JOIN ledger_journalentry e ON e.id = p.entry_id
+        LEFT JOIN ledger_account a ON a.id = p.account_id AND a.asset_id = p.asset_id
+        WHERE (e.id IS NULL OR a.id IS NULL) AND (%s::bigint[] IS NULL OR p.asset_id = ANY(%s::bigint[]))
+        ORDER BY p.id LIMIT %s
+        """,
+        [*[scope.asset_ids if scope.filtered else None] * 2, ROW_LIMIT],  # unfiltered: an unknown asset too
+    )
+
+
 @register_check(invariant=2, name="balances_match_postings")
 def balances_match_postings(scope: Scope) -> list[dict]:
     """Accounts whose stored balance differs from the sum of their postings or from the last balance-after."""
@@ -144,6 +162,8 @@ def held_matches_open_holds(scope: Scope) -> list[dict]:
 REQUIRED_TRIGGERS = {
     ("ledger_account", "pgtrigger_permanent_"),
     ("ledger_account", "pgtrigger_keys_fixed_"),
+    ("ledger_account", "pgtrigger_truncated_with_postings_"),
+    ("ledger_journalentry", "pgtrigger_truncated_with_postings_"),
     ("ledger_blockentry", "pgtrigger_immutable_"),
     ("ledger_journalblock", "pgtrigger_immutable_"),
     ("ledger_signingkey", "pgtrigger_immutable_"),
@@ -154,10 +174,16 @@ REQUIRED_TRIGGERS = {
 }
 
 
+_FIRING = ("O", "A")
+"""``pg_trigger.tgenabled`` of a trigger that fires in ordinary sessions: ``O`` (origin and local) or ``A`` (always);
+``D`` is disabled and ``R`` fires only on a replica (``ENABLE REPLICA TRIGGER``)."""
+
+
 @register_check(invariant=6, name="journal_append_only")
 def journal_append_only(scope: Scope) -> list[dict]:
     """The triggers that refuse UPDATE/DELETE of journal rows, blocks and keys (and check balance and each
-    posting's entry and account), and the deletion or re-keying of an account, are installed and enabled."""
+    posting's entry and account), the deletion or re-keying of an account and a TRUNCATE that would leave postings
+    behind are installed and fire (neither disabled nor replica-only)."""
     installed = query_rows(
         """
         SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled
@@ -171,7 +197,7 @@ def journal_append_only(scope: Scope) -> list[dict]:
         matches = [t for t in installed if t["table_name"] == table and t["trigger_name"].startswith(prefix)]
         if not matches:
             problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": "missing"})
-        elif any(t["enabled"] == "D" for t in matches):
+        elif any(t["enabled"] not in _FIRING for t in matches):
             problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": "disabled"})
     return problems
 

@@ -24,6 +24,8 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Round
 
+from apps.core import triggers as enforced
+
 from .amounts import is_exact
 
 AMOUNT_MAX_DIGITS = 38
@@ -89,7 +91,7 @@ class Asset(models.Model):
     class Meta:
         ordering = ["code"]
         # Amounts already stored are multiples of the precision: it can never change.
-        triggers = [pgtrigger.ReadOnly(name="precision_fixed", fields=["code", "decimals"])]
+        triggers = [enforced.ReadOnly(name="precision_fixed", fields=["code", "decimals"])]
         constraints = [
             models.CheckConstraint(condition=Q(decimals__lte=AMOUNT_DECIMAL_PLACES), name="asset_decimals_max_18"),
             models.CheckConstraint(
@@ -167,6 +169,29 @@ def normal_sign(kind: str) -> int:
     return 1 if kind in DEBIT_NORMAL_KINDS else -1
 
 
+def _immutable() -> enforced.Protect:
+    """Invariant 6: journal rows are never updated or deleted; corrections are new entries."""
+    return enforced.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)
+
+
+def _truncated_with_postings() -> enforced.Trigger:
+    """A table that postings name (accounts, journal entries) is emptied only with ``ledger_posting`` in the same
+    ``TRUNCATE`` (row triggers do not fire on it): checked after the whole command, when the postings are gone."""
+    return enforced.Trigger(
+        name="truncated_with_postings",
+        when=pgtrigger.After,
+        operation=pgtrigger.Truncate,
+        level=pgtrigger.Statement,
+        func="""
+        IF EXISTS (SELECT 1 FROM ledger_posting) THEN
+            RAISE EXCEPTION 'postings still name rows of %: truncate it together with ledger_posting', TG_TABLE_NAME
+                USING ERRCODE = 'foreign_key_violation';
+        END IF;
+        RETURN NULL;
+        """,
+    )
+
+
 class Account(models.Model):
     """One account of the chart per (kind, asset, owner) for users, per (kind, asset, shard) for the system.
 
@@ -191,8 +216,9 @@ class Account(models.Model):
         # Postings name their account and its asset (checked per INSERT by the posting's ``entry_balanced``
         # trigger): an account is never deleted and its id and asset never change, so what was checked stays true.
         triggers = [
-            pgtrigger.Protect(name="permanent", operation=pgtrigger.Delete),
-            pgtrigger.ReadOnly(name="keys_fixed", fields=["id", "asset"]),
+            enforced.Protect(name="permanent", operation=pgtrigger.Delete),
+            enforced.ReadOnly(name="keys_fixed", fields=["id", "asset"]),
+            _truncated_with_postings(),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -237,11 +263,6 @@ class EntryReason(models.TextChoices):
     RELEASE = "release", "Funds released"
 
 
-def _immutable() -> pgtrigger.Protect:
-    """Invariant 6: journal rows are never updated or deleted; corrections are new entries."""
-    return pgtrigger.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)
-
-
 class JournalEntry(models.Model):
     """One balanced movement of value: two or more postings summing to zero per asset.
 
@@ -268,9 +289,10 @@ class JournalEntry(models.Model):
         # and each index is written on every entry (migration 0007).
         triggers = [
             _immutable(),
+            _truncated_with_postings(),
             # Statement-level, with the statement's new rows as a table: one check per INSERT, not one per row
             # at commit. So an entry is written together with its postings, in one statement.
-            pgtrigger.Trigger(
+            enforced.Trigger(
                 name="has_postings",
                 when=pgtrigger.After,
                 operation=pgtrigger.Insert,
@@ -325,7 +347,7 @@ class Posting(models.Model):
             _immutable(),
             # Statement-level like the entry's check; the entries are looked up by index (= ANY), never scanned.
             # The second query does what three foreign keys did, once per statement (see the docstring).
-            pgtrigger.Trigger(
+            enforced.Trigger(
                 name="entry_balanced",
                 when=pgtrigger.After,
                 operation=pgtrigger.Insert,

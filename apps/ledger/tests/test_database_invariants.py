@@ -153,6 +153,50 @@ def test_an_accounts_id_and_asset_never_change(db, usdt, btc, user, change):
 
 
 @pytest.mark.parametrize(
+    ("ignored", "statement"),
+    [
+        ("entry_balanced", "INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)"
+         " VALUES (987654321, 987654321, %(asset)s, 5, 0), (987654321, 987654321, %(asset)s, -5, 0)"),
+        ("immutable", "UPDATE ledger_posting SET entry_id = 987654321"),
+        ("permanent", "DELETE FROM ledger_account"),
+    ],
+)  # fmt: skip
+def test_a_session_cannot_switch_a_ledger_trigger_off_with_pgtrigger_ignore(db, usdt, user, ignored, statement):
+    """django-pgtrigger's own triggers skip themselves for ``SET pgtrigger.ignore``: the ledger's do not."""
+    fund(user, usdt, "5")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgname LIKE %s AND NOT tgisinternal", [f"pgtrigger_{ignored}_%"]
+        )
+        names = [name for (name,) in cursor.fetchall()]
+    assert names
+    with pytest.raises(DatabaseError):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('pgtrigger.ignore', %s, true)", ["{" + ",".join(names) + "}"])
+            cursor.execute(statement, {"asset": usdt.id})
+    assert Posting.objects.count() == 2 and Account.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    "tables",
+    ["ledger_account", "ledger_journalentry CASCADE", "auth_user CASCADE", "ledger_asset CASCADE"],
+)
+def test_accounts_and_entries_are_truncated_only_together_with_the_postings(db, usdt, user, tables):
+    fund(user, usdt, "5")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the tables can be truncated
+    with pytest.raises(IntegrityError, match="truncate it together with ledger_posting"):
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(f"TRUNCATE {tables}")
+    assert (Posting.objects.count(), Account.objects.count(), JournalEntry.objects.count()) == (2, 2, 1)
+
+    with transaction.atomic(), connection.cursor() as cursor:  # with the postings (a test database's flush)
+        cursor.execute("TRUNCATE ledger_posting, ledger_journalentry, ledger_account CASCADE")
+        assert not Account.objects.exists()
+        transaction.set_rollback(True)
+
+
+@pytest.mark.parametrize(
     "statement",
     [
         "UPDATE ledger_posting SET amount = amount * 2",

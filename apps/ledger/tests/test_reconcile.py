@@ -6,7 +6,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from apps.ledger.models import AccountKind
+from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.reconciliation import reconcile, registered_invariants
 from apps.ledger.services import funds_hold, system_account, user_account
 from apps.ledger.tests.factories import fund
@@ -122,6 +122,42 @@ def test_disabled_account_triggers_are_found(db, usdt, user):
     assert not check.ok
     assert {"table": "ledger_account", "trigger": "pgtrigger_permanent", "problem": "disabled"} in check.details
     assert {"table": "ledger_account", "trigger": "pgtrigger_keys_fixed", "problem": "disabled"} in check.details
+
+
+def test_a_trigger_that_fires_only_on_replicas_is_found(db, usdt, user):
+    fund(user, usdt, "1")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
+        cursor.execute("SELECT tgname FROM pg_trigger WHERE tgname LIKE 'pgtrigger_entry_balanced_%'")
+        (name,) = cursor.fetchone()
+        cursor.execute(f"ALTER TABLE ledger_posting ENABLE REPLICA TRIGGER {name}")  # undone by the rollback
+
+    check = next(c for c in reconcile().checks if c.name == "journal_append_only")
+
+    assert {"table": "ledger_posting", "trigger": "pgtrigger_entry_balanced", "problem": "disabled"} in check.details
+
+
+def test_postings_written_past_the_triggers_without_their_entry_or_account_are_found(db, usdt, btc, user):
+    fund(user, usdt, "1")
+    available = user_account(user.id, usdt)
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
+        cursor.execute("ALTER TABLE ledger_posting DISABLE TRIGGER USER")  # what a table owner can do
+        cursor.execute(
+            "INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after) VALUES"
+            " (987654321, %(account)s, %(usdt)s, 1, 0), (%(entry)s, %(account)s, %(btc)s, 1, 0) RETURNING id",
+            {"account": available.id, "usdt": usdt.id, "btc": btc.id, "entry": JournalEntry.objects.get().id},
+        )
+        no_entry, wrong_asset = sorted(posting_id for (posting_id,) in cursor.fetchall())
+        cursor.execute("ALTER TABLE ledger_posting ENABLE TRIGGER USER")
+
+    check = next(c for c in reconcile().checks if c.name == "postings_referenced")
+
+    assert not check.ok
+    assert [(row["posting"], row["problem"]) for row in check.details] == [
+        (no_entry, "no such journal entry"),
+        (wrong_asset, "no account of this asset"),
+    ]
 
 
 def test_text_output_names_the_offending_account_and_exits_1(db, usdt, user):

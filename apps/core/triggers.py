@@ -1,0 +1,60 @@
+"""django-pgtrigger triggers that ``pgtrigger.ignore`` cannot switch off, for triggers that are invariants.
+
+Every trigger function django-pgtrigger writes starts by asking ``_pgtrigger_should_ignore(TG_NAME)``, which reads
+the session setting ``pgtrigger.ignore``: any session that may write could ``SET LOCAL pgtrigger.ignore`` to a
+trigger's name and write past it, no privilege needed. Triggers built with these classes are installed from
+:class:`EnforcedTriggerSql`, django-pgtrigger's template without that question (and without re-creating
+``_pgtrigger_should_ignore``, which other triggers still use). Switching one off then takes ``ALTER TABLE ...
+DISABLE TRIGGER``, a table owner's right. The ledger's triggers (append-only journal, balanced entries, postings
+that name their entry and account, permanent accounts) are built with them.
+"""
+
+import pgtrigger
+from pgtrigger import compiler
+
+
+class EnforcedTriggerSql(compiler.UpsertTriggerSql):
+    """The installation SQL of an enforced trigger: django-pgtrigger's v1 template
+    (``pgtrigger.compiler.UpsertTriggerSql``) less the ignore check. Migrations name this class: change the template
+    only in a new class."""
+
+    def get_template(self) -> str:
+        return """
+            CREATE OR REPLACE FUNCTION {pgid}()
+            RETURNS TRIGGER AS $$
+                {declare}
+                BEGIN
+                    {func}
+                END;
+            $$ LANGUAGE plpgsql;
+
+            DROP TRIGGER IF EXISTS {pgid} ON {table};
+            CREATE {constraint} TRIGGER {pgid}
+                {when} {operation} ON {table}
+                {timing}
+                {referencing}
+                FOR EACH {level} {condition}
+                EXECUTE PROCEDURE {execute};
+
+            COMMENT ON TRIGGER {pgid} ON {table} IS '{hash}';
+        """
+
+
+class _Enforced:
+    """Compiles a django-pgtrigger trigger to :class:`EnforcedTriggerSql`."""
+
+    def compile(self, model) -> compiler.Trigger:
+        compiled = super().compile(model)  # type: ignore[misc]  # a mixin of pgtrigger.Trigger subclasses
+        return compiler.Trigger(name=compiled.name, sql=EnforcedTriggerSql(**compiled.sql.kwargs))
+
+
+class Trigger(_Enforced, pgtrigger.Trigger):
+    """``pgtrigger.Trigger`` that ``pgtrigger.ignore`` cannot switch off."""
+
+
+class Protect(_Enforced, pgtrigger.Protect):
+    """``pgtrigger.Protect`` that ``pgtrigger.ignore`` cannot switch off."""
+
+
+class ReadOnly(_Enforced, pgtrigger.ReadOnly):
+    """``pgtrigger.ReadOnly`` that ``pgtrigger.ignore`` cannot switch off."""
