@@ -5,6 +5,8 @@ import pgtrigger
 from django.conf import settings
 from django.db import models
 
+from apps.core import triggers as enforced
+
 
 class AuditLogEntry(models.Model):
     """Who did what to which object, when, with its state before and after. Append-only.
@@ -26,7 +28,7 @@ class AuditLogEntry(models.Model):
         ordering = ["-created_at"]
         verbose_name_plural = "audit log"
         indexes = [models.Index(fields=["object_type", "object_id"], name="audit_object")]
-        triggers = [pgtrigger.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+        triggers = [enforced.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_type} {self.object_id}"

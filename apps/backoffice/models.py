@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 from django.db import models
 from django.db.models import F, Q
 
+from apps.core import triggers as enforced
 from apps.ledger.models import JournalEntry
 from apps.orders.models import RATE_DECIMAL_PLACES, RATE_MAX_DIGITS, FeeSchedule
 from apps.wallets.models import Withdrawal
@@ -30,7 +31,7 @@ class ReconciliationRun(models.Model):
         ordering = ["-started_at"]
         get_latest_by = "started_at"
         permissions = [("run_reconciliation", "Can run the reconciliation now")]
-        triggers = [pgtrigger.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+        triggers = [enforced.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:
         return f"Reconciliation {self.started_at:%Y-%m-%d %H:%M:%S} {'passed' if self.ok else 'FAILED'}"

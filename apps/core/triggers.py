@@ -5,8 +5,9 @@ the session setting ``pgtrigger.ignore``: any session that may write could ``SET
 trigger's name and write past it, no privilege needed. Triggers built with these classes are installed from
 :class:`EnforcedTriggerSql`, django-pgtrigger's template without that question (and without re-creating
 ``_pgtrigger_should_ignore``, which other triggers still use). Switching one off then takes ``ALTER TABLE ...
-DISABLE TRIGGER``, a table owner's right. The ledger's triggers (append-only journal, balanced entries, postings
-that name their entry and account, permanent accounts) are built with them.
+DISABLE TRIGGER``, a table owner's right. Every invariant trigger of the project is built with them: the ledger's
+(append-only journal, balanced entries, postings that name their entry and account, permanent accounts), the
+append-only audit logs, trades and liability snapshots, and a market's fixed shape.
 """
 
 import pgtrigger

@@ -26,6 +26,7 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Mod, Replace
 
+from apps.core import triggers as enforced
 from apps.ledger.amounts import is_exact
 from apps.ledger.models import AmountField, Asset, JournalEntry
 
@@ -144,8 +145,8 @@ class Market(models.Model):
             ),
         ]
         triggers = [
-            pgtrigger.ReadOnly(name="shape_fixed", fields=["symbol", "base", "quote", "tick_size", "step_size"]),
-            pgtrigger.Trigger(  # tick, step and assets never change: checked when created (and min_notional)
+            enforced.ReadOnly(name="shape_fixed", fields=["symbol", "base", "quote", "tick_size", "step_size"]),
+            enforced.Trigger(  # tick, step and assets never change: checked when created (and min_notional)
                 name="precision_rule",
                 when=pgtrigger.Before,
                 operation=pgtrigger.Insert | pgtrigger.UpdateOf("min_notional"),
@@ -492,7 +493,7 @@ class Trade(models.Model):
             models.CheckConstraint(condition=~Q(taker_user=F("maker_user")), name="trade_not_self"),
             models.CheckConstraint(condition=~Q(taker_order=F("maker_order")), name="trade_two_orders"),
         ]
-        triggers = [pgtrigger.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)]
+        triggers = [enforced.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)]
 
     def __str__(self) -> str:
         return f"trade {self.id}"

@@ -13,11 +13,12 @@ import pgtrigger
 from django.conf import settings
 from django.db import models
 
+from apps.core import triggers as enforced
 from apps.ledger.models import JournalBlock, SigningKey
 
 
-def _immutable() -> pgtrigger.Protect:
-    return pgtrigger.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)
+def _immutable() -> enforced.Protect:
+    return enforced.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)
 
 
 class LiabilitySnapshot(models.Model):

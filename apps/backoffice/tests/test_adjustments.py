@@ -1,7 +1,7 @@
 from decimal import Decimal
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from apps.audit.models import AuditLogEntry
 from apps.backoffice.models import Adjustment, AdjustmentStatus
@@ -165,6 +165,17 @@ def test_audit_log_is_append_only(operator, goodwill_legs):
     adjustment_draft(author_id=operator.id, memo="goodwill", legs=goodwill_legs)
     with pytest.raises(Exception, match="Cannot update or delete"), transaction.atomic():
         AuditLogEntry.objects.all().delete()
+
+
+def test_a_session_cannot_switch_the_audit_logs_trigger_off_with_pgtrigger_ignore(operator, goodwill_legs):
+    adjustment_draft(author_id=operator.id, memo="goodwill", legs=goodwill_legs)
+    with pytest.raises(Exception, match="Cannot update or delete"), transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT tgname FROM pg_trigger WHERE tgname LIKE 'pgtrigger_append_only_%'")
+            names = [name for (name,) in cursor.fetchall()]
+            cursor.execute("SELECT set_config('pgtrigger.ignore', %s, true)", ["{" + ",".join(names) + "}"])
+        AuditLogEntry.objects.all().delete()
+    assert AuditLogEntry.objects.exists()
 
 
 def test_maker_checker_through_the_admin(client, operator, approver, user, usdt, admin_login):
