@@ -96,45 +96,32 @@ def test_stored_balance_changed_with_raw_sql_is_found_and_named(db, usdt, user):
     ]
 
 
-def test_disabled_immutability_trigger_is_found(db, usdt, user):
+@pytest.mark.parametrize(
+    ("table", "trigger", "alter"),
+    [
+        ("ledger_posting", "immutable", "DISABLE TRIGGER {name}"),
+        # Postings' references are checked once (at their insert): accounts must stay deletable by no one.
+        ("ledger_account", "permanent", "DISABLE TRIGGER {name}"),
+        ("ledger_account", "keys_fixed", "DISABLE TRIGGER {name}"),
+        ("ledger_account", "truncated_with_postings", "DISABLE TRIGGER {name}"),
+        ("ledger_posting", "entry_balanced", "ENABLE REPLICA TRIGGER {name}"),  # fires only on a replica
+    ],
+)
+def test_a_ledger_trigger_that_does_not_fire_is_found(db, usdt, user, table, trigger, alter):
     fund(user, usdt, "1")
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
-        cursor.execute("ALTER TABLE ledger_posting DISABLE TRIGGER USER")  # undone by the test's rollback
-
-    report = reconcile()
-
-    check = next(c for c in report.checks if c.name == "journal_append_only")
-    assert not check.ok
-    assert {"table": "ledger_posting", "trigger": "pgtrigger_immutable", "problem": "disabled"} in check.details
-
-
-def test_disabled_account_triggers_are_found(db, usdt, user):
-    """Postings' references are checked once (their insert): the accounts must stay deletable by no one."""
-    fund(user, usdt, "1")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
-        cursor.execute("ALTER TABLE ledger_account DISABLE TRIGGER USER")  # undone by the test's rollback
-
-    report = reconcile()
-
-    check = next(c for c in report.checks if c.name == "journal_append_only")
-    assert not check.ok
-    assert {"table": "ledger_account", "trigger": "pgtrigger_permanent", "problem": "disabled"} in check.details
-    assert {"table": "ledger_account", "trigger": "pgtrigger_keys_fixed", "problem": "disabled"} in check.details
-
-
-def test_a_trigger_that_fires_only_on_replicas_is_found(db, usdt, user):
-    fund(user, usdt, "1")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
-        cursor.execute("SELECT tgname FROM pg_trigger WHERE tgname LIKE 'pgtrigger_entry_balanced_%'")
-        (name,) = cursor.fetchone()
-        cursor.execute(f"ALTER TABLE ledger_posting ENABLE REPLICA TRIGGER {name}")  # undone by the rollback
+        cursor.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND tgname LIKE %s",
+            [table, f"pgtrigger\\_{trigger}\\_%"],
+        )
+        ((name,),) = cursor.fetchall()
+        cursor.execute(f"ALTER TABLE {table} {alter.format(name=name)}")  # undone by the test's rollback
 
     check = next(c for c in reconcile().checks if c.name == "journal_append_only")
 
-    assert {"table": "ledger_posting", "trigger": "pgtrigger_entry_balanced", "problem": "disabled"} in check.details
+    assert not check.ok
+    assert check.details == [{"table": table, "trigger": f"pgtrigger_{trigger}", "problem": "disabled"}]
 
 
 def test_postings_written_past_the_triggers_without_their_entry_or_account_are_found(db, usdt, btc, user):
