@@ -1,7 +1,6 @@
 """The audit log's table. It sits below every app that records actions in it (accounts, orders, the back office)
 and imports none of them (the import-linter layers in pyproject.toml)."""
 
-import pgtrigger
 from django.conf import settings
 from django.db import models
 
@@ -28,7 +27,7 @@ class AuditLogEntry(models.Model):
         ordering = ["-created_at"]
         verbose_name_plural = "audit log"
         indexes = [models.Index(fields=["object_type", "object_id"], name="audit_object")]
-        triggers = [enforced.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+        triggers = [enforced.append_only("append_only")]
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_type} {self.object_id}"

@@ -1,7 +1,6 @@
 """The operators' records: reconciliation runs, maker-checker requests (adjustments, fee changes,
 second-factor resets), the audit log."""
 
-import pgtrigger
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import models
@@ -31,7 +30,7 @@ class ReconciliationRun(models.Model):
         ordering = ["-started_at"]
         get_latest_by = "started_at"
         permissions = [("run_reconciliation", "Can run the reconciliation now")]
-        triggers = [enforced.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)]
+        triggers = [enforced.append_only("append_only")]
 
     def __str__(self) -> str:
         return f"Reconciliation {self.started_at:%Y-%m-%d %H:%M:%S} {'passed' if self.ok else 'FAILED'}"

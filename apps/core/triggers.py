@@ -59,3 +59,8 @@ class Protect(_Enforced, pgtrigger.Protect):
 
 class ReadOnly(_Enforced, pgtrigger.ReadOnly):
     """``pgtrigger.ReadOnly`` that ``pgtrigger.ignore`` cannot switch off."""
+
+
+def append_only(name: str = "immutable") -> Protect:
+    """The trigger named ``name`` that refuses every UPDATE and DELETE of a table's rows."""
+    return Protect(name=name, operation=pgtrigger.Update | pgtrigger.Delete)

@@ -60,10 +60,10 @@ def postings_referenced(scope: Scope) -> list[dict]:
         FROM ledger_posting p
         LEFT JOIN ledger_journalentry e ON e.id = p.entry_id
         LEFT JOIN ledger_account a ON a.id = p.account_id AND a.asset_id = p.asset_id
-        WHERE (e.id IS NULL OR a.id IS NULL) AND (%s::bigint[] IS NULL OR p.asset_id = ANY(%s::bigint[]))
+        WHERE (e.id IS NULL OR a.id IS NULL) AND (NOT %s OR p.asset_id = ANY(%s))
         ORDER BY p.id LIMIT %s
         """,
-        [*[scope.asset_ids if scope.filtered else None] * 2, ROW_LIMIT],  # unfiltered: an unknown asset too
+        [scope.filtered, scope.asset_ids, ROW_LIMIT],  # unfiltered: a posting of an unknown asset too
     )
 
 

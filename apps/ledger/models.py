@@ -169,11 +169,6 @@ def normal_sign(kind: str) -> int:
     return 1 if kind in DEBIT_NORMAL_KINDS else -1
 
 
-def _immutable() -> enforced.Protect:
-    """Invariant 6: journal rows are never updated or deleted; corrections are new entries."""
-    return enforced.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)
-
-
 def _truncated_with_postings() -> enforced.Trigger:
     """A table that postings name (accounts, journal entries) is emptied only with ``ledger_posting`` in the same
     ``TRUNCATE`` (row triggers do not fire on it): checked after the whole command, when the postings are gone."""
@@ -288,7 +283,7 @@ class JournalEntry(models.Model):
         # No index on the reference: nothing looks entries up by it (the admin's search is a substring match),
         # and each index is written on every entry (migration 0007).
         triggers = [
-            _immutable(),
+            enforced.append_only(),  # invariant 6: corrections are new entries
             _truncated_with_postings(),
             # Statement-level, with the statement's new rows as a table: one check per INSERT, not one per row
             # at commit. So an entry is written together with its postings, in one statement.
@@ -344,7 +339,7 @@ class Posting(models.Model):
         indexes = [models.Index(fields=["account", "id"], name="posting_account_id")]
         constraints = [models.CheckConstraint(condition=~Q(amount=0), name="posting_amount_not_zero")]
         triggers = [
-            _immutable(),
+            enforced.append_only(),
             # Statement-level like the entry's check; the entries are looked up by index (= ANY), never scanned.
             # The second query does what three foreign keys did, once per statement (see the docstring).
             enforced.Trigger(
@@ -404,7 +399,7 @@ class SigningKey(models.Model):
 
     class Meta:
         ordering = ["created_at"]
-        triggers = [_immutable()]
+        triggers = [enforced.append_only()]
 
     def __str__(self) -> str:
         return self.key_id
@@ -430,7 +425,7 @@ class JournalBlock(models.Model):
 
     class Meta:
         ordering = ["-height"]
-        triggers = [_immutable()]
+        triggers = [enforced.append_only()]
 
     def __str__(self) -> str:
         return f"block {self.height}"
@@ -451,7 +446,7 @@ class BlockEntry(models.Model):
     class Meta:
         ordering = ["block", "position"]
         constraints = [models.UniqueConstraint(fields=["block", "position"], name="block_entry_position")]
-        triggers = [_immutable()]
+        triggers = [enforced.append_only()]
 
     def __str__(self) -> str:
         return f"entry {self.entry_id} in block {self.block_id}"

@@ -493,7 +493,7 @@ class Trade(models.Model):
             models.CheckConstraint(condition=~Q(taker_user=F("maker_user")), name="trade_not_self"),
             models.CheckConstraint(condition=~Q(taker_order=F("maker_order")), name="trade_two_orders"),
         ]
-        triggers = [enforced.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)]
+        triggers = [enforced.append_only()]
 
     def __str__(self) -> str:
         return f"trade {self.id}"

@@ -9,16 +9,11 @@ at commit cost more than building the tree; they are only ever written by
 belong to, from the users the ledger's accounts name.
 """
 
-import pgtrigger
 from django.conf import settings
 from django.db import models
 
 from apps.core import triggers as enforced
 from apps.ledger.models import JournalBlock, SigningKey
-
-
-def _immutable() -> enforced.Protect:
-    return enforced.Protect(name="immutable", operation=pgtrigger.Update | pgtrigger.Delete)
 
 
 class LiabilitySnapshot(models.Model):
@@ -44,7 +39,7 @@ class LiabilitySnapshot(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        triggers = [_immutable()]
+        triggers = [enforced.append_only()]
 
     def __str__(self) -> str:
         return f"snapshot {self.id} at block {self.block_id}"
@@ -63,7 +58,7 @@ class LiabilityLeaf(models.Model):
     nonce = models.BinaryField()
 
     class Meta:
-        triggers = [_immutable()]
+        triggers = [enforced.append_only()]
 
     def __str__(self) -> str:
         return f"user {self.user_id} in snapshot {self.snapshot_id}"
@@ -82,7 +77,7 @@ class LiabilityNode(models.Model):
     sums = models.BinaryField()
 
     class Meta:
-        triggers = [_immutable()]
+        triggers = [enforced.append_only()]
 
     def __str__(self) -> str:
         return f"node {self.level}/{self.position} of snapshot {self.snapshot_id}"
