@@ -91,12 +91,15 @@ def run_pgbench(admin_url: str, pgbench_url: str) -> float:
 
 
 # One uniform transfer as transfer_create sends it (services._transfer_post): the same function and arguments,
-# the payload hash's JSON around the legs included, with a new key and two random users of ids first..last.
+# the payload hash's JSON around the legs included, with a new key and two different random users of ids
+# first..last. The destination is picked in pgbench's integer arithmetic: a prepared statement's variables are
+# untyped, so SQL would compare them as text ('999' >= '1000') and sometimes name the source twice.
 TRANSFER_FUNCTION_SCRIPT = """\
 \\set s random({first}, {last})
 \\set d random({first}, {last} - 1)
+\\set d CASE WHEN :d >= :s THEN :d + 1 ELSE :d END
 SELECT k.status FROM (SELECT gen_random_uuid()::text AS id) r, ledger_transfer_post_v2(
-    'transfer:' || r.id, 'USDT', :s, CASE WHEN :d >= :s THEN :d + 1 ELSE :d END,
+    'transfer:' || r.id, 'USDT', :s, :d,
     1.000001, 0, 0, ARRAY['1.000001', '-1.000001', ''], r.id, '{{}}', '{{"legs": ',
     ', "reason": "transfer", "reference": ["transfer", "' || r.id || '"]}}', NULL, now(), false) k;
 """

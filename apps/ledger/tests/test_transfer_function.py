@@ -121,6 +121,19 @@ def test_called_directly_an_overdrawn_destination_is_insufficient_and_a_zero_leg
     assert (user_account(alice.id, tether).balance, destination.balance) == (Decimal(5), Decimal(1))
 
 
+def test_called_directly_with_one_user_on_both_sides_the_function_refuses_and_writes_nothing(tether):
+    # Migration 0012: before it, both postings went to one account and its stored balance fell by the amount.
+    alice = UserFactory()
+    fund(alice, tether, "5")
+
+    with pytest.raises(IntegrityError, match="source and destination are one user"), transaction.atomic():
+        _call("transfer:self", alice, alice, "1")
+
+    assert not JournalEntry.objects.filter(idempotency_key="transfer:self").exists()
+    assert user_account(alice.id, tether).balance == Decimal(5)
+    assert reconcile().ok
+
+
 def test_concurrent_transfers_of_one_key_post_once_and_another_payload_is_a_conflict(tether):
     # The key is taken by INSERT ... ON CONFLICT DO NOTHING, which waits for a concurrent holder of the key.
     alice, bob = UserFactory(), UserFactory()
