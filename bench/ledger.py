@@ -105,21 +105,20 @@ SELECT k.status FROM (SELECT gen_random_uuid()::text AS id) r, ledger_transfer_p
 """
 
 
-def run_transfer_function(url: str, user_ids: list[int]) -> float:
+def run_transfer_function(
+    url: str, user_ids: list[int], *, length: tuple[str, ...] = ("-T", str(int(SECONDS)))
+) -> float:
     """The database's share alone: pgbench (``-c 4 -M prepared``) calling ``ledger_transfer_post_v2`` as the
     uniform case's ``transfer_create`` does, with no Python client; return its tps. ``user_ids`` must be
-    consecutive (as ``bulk_create`` numbers them in a new database)."""
+    consecutive (as ``bulk_create`` numbers them in a new database); ``length`` is pgbench's ``-T seconds`` or
+    ``-t transactions`` (per client)."""
     first, last = min(user_ids), max(user_ids)
     if last - first + 1 != len(user_ids):
         raise SystemExit("the bench users' ids are not consecutive")
     with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:
         script.write(TRANSFER_FUNCTION_SCRIPT.format(first=first, last=last))
         script.flush()
-        return _tps(
-            _pgbench(
-                url, "-n", "-M", "prepared", "-c", str(PROCESSES), "-j", "2", "-T", str(int(SECONDS)), "-f", script.name
-            )
-        )
+        return _tps(_pgbench(url, "-n", "-M", "prepared", "-c", str(PROCESSES), "-j", "2", *length, "-f", script.name))
 
 
 def setup_django(url: str) -> None:

@@ -5,7 +5,6 @@ pgbench sends a prepared statement's variables untyped, so a comparison of two o
 are where text and integer order disagree.
 """
 
-import tempfile
 from decimal import Decimal
 
 from django.db import connection
@@ -18,7 +17,8 @@ from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.wallets.tests.conftest import database_url
 from bench import ledger as ledger_bench
 
-TRANSFERS = 40  # the chance that none of them has user 10 as its source is 2^-40
+TRANSFERS_PER_CLIENT = 10
+TRANSFERS = TRANSFERS_PER_CLIENT * ledger_bench.PROCESSES  # none from user 10: a chance of 2^-TRANSFERS
 
 
 def test_every_transfer_of_the_script_moves_funds_between_two_different_users(transactional_db):
@@ -27,12 +27,9 @@ def test_every_transfer_of_the_script_moves_funds_between_two_different_users(tr
     for user in users:
         fund(user, tether, "1000")
 
-    with tempfile.NamedTemporaryFile("w", suffix=".sql") as script:
-        script.write(ledger_bench.TRANSFER_FUNCTION_SCRIPT.format(first=9, last=10))
-        script.flush()
-        ledger_bench._pgbench(
-            database_url(connection.settings_dict), "-n", "-M", "prepared", "-t", str(TRANSFERS), "-f", script.name
-        )
+    ledger_bench.run_transfer_function(
+        database_url(connection.settings_dict), [user.id for user in users], length=("-t", str(TRANSFERS_PER_CLIENT))
+    )
 
     transfers = JournalEntry.objects.filter(reason="transfer").annotate(
         accounts=Count("postings__account", distinct=True)
