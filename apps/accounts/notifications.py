@@ -40,9 +40,15 @@ def email_user_on_commit(*, user_id: int, template: str, context: dict) -> bool:
     if user is None or not user.email:
         log.debug("no e-mail address for user %s: %s not sent", user_id, template)
         return False
-    subject, _, body = render_to_string(f"emails/{template}.txt", {**context, "user": user}).partition("\n")
-    on_commit_robust(_queue, user.email, subject.strip(), body.strip() + "\n")
+    email_address_on_commit(to=user.email, template=template, context={**context, "user": user})
     return True
+
+
+def email_address_on_commit(*, to: str, template: str, context: dict) -> None:
+    """Render ``emails/<template>.txt`` with ``context`` and queue it to the address ``to`` (not, or not yet, a
+    user's: a link confirming it) when the current transaction commits (at once outside one)."""
+    subject, _, body = render_to_string(f"emails/{template}.txt", context).partition("\n")
+    on_commit_robust(_queue, to, subject.strip(), body.strip() + "\n")
 
 
 def login_notify(sender, request, user, **kwargs) -> None:

@@ -64,7 +64,7 @@ def withdrawal_address_add(*, user_id: int, asset_code: str, address: str, label
     address_validate(network=asset.network, address=address)
     label = _label(label)
     if not get_user_model().objects.filter(pk=user_id).exclude(email="").exists():
-        message = "Your account needs an e-mail address to confirm withdrawal addresses."
+        message = "Your account needs an e-mail address to confirm withdrawal addresses: add one on the security page."
         raise DomainError(message, fields={"email": message})
     try:
         with transaction.atomic():

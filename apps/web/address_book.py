@@ -1,4 +1,5 @@
-"""Deleting from the withdrawal address book, and the pages the links e-mailed to traders open.
+"""Deleting from the withdrawal address book, and the pages the links e-mailed to traders open (:func:`confirm_page`,
+also the e-mail address's).
 
 A link opens a page with one button; the change happens on its POST, so a mail scanner
 that fetches links confirms nothing.
@@ -27,7 +28,7 @@ def withdrawal_address_delete_view(request, entry_id: int):
     return redirect("web:wallet")
 
 
-def _confirm_page(request, token: str, *, what: str, confirm):
+def confirm_page(request, token: str, *, what: str, confirm):
     """GET: a page with a confirm button. POST: confirm; the outcome (or why not) on the same page."""
     context = {"what": what, "token": token}
     if request.method != "POST":
@@ -42,9 +43,9 @@ def _confirm_page(request, token: str, *, what: str, confirm):
 
 def withdrawal_address_confirm_view(request, token: str):
     """The e-mailed link that confirms a new withdrawal address (no log-in needed: the link is the proof)."""
-    return _confirm_page(request, token, what="withdrawal address", confirm=withdrawal_address_confirm)
+    return confirm_page(request, token, what="withdrawal address", confirm=withdrawal_address_confirm)
 
 
 def withdrawal_confirm_view(request, token: str):
     """The e-mailed link that confirms a large withdrawal."""
-    return _confirm_page(request, token, what="withdrawal", confirm=withdrawal_confirm)
+    return confirm_page(request, token, what="withdrawal", confirm=withdrawal_confirm)

@@ -9,7 +9,6 @@ from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from apps.accounts.models import Scope
-from apps.accounts.selectors import EMAIL_IN_USE, email_in_use
 from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
 from exchange.converters import MAX_ID
@@ -22,14 +21,14 @@ class SignUpForm(UserCreationForm):
     128-character cap of :mod:`apps.accounts.passwords`).
 
     Usernames are ASCII and unique whatever their case, so no one can pose as "alice" as "Alice" or
-    with a look-alike letter. An e-mail address, when given, is another user's whatever its case: refused
-    (the unique index on ``lower(email)`` of ``accounts`` migration 0004 holds it against two sign-ups at once).
+    with a look-alike letter. The e-mail address is not saved with the user: the view sends it a link that sets
+    it (:mod:`apps.accounts.email_address`), and the form never says whether another account has it.
     """
 
-    email = forms.EmailField(required=False)
+    email = forms.EmailField(required=False, max_length=254, help_text="We send it a link to confirm it is yours.")
 
     class Meta(UserCreationForm.Meta):
-        fields = ("username", "email")
+        fields = ("username",)
 
     def clean_username(self) -> str:
         username = self.cleaned_data["username"]
@@ -37,12 +36,6 @@ class SignUpForm(UserCreationForm):
         if get_user_model().objects.filter(username__iexact=username).exists():
             raise forms.ValidationError(USERNAME_TAKEN)
         return username
-
-    def clean_email(self) -> str:
-        email = self.cleaned_data["email"]
-        if email_in_use(email):
-            raise forms.ValidationError(EMAIL_IN_USE)
-        return email
 
 
 def _lines(text: str) -> list[str]:
@@ -182,6 +175,17 @@ class OtpForm(forms.Form):
     """One code from the authenticator app (or a recovery code)."""
 
     otp = forms.CharField(max_length=32, label="Code from your authenticator app", widget=OTP_INPUT)
+
+
+class EmailForm(forms.Form):
+    """A new e-mail address for the account, and a current code when the second factor is on."""
+
+    email = forms.EmailField(max_length=254, label="New e-mail address")
+    otp = forms.CharField(max_length=32, required=False, label="Code from your authenticator app", widget=OTP_INPUT)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "email-form-%s")  # the page's other forms have an otp field too
+        super().__init__(*args, **kwargs)
 
 
 def add_domain_error(form: forms.Form, error) -> None:

@@ -1,4 +1,5 @@
-"""The traders' security page: turn the second factor (an authenticator app) on, replace it, turn it off.
+"""The traders' security page: the account's e-mail address (changed by a link sent to the new one), and the
+second factor (an authenticator app): turn it on, replace it, turn it off.
 
 Enrolment shows the secret as a QR code rendered here as SVG (the ``qrcode`` package; no
 JavaScript, nothing sent to a third party) and as base32 text; the recovery codes are shown
@@ -7,12 +8,14 @@ once, in the response that turns the second factor on.
 
 import qrcode
 import qrcode.image.svg
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
+from apps.accounts.email_address import email_address_confirm, email_confirmation_send
 from apps.accounts.enrolment import (
     second_factor_confirm,
     second_factor_enrol,
@@ -22,11 +25,19 @@ from apps.accounts.enrolment import (
 from apps.accounts.second_factor import user_has_second_factor
 from apps.core.errors import DomainError
 
-from .forms import OtpForm, add_domain_error
+from .address_book import confirm_page
+from .forms import EmailForm, OtpForm, add_domain_error
 from .refused import refused_form_keep, refused_form_pop
 
-# The page's three code forms; a refused one is kept for the next GET (post/redirect/get: a reload sends nothing).
+# The page's four forms; a refused one is kept for the next GET (post/redirect/get: a reload sends nothing).
 START_FORM, CONFIRM_FORM, REMOVE_FORM = "security-start", "security-confirm", "security-remove"
+EMAIL_FORM = "security-email"
+
+
+def email_link_sent_message(email: str) -> str:
+    """What the page says once a confirmation was asked for ``email`` (the same whoever has the address)."""
+    hours = settings.EMAIL_CONFIRMATION_MAX_AGE // 3600
+    return f"We sent a message to {email}: open the link in it within {hours} hours to make it your e-mail address."
 
 
 def qr_code_svg(data: str) -> str:
@@ -35,9 +46,10 @@ def qr_code_svg(data: str) -> str:
     return image.to_string(encoding="unicode")
 
 
-def _render(request, *, form=None, replace_form=None, remove_form=None, recovery_codes=None):
+def _render(request, *, form=None, replace_form=None, remove_form=None, email_form=None, recovery_codes=None):
     pending = second_factor_pending(user_id=request.user.id)
     context = {
+        "email_form": email_form or EmailForm(),
         "enabled": user_has_second_factor(user_id=request.user.id),
         "pending": pending,
         "qr_svg": mark_safe(qr_code_svg(pending.otpauth_url)) if pending else None,  # noqa: S308 (made here)
@@ -58,7 +70,33 @@ def security(request):
         form=refused_form_pop(request, key=CONFIRM_FORM, form_class=OtpForm),
         replace_form=refused_form_pop(request, key=START_FORM, form_class=OtpForm),
         remove_form=refused_form_pop(request, key=REMOVE_FORM, form_class=OtpForm),
+        email_form=refused_form_pop(request, key=EMAIL_FORM, form_class=EmailForm),
     )
+
+
+@login_required
+@require_POST
+def email_change_view(request):
+    """Send a link to a new e-mail address (a current code when the second factor is on); the page says the
+    same whether or not another account has the address."""
+    form = EmailForm(request.POST)
+    if form.is_valid():
+        try:
+            email = email_confirmation_send(
+                user_id=request.user.id, email=form.cleaned_data["email"], otp=form.cleaned_data["otp"] or None
+            )
+        except DomainError as error:
+            add_domain_error(form, error)
+        else:
+            messages.info(request, email_link_sent_message(email))
+            return redirect("web:security")
+    refused_form_keep(request, key=EMAIL_FORM, form=form)
+    return redirect("web:security")
+
+
+def email_confirm_view(request, token: str):
+    """The e-mailed link that sets the account's e-mail address (no log-in needed: the link is the proof)."""
+    return confirm_page(request, token, what="e-mail address", confirm=email_address_confirm)
 
 
 @login_required

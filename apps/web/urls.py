@@ -30,6 +30,8 @@ urlpatterns = [
     ),
     path("wallet/withdrawals/confirm/<str:token>/", address_book.withdrawal_confirm_view, name="withdrawal-confirm"),
     path("security/", security.security, name="security"),
+    path("security/email/", security.email_change_view, name="email-change"),
+    path("email/confirm/<str:token>/", security.email_confirm_view, name="email-confirm"),
     path("security/second-factor/", security.second_factor_start, name="second-factor-start"),
     path("security/second-factor/confirm/", security.second_factor_confirm_view, name="second-factor-confirm"),
     path("security/second-factor/remove/", security.second_factor_remove_view, name="second-factor-remove"),

@@ -13,7 +13,8 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from apps.accounts.models import EMAIL_UNIQUE_INDEX, ApiKey
+from apps.accounts.email_address import email_confirmation_send
+from apps.accounts.models import ApiKey
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.core.csv_export import csv_response
@@ -40,7 +41,6 @@ from apps.wallets.services import (
 
 from . import exports, markets
 from .forms import (
-    EMAIL_IN_USE,
     USERNAME_TAKEN,
     ActivityFilterForm,
     ApiKeyForm,
@@ -52,6 +52,7 @@ from .forms import (
     with_new_key,
 )
 from .refused import refused_form_keep, refused_form_pop
+from .security import email_link_sent_message
 
 HISTORY_ROWS = 50
 WITHDRAW_FORM = "withdraw"
@@ -66,22 +67,28 @@ def home(request):
 
 
 def signup(request):
-    """``/signup/``: a new trader, logged in at once. Two sign-ups at the same time with one username or e-mail
-    address: the database's unique indexes refuse the second, shown next to its field like the form's checks."""
+    """``/signup/``: a new trader, logged in at once. An e-mail address given is sent a link that sets it
+    (:func:`apps.accounts.email_address.email_confirmation_send`); the page answers the same whether or not another
+    account has the address. Two sign-ups at the same time with one username: the database's unique index
+    refuses the second, shown next to its field like the form's checks."""
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
+        email = form.cleaned_data["email"]
         try:
             with transaction.atomic():
                 user = form.save()
-        except IntegrityError as error:
-            constraint = getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)
-            if constraint == EMAIL_UNIQUE_INDEX:
-                form.add_error("email", EMAIL_IN_USE)
-            else:
-                form.add_error("username", USERNAME_TAKEN)
+                if email:
+                    email = email_confirmation_send(user_id=user.id, email=email)
+        except IntegrityError:
+            form.add_error("username", USERNAME_TAKEN)
+            return render(request, "registration/signup.html", {"form": form})
+        except DomainError as error:
+            add_domain_error(form, error)
             return render(request, "registration/signup.html", {"form": form})
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, "Welcome! Your account is ready.")
+        if email:
+            messages.info(request, email_link_sent_message(email))
         return redirect("web:wallet")
     return render(request, "registration/signup.html", {"form": form})
 

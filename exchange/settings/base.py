@@ -340,6 +340,8 @@ vars().update({name: value for name, value in EMAIL_CONFIG.items() if value is n
 EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Exchange <no-reply@exchange.localhost>")
 SITE_URL = env("SITE_URL", default=f"http://127.0.0.1:{env('WEB_PORT', default='8000')}").rstrip("/")
+# A trader's e-mail address is set only by the link sent to it (sign-up, the security page), valid this long.
+EMAIL_CONFIRMATION_MAX_AGE = env.int("EMAIL_CONFIRMATION_MAX_AGE", default=172800)
 
 # Withdrawal address book: a new address is usable this long after its e-mail confirmation; the
 # confirmation link is valid for WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE seconds.

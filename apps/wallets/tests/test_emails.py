@@ -5,6 +5,7 @@ from decimal import Decimal
 
 import pytest
 from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
 from apps.accounts.services import api_key_create
@@ -107,3 +108,48 @@ def test_a_rejection_tells_the_operators_reason_and_a_log_in_is_reported(mail_wo
     assert response.status_code == 302
     (login,) = messages_to(smtp_server, "New log-in", RECIPIENT)
     assert "127.0.0.1 (Firefox/140)" in body(login)
+
+
+def sign_up(client, username: str, email: str) -> None:
+    response = client.post(
+        "/signup/",
+        {"username": username, "email": email, "password1": "correct horse battery staple",
+         "password2": "correct horse battery staple"},
+    )  # fmt: skip
+    assert response.status_code == 302
+    client.logout()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_address_is_set_by_the_link_sent_to_it_and_a_taken_one_is_told_to_its_owner_only(
+    mail_worker, smtp_server, usdt, client
+):
+    users = get_user_model().objects
+    sign_up(client, "newcomer", "newcomer@example.com")
+    (confirm,) = messages_to(smtp_server, "Confirm your e-mail address", "newcomer@example.com")
+    assert "Hello newcomer" in body(confirm)
+    path = link_path(confirm, django_settings.SITE_URL)
+    assert users.get(username="newcomer").email == ""
+    browser = APIClient()
+    assert browser.get(path).status_code == 200  # a page with a button: a mail scanner fetching links sets nothing
+    assert users.get(username="newcomer").email == ""
+    assert "newcomer@example.com</code> is now your account" in browser.post(path).content.decode()
+    assert users.get(username="newcomer").email == "newcomer@example.com"
+    assert browser.post(path).status_code == 409  # once
+
+    # The address is taken now: a second sign-up with it is answered alike, and only its owner hears of it.
+    sign_up(client, "impostor", "NEWCOMER@example.com")
+    (notice,) = messages_to(smtp_server, "This e-mail address already has an account", "newcomer@example.com")
+    assert '"impostor"' in body(notice)
+    assert users.get(username="impostor").email == ""
+
+    # A change from the security page: the new address confirms it, the old one is told.
+    newcomer = users.get(username="newcomer")
+    client.force_login(newcomer)
+    assert client.post("/security/email/", {"email": "moved@example.com"}).status_code == 302
+    (confirm_move,) = messages_to(smtp_server, "Confirm your e-mail address", "moved@example.com")
+    assert browser.post(link_path(confirm_move, django_settings.SITE_URL)).status_code == 200
+    (changed,) = messages_to(smtp_server, "Your e-mail address was changed", "newcomer@example.com")
+    assert "now moved@example.com" in body(changed)
+    assert users.get(username="newcomer").email == "moved@example.com"
+    assert not smtp_server.mailbox.with_subject("Confirm your e-mail address")[2:]  # no link went to the impostor

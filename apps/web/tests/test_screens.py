@@ -254,6 +254,7 @@ def test_every_page_fits_at_1440_pixels(exchange, browser, live_server):
         ("wallet", "/wallet/"),
         ("activity", "/activity/"),
         ("api-keys", "/api-keys/"),
+        ("security", "/security/"),
     ):
         _check(trader, name, url, problems)
 
