@@ -60,8 +60,10 @@ def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None)
     Sends, when the current transaction commits, a link that sets it (:func:`email_address_confirm`, valid
     ``EMAIL_CONFIRMATION_MAX_AGE`` seconds) to ``email``, or, when another user has it (whatever its case), a
     notice saying so to that user's address; the caller cannot tell which and must answer the same way for
-    both. A user whose second factor is on gives a current code (``otp``). Raises :class:`DomainError` (field ``email``) for an invalid address or the
-    user's own, :class:`~apps.accounts.second_factor.InvalidOtp`, :class:`NotFound` for no such user.
+    both. A user whose second factor is on gives a current code (``otp``).
+
+    Raises :class:`DomainError` (field ``email``) for an invalid address or the user's own,
+    :class:`~apps.accounts.second_factor.InvalidOtp`, :class:`NotFound` for no such user.
     """
     email = email_normalized(email)
     user = get_user_model().objects.filter(pk=user_id).first()
@@ -71,13 +73,13 @@ def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None)
         message = "This is your e-mail address already."
         raise DomainError(message, fields={"email": message})
     second_factor_check_if_enrolled(user_id=user_id, code=otp)
-    hours = settings.EMAIL_CONFIRMATION_MAX_AGE // 3600
     owner = get_user_model().objects.filter(email__iexact=email).exclude(pk=user_id).first()
     if owner is not None:  # told at the address its owner confirmed (the case typed may differ)
         email_address_on_commit(to=owner.email, template="email_in_use", context={"username": user.username})
         return email
     token = signed_token_make(salt=SALT, payload={"id": user_id, "email": email, "was": user.email})
     link = site_url(reverse("web:email-confirm", args=[token]))
+    hours = settings.EMAIL_CONFIRMATION_MAX_AGE // 3600
     email_address_on_commit(
         to=email, template="email_confirm", context={"username": user.username, "link": link, "hours": hours}
     )
