@@ -4,8 +4,10 @@ Actions call services (:mod:`apps.orders.services`); nothing here moves money or
 writes an order.
 """
 
+import time
 from decimal import Decimal
 
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.http import HttpResponseRedirect
@@ -128,13 +130,21 @@ class MarketAdmin(admin.ModelAdmin):
 
     def _confirm_status_change(self, request, queryset, *, action: str, service, done: str):
         """An action's confirmation page asking for a reason; with ``confirm`` and a reason, apply ``service``
-        to each selected market (each audited with the reason in its own transaction)."""
+        to each selected market (each audited with the reason in its own transaction). The matching engine's
+        answers are awaited ``ORDERS_ENGINE_WAIT_SECONDS`` in all, not per market: with the engine down, the
+        page answers after one wait, the rest of the commands queued."""
         reason = request.POST.get("reason", "").strip()
         if request.POST.get("confirm") == "yes" and reason:
             applied, unconfirmed = [], []
+            deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
             for market in queryset:
                 try:
-                    service(market_id=market.id, operator_id=request.user.id, reason=reason)
+                    service(
+                        market_id=market.id,
+                        operator_id=request.user.id,
+                        reason=reason,
+                        wait_seconds=max(0.0, deadline - time.monotonic()),
+                    )
                 except OrderStatusUnknown:  # queued for the market's sequencer, which did not answer in time
                     unconfirmed.append(market.symbol)
                 else:

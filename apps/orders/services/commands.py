@@ -106,15 +106,18 @@ def _payload_checked(payload: dict) -> dict:
     return {name: _jsonable(name, value) for name, value in payload.items()}
 
 
-def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: str = "") -> dict:
-    """Queue a command for the sequencer of ``market`` (a symbol) and wait for its outcome.
+def command_submit(
+    *, market: str, kind: str, user_id: int, payload: dict, key: str = "", wait_seconds: float | None = None
+) -> dict:
+    """Queue a command for the sequencer of ``market`` (a symbol) and wait for its outcome, at most
+    ``wait_seconds`` (by default ``settings.ORDERS_ENGINE_WAIT_SECONDS``; 0: only read it once).
 
     Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``; when published, an outcome naming an order
     also carries its row, ``"order"``, see :data:`apps.orders.store.commands.MARK_DONE`). A ``key`` already used by
     the user returns (or waits for) that command's outcome when the request is the same, and
     raises :class:`IdempotencyConflict` when it differs. Raises :class:`DomainError` naming the field for a
     payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
-    :class:`OrderStatusUnknown` (no outcome within ``settings.ORDERS_ENGINE_WAIT_SECONDS``).
+    :class:`OrderStatusUnknown` (no outcome within the wait).
     """
     payload = _payload_checked(payload)
     request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()
@@ -161,7 +164,7 @@ def command_submit(*, market: str, kind: str, user_id: int, payload: dict, key: 
             return outcome
         if listening is not None and reply_to != listening.channel:
             listening = None  # the first command's answer goes to its own caller: this one reads the database
-    return _wait(listening, token)
+    return _wait(listening, token, settings.ORDERS_ENGINE_WAIT_SECONDS if wait_seconds is None else wait_seconds)
 
 
 def _listening() -> answers.Listener | None:
@@ -186,13 +189,13 @@ def _status(token: str) -> dict | None:
     return outcome
 
 
-def _wait(listening: answers.Listener | None, token: str) -> dict:
-    """The outcome of the command ``token`` within ``settings.ORDERS_ENGINE_WAIT_SECONDS``: published to
+def _wait(listening: answers.Listener | None, token: str, seconds: float) -> dict:
+    """The outcome of the command ``token`` within ``seconds``: published to
     ``listening`` (:mod:`apps.orders.services.answers`: the command's ``reply_to`` is its channel), or read from
     the database every :data:`~apps.orders.services.answers.POLL_SECONDS` (every ``NO_LISTENER_POLL_SECONDS``
     without a listener), in case the publish was lost. Raises :class:`OrderStatusUnknown` at the deadline.
     """
-    deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
+    deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
         published = None
         if listening is not None:

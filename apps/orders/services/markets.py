@@ -146,9 +146,12 @@ def market_status_apply(*, market_id: int, status: str, operator_id: int, reason
     return _market_set_status(market_id=market_id, status=status, operator_id=operator_id, reason=reason, action=action)
 
 
-def _status_change(*, market_id: int, status: str, operator_id: int, reason: str) -> Market:
-    """:func:`market_status_apply` inline, or as a command of the market's sequencer (``settings.ORDERS_ENGINE``),
-    so that in sequencer mode the sequencer stays the only writer of the market's book and state."""
+def _status_change(
+    *, market_id: int, status: str, operator_id: int, reason: str, wait_seconds: float | None = None
+) -> Market:
+    """:func:`market_status_apply` inline, or as a command of the market's sequencer (``settings.ORDERS_ENGINE``,
+    its outcome awaited at most ``wait_seconds``: :func:`~apps.orders.services.commands.command_submit`), so that in
+    sequencer mode the sequencer stays the only writer of the market's book and state."""
     if settings.ORDERS_ENGINE == "inline":
         return market_status_apply(market_id=market_id, status=status, operator_id=operator_id, reason=reason)
     if not isinstance(reason, str) or not reason.strip():
@@ -161,31 +164,45 @@ def _status_change(*, market_id: int, status: str, operator_id: int, reason: str
         kind=CommandKind.HALT if status == MarketStatus.HALTED else CommandKind.RESUME,
         user_id=operator_id,
         payload={"market_id": market_id, "operator_id": operator_id, "reason": reason},
+        wait_seconds=wait_seconds,
     )
     if "error" in outcome:
         outcome_raise(outcome["error"])
     return Market.objects.get(id=market_id)
 
 
-def market_halt(*, market_id: int, operator_id: int, reason: str) -> Market:
+def market_halt(*, market_id: int, operator_id: int, reason: str, wait_seconds: float | None = None) -> Market:
     """Halt the market: placements are refused with ``market_halted``; cancels still work.
 
     ``operator_id`` (a user id) and ``reason`` (required text) go to the audit log
     (``market.halt``) in the same transaction as the halt. Takes the market lock, so it
     waits for the placement in progress; in sequencer mode it is a command of the market's
     sequencer, applied between two of its batches (also raises
-    :class:`~apps.orders.errors.OrderStatusUnknown` when no sequencer answers in time).
-    Idempotent (a second halt changes nothing but is audited). Raises :class:`NotFound`,
-    :class:`DomainError` (no reason, field ``reason``).
+    :class:`~apps.orders.errors.OrderStatusUnknown` when no sequencer answers within ``wait_seconds``, by default
+    ``settings.ORDERS_ENGINE_WAIT_SECONDS``; the command stays queued). Idempotent (a second halt changes nothing
+    but is audited). Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
     """
-    return _status_change(market_id=market_id, status=MarketStatus.HALTED, operator_id=operator_id, reason=reason)
+    return _status_change(
+        market_id=market_id,
+        status=MarketStatus.HALTED,
+        operator_id=operator_id,
+        reason=reason,
+        wait_seconds=wait_seconds,
+    )
 
 
-def market_resume(*, market_id: int, operator_id: int, reason: str) -> Market:
+def market_resume(*, market_id: int, operator_id: int, reason: str, wait_seconds: float | None = None) -> Market:
     """Resume a halted market, audited like :func:`market_halt` (``market.resume``), inline or through the
-    sequencer like it. Idempotent. Raises :class:`NotFound`, :class:`DomainError` (no reason, field ``reason``).
+    sequencer like it (``wait_seconds`` as there). Idempotent. Raises :class:`NotFound`, :class:`DomainError` (no
+    reason, field ``reason``).
     """
-    return _status_change(market_id=market_id, status=MarketStatus.ACTIVE, operator_id=operator_id, reason=reason)
+    return _status_change(
+        market_id=market_id,
+        status=MarketStatus.ACTIVE,
+        operator_id=operator_id,
+        reason=reason,
+        wait_seconds=wait_seconds,
+    )
 
 
 @retrying_atomic

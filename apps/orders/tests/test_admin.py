@@ -1,6 +1,7 @@
 """Back office: markets with halt and resume, fee schedules, orders and trades read-only."""
 
 import threading
+import time
 from decimal import Decimal
 
 import psycopg
@@ -13,7 +14,7 @@ from apps.audit.models import AuditLogEntry
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import Command, CommandKind, CommandStatus, FeeSchedule, Market, MarketStatus
 from apps.orders.services import commands as engine_commands
-from apps.orders.services import fee_schedule_make_default
+from apps.orders.services import fee_schedule_make_default, market_create
 from apps.orders.tests.helpers import place
 from apps.wallets.tests.conftest import backend_pids, database_url, wait_for
 
@@ -164,6 +165,42 @@ def test_a_halt_the_matching_engine_does_not_confirm_in_time_is_a_warning_not_a_
     ]
     assert Market.objects.get().status == MarketStatus.ACTIVE
     assert list(Command.objects.values_list("kind", "status")) == [(CommandKind.HALT, CommandStatus.PENDING)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_halting_several_markets_with_the_engine_down_waits_once_for_all_of_them(
+    admin_client, btc, usdt, btc_usdt, settings
+):
+    others = [
+        market_create(
+            base=AssetFactory(code=code, decimals=8),
+            quote=usdt,
+            tick_size=D("0.01"),
+            step_size=D("0.0001"),
+            min_qty=D("0.0001"),
+            max_qty=D("1000"),
+            min_notional=D("1"),
+        )  # fmt: skip
+        for code in ("ETH", "SOL")
+    ]
+    settings.ORDERS_ENGINE = "sequencer"  # and no run_engine process: nobody answers
+    settings.ORDERS_ENGINE_WAIT_SECONDS = 1.5
+    selected = [btc_usdt.id, *(market.id for market in others)]
+    confirmed = {"action": "halt", "_selected_action": selected, "confirm": "yes", "reason": "feed outage"}
+    began = time.monotonic()
+    try:
+        response = admin_client.post(reverse("admin:orders_market_changelist"), confirmed, follow=True)
+    finally:
+        engine_commands.queue_connection_close()
+
+    # One wait in all (1.5 s), not one per market (4.5 s), which kept an operator's page hanging past a proxy's timeout.
+    assert time.monotonic() - began < 3.0
+    (message,) = [str(message) for message in response.context["messages"]]
+    assert message.startswith("The halt of BTC-USDT, ETH-USDT, SOL-USDT is queued for the matching engine")
+    assert (
+        list(Command.objects.order_by("id").values_list("kind", "status"))
+        == [(CommandKind.HALT, CommandStatus.PENDING)] * 3
+    )  # every halt queued: each takes effect when the engine applies it
 
 
 def test_the_add_form_proposes_a_price_band_for_market_orders(operator, db):
