@@ -3,11 +3,17 @@
 Sign-up and the security page ask for an address and always answer the same way, whoever has it: a page that
 said "this address is already in use" would tell anyone which addresses have an account here (account
 enumeration: OWASP Authentication Cheat Sheet, "Authentication and Error Messages"). Instead the address itself
-gets the answer: a confirmation link when it is free, a notice when another account has it. The link sets the
-address only while the account still has the address it had when the link was sent (so it works once, and an
-old link cannot undo a later change); the address it replaces is told. Notifications, withdrawal links and the
-address book all go to the address so confirmed, never to one its owner did not prove they read.
+gets the answer: a confirmation link when it is free, a notice when another account has it. Each request is a
+row (:class:`~apps.accounts.models.EmailRequest`) that its link names: the link sets the address once, and a newer
+request of the user retires the older links, so no old link can undo a later change; the address replaced is
+told. The rows also cap the requests (``EMAIL_REQUESTS_PER_DAY``): per user, refused in so many words; per
+address, more messages are not sent (quietly, so the cap tells nothing either), so nobody can use the exchange
+to flood an address. Notifications, withdrawal links and the address book all go to the address so confirmed,
+never to one its owner did not prove they read.
 """
+
+import logging
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -15,19 +21,24 @@ from django.contrib.auth.base_user import BaseUserManager
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.db.models.functions import Lower
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound
 from apps.core.links import InvalidLink, signed_token_make, signed_token_read
 
-from .models import EMAIL_UNIQUE_INDEX
+from .models import EMAIL_UNIQUE_INDEX, EmailRequest
 from .notifications import email_address_on_commit, site_url
 from .second_factor import second_factor_check_if_enrolled
 from .selectors import EMAIL_IN_USE
 
-SALT = "accounts.email-address"
+SALT = "accounts.email-request"
 MAX_LENGTH = 254  # auth_user.email, and RFC 5321's limit on a path
+INVALID = "Enter a valid e-mail address (letters of the English alphabet before the @)."
+
+log = logging.getLogger(__name__)
 
 
 class EmailInUse(DomainError):
@@ -40,83 +51,135 @@ class EmailInUse(DomainError):
         super().__init__(EMAIL_IN_USE, fields={"email": EMAIL_IN_USE})
 
 
-def email_normalized(email: object) -> str:
-    """``email`` checked (Django's ``validate_email``, at most 254 characters) with its domain lower-cased.
+class TooManyEmailRequests(DomainError):
+    """The user asked for ``EMAIL_REQUESTS_PER_DAY`` addresses in the last 24 hours already."""
 
-    Raises :class:`DomainError` (field ``email``, code ``invalid_request``) for anything else."""
+    code = "too_many_requests"
+    status = 429
+
+    def __init__(self):
+        message = "Too many e-mail address requests today: try again tomorrow."
+        super().__init__(message, fields={"email": message})
+
+
+def email_normalized(email: object) -> str:
+    """``email`` checked (Django's ``validate_email``, at most 254 characters, an ASCII local part) with its domain
+    lower-cased and, if internationalised, in its ASCII form (IDNA, RFC 5891), so the address compares and is
+    delivered as stored. Raises :class:`DomainError` (field ``email``, code ``invalid_request``) for anything else.
+
+    An ASCII local part: letters such as the Kelvin sign or the long s pass Django's validator, yet change under
+    case folding (``K``, ``s``), so they could pose as another account's address, and mail to them is not
+    deliverable as the header encodes them."""
     if not isinstance(email, str) or len(email.strip()) > MAX_LENGTH:
-        raise DomainError("Enter a valid e-mail address.", fields={"email": "Enter a valid e-mail address."})
+        raise DomainError(INVALID, fields={"email": INVALID})
     email = BaseUserManager.normalize_email(email.strip())
+    local, _, domain = email.rpartition("@")
     try:
         validate_email(email)
-    except ValidationError:
-        raise DomainError("Enter a valid e-mail address.", fields={"email": "Enter a valid e-mail address."}) from None
+        email = f"{local}@{domain.encode('idna').decode('ascii')}"
+    except (ValidationError, UnicodeError):
+        raise DomainError(INVALID, fields={"email": INVALID}) from None
+    if not local.isascii() or len(email) > MAX_LENGTH:
+        raise DomainError(INVALID, fields={"email": INVALID})
     return email
 
 
 def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None) -> str:
     """Ask to make ``email`` the user's address; return it normalized (:func:`email_normalized`).
 
-    Sends, when the current transaction commits, a link that sets it (:func:`email_address_confirm`, valid
-    ``EMAIL_CONFIRMATION_MAX_AGE`` seconds) to ``email``, or, when another user has it (whatever its case), a
-    notice saying so to that user's address; the caller cannot tell which and must answer the same way for
-    both. A user whose second factor is on gives a current code (``otp``).
+    Records the request and sends, when the transaction commits, a link that sets it (:func:`email_address_confirm`,
+    valid ``EMAIL_CONFIRMATION_MAX_AGE`` seconds; it retires the user's earlier links) to ``email``, or, when
+    another user has it (whatever its case), a notice saying so to that user's address; the caller cannot tell
+    which and must answer the same way for both. Past ``EMAIL_REQUESTS_PER_DAY`` requests naming the address in
+    24 hours, nothing more is sent to it (logged). A user whose second factor is on gives a current code (``otp``,
+    checked first: call this outside a transaction, so a wrong code counts against the user).
 
     Raises :class:`DomainError` (field ``email``) for an invalid address or the user's own,
+    :class:`TooManyEmailRequests` past ``EMAIL_REQUESTS_PER_DAY`` requests of the user in 24 hours,
     :class:`~apps.accounts.second_factor.InvalidOtp`, :class:`NotFound` for no such user.
     """
     email = email_normalized(email)
-    user = get_user_model().objects.filter(pk=user_id).first()
+    users = get_user_model().objects
+    user = users.filter(pk=user_id).first()
     if user is None:
         raise NotFound("No such user.", fields={"user": "No such user."})
     if user.email.lower() == email.lower():
         message = "This is your e-mail address already."
         raise DomainError(message, fields={"email": message})
     second_factor_check_if_enrolled(user_id=user_id, code=otp)
-    owner = get_user_model().objects.filter(email__iexact=email).exclude(pk=user_id).first()
-    if owner is not None:  # told at the address its owner confirmed (the case typed may differ)
-        email_address_on_commit(to=owner.email, template="email_in_use", context={"username": user.username})
-        return email
-    token = signed_token_make(salt=SALT, payload={"id": user_id, "email": email, "was": user.email})
-    link = site_url(reverse("web:email-confirm", args=[token]))
-    hours = settings.EMAIL_CONFIRMATION_MAX_AGE // 3600
-    email_address_on_commit(
-        to=email, template="email_confirm", context={"username": user.username, "link": link, "hours": hours}
-    )
+    with transaction.atomic():
+        users.select_for_update().filter(pk=user_id).first()  # the user's requests counted one at a time
+        _request_record(user, email)
     return email
+
+
+def _request_record(user, email: str) -> None:
+    """:func:`email_confirmation_send`'s writes, in its transaction: the count, the row, the message on commit."""
+    user_id = user.pk
+    users = get_user_model().objects
+    now = timezone.now()
+    since = now - timedelta(days=1)
+    limit = settings.EMAIL_REQUESTS_PER_DAY
+    if EmailRequest.objects.filter(user_id=user_id, created_at__gte=since).count() >= limit:
+        raise TooManyEmailRequests()
+    to_address = EmailRequest.objects.alias(address=Lower("email")).filter(address=email.lower(), created_at__gte=since)
+    quiet = to_address.count() >= limit
+    owner = users.filter(email__iexact=email).exclude(pk=user_id).first()
+    EmailRequest.objects.filter(user_id=user_id, confirmed_at__isnull=True, superseded_at__isnull=True).update(
+        superseded_at=now
+    )
+    request = EmailRequest.objects.create(user_id=user_id, email=email, link_sent=owner is None, created_at=now)
+    if quiet:
+        log.warning("accounts.email_request_not_sent", extra={"request": request.pk, "reason": "address_cap"})
+    elif owner is not None:  # told at the address its owner confirmed (the case typed may differ)
+        email_address_on_commit(to=owner.email, template="email_in_use", context={})
+    else:
+        token = signed_token_make(salt=SALT, payload={"id": request.pk})
+        link = site_url(reverse("web:email-confirm", args=[token]))
+        hours = settings.EMAIL_CONFIRMATION_MAX_AGE // 3600
+        email_address_on_commit(
+            to=email, template="email_confirm", context={"username": user.username, "link": link, "hours": hours}
+        )
 
 
 @transaction.atomic
 def email_address_confirm(*, token: str):
-    """Set the address named by an e-mailed link's ``token``; return the user.
+    """Set the address of the request an e-mailed link's ``token`` names; return the user.
 
-    Raises :class:`~apps.core.links.InvalidLink` for a bad or expired token, :class:`InvalidState` once the
-    account's address is no longer the one it had when the link was sent (the link was used, or another
-    change came after it), :class:`EmailInUse` when another account confirmed the address first. The address
-    it replaces, if any, is told; the change is in the audit log, the user as actor.
+    Raises :class:`~apps.core.links.InvalidLink` for a bad or expired token, :class:`InvalidState` once the link
+    was used or a newer request of the user retired it, :class:`EmailInUse` when another account confirmed the
+    address first, :class:`NotFound` when the account is gone. The address it replaces, if any, is told; the
+    change is in the audit log, the user as actor.
     """
     payload = signed_token_read(salt=SALT, token=token, max_age=settings.EMAIL_CONFIRMATION_MAX_AGE)
-    user_id, email, was = payload.get("id"), payload.get("email"), payload.get("was")
-    if not (isinstance(user_id, int) and isinstance(email, str) and isinstance(was, str)):
+    request_id = payload.get("id")
+    if not isinstance(request_id, int):
         raise InvalidLink()
+    request = EmailRequest.objects.select_for_update().filter(pk=request_id, link_sent=True).first()
+    if request is None:
+        raise NotFound("This account no longer exists.", fields={"token": "No such account."})
+    if request.confirmed_at is not None or request.superseded_at is not None:
+        message = "This link was used already, or a newer request for another address replaced it."
+        raise InvalidState(message, fields={"token": message})
     users = get_user_model().objects
+    user = users.select_for_update().get(pk=request.user_id)
+    was = user.email
     try:
         with transaction.atomic():
-            changed = users.filter(pk=user_id, email=was).update(email=email)
+            users.filter(pk=user.pk).update(email=request.email)
     except IntegrityError as error:
         if getattr(getattr(error.__cause__, "diag", None), "constraint_name", None) == EMAIL_UNIQUE_INDEX:
             raise EmailInUse() from None
         raise
-    user = users.filter(pk=user_id).first()
-    if user is None:
-        raise NotFound("This account no longer exists.", fields={"token": "No such account."})
-    if not changed:
-        message = "This link was used already, or your e-mail address changed after it was sent."
-        raise InvalidState(message, fields={"token": message})
+    request.confirmed_at = timezone.now()
+    request.save(update_fields=["confirmed_at"])
+    user.email = request.email
     audit_record(
-        actor_id=user_id, action="email.confirmed", object_type="auth.user", object_id=user_id,
-        before={"email": was}, after={"email": email},
+        actor_id=user.pk, action="email.confirmed", object_type="auth.user", object_id=user.pk,
+        before={"email": was}, after={"email": request.email},
     )  # fmt: skip
     if was:
-        email_address_on_commit(to=was, template="email_changed", context={"username": user.username, "email": email})
+        email_address_on_commit(
+            to=was, template="email_changed", context={"username": user.username, "email": request.email}
+        )
     return user

@@ -1,9 +1,11 @@
-"""Accounts: API keys (scoped, stored hashed, shown once, revocable) and the restrictions operators set."""
+"""Accounts: API keys (scoped, stored hashed, shown once, revocable), the restrictions operators set and the
+requests to set an e-mail address."""
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 from django.utils import timezone
 
 # The unique index on ``lower(email)`` of ``auth_user`` for non-empty addresses (migration 0004): no two users
@@ -92,3 +94,35 @@ class AccountRestriction(models.Model):
 
     def __str__(self) -> str:
         return f"restrictions of {self.user}"
+
+
+class EmailRequest(models.Model):
+    """One request to make ``email`` a user's address (sign-up, the security page): the row the e-mailed link names.
+
+    ``link_sent`` is False when another account had the address, so its owner was told instead and there is no
+    link. A link sets the address once: ``confirmed_at`` is set then, and a newer request of the user sets
+    ``superseded_at`` on the older ones still open, so no older link works after it. The rows also count the
+    requests a user and an address may have per day (``EMAIL_REQUESTS_PER_DAY``).
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_requests")
+    email = models.CharField(max_length=254)
+    link_sent = models.BooleanField()
+    created_at = models.DateTimeField(default=timezone.now)
+    confirmed_at = models.DateTimeField(null=True, blank=True)
+    superseded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["user", "created_at"], name="email_request_user_time"),
+            models.Index(Lower("email"), "created_at", name="email_request_address_time"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(confirmed_at__isnull=True) | (Q(link_sent=True) & Q(superseded_at__isnull=True)),
+                name="email_request_confirmed_only_with_a_link",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"e-mail request {self.pk} of user {self.user_id}"

@@ -25,7 +25,9 @@ class SignUpForm(UserCreationForm):
     it (:mod:`apps.accounts.email_address`), and the form never says whether another account has it.
     """
 
-    email = forms.EmailField(required=False, max_length=254, help_text="We send it a link to confirm it is yours.")
+    email = forms.EmailField(
+        required=False, max_length=254, label="E-mail address", help_text="We send it a link to confirm it is yours."
+    )
 
     class Meta(UserCreationForm.Meta):
         fields = ("username",)

@@ -16,12 +16,18 @@ _PREFIX = "refused-form:"
 F = TypeVar("F", bound=forms.Form)
 # Never carried over to the page: the page's own form renders a fresh token.
 _DROPPED = ("csrfmiddlewaretoken",)
+# Longer values are not kept (no field of these forms takes one): a crafted POST does not grow the session.
+KEPT_VALUE_MAX = 1000
 
 
 def refused_form_keep(request, *, key: str, form: forms.Form) -> None:
     """Keep the refused bound ``form`` (its data and errors) for the next GET of the page named ``key``."""
     sent = cast(QueryDict, form.data)  # a refused form is bound to request.POST
-    data = {name: sent.getlist(name) for name in sent if name not in _DROPPED}
+    data = {
+        name: [value for value in sent.getlist(name) if len(value) <= KEPT_VALUE_MAX]
+        for name in sent
+        if name not in _DROPPED
+    }
     request.session[_PREFIX + key] = {"data": data, "errors": form.errors.get_json_data()}
 
 

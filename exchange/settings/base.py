@@ -342,6 +342,9 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Exchange <no-reply@excha
 SITE_URL = env("SITE_URL", default=f"http://127.0.0.1:{env('WEB_PORT', default='8000')}").rstrip("/")
 # A trader's e-mail address is set only by the link sent to it (sign-up, the security page), valid this long.
 EMAIL_CONFIRMATION_MAX_AGE = env.int("EMAIL_CONFIRMATION_MAX_AGE", default=172800)
+# At most this many such requests per user in 24 hours (more are refused), and messages to one address (more are
+# not sent): nobody uses the exchange to flood an address.
+EMAIL_REQUESTS_PER_DAY = env.int("EMAIL_REQUESTS_PER_DAY", default=5)
 
 # Withdrawal address book: a new address is usable this long after its e-mail confirmation; the
 # confirmation link is valid for WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE seconds.

@@ -3,26 +3,32 @@ end to end in apps/wallets/tests/test_emails.py)."""
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from apps.accounts.email_address import (
     SALT,
     EmailInUse,
+    TooManyEmailRequests,
     email_address_confirm,
     email_confirmation_send,
+    email_normalized,
 )
+from apps.accounts.models import EmailRequest
 from apps.accounts.second_factor import InvalidOtp
 from apps.accounts.tests.otp import enrol_device, fresh_code
 from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError, InvalidState
-from apps.core.links import InvalidLink, signed_token_make
+from apps.core.links import MAX_TOKEN_LENGTH, InvalidLink, signed_token_make
 from apps.ledger.tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
 
 def link_for(user, email: str) -> str:
-    """The token of the link :func:`email_confirmation_send` e-mails for ``email`` now."""
-    return signed_token_make(salt=SALT, payload={"id": user.id, "email": email, "was": user.email})
+    """Ask for ``email`` as the user's address; return the token of the link the message carries."""
+    email_confirmation_send(user_id=user.id, email=email)
+    return signed_token_make(salt=SALT, payload={"id": EmailRequest.objects.filter(user=user).latest("id").pk})
 
 
 def email_of(user) -> str:
@@ -46,29 +52,54 @@ def test_the_link_sets_the_address_once_and_the_change_is_audited(django_capture
 
 def test_a_change_tells_the_address_it_replaces(django_capture_on_commit_callbacks):
     user = UserFactory(email="old@example.com")
+    token = link_for(user, "new@example.com")
 
     with django_capture_on_commit_callbacks() as callbacks:
-        email_address_confirm(token=link_for(user, "new@example.com"))
+        email_address_confirm(token=token)
 
     assert email_of(user) == "new@example.com"
     assert len(callbacks) == 1
 
 
-def test_an_older_link_cannot_undo_a_later_change():
+def test_a_newer_request_retires_the_older_links():
     user = UserFactory(email="")
     first, second = link_for(user, "first@example.com"), link_for(user, "second@example.com")
+
+    with pytest.raises(InvalidState, match="newer request"):
+        email_address_confirm(token=first)
     email_address_confirm(token=second)
+    assert email_of(user) == "second@example.com"
+
+
+def test_a_used_link_stays_used_when_the_account_returns_to_the_address_it_replaced():
+    # A -> B -> A: the link that set B must not set it again (it named the request, not the addresses).
+    user = UserFactory(email="a@example.com")
+    to_b = link_for(user, "b@example.com")
+    email_address_confirm(token=to_b)
+    email_address_confirm(token=link_for(get_user_model().objects.get(pk=user.pk), "a@example.com"))
 
     with pytest.raises(InvalidState):
-        email_address_confirm(token=first)
-    assert email_of(user) == "second@example.com"
+        email_address_confirm(token=to_b)
+    assert email_of(user) == "a@example.com"
+
+
+def test_the_longest_addresses_get_a_link_that_works():
+    user = UserFactory(email="x" * 60 + "@" + "a" * 60 + ".example.com")
+    longest = "y" * 64 + "@" + ("b" * 59 + ".") * 2 + "b" * 57 + ".example.com"
+    assert len(longest) == 254
+    token = link_for(user, longest)
+
+    assert len(token) < MAX_TOKEN_LENGTH
+    email_address_confirm(token=token)
+    assert email_of(user) == longest
 
 
 def test_an_altered_foreign_or_expired_link_changes_nothing(settings):
     user = UserFactory(email="")
     token = link_for(user, "carol@example.com")
-    foreign = signed_token_make(salt="wallets.link.withdrawal", payload={"id": user.id, "email": "x@example.com"})
-    shapeless = signed_token_make(salt=SALT, payload={"id": str(user.id), "email": "x@example.com", "was": ""})
+    request_id = EmailRequest.objects.get(user=user).pk
+    foreign = signed_token_make(salt="wallets.link.withdrawal", payload={"id": request_id})
+    shapeless = signed_token_make(salt=SALT, payload={"id": str(request_id)})
 
     for bad in (token + "x", token[:-2], foreign, shapeless, "", "x" * 400):
         with pytest.raises(InvalidLink):
@@ -94,6 +125,7 @@ def test_an_address_another_account_confirmed_first_is_refused_to_the_link_opene
         {"email": "This e-mail address is already in use."},
     )
     assert email_of(user) == ""
+    assert EmailRequest.objects.get(user=user).confirmed_at is None
 
 
 @pytest.mark.parametrize("taken", [False, True])
@@ -108,15 +140,61 @@ def test_asking_queues_one_message_and_answers_alike_whoever_has_the_address(tak
     assert answer == "dave@example.com"  # the domain lower-cased (Django's normalize_email)
     assert len(callbacks) == 1  # a link, or a notice to the address's owner: nothing else tells them apart
     assert email_of(user) == ""  # set only by the link
+    assert EmailRequest.objects.get(user=user).link_sent is not taken
 
 
-@pytest.mark.parametrize(("email", "says"), [("not an address", "valid"), ("a" * 250 + "@x.io", "valid")])
-def test_an_invalid_address_is_refused_on_its_field(email, says, django_capture_on_commit_callbacks):
+def test_a_user_may_ask_a_few_times_a_day_then_is_refused(settings):
+    settings.EMAIL_REQUESTS_PER_DAY = 2
+    user = UserFactory(email="")
+    email_confirmation_send(user_id=user.id, email="one@example.com")
+    email_confirmation_send(user_id=user.id, email="two@example.com")
+
+    with pytest.raises(TooManyEmailRequests) as refused:
+        email_confirmation_send(user_id=user.id, email="three@example.com")
+
+    assert (refused.value.status, refused.value.code) == (429, "too_many_requests")
+    assert EmailRequest.objects.filter(user=user).count() == 2
+
+
+@pytest.mark.parametrize("taken", [False, True])
+def test_an_address_gets_a_few_messages_a_day_then_none_whoever_asks(
+    taken, settings, django_capture_on_commit_callbacks
+):
+    settings.EMAIL_REQUESTS_PER_DAY = 2
+    if taken:
+        UserFactory(email="victim@example.com")
+    senders = [UserFactory(email="") for _ in range(3)]
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        for sender in senders:
+            assert email_confirmation_send(user_id=sender.id, email="Victim@example.com") == "Victim@example.com"
+
+    assert len(callbacks) == 2  # the third is answered alike and recorded, but nothing more is sent
+    assert EmailRequest.objects.filter(email__iexact="victim@example.com").count() == 3
+
+
+@pytest.mark.parametrize(
+    "email",
+    [
+        "not an address",
+        "a" * 250 + "@x.io",
+        "\u212aelvin@example.com",  # the Kelvin sign: "kelvin@" once lower-cased
+        "\u017fomeone@example.com",  # the long s: "someone@" once upper-cased
+        "al\u0131ce@example.com",  # the dotless i
+        "line@example.com\nBcc: x@example.com",
+    ],
+)
+def test_an_invalid_or_non_ascii_local_part_is_refused_on_its_field(email, django_capture_on_commit_callbacks):
     user = UserFactory(email="")
     with django_capture_on_commit_callbacks() as callbacks, pytest.raises(DomainError) as refused:
         email_confirmation_send(user_id=user.id, email=email)
-    assert says in refused.value.fields["email"]
+    assert "valid e-mail address" in refused.value.fields["email"]
     assert callbacks == []
+    assert not EmailRequest.objects.exists()
+
+
+def test_an_internationalised_domain_is_kept_in_its_ascii_form():
+    assert email_normalized(" Jo@Bücher.Example ") == "Jo@xn--bcher-kva.example"
 
 
 def test_the_users_own_address_is_refused():
@@ -133,6 +211,15 @@ def test_with_the_second_factor_on_a_missing_or_wrong_code_is_refused(code, djan
     with django_capture_on_commit_callbacks() as callbacks, pytest.raises(InvalidOtp):
         email_confirmation_send(user_id=user.id, email="new@example.com", otp=code)
     assert callbacks == []
+    assert not EmailRequest.objects.exists()
+
+
+def test_a_wrong_code_counts_against_the_user_though_nothing_is_sent():
+    user = UserFactory(email="carol@example.com")
+    enrol_device(user)
+    with pytest.raises(InvalidOtp):
+        email_confirmation_send(user_id=user.id, email="new@example.com", otp="000000")
+    assert AuditLogEntry.objects.filter(actor=user, action="second_factor.failed").exists()
 
 
 def test_with_the_second_factor_on_a_current_code_lets_the_link_go(django_capture_on_commit_callbacks):
@@ -140,3 +227,11 @@ def test_with_the_second_factor_on_a_current_code_lets_the_link_go(django_captur
     with django_capture_on_commit_callbacks() as callbacks:
         email_confirmation_send(user_id=user.id, email="new@example.com", otp=fresh_code(user))
     assert len(callbacks) == 1
+
+
+def test_the_database_refuses_a_confirmed_request_that_had_no_link_or_was_retired():
+    user = UserFactory(email="")
+    now = timezone.now()
+    for fields in ({"link_sent": False}, {"link_sent": True, "superseded_at": now}):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            EmailRequest.objects.create(user=user, email="x@example.com", confirmed_at=now, **fields)

@@ -133,14 +133,18 @@ def test_an_address_is_set_by_the_link_sent_to_it_and_a_taken_one_is_told_to_its
     browser = APIClient()
     assert browser.get(path).status_code == 200  # a page with a button: a mail scanner fetching links sets nothing
     assert users.get(username="newcomer").email == ""
-    assert "newcomer@example.com</code> is now your account" in browser.post(path).content.decode()
+    assert (
+        "newcomer@example.com</code> is now the e-mail address of the account newcomer"
+        in browser.post(path).content.decode()
+    )
     assert users.get(username="newcomer").email == "newcomer@example.com"
     assert browser.post(path).status_code == 409  # once
 
     # The address is taken now: a second sign-up with it is answered alike, and only its owner hears of it.
     sign_up(client, "impostor", "NEWCOMER@example.com")
     (notice,) = messages_to(smtp_server, "This e-mail address already has an account", "newcomer@example.com")
-    assert '"impostor"' in body(notice)
+    assert "it already belongs to an account" in body(notice)
+    assert "impostor" not in body(notice)  # nothing the asker chose goes to the owner
     assert users.get(username="impostor").email == ""
 
     # A change from the security page: the new address confirms it, the old one is told.
