@@ -60,3 +60,10 @@ class LoginRateThrottle(IpRateThrottle):
     """Password log-ins by API, per client IP (rate ``login``)."""
 
     scope = "login"
+
+
+class SignUpRateThrottle(IpRateThrottle):
+    """Web sign-ups (the form's POSTs, accepted or not) per client IP (rate ``signup``): each new account may have
+    e-mail sent (a confirmation link), so accounts are not free to make by the thousand."""
+
+    scope = "signup"

@@ -17,6 +17,7 @@ from apps.accounts.email_address import email_confirmation_send
 from apps.accounts.models import ApiKey
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
+from apps.api.throttles import SignUpRateThrottle
 from apps.core.csv_export import csv_response
 from apps.core.errors import DomainError
 from apps.ledger.amounts import parse_amount
@@ -70,8 +71,12 @@ def signup(request):
     """``/signup/``: a new trader, logged in at once. An e-mail address given is sent a link that sets it
     (:func:`apps.accounts.email_address.email_confirmation_send`); the page answers the same whether or not another
     account has the address. Two sign-ups at the same time with one username: the database's unique index
-    refuses the second, shown next to its field like the form's checks."""
+    refuses the second, shown next to its field like the form's checks. The form's POSTs are rate-limited per client
+    IP (``SIGNUP_RATE_PER_IP``; 429 past it)."""
     form = SignUpForm(request.POST or None)
+    if request.method == "POST" and not SignUpRateThrottle().allow_request(request, None):
+        form.add_error(None, "Too many sign-ups from your network: try again in an hour.")
+        return render(request, "registration/signup.html", {"form": form}, status=429)
     if request.method == "POST" and form.is_valid():
         email = form.cleaned_data["email"]
         try:

@@ -186,6 +186,7 @@ REST_FRAMEWORK = {
         "ip": env("API_RATE_PER_IP", default="1200/min"),
         "key": env("API_RATE_PER_KEY", default="600/min"),
         "login": env("API_RATE_LOGIN", default="10/min"),
+        "signup": env("SIGNUP_RATE_PER_IP", default="20/hour"),  # the web sign-up form's POSTs
     },
     "EXCEPTION_HANDLER": "apps.api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

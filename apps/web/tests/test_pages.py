@@ -2,6 +2,7 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 
 from apps.accounts.models import ApiKey
@@ -186,3 +187,22 @@ def test_sign_up_refuses_a_password_longer_than_the_api_accepts(db, client):
     assert not get_user_model().objects.filter(username="carol").exists()
     fits = long[:128]
     assert client.post("/signup/", {"username": "carol", "password1": fits, "password2": fits}).status_code == 302
+
+
+def test_sign_ups_are_rate_limited_per_client_ip(db, client, settings):
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "signup": "2/hour"},
+    }
+    address = "203.0.113.9"
+    cache.delete(f"throttle_signup_{address}")
+
+    def sign_up(username: str) -> int:
+        sent = {"username": username, "password1": PASSWORD, "password2": PASSWORD}
+        status = client.post("/signup/", sent, REMOTE_ADDR=address).status_code
+        client.logout()
+        return status
+
+    assert [sign_up("carol"), sign_up("dave"), sign_up("erin")] == [302, 302, 429]
+    assert not get_user_model().objects.filter(username="erin").exists()
+    assert client.post("/signup/", {"username": "erin"}, REMOTE_ADDR="203.0.113.10").status_code == 200  # another IP
