@@ -15,12 +15,13 @@ never to one its owner did not prove they read.
 import logging
 from datetime import timedelta
 
+import idna
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import BaseUserManager
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Lower
 from django.urls import reverse
 from django.utils import timezone
@@ -36,6 +37,7 @@ from .selectors import EMAIL_IN_USE
 
 SALT = "accounts.email-request"
 MAX_LENGTH = 254  # auth_user.email, and RFC 5321's limit on a path
+MAX_LOCAL_LENGTH = 64  # RFC 5321 section 4.5.3.1.1
 INVALID = "Enter a valid e-mail address (letters of the English alphabet before the @)."
 
 log = logging.getLogger(__name__)
@@ -63,23 +65,25 @@ class TooManyEmailRequests(DomainError):
 
 
 def email_normalized(email: object) -> str:
-    """``email`` checked (Django's ``validate_email``, at most 254 characters, an ASCII local part) with its domain
-    lower-cased and, if internationalised, in its ASCII form (IDNA, RFC 5891), so the address compares and is
-    delivered as stored. Raises :class:`DomainError` (field ``email``, code ``invalid_request``) for anything else.
+    """``email`` checked (Django's ``validate_email``; an ASCII local part of at most 64 characters and a domain
+    name, RFC 5321 section 4.5.3.1; at most 254 characters in all) with its domain lower-cased and, if
+    internationalised, in its ASCII form (IDNA 2008 with UTS #46 non-transitional mapping, the ``idna`` package:
+    ``straße.de`` stays itself, ``xn--strae-oqa.de``), so the address compares and is delivered as stored.
+    Raises :class:`DomainError` (field ``email``, code ``invalid_request``) for anything else.
 
     An ASCII local part: letters such as the Kelvin sign or the long s pass Django's validator, yet change under
     case folding (``K``, ``s``), so they could pose as another account's address, and mail to them is not
-    deliverable as the header encodes them."""
+    deliverable as the header encodes them. A domain literal (``a@[127.0.0.1]``) names no mail domain."""
     if not isinstance(email, str) or len(email.strip()) > MAX_LENGTH:
         raise DomainError(INVALID, fields={"email": INVALID})
     email = BaseUserManager.normalize_email(email.strip())
     local, _, domain = email.rpartition("@")
     try:
         validate_email(email)
-        email = f"{local}@{domain.encode('idna').decode('ascii')}"
-    except (ValidationError, UnicodeError):
+        email = f"{local}@{idna.encode(domain, uts46=True, transitional=False).decode('ascii')}"
+    except (ValidationError, idna.IDNAError, UnicodeError):
         raise DomainError(INVALID, fields={"email": INVALID}) from None
-    if not local.isascii() or len(email) > MAX_LENGTH:
+    if not local.isascii() or len(local) > MAX_LOCAL_LENGTH or domain.startswith("[") or len(email) > MAX_LENGTH:
         raise DomainError(INVALID, fields={"email": INVALID})
     return email
 
@@ -108,7 +112,11 @@ def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None)
         raise DomainError(message, fields={"email": message})
     second_factor_check_if_enrolled(user_id=user_id, code=otp)
     with transaction.atomic():
-        users.select_for_update().filter(pk=user_id).first()  # the user's requests counted one at a time
+        # Locks in one order, the user's row first (as email_address_confirm): the user's requests, then the
+        # address's, are counted one at a time.
+        users.select_for_update().filter(pk=user_id).first()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [SALT, email.lower()])
         _request_record(user, email)
     return email
 
@@ -123,12 +131,14 @@ def _request_record(user, email: str) -> None:
     if EmailRequest.objects.filter(user_id=user_id, created_at__gte=since).count() >= limit:
         raise TooManyEmailRequests()
     to_address = EmailRequest.objects.alias(address=Lower("email")).filter(address=email.lower(), created_at__gte=since)
-    quiet = to_address.count() >= limit
+    quiet = to_address.filter(message_sent=True).count() >= limit
     owner = users.filter(email__iexact=email).exclude(pk=user_id).first()
     EmailRequest.objects.filter(user_id=user_id, confirmed_at__isnull=True, superseded_at__isnull=True).update(
         superseded_at=now
     )
-    request = EmailRequest.objects.create(user_id=user_id, email=email, link_sent=owner is None, created_at=now)
+    request = EmailRequest.objects.create(
+        user_id=user_id, email=email, link_sent=owner is None, message_sent=not quiet, created_at=now
+    )
     if quiet:
         log.warning("accounts.email_request_not_sent", extra={"request": request.pk, "reason": "address_cap"})
     elif owner is not None:  # told at the address its owner confirmed (the case typed may differ)
@@ -155,14 +165,16 @@ def email_address_confirm(*, token: str):
     request_id = payload.get("id")
     if not isinstance(request_id, int):
         raise InvalidLink()
-    request = EmailRequest.objects.select_for_update().filter(pk=request_id, link_sent=True).first()
-    if request is None:
+    # The user's row locked first, then the request (the order email_confirmation_send locks them in).
+    user_id = EmailRequest.objects.filter(pk=request_id, link_sent=True).values_list("user_id", flat=True).first()
+    users = get_user_model().objects
+    user = users.select_for_update().filter(pk=user_id).first() if user_id is not None else None
+    request = EmailRequest.objects.select_for_update().filter(pk=request_id).first()
+    if user is None or request is None:
         raise NotFound("This account no longer exists.", fields={"token": "No such account."})
     if request.confirmed_at is not None or request.superseded_at is not None:
         message = "This link was used already, or a newer request for another address replaced it."
         raise InvalidState(message, fields={"token": message})
-    users = get_user_model().objects
-    user = users.select_for_update().get(pk=request.user_id)
     was = user.email
     try:
         with transaction.atomic():

@@ -100,14 +100,16 @@ class EmailRequest(models.Model):
     """One request to make ``email`` a user's address (sign-up, the security page): the row the e-mailed link names.
 
     ``link_sent`` is False when another account had the address, so its owner was told instead and there is no
-    link. A link sets the address once: ``confirmed_at`` is set then, and a newer request of the user sets
-    ``superseded_at`` on the older ones still open, so no older link works after it. The rows also count the
-    requests a user and an address may have per day (``EMAIL_REQUESTS_PER_DAY``).
+    link. ``message_sent`` is False when the address had its day's messages already, so nothing went out (the
+    asker is answered alike). A link sets the address once: ``confirmed_at`` is set then, and a newer request of
+    the user sets ``superseded_at`` on the older ones still open, so no older link works after it. The rows also
+    count the requests a user and an address may have per day (``EMAIL_REQUESTS_PER_DAY``).
     """
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_requests")
     email = models.CharField(max_length=254)
     link_sent = models.BooleanField()
+    message_sent = models.BooleanField()
     created_at = models.DateTimeField(default=timezone.now)
     confirmed_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.validators import ASCIIUsernameValidator
 
+from apps.accounts.email_address import INVALID as EMAIL_INVALID
 from apps.accounts.models import Scope
 from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
@@ -26,7 +27,11 @@ class SignUpForm(UserCreationForm):
     """
 
     email = forms.EmailField(
-        required=False, max_length=254, label="E-mail address", help_text="We send it a link to confirm it is yours."
+        required=False,
+        max_length=254,
+        label="E-mail address",
+        help_text="We send it a link to confirm it is yours.",
+        error_messages={"invalid": EMAIL_INVALID},
     )
 
     class Meta(UserCreationForm.Meta):
@@ -182,7 +187,7 @@ class OtpForm(forms.Form):
 class EmailForm(forms.Form):
     """A new e-mail address for the account, and a current code when the second factor is on."""
 
-    email = forms.EmailField(max_length=254, label="New e-mail address")
+    email = forms.EmailField(max_length=254, label="New e-mail address", error_messages={"invalid": EMAIL_INVALID})
     otp = forms.CharField(max_length=32, required=False, label="Code from your authenticator app", widget=OTP_INPUT)
 
     def __init__(self, *args, **kwargs):

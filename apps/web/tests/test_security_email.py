@@ -40,7 +40,7 @@ def test_a_request_says_a_message_went_out_and_the_link_page_sets_the_address(cl
 @pytest.mark.parametrize(
     ("sent", "says"),
     [
-        ({"email": "not an address"}, "Enter a valid email address."),
+        ({"email": "not an address"}, "Enter a valid e-mail address"),
         ({"email": "\u212aelvin@example.com"}, "letters of the English alphabet before the @"),
         ({"email": "carol@example.com", "otp": "1" * 40}, "Ensure this value has at most 32 characters"),
     ],
