@@ -1,11 +1,9 @@
 """A trader's e-mail address, set only by the link sent to it (what the messages say, and their delivery, is tested
 end to end in apps/wallets/tests/test_emails.py)."""
 
-import threading
-
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from apps.accounts.email_address import (
@@ -23,6 +21,7 @@ from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError, InvalidState
 from apps.core.links import MAX_TOKEN_LENGTH, InvalidLink, signed_token_make
 from apps.ledger.tests.factories import UserFactory
+from exchange.tests.concurrency import run_concurrently
 
 pytestmark = pytest.mark.django_db
 
@@ -249,36 +248,13 @@ def test_the_database_refuses_a_confirmed_request_that_had_no_link_or_was_retire
             EmailRequest.objects.create(user=user, email="x@example.com", message_sent=True, confirmed_at=now, **fields)
 
 
-def in_threads(*calls) -> list:
-    """Run each of ``calls`` in its own thread (own database connection), all released at once; return what each
-    returned or raised, in order."""
-    barrier = threading.Barrier(len(calls))
-    results: list = [None] * len(calls)
-
-    def run(n, call):
-        try:
-            barrier.wait()
-            results[n] = call()
-        except Exception as exc:  # collected for the assertions
-            results[n] = exc
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(n, call)) for n, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_link_confirmed_while_its_user_asks_again_never_deadlocks():
     # The confirm and a new request lock the user's row first, then the requests: one waits for the other.
     for n in range(8):
         user = UserFactory(email="")
         token = link_for(user, f"first{n}@example.com")
-        confirmed, asked = in_threads(
+        confirmed, asked = run_concurrently(
             lambda token=token: email_address_confirm(token=token),
             lambda user=user, n=n: email_confirmation_send(user_id=user.id, email=f"second{n}@example.com"),
         )
@@ -291,7 +267,7 @@ def test_an_address_asked_for_by_many_at_once_gets_no_more_than_its_days_message
     settings.EMAIL_REQUESTS_PER_DAY = 2
     senders = [UserFactory(email="") for _ in range(6)]
 
-    answers = in_threads(
+    answers = run_concurrently(
         *(
             lambda sender=sender: email_confirmation_send(user_id=sender.id, email="victim@example.com")
             for sender in senders

@@ -1,7 +1,6 @@
 """End to end through a real Celery worker process, real HTTP to the webhook, and the simulated custody."""
 
 import signal
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from decimal import Decimal
@@ -10,7 +9,7 @@ from io import StringIO
 import pytest
 import requests
 from django.core.management import call_command
-from django.db import OperationalError, connection, connections, transaction
+from django.db import OperationalError, connection, transaction
 
 from apps.ledger.amounts import format_amount
 from apps.ledger.models import Account, AccountKind, JournalEntry
@@ -27,6 +26,7 @@ from apps.wallets.services import (
     withdrawal_approve,
     withdrawal_request,
 )
+from exchange.tests.concurrency import run_concurrently
 
 from .conftest import backend_pids, make_operator, wait_for
 from .factories import book_address, deposit_payload, deposit_through_custody, signed
@@ -37,28 +37,6 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 def post(url: str, payload: dict) -> int:
     body, headers = signed(payload)
     return requests.post(url, data=body, headers=headers, timeout=30).status_code
-
-
-def run_concurrently(*calls):
-    """Run the calls in threads released together; return each result or the exception raised."""
-    barrier = threading.Barrier(len(calls))
-    results: list[object] = [None] * len(calls)
-
-    def run(index, call):
-        try:
-            barrier.wait()
-            results[index] = call()
-        except Exception as exc:  # collected for the test to inspect
-            results[index] = exc
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(index, call)) for index, call in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
 
 
 def available(user, asset) -> Decimal:
