@@ -10,7 +10,7 @@ from django.core import signing
 
 from apps.core.errors import DomainError
 
-MAX_TOKEN_LENGTH = 300
+MAX_TOKEN_LENGTH = 200  # a token of {"id": n} is about 70 characters
 
 
 class InvalidLink(DomainError):

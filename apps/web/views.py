@@ -75,7 +75,7 @@ def signup(request):
     IP (``SIGNUP_RATE_PER_IP``; 429 past it)."""
     form = SignUpForm(request.POST or None)
     if request.method == "POST" and not SignUpRateThrottle().allow_request(request, None):
-        form.add_error(None, "Too many sign-ups from your network: try again in an hour.")
+        form.add_error(None, "Too many sign-ups from your network: try again later.")
         return render(request, "registration/signup.html", {"form": form}, status=429)
     if request.method == "POST" and form.is_valid():
         email = form.cleaned_data["email"]
