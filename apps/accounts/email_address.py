@@ -153,6 +153,16 @@ def _request_record(user, email: str) -> None:
 
 
 @transaction.atomic
+def email_requests_cancel(*, user_id: int) -> int:
+    """Retire the user's open requests for a new address, so no link sent for one works any more (a mistyped
+    address, say); return how many were open."""
+    get_user_model().objects.select_for_update().filter(pk=user_id).first()  # the order the other writes lock in
+    return EmailRequest.objects.filter(user_id=user_id, confirmed_at__isnull=True, superseded_at__isnull=True).update(
+        superseded_at=timezone.now()
+    )
+
+
+@transaction.atomic
 def email_address_confirm(*, token: str):
     """Set the address of the request an e-mailed link's ``token`` names; return the user.
 

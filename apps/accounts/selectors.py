@@ -1,8 +1,13 @@
-"""Reads of the accounts app: the restrictions operators set on an account, whether an e-mail address is taken."""
+"""Reads of the accounts app: the restrictions operators set on an account, whether an e-mail address is taken,
+the e-mail address change waiting for its link."""
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
-from .models import AccountRestriction
+from .models import AccountRestriction, EmailRequest
 
 
 def account_restriction(*, user_id: int) -> AccountRestriction | None:
@@ -33,3 +38,17 @@ def email_in_use(email: str, *, except_user_id: int | None = None) -> bool:
     if except_user_id is not None:
         others = others.exclude(pk=except_user_id)
     return others.exists()
+
+
+def email_request_open(*, user_id: int) -> EmailRequest | None:
+    """The user's request for a new e-mail address whose link may still work (neither used, retired nor older
+    than ``EMAIL_CONFIRMATION_MAX_AGE``), or None. A request whose address another account had counts too: the
+    page shows both alike."""
+    since = timezone.now() - timedelta(seconds=settings.EMAIL_CONFIRMATION_MAX_AGE)
+    return (
+        EmailRequest.objects.filter(
+            user_id=user_id, confirmed_at__isnull=True, superseded_at__isnull=True, created_at__gte=since
+        )
+        .order_by("-id")
+        .first()
+    )

@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from apps.accounts.email_address import email_address_confirm, email_confirmation_send
+from apps.accounts.email_address import email_address_confirm, email_confirmation_send, email_requests_cancel
 from apps.accounts.enrolment import (
     second_factor_confirm,
     second_factor_enrol,
@@ -23,6 +23,7 @@ from apps.accounts.enrolment import (
     second_factor_remove,
 )
 from apps.accounts.second_factor import user_has_second_factor
+from apps.accounts.selectors import email_request_open
 from apps.core.errors import DomainError
 
 from .address_book import confirm_page
@@ -50,6 +51,7 @@ def _render(request, *, form=None, replace_form=None, remove_form=None, email_fo
     pending = second_factor_pending(user_id=request.user.id)
     context = {
         "email_form": email_form or EmailForm(),
+        "email_request": email_request_open(user_id=request.user.id),
         "enabled": user_has_second_factor(user_id=request.user.id),
         "pending": pending,
         "qr_svg": mark_safe(qr_code_svg(pending.otpauth_url)) if pending else None,  # noqa: S308 (made here)
@@ -91,6 +93,15 @@ def email_change_view(request):
             messages.info(request, email_link_sent_message(email))
             return redirect("web:security")
     refused_form_keep(request, key=EMAIL_FORM, form=form)
+    return redirect("web:security")
+
+
+@login_required
+@require_POST
+def email_change_cancel_view(request):
+    """Retire the pending change's link (a mistyped address): the account keeps its address."""
+    email_requests_cancel(user_id=request.user.id)
+    messages.info(request, "Cancelled: the link we sent no longer works, and your e-mail address is unchanged.")
     return redirect("web:security")
 
 

@@ -31,6 +31,7 @@ urlpatterns = [
     path("wallet/withdrawals/confirm/<str:token>/", address_book.withdrawal_confirm_view, name="withdrawal-confirm"),
     path("security/", security.security, name="security"),
     path("security/email/", security.email_change_view, name="email-change"),
+    path("security/email/cancel/", security.email_change_cancel_view, name="email-change-cancel"),
     path("email/confirm/<str:token>/", security.email_confirm_view, name="email-confirm"),
     path("security/second-factor/", security.second_factor_start, name="second-factor-start"),
     path("security/second-factor/confirm/", security.second_factor_confirm_view, name="second-factor-confirm"),

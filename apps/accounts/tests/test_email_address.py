@@ -13,6 +13,7 @@ from apps.accounts.email_address import (
     email_address_confirm,
     email_confirmation_send,
     email_normalized,
+    email_requests_cancel,
 )
 from apps.accounts.models import EmailRequest
 from apps.accounts.second_factor import InvalidOtp
@@ -82,6 +83,18 @@ def test_a_used_link_stays_used_when_the_account_returns_to_the_address_it_repla
     with pytest.raises(InvalidState):
         email_address_confirm(token=to_b)
     assert email_of(user) == "a@example.com"
+
+
+def test_a_cancelled_change_keeps_the_address_and_its_link_no_longer_works():
+    user = UserFactory(email="carol@example.com")
+    token = link_for(user, "typo@exampel.com")
+
+    assert email_requests_cancel(user_id=user.id) == 1
+
+    with pytest.raises(InvalidState):
+        email_address_confirm(token=token)
+    assert email_of(user) == "carol@example.com"
+    assert email_requests_cancel(user_id=user.id) == 0
 
 
 def test_the_longest_addresses_get_a_link_that_works():

@@ -83,3 +83,21 @@ def test_a_huge_refused_value_is_not_kept_in_the_session(client):
     client.force_login(UserFactory(email=""))
     client.post("/security/email/", {"email": "x" * 100_000})
     assert len(shown(client)) < 50_000
+
+
+def test_a_pending_change_is_shown_and_can_be_cancelled(client):
+    user = UserFactory(email="carol@example.com")
+    client.force_login(user)
+    assert 'id="pending-email"' not in shown(client)
+    client.post("/security/email/", {"email": "typo@exampel.com"})
+    assert "typo@exampel.com</code> your address was sent" in shown(client)
+    (request,) = EmailRequest.objects.filter(user=user)
+    path = f"/email/confirm/{signed_token_make(salt=SALT, payload={'id': request.pk})}/"
+
+    assert client.post("/security/email/cancel/").status_code == 302
+
+    page = shown(client)
+    assert "Cancelled: the link we sent no longer works" in page
+    assert 'id="pending-email"' not in page
+    assert client.post(path).status_code == 409
+    assert get_user_model().objects.get(pk=user.pk).email == "carol@example.com"
