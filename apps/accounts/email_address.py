@@ -27,7 +27,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.services import audit_record
-from apps.core.errors import DomainError, InvalidState, NotFound
+from apps.core.errors import DomainError, InvalidState, NotFound, violated_constraint
 from apps.core.links import InvalidLink, signed_token_make, signed_token_read
 
 from .models import EMAIL_UNIQUE_INDEX, EmailRequest
@@ -103,8 +103,7 @@ def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None)
     :class:`~apps.accounts.second_factor.InvalidOtp`, :class:`NotFound` for no such user.
     """
     email = email_normalized(email)
-    users = get_user_model().objects
-    user = users.filter(pk=user_id).first()
+    user = get_user_model().objects.filter(pk=user_id).first()
     if user is None:
         raise NotFound("No such user.", fields={"user": "No such user."})
     if user.email.lower() == email.lower():
@@ -112,9 +111,8 @@ def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None)
         raise DomainError(message, fields={"email": message})
     second_factor_check_if_enrolled(user_id=user_id, code=otp)
     with transaction.atomic():
-        # Locks in one order, the user's row first (as email_address_confirm): the user's requests, then the
-        # address's, are counted one at a time.
-        users.select_for_update().filter(pk=user_id).first()
+        # The user's requests, then the address's, are counted one at a time.
+        _user_locked(user_id)
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [SALT, email.lower()])
         _request_record(user, email)
@@ -124,7 +122,6 @@ def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None)
 def _request_record(user, email: str) -> None:
     """:func:`email_confirmation_send`'s writes, in its transaction: the count, the row, the message on commit."""
     user_id = user.pk
-    users = get_user_model().objects
     now = timezone.now()
     since = now - timedelta(days=1)
     limit = settings.EMAIL_REQUESTS_PER_DAY
@@ -132,10 +129,8 @@ def _request_record(user, email: str) -> None:
         raise TooManyEmailRequests()
     to_address = EmailRequest.objects.alias(address=Lower("email")).filter(address=email.lower(), created_at__gte=since)
     quiet = to_address.filter(message_sent=True).count() >= limit
-    owner = users.filter(email__iexact=email).exclude(pk=user_id).first()
-    EmailRequest.objects.filter(user_id=user_id, confirmed_at__isnull=True, superseded_at__isnull=True).update(
-        superseded_at=now
-    )
+    owner = get_user_model().objects.filter(email__iexact=email).exclude(pk=user_id).first()
+    EmailRequest.objects.open().filter(user_id=user_id).update(superseded_at=now)
     request = EmailRequest.objects.create(
         user_id=user_id, email=email, link_sent=owner is None, message_sent=not quiet, created_at=now
     )
@@ -156,10 +151,14 @@ def _request_record(user, email: str) -> None:
 def email_requests_cancel(*, user_id: int) -> int:
     """Retire the user's open requests for a new address, so no link sent for one works any more (a mistyped
     address, say); return how many were open."""
-    get_user_model().objects.select_for_update().filter(pk=user_id).first()  # the order the other writes lock in
-    return EmailRequest.objects.filter(user_id=user_id, confirmed_at__isnull=True, superseded_at__isnull=True).update(
-        superseded_at=timezone.now()
-    )
+    _user_locked(user_id)
+    return EmailRequest.objects.open().filter(user_id=user_id).update(superseded_at=timezone.now())
+
+
+def _user_locked(user_id: int | None):
+    """The user's row, locked for the transaction (None when there is none). Every write of a user's requests takes
+    it first, before any request row, so two of them never wait on each other in opposite orders."""
+    return get_user_model().objects.select_for_update().filter(pk=user_id).first() if user_id is not None else None
 
 
 @transaction.atomic
@@ -175,10 +174,8 @@ def email_address_confirm(*, token: str):
     request_id = payload.get("id")
     if not isinstance(request_id, int):
         raise InvalidLink()
-    # The user's row locked first, then the request (the order email_confirmation_send locks them in).
     user_id = EmailRequest.objects.filter(pk=request_id, link_sent=True).values_list("user_id", flat=True).first()
-    users = get_user_model().objects
-    user = users.select_for_update().filter(pk=user_id).first() if user_id is not None else None
+    user = _user_locked(user_id)
     request = EmailRequest.objects.select_for_update().filter(pk=request_id).first()
     if user is None or request is None:
         raise NotFound("This account no longer exists.", fields={"token": "No such account."})
@@ -188,9 +185,9 @@ def email_address_confirm(*, token: str):
     was = user.email
     try:
         with transaction.atomic():
-            users.filter(pk=user.pk).update(email=request.email)
+            get_user_model().objects.filter(pk=user.pk).update(email=request.email)
     except IntegrityError as error:
-        if getattr(getattr(error.__cause__, "diag", None), "constraint_name", None) == EMAIL_UNIQUE_INDEX:
+        if violated_constraint(error) == EMAIL_UNIQUE_INDEX:
             raise EmailInUse() from None
         raise
     request.confirmed_at = timezone.now()

@@ -96,6 +96,12 @@ class AccountRestriction(models.Model):
         return f"restrictions of {self.user}"
 
 
+class EmailRequestQuerySet(models.QuerySet):
+    def open(self) -> "EmailRequestQuerySet":
+        """The requests whose link may still work: neither used nor retired (their age is the token's to judge)."""
+        return self.filter(confirmed_at__isnull=True, superseded_at__isnull=True)
+
+
 class EmailRequest(models.Model):
     """One request to make ``email`` a user's address (sign-up, the security page): the row the e-mailed link names.
 
@@ -113,6 +119,8 @@ class EmailRequest(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     confirmed_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
+
+    objects = EmailRequestQuerySet.as_manager()
 
     class Meta:
         indexes = [

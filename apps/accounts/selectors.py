@@ -45,10 +45,4 @@ def email_request_open(*, user_id: int) -> EmailRequest | None:
     than ``EMAIL_CONFIRMATION_MAX_AGE``), or None. A request whose address another account had counts too: the
     page shows both alike."""
     since = timezone.now() - timedelta(seconds=settings.EMAIL_CONFIRMATION_MAX_AGE)
-    return (
-        EmailRequest.objects.filter(
-            user_id=user_id, confirmed_at__isnull=True, superseded_at__isnull=True, created_at__gte=since
-        )
-        .order_by("-id")
-        .first()
-    )
+    return EmailRequest.objects.open().filter(user_id=user_id, created_at__gte=since).order_by("-id").first()

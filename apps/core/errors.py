@@ -47,3 +47,9 @@ class InvalidAddress(DomainError):
 
     def __init__(self, message: str, *, field: str = "address"):
         super().__init__(message, fields={field: message})
+
+
+def violated_constraint(error: Exception) -> str | None:
+    """The name of the constraint or unique index an ``IntegrityError`` from PostgreSQL reports (psycopg's
+    ``diag.constraint_name``), or None when it names none."""
+    return getattr(getattr(error.__cause__, "diag", None), "constraint_name", None)

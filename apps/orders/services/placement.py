@@ -40,7 +40,7 @@ from django.utils import timezone
 
 from apps.accounts.errors import TradingFrozen
 from apps.accounts.selectors import TRADING_FROZEN_SQL
-from apps.core.errors import DomainError
+from apps.core.errors import DomainError, violated_constraint
 from apps.ledger.amounts import fits, quantum
 from apps.ledger.db import PreparedCursor
 from apps.ledger.errors import IdempotencyConflict
@@ -439,8 +439,7 @@ def _insert_order_and_lock_accounts(
             with_params=order_rows.order_params([order]),
         )
     except IntegrityError as exc:
-        constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None)
-        if constraint == "order_client_id_per_user":
+        if violated_constraint(exc) == "order_client_id_per_user":
             raise IdempotencyConflict(
                 f"client_order_id {order.client_order_id!r} is being used by another order.",
                 fields={"client_order_id": "Already used for another order."},
