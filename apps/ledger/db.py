@@ -1,6 +1,9 @@
 """Database helpers of the hot paths."""
 
-from collections.abc import Mapping, Sequence
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -65,3 +68,40 @@ class PreparedCursor:
 
     def __exit__(self, *exc_info) -> None:
         self.cursor.close()
+
+
+def array_literal(values: Iterable[Any]) -> str:
+    """``values`` in PostgreSQL's array input syntax (``{1.5,-2,NULL,"a b"}``), the parameter of a
+    ``%s::<type>[]`` placeholder, which PostgreSQL reads with the element type's own input function (amounts exactly).
+
+    Elements: ``Decimal`` and ``int`` as their digits, ``None`` as ``NULL``, ``bool`` as ``t`` / ``f``, ``str``
+    double-quoted (backslash and double quote escaped), an enum (a model choice) as its value, a ``datetime`` in
+    ISO 8601 (quoted). Anything else, a float above all, raises ``TypeError``. Syntax:
+    https://www.postgresql.org/docs/current/arrays.html#ARRAYS-IO.
+
+    Why: psycopg dumps a list parameter element by element in Python, about 2.5 µs per ``Decimal`` and 0.5 to 2 µs
+    per int or string; this string costs 0.2 to 0.4 µs per element, and a sequencer batch's posting call and
+    order updates carry hundreds (``bench/matching.py``, profiled).
+    """
+    return "{" + ",".join([_element(value) for value in values]) + "}"
+
+
+def _element(value: Any) -> str:
+    kind = value.__class__
+    if kind is Decimal or kind is int:
+        return str(value)
+    if value is None:
+        return "NULL"
+    if kind is bool:
+        return "t" if value else "f"
+    if isinstance(value, enum.Enum):
+        return _element(value.value)
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, Decimal):
+        return str(Decimal(value))
+    if isinstance(value, int):
+        return str(int(value))
+    raise TypeError(f"{kind.__name__} is not an array element (amounts are Decimal, never float)")

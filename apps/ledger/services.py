@@ -24,7 +24,7 @@ from moneyed import Money
 from apps.core.errors import DomainError, NotFound
 
 from .amounts import check_amount, fits, format_amount, is_exact
-from .db import PreparedCursor
+from .db import PreparedCursor, array_literal
 from .errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
 from .models import (
     AMOUNT_DECIMAL_PLACES,
@@ -184,8 +184,8 @@ _SELECT_ACCOUNTS = """
 _POST_ENTRIES = """
     SELECT entry_index, entry_id, status, account_id, account_kind, asset_code, decimals, balance_before, balance_after
     FROM ledger_post_entries_v2(
-        %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[], %s::timestamptz,
-        %b::int[], %b::bigint[], %s::numeric[], %s::int
+        %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[], %s::timestamptz,
+        %s::int[], %s::bigint[], %s::numeric[], %s::int
     )
 """
 # The text and integer arrays travel in binary (%b): psycopg dumps them about four times faster than as text, where
@@ -367,17 +367,17 @@ def _post(entries: Sequence[EntryRequest]) -> _Posted:
         cursor.execute(
             _POST_ENTRIES,
             [
-                [entry.idempotency_key for entry, _ in sent],
-                [entry.reason for entry, _ in sent],
-                [entry.reference_type for entry, _ in sent],
-                [entry.reference_id for entry, _ in sent],
-                [json.dumps(entry.metadata or {}, default=str) for entry, _ in sent],
-                [payload_hash for _, payload_hash in sent],
-                [entry.created_by_id for entry, _ in sent],
+                array_literal(entry.idempotency_key for entry, _ in sent),
+                array_literal(entry.reason for entry, _ in sent),
+                array_literal(entry.reference_type for entry, _ in sent),
+                array_literal(entry.reference_id for entry, _ in sent),
+                array_literal(json.dumps(entry.metadata or {}, default=str) for entry, _ in sent),
+                array_literal(payload_hash for _, payload_hash in sent),
+                array_literal(entry.created_by_id for entry, _ in sent),
                 created_at,
-                [ordinal for ordinal, _ in legs],
-                [leg.account_id for _, leg in legs],
-                [leg.amount for _, leg in legs],
+                array_literal(ordinal for ordinal, _ in legs),
+                array_literal(leg.account_id for _, leg in legs),
+                array_literal(leg.amount for _, leg in legs),
                 len(sent) + 1 if stop is not None else None,
             ],
         )

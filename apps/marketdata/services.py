@@ -11,7 +11,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Protocol
 
-from apps.ledger.db import PreparedCursor
+from apps.ledger.db import PreparedCursor, array_literal
 
 # One statement per placement, whatever its number of fills: the fills are aggregated in SQL
 # (exact NUMERIC sums; first and last price in matching order) and upserted into the bucket of
@@ -94,10 +94,10 @@ def candles_statement(*, market_id: int, time: datetime, fills: Sequence[Print])
     return (
         _UPSERT,
         [
-            [fill.price for fill in fills],
-            [fill.qty for fill in fills],
-            [fill.quote_qty for fill in fills],
-            [fill.maker.side == "sell" for fill in fills],
+            array_literal(fill.price for fill in fills),
+            array_literal(fill.qty for fill in fills),
+            array_literal(fill.quote_qty for fill in fills),
+            array_literal(fill.maker.side == "sell" for fill in fills),
             market_id,
             time,
         ],

@@ -3,7 +3,7 @@ UPDATE through ``unnest``, so one statement writes any number of rows.
 
 An INSERT's rows travel as one JSON parameter (:func:`rows_json`), read back with the table's own
 row type: the client dumps one string instead of an array per column (psycopg's array dumper looks
-up a dumper for every element). An UPDATE takes one array per column (:func:`columns_of`; see
+up a dumper for every element). An UPDATE takes one array literal per column (:func:`columns_of`; see
 :func:`update_sql` for why).
 """
 
@@ -14,6 +14,8 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db import connection, models
+
+from apps.ledger.db import array_literal
 
 
 def column_types(model: type[models.Model], names: Sequence[str]) -> list[tuple[str, str]]:
@@ -73,19 +75,14 @@ def update_sql(model: type[models.Model], names: Sequence[str], *, constant: Seq
     )
 
 
-def plain(value):
-    """A value as the database takes it: an enum (a model choice) by its value, not its name."""
-    return value.value if isinstance(value, enum.Enum) else value
-
-
-def columns_of(rows: Iterable[Sequence], width: int) -> list[list]:
-    """Transpose ``rows`` (each ``width`` values) into ``width`` column arrays (:func:`update_sql`), enums as
-    their values."""
+def columns_of(rows: Iterable[Sequence], width: int) -> list[str]:
+    """Transpose ``rows`` (each ``width`` values) into ``width`` column arrays (:func:`update_sql`), each as an
+    array literal (:func:`apps.ledger.db.array_literal`: enums as their values, amounts exact)."""
     arrays: list[list] = [[] for _ in range(width)]
     for row in rows:
         for array, value in zip(arrays, row, strict=True):
-            array.append(plain(value))
-    return arrays
+            array.append(value)
+    return [array_literal(array) for array in arrays]
 
 
 def _json_value(value):
