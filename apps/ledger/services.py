@@ -10,7 +10,8 @@ import hashlib
 import json
 import zlib
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -309,7 +310,7 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
     :func:`~apps.ledger.transactions.retrying_atomic`) if another transaction posted one of
     the batch's keys between the check and the write.
     """
-    posted = _post(entries)
+    posted = _Batch.of(entries).post()
     journal_entries = _entries_of(posted.sent, posted.rows, posted.created_at)
     return [journal_entries[posted.position[entry.idempotency_key]] for entry in entries]
 
@@ -317,14 +318,54 @@ def entries_post(entries: Sequence[EntryRequest]) -> list[JournalEntry]:
 def entry_ids_post(entries: Sequence[EntryRequest]) -> list[int]:
     """:func:`entries_post` for a caller that needs only the entries' ids: the same checks, writes, errors and
     replays, and the ids in the order given, without building (or reading, for a replay) a :class:`JournalEntry`."""
-    posted = _post(entries)
-    ids = [entry_id for _, entry_id, *_ in posted.rows]
-    return [ids[posted.position[entry.idempotency_key]] for entry in entries]
+    return _Batch.of(entries).post().entry_ids(entries)
+
+
+class PostedIds:
+    """The outcome of :func:`entry_ids_posting` once its block has ended: :meth:`ids`."""
+
+    def __init__(self, batch: "_Batch"):
+        self._batch = batch
+        self._posted: _Posted | None = None
+
+    def ids(self) -> list[int]:
+        """The entries' ids in the order given (as :func:`entry_ids_post`); raises the first refusal (its errors).
+        Raises ``RuntimeError`` if called inside the block (nothing read yet)."""
+        if self._posted is None:
+            raise RuntimeError("the posting is read when the entry_ids_posting block ends")
+        return self._posted.entry_ids(self._batch.entries)
+
+
+@contextmanager
+def entry_ids_posting(entries: Sequence[EntryRequest]) -> Iterator[PostedIds]:
+    """:func:`entry_ids_post` overlapped with the caller's own work: the posting call is sent when the block starts
+    and read when it ends (psycopg pipeline mode), so the Python in the block runs while PostgreSQL posts.
+
+        with entry_ids_posting(requests) as posting:
+            ...  # build the statements that do not need the ids
+        ids = posting.ids()
+
+    The same checks, writes, replays and errors as :func:`entry_ids_post`: a refusal the posting function reports
+    is raised by :meth:`PostedIds.ids` (nothing of the batch written: run no statement that depends on it in the
+    block), a database error when the block ends. Raises ``ValueError`` (unknown reason) and
+    ``TransactionManagementError`` (no transaction) at once.
+    """
+    batch = _Batch.of(entries)
+    posted = PostedIds(batch)
+    if not batch.sent:
+        yield posted
+        posted._posted = batch.checked([])
+        return
+    with PreparedCursor() as cursor, connection.wrap_database_errors, connection.connection.pipeline():
+        cursor.execute(_POST_ENTRIES, batch.params())  # sent now; PostgreSQL runs it while the block runs
+        yield posted
+        rows = cursor.fetchall()
+    posted._posted = batch.checked(rows)
 
 
 @dataclass(frozen=True)
 class _Posted:
-    """What :func:`_post` sent (the distinct requests with their payload hashes, and each key's index among
+    """What :meth:`_Batch.post` sent (the distinct requests with their payload hashes, and each key's index among
     them) and the posting function's success rows (one per distinct request, in order)."""
 
     sent: list[tuple[EntryRequest, str]]
@@ -332,62 +373,85 @@ class _Posted:
     rows: list[tuple]
     created_at: datetime
 
+    def entry_ids(self, entries: Sequence[EntryRequest]) -> list[int]:
+        """The ids of ``entries`` (the requests posted, in any order, repeats included)."""
+        ids = [entry_id for _, entry_id, *_ in self.rows]
+        return [ids[self.position[entry.idempotency_key]] for entry in entries]
 
-def _post(entries: Sequence[EntryRequest]) -> _Posted:
-    """Check and post ``entries`` (see :func:`entries_post`); raise the first refusal."""
-    if not connection.in_atomic_block:
-        raise TransactionManagementError("entry_post must run inside transaction.atomic()")
-    sent: list[tuple[EntryRequest, str]] = []  # the distinct keys, in order, with their payload hashes
-    position: dict[str, int] = {}  # key -> its index in ``sent``
-    stop: DomainError | None = None  # the error of an entry refused here: the batch fails there at the latest
-    for entry in entries:
-        if entry.reason not in _REASONS:
-            raise ValueError(f"unknown entry reason {entry.reason!r}")
-        try:
-            _check_leg_shapes(entry.legs)
-        except DomainError as exc:
-            stop = exc
-            break
-        payload_hash = _payload_hash(entry.reason, entry.reference_type, entry.reference_id, entry.legs)
-        seen = position.get(entry.idempotency_key)
-        if seen is None:
-            position[entry.idempotency_key] = len(sent)
-            sent.append((entry, payload_hash))
-        elif sent[seen][1] != payload_hash:
-            stop = _conflict(entry.idempotency_key)
-            break
-    created_at = timezone.now()
-    if not sent:
-        if stop is not None:
-            raise stop
-        return _Posted(sent, position, [], created_at)
 
-    legs = [(ordinal, leg) for ordinal, (entry, _) in enumerate(sent, start=1) for leg in entry.legs]
-    with PreparedCursor() as cursor:
-        cursor.execute(
-            _POST_ENTRIES,
-            [
-                array_literal(entry.idempotency_key for entry, _ in sent),
-                array_literal(entry.reason for entry, _ in sent),
-                array_literal(entry.reference_type for entry, _ in sent),
-                array_literal(entry.reference_id for entry, _ in sent),
-                array_literal(json.dumps(entry.metadata or {}, default=str) for entry, _ in sent),
-                array_literal(payload_hash for _, payload_hash in sent),
-                array_literal(entry.created_by_id for entry, _ in sent),
-                created_at,
-                array_literal(ordinal for ordinal, _ in legs),
-                array_literal(leg.account_id for _, leg in legs),
-                array_literal(leg.amount for _, leg in legs),
-                len(sent) + 1 if stop is not None else None,
-            ],
-        )
-        rows = cursor.fetchall()
+@dataclass
+class _Batch:
+    """``entries`` checked as far as Python checks them: the distinct requests (``sent``, with their payload
+    hashes), each key's index among them, and the refusal found here (``stop``: the batch fails there at the
+    latest)."""
 
-    if rows[0][2] == "stop" and stop is not None:
-        raise stop
-    if rows[0][2] not in ("posted", "replayed"):
-        raise _failure(sent[rows[0][0] - 1][0], rows[0])
-    return _Posted(sent, position, rows, created_at)
+    entries: Sequence[EntryRequest]
+    sent: list[tuple[EntryRequest, str]]
+    position: dict[str, int]
+    stop: DomainError | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, entries: Sequence[EntryRequest]) -> "_Batch":
+        if not connection.in_atomic_block:
+            raise TransactionManagementError("entry_post must run inside transaction.atomic()")
+        sent: list[tuple[EntryRequest, str]] = []
+        position: dict[str, int] = {}
+        stop: DomainError | None = None
+        for entry in entries:
+            if entry.reason not in _REASONS:
+                raise ValueError(f"unknown entry reason {entry.reason!r}")
+            try:
+                _check_leg_shapes(entry.legs)
+            except DomainError as exc:
+                stop = exc
+                break
+            payload_hash = _payload_hash(entry.reason, entry.reference_type, entry.reference_id, entry.legs)
+            seen = position.get(entry.idempotency_key)
+            if seen is None:
+                position[entry.idempotency_key] = len(sent)
+                sent.append((entry, payload_hash))
+            elif sent[seen][1] != payload_hash:
+                stop = _conflict(entry.idempotency_key)
+                break
+        return cls(entries, sent, position, stop, timezone.now())
+
+    def params(self) -> list:
+        """The parameters of :data:`_POST_ENTRIES` (arrays as literals: :func:`~apps.ledger.db.array_literal`)."""
+        sent = self.sent
+        legs = [(ordinal, leg) for ordinal, (entry, _) in enumerate(sent, start=1) for leg in entry.legs]
+        return [
+            array_literal(entry.idempotency_key for entry, _ in sent),
+            array_literal(entry.reason for entry, _ in sent),
+            array_literal(entry.reference_type for entry, _ in sent),
+            array_literal(entry.reference_id for entry, _ in sent),
+            array_literal(json.dumps(entry.metadata or {}, default=str) for entry, _ in sent),
+            array_literal(payload_hash for _, payload_hash in sent),
+            array_literal(entry.created_by_id for entry, _ in sent),
+            self.created_at,
+            array_literal(ordinal for ordinal, _ in legs),
+            array_literal(leg.account_id for _, leg in legs),
+            array_literal(leg.amount for _, leg in legs),
+            len(sent) + 1 if self.stop is not None else None,
+        ]
+
+    def post(self) -> _Posted:
+        """Post the batch (one round trip); raise the first refusal."""
+        if not self.sent:
+            return self.checked([])
+        with PreparedCursor() as cursor:
+            cursor.execute(_POST_ENTRIES, self.params())
+            return self.checked(cursor.fetchall())
+
+    def checked(self, rows: list[tuple]) -> _Posted:
+        """The batch as posted, from the posting function's ``rows`` (none when nothing was sent); raises the
+        first refusal, the posting function's or the one found here."""
+        if not rows or (rows[0][2] == "stop" and self.stop is not None):
+            if self.stop is not None:
+                raise self.stop
+        elif rows[0][2] not in ("posted", "replayed"):
+            raise _failure(self.sent[rows[0][0] - 1][0], rows[0])
+        return _Posted(self.sent, self.position, rows, self.created_at)
 
 
 def _entries_of(sent: Sequence[tuple[EntryRequest, str]], rows: Sequence[tuple], created_at) -> list[JournalEntry]:

@@ -1,12 +1,13 @@
 """``entries_post`` / ``entry_post`` through ``ledger_post_entries_v2``: errors, replays, chained balances, threads."""
 
 import random
+import time
 import uuid
 from decimal import Decimal
 
 import psycopg
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from apps.core.errors import NotFound
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount, UnbalancedEntry
@@ -19,6 +20,7 @@ from apps.ledger.services import (
     debit,
     entries_post,
     entry_ids_post,
+    entry_ids_posting,
     entry_post,
     hold_legs,
     release_legs,
@@ -296,3 +298,56 @@ def test_entry_ids_post_gives_the_ids_entries_post_would_replays_and_repeated_ke
         entry_ids_post([_hold("hold:3", available, held, "10")])
     with transaction.atomic():
         assert entry_ids_post([]) == []
+
+
+def test_entry_ids_posting_gives_what_entry_ids_post_gives_once_its_block_ends(funded):
+    available, held = funded
+    with transaction.atomic():
+        (first,) = entries_post([_hold("hold:1", available, held, "1")])
+    with transaction.atomic():
+        with entry_ids_posting(
+            [_hold("hold:2", available, held, "2"), _hold("hold:1", available, held, "1")]
+        ) as posting:
+            with pytest.raises(RuntimeError, match="when the entry_ids_posting block ends"):
+                posting.ids()
+        ids = posting.ids()
+    assert ids == [JournalEntry.objects.get(idempotency_key="hold:2").id, first.id]
+    available.refresh_from_db()
+    assert available.balance == Decimal(7)
+    before = _journal()
+    with transaction.atomic(), pytest.raises(InsufficientFunds):
+        with entry_ids_posting(
+            [_hold("hold:3", available, held, "2"), _hold("hold:4", available, held, "6")]
+        ) as posting:
+            pass
+        posting.ids()
+    assert _journal() == before
+    with transaction.atomic():
+        with entry_ids_posting([]) as posting:
+            pass
+        assert posting.ids() == []
+
+
+def test_entry_ids_posting_runs_the_posting_while_its_block_runs(transactional_db, funded):
+    """The call is sent when the block starts: PostgreSQL is already waiting for the account another session
+    holds while the block still runs (in pg_stat_activity), and the block's end reads the entry once it is free."""
+    available, held = funded
+    connection.ensure_connection()
+    with psycopg.connect(connection.connection.info.dsn) as other:
+        other.execute("SELECT id FROM ledger_account WHERE id = %s FOR UPDATE", [held.id])
+        with transaction.atomic():
+            ours = connection.connection.info.backend_pid
+            with entry_ids_posting([_hold("hold:1", available, held, "1")]) as posting:
+                waiting = None
+                for _ in range(200):
+                    with psycopg.connect(connection.connection.info.dsn, autocommit=True) as observer:
+                        waiting = observer.execute(
+                            "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [ours]
+                        ).fetchone()
+                    if waiting == ("Lock",):
+                        break
+                    time.sleep(0.05)
+                assert waiting == ("Lock",)
+                other.rollback()  # frees the account: the posting goes on
+        (entry_id,) = posting.ids()
+    assert JournalEntry.objects.get(idempotency_key="hold:1").id == entry_id

@@ -16,7 +16,7 @@ changes is the sequencer's :class:`MarketBook`). Round trips, for any number of 
    placing user's balance is not what step 1 read (a deposit or another market's trade in
    between), the book is read again and the batch planned again with the locked balances (and
    handed to the per-command path if that plan needs an account not locked);
-5. every hold, fill and release (one ``entry_ids_post``), then one pipeline: the new orders
+5. every hold, fill and release (one ``entry_ids_posting``, while the rest is built), then one pipeline: the new orders
    (one INSERT), the trades and the end state of the resting orders the batch changed (one
    statement), the candles, the sequence bump, one stream event per change (one statement)
    and ``MARK_DONE`` (the callers' answers are published at the commit).
@@ -47,7 +47,7 @@ from django.utils import timezone
 from apps.accounts.errors import TradingFrozen
 from apps.core.errors import DomainError
 from apps.ledger.db import PreparedCursor
-from apps.ledger.services import EntryRequest, entry_ids_post
+from apps.ledger.services import EntryRequest, entry_ids_posting
 from apps.ledger.trading import (
     AVAILABLE_BALANCES_SQL,
     FillTerms,
@@ -247,44 +247,47 @@ def _outcome(result: int | list[int] | DomainError) -> dict:
 def _write(
     cursor, state: MarketBook, market: LockedMarket, plan: BatchPlan, accounts: TradingAccounts, done: tuple[str, list]
 ) -> None:
-    """Write ``plan`` in two round trips: every entry (``entry_ids_post``), then one pipeline of the new orders,
-    the trades with the resting orders' new state, the candles, the sequence bump, the stream events and
-    ``done`` (the commands' MARK_DONE, whose answers are published at the commit)."""
+    """Write ``plan`` in two round trips: every entry (:func:`~apps.ledger.services.entry_ids_posting`, the other
+    statements built while PostgreSQL posts them), then one pipeline of the new orders, the trades with the resting
+    orders' new state, the candles, the sequence bump, the stream events and ``done`` (the commands' MARK_DONE,
+    whose answers are published at the commit)."""
     now = timezone.now()
-    if plan.entries:
-        entry_ids = entry_ids_post([_entry(accounts, market, entry) for entry in plan.entries])
-        for entry, entry_id in zip(plan.entries, entry_ids, strict=True):
-            if isinstance(entry, TradeRow):
-                entry.entry_id = entry_id
     statements: list[tuple[str, list]] = []
-    if plan.placed:
-        placed = order_rows.placed_order_params(plan.placed.values(), market_id=market.id, created_at=now)
-        statements.append((order_rows.INSERT_ORDERS, placed))
+    after_trades: list[tuple[str, list]] = []
+    with entry_ids_posting([_entry(accounts, market, entry) for entry in plan.entries]) as posting:
+        if plan.placed:
+            placed = order_rows.placed_order_params(plan.placed.values(), market_id=market.id, created_at=now)
+            statements.append((order_rows.INSERT_ORDERS, placed))
+        updated = order_rows.order_state_params(now, plan.updated) if plan.updated else []
+        if plan.changes:
+            after_trades.append((sql.BUMP_SEQUENCE, [len(plan.changes), market.id]))
+            for order in plan.placed.values():
+                state.statics.setdefault(order.id, _static_of(order, now))
+
+        def events() -> list[tuple[int, dict]]:
+            now_ms = _ms(now)
+            return [(market.sequence + c.offset, _payload(c, state.statics, now_ms)) for c in plan.changes]
+
+        for _, contributed in batch_written.send(
+            sender=Order, market_id=market.id, time=now, fills=plan.fills, events=events
+        ):
+            after_trades.extend(cast(list[tuple[str, list]], contributed))  # django-stubs: a response is str | None
+    for entry, entry_id in zip(plan.entries, posting.ids(), strict=True):
+        if isinstance(entry, TradeRow):
+            entry.entry_id = entry_id
     trades = order_rows.trade_row_params(market_id=market.id, trades=plan.trades, created_at=now)
     if plan.trades and plan.updated:
         statements.append(
             (
                 f"WITH trades AS ({order_rows.INSERT_TRADES}) {order_rows.UPDATE_MAKERS}",
-                trades + order_rows.order_state_params(now, plan.updated),
+                trades + updated,
             )
         )
     elif plan.trades:
         statements.append((order_rows.INSERT_TRADES, trades))
     elif plan.updated:
-        statements.append((order_rows.UPDATE_MAKERS, order_rows.order_state_params(now, plan.updated)))
-    if plan.changes:
-        statements.append((sql.BUMP_SEQUENCE, [len(plan.changes), market.id]))
-        for order in plan.placed.values():
-            state.statics.setdefault(order.id, _static_of(order, now))
-
-    def events() -> list[tuple[int, dict]]:
-        now_ms = _ms(now)
-        return [(market.sequence + c.offset, _payload(c, state.statics, now_ms)) for c in plan.changes]
-
-    for _, contributed in batch_written.send(
-        sender=Order, market_id=market.id, time=now, fills=plan.fills, events=events
-    ):
-        statements.extend(cast(list[tuple[str, list]], contributed))  # django-stubs types a response as str | None
+        statements.append((order_rows.UPDATE_MAKERS, updated))
+    statements += after_trades
     answered = cursor.pipeline([*statements, done])[-1]
     answers.outcomes_publish_at_commit(answered)
     for order_id, order_state in plan.updated.items():
