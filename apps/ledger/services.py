@@ -329,8 +329,8 @@ class PostedIds:
         self._posted: _Posted | None = None
 
     def ids(self) -> list[int]:
-        """The entries' ids in the order given (as :func:`entry_ids_post`); raises the first refusal (its errors).
-        Raises ``RuntimeError`` if called inside the block (nothing read yet)."""
+        """The entries' ids in the order given (as :func:`entry_ids_post`). Raises ``RuntimeError`` if called inside
+        the block (nothing read yet)."""
         if self._posted is None:
             raise RuntimeError("the posting is read when the entry_ids_posting block ends")
         return self._posted.entry_ids(self._batch.entries)
@@ -345,9 +345,9 @@ def entry_ids_posting(entries: Sequence[EntryRequest]) -> Iterator[PostedIds]:
             ...  # build the statements that do not need the ids
         ids = posting.ids()
 
-    The same checks, writes, replays and errors as :func:`entry_ids_post`: a refusal the posting function reports
-    is raised by :meth:`PostedIds.ids` (nothing of the batch written: run no statement that depends on it in the
-    block), a database error when the block ends. Raises ``ValueError`` (unknown reason) and
+    The same checks, writes, replays and errors as :func:`entry_ids_post`: the first refusal (its classes and
+    messages) and any database error are raised when the block ends, and nothing of the batch is written (so run
+    no statement in the block that depends on the entries). Raises ``ValueError`` (unknown reason) and
     ``TransactionManagementError`` (no transaction) at once.
     """
     batch = _Batch.of(entries)

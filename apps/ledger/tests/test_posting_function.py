@@ -315,12 +315,10 @@ def test_entry_ids_posting_gives_what_entry_ids_post_gives_once_its_block_ends(f
     available.refresh_from_db()
     assert available.balance == Decimal(7)
     before = _journal()
-    with transaction.atomic(), pytest.raises(InsufficientFunds):
-        with entry_ids_posting(
-            [_hold("hold:3", available, held, "2"), _hold("hold:4", available, held, "6")]
-        ) as posting:
+    refused = [_hold("hold:3", available, held, "2"), _hold("hold:4", available, held, "6")]
+    with transaction.atomic(), pytest.raises(InsufficientFunds):  # raised when the block ends
+        with entry_ids_posting(refused):
             pass
-        posting.ids()
     assert _journal() == before
     with transaction.atomic():
         with entry_ids_posting([]) as posting:
