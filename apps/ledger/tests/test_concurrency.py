@@ -129,4 +129,6 @@ def test_deadlock_is_retried_inside_and_never_reported_as_insufficient_funds(usd
     results = run_concurrently([lambda: lock_in_order(first, second), lambda: lock_in_order(second, first)])
 
     assert results == ["done", "done"]
-    assert len(attempts) == 3  # one of the two ran twice
+    # At least one of the two ran again; its retry may deadlock too (a row lock released goes to whichever
+    # transaction asks first, so the retry can take it before the one that was waiting: seen once in CI).
+    assert len(attempts) >= 3
