@@ -88,20 +88,25 @@ def array_literal(values: Iterable[Any]) -> str:
 
 def _element(value: Any) -> str:
     kind = value.__class__
-    if kind is Decimal or kind is int:
+    if kind is Decimal or kind is int:  # the usual elements first, by exact class (a bool is an int too)
         return str(value)
+    if kind is str:
+        return _quoted(value)
     if value is None:
         return "NULL"
     if kind is bool:
         return "t" if value else "f"
-    if isinstance(value, enum.Enum):
+    if isinstance(value, enum.Enum):  # IntegerChoices and TextChoices are ints and strings too: their value
         return _element(value.value)
     if isinstance(value, datetime):
-        value = value.isoformat()
+        return _quoted(value.isoformat())
+    if isinstance(value, Decimal | int):  # a subclass of either
+        return str(value)
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, Decimal):
-        return str(Decimal(value))
-    if isinstance(value, int):
-        return str(int(value))
+        return _quoted(value)
     raise TypeError(f"{kind.__name__} is not an array element (amounts are Decimal, never float)")
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a quoted array element: backslash and double quote escaped."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
