@@ -12,11 +12,11 @@ compares a placement's cost with and without it. With it off there are no stream
 """
 
 import hashlib
-import json
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
 
+import orjson
 from django.conf import settings
 from django.utils import timezone
 
@@ -127,7 +127,7 @@ def book_events_statement(*, market_id: int, events: Sequence[tuple[int, dict]])
     ring_at_commit(RELAY_CHANNEL)
     return (
         _INSERT_BOOK_EVENTS,
-        [market_id, [update_id for update_id, _ in events], json.dumps([payload for _, payload in events])],
+        [market_id, [update_id for update_id, _ in events], orjson.dumps([payload for _, payload in events]).decode()],
     )
 
 

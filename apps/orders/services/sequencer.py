@@ -42,6 +42,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+import orjson
 from django.conf import settings
 from django.db import OperationalError, connection, transaction
 
@@ -185,7 +186,7 @@ class Sequencer:
         # Django's connection leaves jsonb as text (its JSONField decodes it).
         return [
             QueuedCommand(
-                id_, market_id, kind, user_id, token, json.loads(payload) if isinstance(payload, str) else payload
+                id_, market_id, kind, user_id, token, orjson.loads(payload) if isinstance(payload, str) else payload
             )
             for id_, market_id, kind, user_id, token, payload in rows
         ]
