@@ -94,5 +94,6 @@ def rows_json(columns: Sequence[str], rows: Iterable[Sequence]) -> str:
     """``rows`` (each a value per name of ``columns``) as the one parameter of :func:`insert_sql` and
     :func:`update_sql`: a JSON array of objects keyed by column. ``Decimal`` amounts travel as exact
     strings (never floats), times in ISO 8601 with their offset, enums (model choices) as their values
-    (orjson writes those two itself). Raises ``TypeError`` for a value of any other type."""
+    (orjson writes those two itself). Raises ``TypeError`` (orjson's ``JSONEncodeError``) for a value that
+    neither orjson nor :func:`_json_value` writes."""
     return orjson.dumps([dict(zip(columns, row, strict=True)) for row in rows], default=_json_value).decode()

@@ -4,6 +4,7 @@ import json
 from datetime import UTC, datetime
 from decimal import Decimal
 
+import pytest
 from django.db import connection
 
 from apps.ledger.tests.factories import UserFactory, fund
@@ -31,6 +32,8 @@ def test_rows_travel_with_exact_amounts_times_with_their_offset_and_choices_as_v
         {"qty": "0.000000000000000001"},
         {"qty": "0.000000000000000000"},
     ]
+    with pytest.raises(TypeError, match="set"):
+        rows_json(["qty"], [[{D(1)}]])
 
 
 def test_orders_written_through_one_json_parameter_read_back_as_they_were(btc_usdt, usdt):
