@@ -12,7 +12,13 @@ import environ
 from celery.schedules import crontab
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
-from .environment import SIMULATED_CUSTODY_ADAPTER, amounts_by_asset, celery_broker_from_redis_url, database_from_url
+from .environment import (
+    SIMULATED_CUSTODY_ADAPTER,
+    amounts_by_asset,
+    celery_broker_from_redis_url,
+    database_from_url,
+    pubsub_prefix,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -365,10 +371,14 @@ CELERY_BEAT_SCHEDULE["wallets-expire-unconfirmed-withdrawals"] = {
 # Streams (apps.streams): WebSockets served by the ASGI app (exchange/asgi.py, uvicorn) through Django
 # Channels; events cross processes on Redis pub/sub. Book, trade and user events are written to an
 # outbox in the transaction of their change and published in order by one relay (run_stream_relay).
+# The channels' prefix carries REDIS_URL's database number (pubsub_prefix: pub/sub ignores it).
 CHANNEL_LAYERS: dict[str, dict[str, Any]] = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env("STREAMS_CHANNEL_PREFIX", default="streams")},
+        "CONFIG": {
+            "hosts": [REDIS_URL],
+            "prefix": env("STREAMS_CHANNEL_PREFIX", default=pubsub_prefix("streams", REDIS_URL)),
+        },
     }
 }
 # Record stream events (off only to measure what they cost: with it off there are no streams).

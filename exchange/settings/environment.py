@@ -73,6 +73,18 @@ def celery_broker_from_redis_url(url: str) -> str:
     return url
 
 
+def pubsub_prefix(name: str, redis_url: str) -> str:
+    """``name`` as the prefix of an install's Redis pub/sub channels on ``redis_url``: with the URL's database
+    number when it is not 0 (``streams`` on ``redis://host:6379/2``: ``streams.db2``). Pub/sub ignores the
+    database number ("Pub/Sub has no relation to the key space",
+    https://redis.io/docs/latest/develop/interact/pubsub/#database--scoping), so two installs kept apart by it
+    (their cache and Celery queues are) would otherwise hear each other's stream events, a user's included."""
+    from redis.connection import parse_url
+
+    number = parse_url(redis_url).get("db") or 0
+    return name if not number else f"{name}.db{number}"
+
+
 def amounts_by_asset(raw: dict[str, str], *, name: str) -> dict[str, Decimal]:
     """``{asset code: amount}`` from a django-environ dict (``BTC=0.5,USDT=10000``): each a finite Decimal, 0 or
     more. Raises ``ImproperlyConfigured`` naming the variable otherwise, so a typo stops the start."""

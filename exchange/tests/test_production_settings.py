@@ -191,3 +191,27 @@ def test_production_cookies_are_secure_and_https_is_enforced_with_hsts():
         "hsts": "max-age=31536000; includeSubDomains; preload",
         "csrf_cookie_secure": True,
     }
+
+
+@pytest.mark.parametrize(
+    ("redis_url", "prefix"),
+    [
+        ("redis://redis.internal:6379/0", "streams"),
+        ("redis://redis.internal:6379", "streams"),
+        ("redis://redis.internal:6379/4", "streams.db4"),
+        ("rediss://user:secret@redis.internal:6380/12", "streams.db12"),
+    ],
+)
+def test_the_stream_channels_prefix_carries_the_redis_database_number(redis_url, prefix):
+    code = "from django.conf import settings; print(settings.CHANNEL_LAYERS['default']['CONFIG']['prefix'])"
+    result = manage("shell", "-c", code, env={**PRODUCTION_ENV, "REDIS_URL": redis_url})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == prefix
+
+
+def test_an_explicit_stream_channels_prefix_wins():
+    code = "from django.conf import settings; print(settings.CHANNEL_LAYERS['default']['CONFIG']['prefix'])"
+    env = {**PRODUCTION_ENV, "REDIS_URL": "redis://redis.internal:6379/4", "STREAMS_CHANNEL_PREFIX": "exchange-eu"}
+    result = manage("shell", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "exchange-eu"
