@@ -8,11 +8,13 @@ from typing import Generic, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 from django_otp import devices_for_user
 
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
+from apps.ledger.models import Account
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
 from apps.ledger.transactions import retrying_atomic
@@ -62,18 +64,36 @@ def _adjustment_state(adjustment: Adjustment) -> dict:
     return {"status": adjustment.status, "legs": adjustment.legs, "memo": adjustment.memo, "entry": adjustment.entry_id}
 
 
+def _staff_funds_refuse(legs: Sequence[Leg]) -> None:
+    """Refuse legs on the funds of a staff user (staff or superuser): adjustments correct customers' funds, and
+    an operator could otherwise draft a credit to himself that another operator approves (maker-checker guards
+    the decision, not who benefits). Raises :class:`DomainError` (field ``legs``) naming them."""
+    owners = Account.objects.filter(id__in=[leg.account_id for leg in legs], owner__isnull=False).values("owner_id")
+    staff = list(
+        get_user_model()
+        .objects.filter(Q(is_staff=True) | Q(is_superuser=True), id__in=owners)
+        .order_by("username")
+        .values_list("username", flat=True)
+    )
+    if staff:
+        message = f"Adjustments move customers' funds only; staff: {', '.join(staff)}."
+        raise DomainError(message, fields={"legs": message})
+
+
 @transaction.atomic
 def adjustment_draft(*, author_id: int, memo: str, legs: Sequence[Leg]) -> Adjustment:
     """Draft a manual adjustment: ``legs`` (signed amounts, debit positive, each in its account's asset).
 
     The legs must balance per asset, be exact at each asset's precision, include an
-    ``equity`` account (DESIGN.md section 4) and leave held funds alone. Nothing moves until
-    another operator approves.
-    Raises :class:`DomainError` (memo), :class:`UnbalancedEntry`, :class:`InvalidAmount`, :class:`NotFound`.
+    ``equity`` account (DESIGN.md section 4), leave held funds alone and touch no staff user's
+    funds. Nothing moves until another operator approves.
+    Raises :class:`DomainError` (memo, staff funds), :class:`UnbalancedEntry`, :class:`InvalidAmount`,
+    :class:`NotFound`.
     """
     if not memo.strip():
         raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
     adjustment_legs_validate(legs)
+    _staff_funds_refuse(legs)
     adjustment = Adjustment.objects.create(
         memo=memo.strip(),
         legs=[{"account": leg.account_id, "amount": str(leg.amount)} for leg in legs],
@@ -190,13 +210,16 @@ def adjustment_approve(*, adjustment_id: int, approver_id: int) -> Adjustment:
     """Approve a draft and post it through the ledger (key ``adjustment:<id>``); the approver is recorded.
 
     State-guarded under a row lock: approving twice raises :class:`InvalidState`; the
-    author approving raises :class:`PermissionDenied`.
+    author approving raises :class:`PermissionDenied`; a draft whose legs touch a staff user's funds (made staff
+    since it was drafted) raises :class:`DomainError` and stays a draft.
     """
 
     def post(adjustment: Adjustment) -> _Applied:
+        legs = [Leg(leg["account"], Decimal(leg["amount"])) for leg in adjustment.legs]
+        _staff_funds_refuse(legs)
         entry = adjustment_post(
             adjustment_id=str(adjustment.id),
-            legs=[Leg(leg["account"], Decimal(leg["amount"])) for leg in adjustment.legs],
+            legs=legs,
             memo=adjustment.memo,
             operator_id=approver_id,
         )

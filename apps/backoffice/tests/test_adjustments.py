@@ -16,6 +16,7 @@ from apps.ledger.errors import UnbalancedEntry
 from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.selectors import balances_for_user
 from apps.ledger.services import Leg, system_account, user_account
+from apps.ledger.tests.factories import UserFactory
 
 
 @pytest.fixture
@@ -315,3 +316,61 @@ def test_held_funds_cannot_be_adjusted(operator, usdt, user):
 def test_a_malformed_id_in_the_admin_is_a_404(client, operator, path):
     client.force_login(operator)
     assert client.get(path).status_code == 404
+
+
+def _credit_legs(usdt, owner, amount="1"):
+    """Credit ``owner``'s available USDT against equity."""
+    equity = system_account(AccountKind.EQUITY, usdt)
+    return [Leg(equity.id, Decimal(amount)), Leg(user_account(owner.id, usdt).id, -Decimal(amount))]
+
+
+@pytest.mark.parametrize("beneficiary", ["author", "approver"])
+def test_an_adjustment_cannot_credit_an_operators_own_funds(operator, approver, usdt, beneficiary):
+    owner = operator if beneficiary == "author" else approver
+    with pytest.raises(DomainError, match=f"customers' funds only; staff: {owner.username}") as refused:
+        adjustment_draft(author_id=operator.id, memo="bonus", legs=_credit_legs(usdt, owner))
+    assert refused.value.fields == {"legs": refused.value.message}
+    assert not Adjustment.objects.exists()
+
+
+def test_a_superusers_funds_cannot_be_adjusted_either(operator, usdt):
+    root = UserFactory(username="root", is_superuser=True)
+    with pytest.raises(DomainError, match="staff: root"):
+        adjustment_draft(author_id=operator.id, memo="bonus", legs=_credit_legs(usdt, root))
+
+
+def test_a_draft_whose_customer_became_staff_is_not_posted(operator, approver, user, usdt):
+    adjustment = adjustment_draft(author_id=operator.id, memo="goodwill", legs=_credit_legs(usdt, user, "25"))
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+
+    with pytest.raises(DomainError, match=f"staff: {user.username}"):
+        adjustment_approve(adjustment_id=adjustment.id, approver_id=approver.id)
+
+    adjustment.refresh_from_db()
+    assert (adjustment.status, adjustment.entry_id) == (AdjustmentStatus.DRAFT, None)
+    assert usdt_available(user) == Decimal("0")
+
+
+def test_the_admin_says_why_an_operators_own_funds_cannot_be_adjusted(client, operator, usdt):
+    client.force_login(operator)
+    form = {
+        "memo": "bonus",
+        "legs-TOTAL_FORMS": "2",
+        "legs-INITIAL_FORMS": "0",
+        "legs-MIN_NUM_FORMS": "2",
+        "legs-MAX_NUM_FORMS": "1000",
+        "legs-0-kind": "equity",
+        "legs-0-asset": usdt.id,
+        "legs-0-side": "debit",
+        "legs-0-amount": "1",
+        "legs-1-kind": "user_available",
+        "legs-1-asset": usdt.id,
+        "legs-1-username": operator.username,
+        "legs-1-side": "credit",
+        "legs-1-amount": "1",
+    }
+    response = client.post("/admin/backoffice/adjustment/add/", form)
+    assert response.status_code == 200
+    assert f"customers&#x27; funds only; staff: {operator.username}" in response.content.decode()
+    assert not Adjustment.objects.exists()
