@@ -98,7 +98,9 @@ class AssetAdmin(admin.ModelAdmin):
 
     fee_display = amount_column("withdrawal_fee", lambda asset: asset, "withdrawal fee")
     minimum_display = amount_column("min_withdrawal", lambda asset: asset, "minimum withdrawal")
-    auto_approve_display = amount_column("withdrawal_auto_approve_limit", lambda asset: asset, "approved up to")
+    auto_approve_display = amount_column(
+        "withdrawal_auto_approve_limit", lambda asset: asset, "approved without an operator up to, per 24 h"
+    )
     daily_limit_display = amount_column("withdrawal_daily_limit", lambda asset: asset, "daily limit")
 
     def get_readonly_fields(self, request, obj=None):

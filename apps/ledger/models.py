@@ -61,7 +61,7 @@ class Asset(models.Model):
 
     Withdrawal settings are amounts of this asset: ``withdrawal_fee`` is charged per
     withdrawal, ``min_withdrawal`` is the smallest amount, ``withdrawal_auto_approve_limit``
-    the largest amount approved without an operator, ``withdrawal_daily_limit`` the most a
+    the most a user's withdrawals approved without an operator may add up to in 24 hours, ``withdrawal_daily_limit`` the most a
     user may withdraw in 24 hours. ``network`` names the chain (deposit addresses are
     validated per network); ``confirmations_required`` is when a deposit is credited.
     ``display_decimals`` is how many decimals pages show (empty: all of ``decimals``); the

@@ -51,6 +51,17 @@ def withdrawn_since(*, user_id: int, asset_id: int, since: datetime) -> Decimal:
     return total or Decimal(0)
 
 
+def auto_approved_since(*, user_id: int, asset_id: int, since: datetime) -> Decimal:
+    """What of the asset the user's withdrawals approved without an operator (``decided_by`` empty) since ``since``
+    add up to (units of the asset), released ones excluded."""
+    total = (
+        Withdrawal.objects.filter(user_id=user_id, asset_id=asset_id, decided_at__gte=since, decided_by__isnull=True)
+        .exclude(status__in=WITHDRAWAL_RELEASED)
+        .aggregate(total=Sum("amount"))["total"]
+    )
+    return total or Decimal(0)
+
+
 def withdrawal_holds(*, asset_ids: Iterable[int]) -> dict[tuple[int, int], Decimal]:
     """Remaining holds of pending withdrawals ``{(user id, asset id): amount}`` (a hold source of invariant 4)."""
     rows = (

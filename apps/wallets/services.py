@@ -876,8 +876,9 @@ def withdrawal_request(
     ``withdrawal:<id>:hold``. The address must be ``active`` in the user's address book for the
     asset (``address_not_allowed``). An amount above the asset's ``WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE``
     waits ``awaiting_confirmation`` for the link e-mailed to the user (:func:`withdrawal_confirm`);
-    otherwise amounts up to ``withdrawal_auto_approve_limit`` are approved at once and queued for
-    submission, and larger ones await an operator. A withdrawal to one of our deposit addresses
+    otherwise it is approved at once and queued for submission while it and the user's withdrawals of the asset
+    approved without an operator in the last 24 hours (released ones excluded) add up to at most
+    ``withdrawal_auto_approve_limit``, and awaits an operator beyond. A withdrawal to one of our deposit addresses
     (of this asset) is settled at submission as an internal transfer (:func:`withdrawal_submit`).
 
     ``request_key`` (the client's idempotency key): the same key with the same asset, amount
@@ -951,9 +952,14 @@ def withdrawal_request(
 
 
 def _withdrawal_route(withdrawal: Withdrawal, *, from_state: str) -> Withdrawal:
-    """Approve (and queue for submission) a withdrawal up to the asset's auto-approval limit; else hold it for an
-    operator."""
-    if withdrawal.amount <= withdrawal.asset.withdrawal_auto_approve_limit:
+    """Approve (and queue for submission) a withdrawal while it and the user's withdrawals of its asset approved
+    without an operator in the last 24 hours (released ones excluded) add up to at most the asset's auto-approval
+    limit; else hold it for an operator. The limit bounds that total, not each withdrawal: twenty withdrawals at
+    the limit would otherwise leave in a day with nobody looking (a stolen key splitting a large one)."""
+    _lock_user_asset(withdrawal.user_id, withdrawal.asset_id)  # the user's other withdrawals of the asset wait
+    since = timezone.now() - DAILY_WINDOW
+    approved = selectors.auto_approved_since(user_id=withdrawal.user_id, asset_id=withdrawal.asset_id, since=since)
+    if approved + withdrawal.amount <= withdrawal.asset.withdrawal_auto_approve_limit:
         withdrawal = _transition(
             withdrawal.pk, from_states=(from_state,), to=WithdrawalStatus.APPROVED, decided_at=timezone.now()
         )
@@ -990,7 +996,8 @@ def _email_confirmation_link(withdrawal: Withdrawal) -> None:
 @retrying_atomic
 def withdrawal_confirm(*, token: str) -> Withdrawal:
     """Confirm the withdrawal named by an e-mailed link's ``token``: from ``awaiting_confirmation`` it is approved
-    (up to the asset's auto-approval limit, and queued for submission) or awaits an operator.
+    (while it and the user's last 24 hours of withdrawals of the asset approved without an operator stay within its
+    auto-approval limit, and queued for submission) or awaits an operator.
 
     Single-use and state-guarded: raises :class:`InvalidState` once it was confirmed, cancelled or
     expired, :class:`~apps.wallets.links.InvalidLink` for a bad token or one older than

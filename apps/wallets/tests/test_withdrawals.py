@@ -93,6 +93,55 @@ def test_amounts_above_the_auto_approval_limit_await_an_operator(usdt, user):
     assert request(user, "50.000001").status == WithdrawalStatus.AWAITING_APPROVAL
 
 
+def test_the_auto_approval_limit_bounds_what_leaves_without_an_operator_in_24_hours(usdt, user, operator):
+    """Withdrawals at the limit one after the other: the limit bounds their total, not each one (from a break-it
+    review: 3 x 0.5 BTC left at once with a limit of 0.5)."""
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_auto_approve_limit=Decimal(100))
+    fund(user, usdt, "1000")
+
+    assert [request(user, amount).status for amount in ("60", "40", "1")] == [
+        WithdrawalStatus.APPROVED,
+        WithdrawalStatus.APPROVED,
+        WithdrawalStatus.AWAITING_APPROVAL,
+    ]
+    reviewed = withdrawal_approve(withdrawal_id=Withdrawal.objects.get(amount=1).pk, operator_id=operator.id)
+    assert reviewed.status == WithdrawalStatus.APPROVED
+    assert request(user, "1").status == WithdrawalStatus.AWAITING_APPROVAL  # what an operator approved is not free
+
+    failed = withdrawal_submit(withdrawal_id=Withdrawal.objects.get(amount=60).pk)
+    assert failed.status == WithdrawalStatus.FAILED  # custody holds none of the funds fund() credited: released
+    assert request(user, "60").status == WithdrawalStatus.APPROVED
+
+    Withdrawal.objects.filter(decided_by__isnull=True).update(
+        decided_at=timezone.now() - timedelta(hours=24, seconds=1)
+    )
+    assert request(user, "100").status == WithdrawalStatus.APPROVED  # the day's total starts afresh
+
+
+@pytest.mark.django_db(transaction=True)
+def test_withdrawals_racing_at_the_auto_approval_limit_approve_only_up_to_it(usdt, user):
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_auto_approve_limit=Decimal(100))
+    fund(user, usdt, "1000")
+    barrier = threading.Barrier(6)
+    statuses = []
+
+    def attempt():
+        try:
+            barrier.wait()
+            statuses.append(request(user, "50").status)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=attempt) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sorted(statuses) == sorted([WithdrawalStatus.APPROVED] * 2 + [WithdrawalStatus.AWAITING_APPROVAL] * 4)
+    assert balances(user, usdt) == (Decimal(700), Decimal(300))
+
+
 @pytest.mark.parametrize(
     "amount",
     ["0", "-5", "0.0000001", "1e2", "NaN", "Infinity", " 5", "5,0", 5.0, None, True],
