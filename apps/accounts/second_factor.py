@@ -9,7 +9,8 @@ through :func:`second_factor_verified_device` / :func:`second_factor_device_veri
 authenticator's code.
 
 Every check is throttled by django-otp (after a wrong code every code is refused for 1, 2, 4 ... seconds:
-:class:`~apps.accounts.errors.SecondFactorLocked`) and every refused code is audited
+:class:`~apps.accounts.errors.SecondFactorLocked`; a right code used already is refused without counting) and
+every refused code is audited
 (``second_factor.failed``), both committed even when the request is refused (:func:`_devices_verify`).
 """
 
@@ -97,6 +98,10 @@ def _devices_verify(*, user_id: int, code: str | None, devices: list[QuerySet]) 
         if not code or not found:
             return None
         locked_until = _locked_until(found)
+        if locked_until is None and any(_code_was_used(device, code) for device in found):
+            # A right code used already (a double click, a client's retry) is no guess: refused, not counted.
+            _audit_failure(user_id=user_id, devices=found, locked_until=None, reason="already_used")
+            return None
         accepted = None
         if locked_until is None:
             accepted = next((device for device in found if device.verify_token(_as_token(device, code))), None)
@@ -127,7 +132,9 @@ def _locked_until(devices: list[Device]) -> datetime | None:
     return until
 
 
-def _audit_failure(*, user_id: int, devices: list[Device], locked_until: datetime | None) -> None:
+def _audit_failure(
+    *, user_id: int, devices: list[Device], locked_until: datetime | None, reason: str = "wrong_code"
+) -> None:
     audit_record(
         actor_id=user_id,
         action="second_factor.failed",
@@ -135,7 +142,7 @@ def _audit_failure(*, user_id: int, devices: list[Device], locked_until: datetim
         object_id=user_id,
         before={},
         after={
-            "reason": "locked" if locked_until is not None else "wrong_code",
+            "reason": "locked" if locked_until is not None else reason,
             "failures": max(device.throttling_failure_count for device in devices),
             "locked_until": locked_until.isoformat() if locked_until is not None else None,
         },
@@ -149,14 +156,17 @@ def second_factor_code_was_used(*, user_id: int, code: str | None) -> bool:
     Only reads: call it after :func:`second_factor_verify` refused ``code``, to say why.
     """
     code = (code or "").strip()
-    if not code.isdigit() or len(code) > 10:
+    return any(_code_was_used(device, code) for device in TOTPDevice.objects.filter(user_id=user_id, confirmed=True))
+
+
+def _code_was_used(device: Device, code: str) -> bool:
+    """Whether ``code`` is a code of now (within its tolerance) of the authenticator ``device`` that it already
+    accepted (``last_t``); ``False`` for a recovery code's device."""
+    if not isinstance(device, TOTPDevice) or not code.isdigit() or len(code) > 10:
         return False
-    for device in TOTPDevice.objects.filter(user_id=user_id, confirmed=True):
-        authenticator = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)
-        authenticator.time = time.time()
-        if authenticator.verify(int(code), device.tolerance) and authenticator.t() <= device.last_t:
-            return True
-    return False
+    authenticator = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)
+    authenticator.time = time.time()
+    return authenticator.verify(int(code), device.tolerance) and authenticator.t() <= device.last_t
 
 
 def second_factor_refusal(*, user_id: int, code: str | None) -> InvalidOtp:

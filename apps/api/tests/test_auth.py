@@ -1,9 +1,11 @@
 import pytest
 from django.core.cache import cache
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.accounts.tests.otp import fresh_code
+from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError
 from apps.ledger.tests.factories import UserFactory
 
@@ -142,6 +144,26 @@ def test_a_key_allow_list_of_valid_addresses_is_kept(db, user):
         user_id=user.id, name="bot", scopes=["withdraw"], withdrawal_addresses=[address, address], otp=fresh_code(user)
     ).key
     assert key.withdrawal_addresses == [address]
+
+
+def test_a_code_used_before_is_refused_without_counting_as_a_wrong_code(db, api):
+    """A double click or a client's retry sends the right code again: refused as already used, never a lockout
+    (from a break-it review: six requests with one right code gave one token and four 429s)."""
+    alice = UserFactory(username="alice")
+    code = fresh_code(alice)
+    ask = {"username": "alice", "password": "correct horse battery staple", "scopes": ["read"], "otp": code}
+    assert api.post("/api/v1/auth/token/", ask, format="json").status_code == 200
+
+    replays = [api.post("/api/v1/auth/token/", ask, format="json") for _ in range(5)]
+
+    assert [(r.status_code, r.json()["error"]["code"]) for r in replays] == [(400, "invalid_otp")] * 5
+    assert all("already used" in r.json()["error"]["fields"]["otp"] for r in replays)
+    assert TOTPDevice.objects.get(user=alice).throttling_failure_count == 0
+    reasons = AuditLogEntry.objects.filter(action="second_factor.failed", object_id=str(alice.id))
+    assert [entry.after["reason"] for entry in reasons] == ["already_used"] * 5
+    wrong = {**ask, "otp": "000000" if code != "000000" else "111111"}
+    assert api.post("/api/v1/auth/token/", wrong, format="json").json()["error"]["code"] == "invalid_otp"
+    assert TOTPDevice.objects.get(user=alice).throttling_failure_count == 1  # a wrong code still counts
 
 
 def test_a_token_with_a_code_used_before_says_it_was_already_used(db, api):
