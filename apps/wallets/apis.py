@@ -162,15 +162,17 @@ class WithdrawalListApi(ScopedApiView):
         """Request a withdrawal: ``amount`` plus the asset's fee is held at once. Small amounts are approved
         automatically, larger ones wait for an operator (and, above the asset's threshold, for a confirmation
         by e-mail link first). 400 ``address_not_allowed`` unless the address is ``active`` in the address book;
-        with a session, 403 ``second_factor_required`` / 400 ``invalid_otp``; 403 ``permission_denied`` (field
-        ``address``) when the API key's withdrawal allow-list does not hold the address."""
+        with a session (or an ``otp`` sent with an API key), 403 ``second_factor_required`` / 400 ``invalid_otp``;
+        403 ``permission_denied`` (field ``address``) when the API key's withdrawal allow-list does not hold the
+        address."""
         body = WithdrawalIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         _check_allow_list(request, data["address"])
-        # A session needs the second factor (a key's withdraw scope stands for it), checked outside the
-        # transaction so that a wrong code counts against django-otp's throttle.
-        if not isinstance(request.auth, ApiKey):
+        # A session needs the second factor (a key's withdraw scope stands for it; a code sent with a key is
+        # checked all the same, never ignored), checked outside the transaction so that a wrong code counts
+        # against django-otp's throttle.
+        if not isinstance(request.auth, ApiKey) or data.get("otp"):
             second_factor_require(user_id=request.user.id, code=data.get("otp"))
 
         def perform() -> Response:

@@ -308,6 +308,20 @@ def test_keys_without_an_allow_list_and_the_browser_session_withdraw_anywhere_in
     assert response.status_code == 201
 
 
+def test_a_code_sent_with_a_withdraw_key_is_checked_not_ignored(holder, usdt):
+    """A key's withdraw scope stands for the second factor, but a wrong code it sends is refused (from a break-it
+    review: a wrong ``otp`` was ignored and the withdrawal approved)."""
+    client = client_with_key(holder, [])
+    assert client.post(WITHDRAWALS, withdraw(amount="10", otp=fresh_code(holder)), format="json").status_code == 201
+
+    wrong = client.post(WITHDRAWALS, withdraw(amount="20", otp="000000"), format="json")
+
+    assert wrong.status_code == 400
+    assert (wrong.json()["error"]["code"], set(wrong.json()["error"]["fields"])) == ("invalid_otp", {"otp"})
+    assert list(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(10)]
+    assert balances(holder, usdt) == (Decimal("490"), Decimal("10"))
+
+
 def test_a_huge_amount_of_an_18_decimal_asset_is_judged_not_a_server_error(user, api_as):
     """Quantized to 18 decimals it has more than the 28 digits of Decimal's default context."""
     eth = AssetFactory(
