@@ -79,7 +79,10 @@ class CustomerAdmin(ReadOnlyAdmin):
         ] + super().get_urls()
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        customer = get_object_or_404(self.get_queryset(request), id=numeric_id(object_id))
+        user_id = numeric_id(object_id)
+        if Customer.objects.filter(id=user_id, is_staff=True).exists():
+            return redirect("admin:auth_user_change", user_id)  # an operator: the audit log links here too
+        customer = get_object_or_404(self.get_queryset(request), id=user_id)
         pending = pending_second_factor_reset(user_id=customer.id)
         extra_context = {
             **(extra_context or {}),
@@ -115,6 +118,7 @@ class CustomerAdmin(ReadOnlyAdmin):
         """POST ``restriction`` (trading / withdrawals), ``switch`` (on / off) and a ``reason``."""
         if not request.user.has_perm(CHANGE_PERMISSION):
             raise DjangoPermissionDenied
+        get_object_or_404(self.get_queryset(request), id=user_id)  # customers only: never an operator
         restriction, switch = request.POST.get("restriction"), request.POST.get("switch")
         reason = request.POST.get("reason", "")
         try:
@@ -137,6 +141,7 @@ class CustomerAdmin(ReadOnlyAdmin):
         """POST a ``reason``: ask for the removal of the customer's second factor."""
         if not request.user.has_perm(RESET_REQUEST_PERMISSION):
             raise DjangoPermissionDenied
+        get_object_or_404(self.get_queryset(request), id=user_id)  # customers only: never an operator
         try:
             second_factor_reset_request(
                 user_id=user_id, operator_id=request.user.id, reason=request.POST.get("reason", "")

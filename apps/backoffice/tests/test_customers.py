@@ -111,9 +111,19 @@ def test_the_customer_screen_shows_balances_to_the_ledger_precision_not_cut_to_d
 
 
 def test_staff_users_are_not_customers(client, operator, approver):
+    """An operator's id on the customer screen (the audit log links every user there) leads to the operators' user
+    page; the customer list leaves staff out, and a customer's actions refuse them (404, nothing changed)."""
     client.force_login(operator)
-    assert client.get(f"/admin/backoffice/customer/{approver.id}/change/").status_code == 404
+    response = client.get(f"/admin/backoffice/customer/{approver.id}/change/")
+    assert (response.status_code, response.headers["Location"]) == (302, f"/admin/auth/user/{approver.id}/change/")
     assert "arno" not in client.get("/admin/backoffice/customer/").content.decode()
+
+    assert restrict(client, approver, "trading", "on").status_code == 404
+    reset = client.post(f"/admin/backoffice/customer/{approver.id}/second-factor-reset/", {"reason": "lost phone"})
+    assert reset.status_code == 404
+    assert not AccountRestriction.objects.filter(user=approver).exists()
+    assert not SecondFactorReset.objects.exists()
+    assert client.get("/admin/backoffice/customer/999999999/change/").status_code == 404
 
 
 def test_freezing_trading_refuses_new_orders_keeps_cancels_and_is_audited(client, operator, customer):
