@@ -9,6 +9,7 @@ from apps.api.base import ScopedApiView, text_param
 from apps.api.fields import AmountOut, ApiTime
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import LIST_PARAMETERS, list_of
+from apps.core.errors import NotFound
 from apps.ledger.models import AccountKind, Asset, Posting
 from apps.ledger.selectors import balances_for_user, user_postings
 
@@ -94,7 +95,10 @@ class PostingListApi(ScopedApiView):
     def get(self, request):
         """The user's postings, newest first; ``start``/``end`` bound their entries' time."""
         page = page_params(request, list_name="postings", scope=f"user:{request.user.id}", key=(int,))
-        postings = user_postings(request.user.id, asset_code=text_param(request, "asset"))
+        asset = text_param(request, "asset")
+        if asset is not None and not Asset.objects.filter(code=asset).exists():  # not an empty list reading "none"
+            raise NotFound(f"No asset {asset}.", fields={"asset": "No such asset."})
+        postings = user_postings(request.user.id, asset_code=asset)
         return page_response(
             page,
             id_page(postings, page, time_field="entry__created_at"),

@@ -205,6 +205,13 @@ class FillOut(serializers.Serializer):
     time = ApiTime()
 
 
+def _market_param(request) -> str | None:
+    """The ``market`` query parameter of a list, if given; an unknown market is a 404 naming the field (as the
+    market's own pages answer), never an empty list that reads as "no orders"."""
+    symbol = text_param(request, "market")
+    return None if symbol is None else market_get(symbol=symbol).symbol
+
+
 def _order_out(order: Order, market: Market):
     """``OrderOut`` of ``order``; ``market`` is the order's, with its assets."""
     return OrderOut(order, context={"market": market}).data
@@ -342,7 +349,7 @@ class OrderListApi(ScopedApiView):
         page = page_params(request, list_name="orders", scope=f"user:{request.user.id}", key=(int,))
         orders = orders_for_user(
             user_id=request.user.id,
-            market=text_param(request, "market"),
+            market=_market_param(request),
             status=text_param(request, "status"),
             client_order_id=text_param(request, "client_order_id"),
         )
@@ -405,7 +412,7 @@ class FillListApi(ScopedApiView):
         page = page_params(request, list_name="fills", scope=f"user:{request.user.id}", key=(datetime, int, int))
         fills = fills_for_user(
             user_id=request.user.id,
-            market=text_param(request, "market"),
+            market=_market_param(request),
             limit=page.limit,
             before=page.before,
             start=page.start,

@@ -66,3 +66,22 @@ def test_ledger_entries_limit_must_be_in_range(db, user, api_as):
     response = api_as(user, "read").get("/api/v1/ledger/entries/?limit=0")
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {"limit": "Out of range."}
+
+
+def test_a_list_filtered_by_an_unknown_market_or_asset_says_so(btc_usdt, user, api_as):
+    """Not an empty list, which reads as "you have none" (from a break-it review)."""
+    client = api_as(user, "read")
+    for path, field in (
+        ("/api/v1/orders/?market=NOPE-USDT", "market"),
+        ("/api/v1/trades/?market=NOPE-USDT", "market"),
+        ("/api/v1/ledger/entries/?asset=DOGE", "asset"),
+    ):
+        response = client.get(path)
+        assert response.status_code == 404, path
+        assert (response.json()["error"]["code"], list(response.json()["error"]["fields"])) == ("not_found", [field])
+    for path in (
+        "/api/v1/orders/?market=BTC-USDT",
+        "/api/v1/trades/?market=BTC-USDT",
+        "/api/v1/ledger/entries/?asset=BTC",
+    ):
+        assert client.get(path).status_code == 200, path
