@@ -11,10 +11,12 @@ would stop one user from trading with itself, hence two users).
 import logging
 import math
 import random
+import time
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
 from apps.core.errors import DomainError
+from apps.orders.errors import OrderStatusUnknown
 from apps.orders.models import Market, MarketStatus
 from apps.orders.selectors import orders_for_user, recent_trades
 from apps.orders.services import open_orders_cancel, order_cancel, order_place
@@ -96,10 +98,21 @@ class MarketMaker:
                 self._take(state, report)
         return report
 
-    def cancel_all(self) -> int:
-        """Cancel every open order of the maker on its markets (on shutdown, one command per market); return how
-        many."""
-        return sum(len(open_orders_cancel(user_id=self.maker_id, market=state.market.symbol)) for state in self.states)
+    def cancel_all(self, *, wait_seconds: float | None = None) -> tuple[int, list[str]]:
+        """Cancel every open order of the maker on its markets (on shutdown, one command per market): how many were
+        cancelled, and the markets whose cancel is queued but not answered within ``wait_seconds`` in all (their
+        sequencer is stopped too, say: it applies the cancel when it runs again). ``None``: the usual wait each."""
+        deadline = None if wait_seconds is None else time.monotonic() + wait_seconds
+        cancelled, queued = 0, []
+        for state in self.states:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                cancelled += len(
+                    open_orders_cancel(user_id=self.maker_id, market=state.market.symbol, wait_seconds=left)
+                )
+            except OrderStatusUnknown:
+                queued.append(state.market.symbol)
+        return cancelled, queued
 
     def _ladder(self, state: MarketState) -> dict[str, set[Decimal]]:
         center_bid = _round(state.reference, state.grid, ROUND_FLOOR)

@@ -1,4 +1,5 @@
 import random
+import time
 from decimal import Decimal
 from io import StringIO
 
@@ -9,8 +10,10 @@ from django.core.management import CommandError, call_command
 from apps.demo.market_maker import MarketMaker
 from apps.demo.seed import seed_demo
 from apps.ledger.reconciliation import reconcile
-from apps.orders.models import Market, MarketStatus, Order, Trade
+from apps.orders.models import Command, CommandKind, CommandStatus, Market, MarketStatus, Order, Trade
 from apps.orders.selectors import order_book_depth
+from apps.orders.services.answers import listener_close
+from apps.orders.services.commands import queue_connection_close
 from apps.wallets.tests.factories import deliver_custody_callbacks
 
 
@@ -65,7 +68,7 @@ def test_halted_markets_are_left_alone_and_shutdown_cancels_every_order(demo):
     market_maker.step()
 
     assert not Order.objects.filter(market__symbol="ETH-BTC").exists()
-    assert market_maker.cancel_all() == 20
+    assert market_maker.cancel_all() == (20, [])
     assert order_book_depth(market="BTC-USDT").bids == []
 
 
@@ -90,3 +93,24 @@ def test_the_command_runs_steps_and_stops(demo):
 def test_the_command_names_an_unknown_market(demo):
     with pytest.raises(CommandError, match="Unknown market DOGE-USDT"):
         call_command("run_market_maker", "--market", "DOGE-USDT", "--steps", "1")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_shutdown_waits_a_bounded_time_for_a_stopped_engine_and_leaves_the_cancels_queued(demo, settings):
+    """Stopping ``make run`` stops the engine with the bot: its cancels stay queued for the engine's next start,
+    and the bot ends before the process manager's SIGKILL (it waited 10 s per market)."""
+    market_maker = bot(demo, take_chance=0)
+    market_maker.step()  # inline: quotes resting
+    settings.ORDERS_ENGINE = "sequencer"  # and no engine runs
+
+    began = time.monotonic()
+    try:
+        cancelled, queued = market_maker.cancel_all(wait_seconds=0.5)
+    finally:
+        queue_connection_close()
+        listener_close()
+
+    assert time.monotonic() - began < 2.5
+    assert cancelled == 0 and queued == sorted(state.market.symbol for state in market_maker.states)
+    pending = Command.objects.filter(kind=CommandKind.CANCEL_ALL, status=CommandStatus.PENDING)
+    assert sorted(pending.values_list("market__symbol", flat=True)) == queued

@@ -353,19 +353,24 @@ def _market_id(symbol: str) -> int:
     return market_id
 
 
-def open_orders_cancel(*, user_id: int, market: str, by_operator: bool = False) -> list[Order]:
+def open_orders_cancel(
+    *, user_id: int, market: str, by_operator: bool = False, wait_seconds: float | None = None
+) -> list[Order]:
     """Cancel every open order of ``user_id`` on ``market`` (a symbol), oldest first, and return them cancelled
     (:func:`apps.orders.services.cancel.open_orders_cancel`), inline or by the market's sequencer.
 
     Through the sequencer it is one command applied in queue order: it also cancels the user's placements queued
     before it and not applied yet (a caller whose placement timed out can cancel everything and know that order
-    is not left to go live later), and none queued after it. Raises :class:`NotFound` (no such market) and
+    is not left to go live later), and none queued after it; ``wait_seconds`` bounds the wait for its outcome
+    (:func:`command_submit`'s default otherwise). Raises :class:`NotFound` (no such market) and
     :class:`OrderStatusUnknown` (sequencer mode, no answer in time: the command stays queued and is applied once).
     """
     if settings.ORDERS_ENGINE == "inline":
         return cancel.open_orders_cancel(market_id=_market_id(market), user_id=user_id, by_operator=by_operator)
     payload = {"user_id": user_id, "by_operator": by_operator}
-    outcome = command_submit(market=market, kind=CommandKind.CANCEL_ALL, user_id=user_id, payload=payload)
+    outcome = command_submit(
+        market=market, kind=CommandKind.CANCEL_ALL, user_id=user_id, payload=payload, wait_seconds=wait_seconds
+    )
     if "error" in outcome:
         outcome_raise(outcome["error"])
     return list(Order.objects.filter(id__in=outcome["order_ids"]).order_by("id"))

@@ -14,6 +14,9 @@ from apps.orders.models import Market
 
 log = logging.getLogger("apps.demo.market_maker")
 
+SHUTDOWN_WAIT_SECONDS = 3.0
+"""How long, in all, the bot waits for the answers to its shutdown cancels."""
+
 
 class Command(BaseCommand):
     help = "Keep a ladder of bids and asks on each market and sometimes take liquidity, until stopped."
@@ -76,6 +79,9 @@ class Command(BaseCommand):
             time.sleep(options["interval"])
         close_old_connections()
         try:
-            log.info("market_maker.stop cancelled=%d", bot.cancel_all())
+            # Within the few seconds a process manager waits after SIGTERM (honcho: 5) before SIGKILL: the engine is
+            # often stopping at the same moment, and then applies the queued cancels when it runs again.
+            cancelled, queued = bot.cancel_all(wait_seconds=SHUTDOWN_WAIT_SECONDS)
+            log.info("market_maker.stop cancelled=%d queued_markets=%s", cancelled, ",".join(queued) or "-")
         except DatabaseError as exc:
             log.warning("market_maker.stop orders_left_open error=%s", str(exc).strip())
