@@ -7,15 +7,20 @@ import time
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from apps.demo.market_maker import MarketMaker
 from apps.orders.models import Market
+from apps.orders.services.commands import queue_connection_close
 
 log = logging.getLogger("apps.demo.market_maker")
 
 SHUTDOWN_WAIT_SECONDS = 3.0
 """How long, in all, the bot waits for the answers to its shutdown cancels."""
+
+
+class _Stopped(Exception):
+    """Raised by the stop signal's handler inside a step (whose commands stay queued, each applied once)."""
 
 
 class Command(BaseCommand):
@@ -53,16 +58,31 @@ class Command(BaseCommand):
             rng=random.Random(options["seed"]),
         )
 
-        stopping = []
+        stopping: list[bool] = []
+        stepping = [False]
+
+        def on_signal(*_) -> None:
+            stopping.append(True)
+            if stepping[0]:  # leave the step: its next answer may never come from an engine stopped with the bot
+                raise _Stopped
+
         for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda *_: stopping.append(True))
+            signal.signal(signum, on_signal)
         steps = 0
         log.info("market_maker.start markets=%s", ",".join(state.market.symbol for state in bot.states))
         while not stopping and (options["steps"] == 0 or steps < options["steps"]):
             close_old_connections()  # replaces a connection the database dropped (CONN_HEALTH_CHECKS)
             steps += 1
             try:
-                report = bot.step()
+                stepping[0] = True
+                try:
+                    report = bot.step()
+                finally:
+                    stepping[0] = False
+            except _Stopped:  # its connections may be mid-statement: the cancels below open fresh ones
+                connections.close_all()
+                queue_connection_close()
+                break
             except DatabaseError as exc:  # a dropped connection or a restart: try again next step
                 log.warning("market_maker.database_error error=%s", str(exc).strip())
             else:
