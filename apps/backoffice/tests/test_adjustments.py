@@ -215,25 +215,29 @@ def test_maker_checker_through_the_admin(client, operator, approver, user, usdt,
     assert usdt_available(user) == Decimal("10")
 
 
-def test_an_over_precise_leg_is_shown_next_to_the_field(client, operator, user, usdt):
-    client.force_login(operator)
-    form = {
-        "memo": "x",
+def credit_form(asset, username: str, amount: str, memo: str = "x") -> dict:
+    """The admin's draft form: debit equity, credit ``username``'s available ``asset``, ``amount`` each."""
+    return {
+        "memo": memo,
         "legs-TOTAL_FORMS": "2",
         "legs-INITIAL_FORMS": "0",
         "legs-MIN_NUM_FORMS": "2",
         "legs-MAX_NUM_FORMS": "1000",
         "legs-0-kind": "equity",
-        "legs-0-asset": usdt.id,
+        "legs-0-asset": asset.id,
         "legs-0-side": "debit",
-        "legs-0-amount": "0.0000001",
+        "legs-0-amount": amount,
         "legs-1-kind": "user_available",
-        "legs-1-asset": usdt.id,
-        "legs-1-username": user.username,
+        "legs-1-asset": asset.id,
+        "legs-1-username": username,
         "legs-1-side": "credit",
-        "legs-1-amount": "0.0000001",
+        "legs-1-amount": amount,
     }
-    response = client.post("/admin/backoffice/adjustment/add/", form)
+
+
+def test_an_over_precise_leg_is_shown_next_to_the_field(client, operator, user, usdt):
+    client.force_login(operator)
+    response = client.post("/admin/backoffice/adjustment/add/", credit_form(usdt, user.username, "0.0000001"))
     assert response.status_code == 200
     assert "At most 6 decimal places" in response.content.decode()
     assert not Adjustment.objects.exists()
@@ -354,23 +358,7 @@ def test_a_draft_whose_customer_became_staff_is_not_posted(operator, approver, u
 
 def test_the_admin_says_why_an_operators_own_funds_cannot_be_adjusted(client, operator, usdt):
     client.force_login(operator)
-    form = {
-        "memo": "bonus",
-        "legs-TOTAL_FORMS": "2",
-        "legs-INITIAL_FORMS": "0",
-        "legs-MIN_NUM_FORMS": "2",
-        "legs-MAX_NUM_FORMS": "1000",
-        "legs-0-kind": "equity",
-        "legs-0-asset": usdt.id,
-        "legs-0-side": "debit",
-        "legs-0-amount": "1",
-        "legs-1-kind": "user_available",
-        "legs-1-asset": usdt.id,
-        "legs-1-username": operator.username,
-        "legs-1-side": "credit",
-        "legs-1-amount": "1",
-    }
-    response = client.post("/admin/backoffice/adjustment/add/", form)
+    response = client.post("/admin/backoffice/adjustment/add/", credit_form(usdt, operator.username, "1", "bonus"))
     assert response.status_code == 200
     assert f"customers&#x27; funds only; staff: {operator.username}" in response.content.decode()
     assert not Adjustment.objects.exists()

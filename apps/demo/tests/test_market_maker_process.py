@@ -17,6 +17,19 @@ from apps.wallets.tests.conftest import database_url, wait_for
 from apps.wallets.tests.factories import deliver_custody_callbacks
 
 
+def _bot(env: dict, log_path) -> subprocess.Popen:
+    """``run_market_maker`` in a process group of its own, writing to ``log_path``."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "manage.py", "run_market_maker", "--interval", "0.2", "--seed", "3"],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_market_maker_survives_its_database_connection_being_terminated(tmp_path):
@@ -32,15 +45,7 @@ def test_the_market_maker_survives_its_database_connection_being_terminated(tmp_
         "DATABASE_URL": database_url(connection.settings_dict),
     }
     log_path = tmp_path / "market-maker.log"
-    with open(log_path, "wb") as log:
-        bot = subprocess.Popen(
-            [sys.executable, "manage.py", "run_market_maker", "--interval", "0.2", "--seed", "3"],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    bot = _bot(env, log_path)
     try:
         wait_for(lambda: bot.poll() is not None or Order.objects.filter(user=maker).exists(), message="first quotes")
         with connection.cursor() as cursor:
@@ -75,15 +80,7 @@ def test_the_market_maker_stops_at_once_when_the_engine_stopped_with_it(tmp_path
         "ORDERS_ENGINE_WAIT_SECONDS": "30",
     }
     log_path = tmp_path / "market-maker.log"
-    with open(log_path, "wb") as log:
-        bot = subprocess.Popen(
-            [sys.executable, "manage.py", "run_market_maker", "--interval", "0.2", "--seed", "3"],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    bot = _bot(env, log_path)
     try:
         wait_for(lambda: bot.poll() is not None or Command.objects.exists(), message="the first queued placement")
         os.killpg(bot.pid, signal.SIGTERM)
