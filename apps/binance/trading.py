@@ -59,6 +59,10 @@ from .shapes import (
 )
 
 CLIENT_ORDER_ID = re.compile(r"[.A-Z:/a-z0-9_-]{1,36}")
+"""A new order's ``newClientOrderId`` (Binance's rule)."""
+ORIG_CLIENT_ORDER_ID = re.compile(r"[^\x00-\x1f\x7f-\x9f]{1,64}")
+"""An ``origClientOrderId`` naming an order: any printable text up to 64 characters, as ``/api/v1/`` takes a
+``client_order_id``, so an order placed there (``é-1``, ``a b``) is found here too."""
 _REFUSED_STP_MODES = ("NONE", "DECREMENT", "TRANSFER")
 _ORDER_PARAMS = (
     "symbol",
@@ -181,7 +185,7 @@ def order_test(call: Call) -> dict:
 def _find_order(call: Call, market: Market, *, missing: BinanceError) -> Order:
     """The caller's order on ``market`` named by ``orderId`` or ``origClientOrderId``; ``missing`` otherwise."""
     order_id = call.params.integer("orderId", minimum=1)
-    client_id = call.params.text("origClientOrderId", pattern=CLIENT_ORDER_ID)
+    client_id = call.params.text("origClientOrderId", pattern=ORIG_CLIENT_ORDER_ID)
     if order_id is None and client_id is None:
         raise BinanceError(
             MANDATORY_PARAM_EMPTY_OR_MALFORMED,
@@ -235,7 +239,7 @@ def order_delete(call: Call) -> dict:
     market = symbol_market(call.params)
     cancel_id = call.params.text("newClientOrderId", pattern=CLIENT_ORDER_ID) or secrets.token_urlsafe(16)[:22]
     restriction = call.params.choice("cancelRestrictions", ("ONLY_NEW", "ONLY_PARTIALLY_FILLED"))
-    client_id = call.params.text("origClientOrderId", pattern=CLIENT_ORDER_ID)
+    client_id = call.params.text("origClientOrderId", pattern=ORIG_CLIENT_ORDER_ID)
     if client_id is not None and call.params.raw("orderId") is None and restriction is None:
         cancel = partial(
             order_cancel_by_client_id, user_id=call.user_id, market=market.symbol, client_order_id=client_id

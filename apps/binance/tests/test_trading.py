@@ -339,6 +339,21 @@ def test_cancel_by_orig_client_order_id_answers_the_cancelled_order_then_2011(tr
     assert (again.status_code, again.json()["code"]) == (400, -2011)
 
 
+@pytest.mark.parametrize("client_order_id", ["é-1", "a b", "<script>alert(1)</script>", "x" * 64])
+def test_an_order_placed_through_v1_is_found_and_cancelled_by_its_client_order_id(trader, client_order_id):
+    """``/api/v1/`` takes any printable ``client_order_id`` up to 64 characters; v3 finds the order by it (from a
+    break-it review: -1100 for anything outside Binance's pattern for new ids)."""
+    user, signed = trader
+    placed = place(user, side="buy", price="49000", qty="0.01", client_order_id=client_order_id)
+
+    got = signed("GET", "order", symbol="BTCUSDT", origClientOrderId=client_order_id)
+    assert (got.status_code, got.json()["orderId"], got.json()["clientOrderId"]) == (200, placed.id, client_order_id)
+    cancelled = signed("DELETE", "order", symbol="BTCUSDT", origClientOrderId=client_order_id).json()
+    assert (cancelled["orderId"], cancelled["status"]) == (placed.id, "CANCELED")
+    too_long = signed("GET", "order", symbol="BTCUSDT", origClientOrderId="x" * 65)
+    assert (too_long.status_code, too_long.json()["code"]) == (400, -1100)
+
+
 def test_unknown_orders(trader):
     _, signed = trader
     assert signed("GET", "order", symbol="BTCUSDT", orderId=123).json()["code"] == -2013
