@@ -1,6 +1,7 @@
 """Operators' writes: reconciliation runs, maker-checker requests (adjustments, fee changes, second-factor
 resets). The audit log's writer is :func:`apps.backoffice.audit.audit_record`."""
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -14,7 +15,8 @@ from django_otp import devices_for_user
 
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
-from apps.ledger.models import Account
+from apps.ledger.amounts import format_amount
+from apps.ledger.models import Account, AccountKind
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
 from apps.ledger.transactions import retrying_atomic
@@ -80,20 +82,41 @@ def _staff_funds_refuse(legs: Sequence[Leg]) -> None:
         raise DomainError(message, fields={"legs": message})
 
 
+def _overdraft_refuse(legs: Sequence[Leg]) -> None:
+    """Refuse legs that would take a user's available funds below zero as they stand now (approving checks again,
+    against the balance then). Raises :class:`DomainError` (field ``legs``) naming whose and how much they have."""
+    debits: dict[int, Decimal] = defaultdict(Decimal)
+    for leg in legs:
+        debits[leg.account_id] += leg.amount  # a debit (positive) takes from a user's available funds
+    accounts = Account.objects.filter(
+        id__in=[account_id for account_id, amount in debits.items() if amount > 0], kind=AccountKind.USER_AVAILABLE
+    ).select_related("owner", "asset")
+    short = [
+        f"{account.owner.get_username()} has {format_amount(account.balance, account.asset.decimals)} "
+        f"{account.asset.code} available"
+        for account in sorted(accounts, key=lambda account: account.id)
+        if debits[account.id] > account.balance
+    ]
+    if short:
+        message = f"This would overdraw a customer: {'; '.join(short)}."
+        raise DomainError(message, fields={"legs": message})
+
+
 @transaction.atomic
 def adjustment_draft(*, author_id: int, memo: str, legs: Sequence[Leg]) -> Adjustment:
     """Draft a manual adjustment: ``legs`` (signed amounts, debit positive, each in its account's asset).
 
     The legs must balance per asset, be exact at each asset's precision, include an
-    ``equity`` account (DESIGN.md section 4), leave held funds alone and touch no staff user's
-    funds. Nothing moves until another operator approves.
-    Raises :class:`DomainError` (memo, staff funds), :class:`UnbalancedEntry`, :class:`InvalidAmount`,
+    ``equity`` account (DESIGN.md section 4), leave held funds alone, touch no staff user's funds and
+    overdraw no customer as balances stand (approval checks again). Nothing moves until another operator approves.
+    Raises :class:`DomainError` (memo, staff funds, an overdraft), :class:`UnbalancedEntry`, :class:`InvalidAmount`,
     :class:`NotFound`.
     """
     if not memo.strip():
         raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
     adjustment_legs_validate(legs)
     _staff_funds_refuse(legs)
+    _overdraft_refuse(legs)
     adjustment = Adjustment.objects.create(
         memo=memo.strip(),
         legs=[{"account": leg.account_id, "amount": str(leg.amount)} for leg in legs],

@@ -16,7 +16,7 @@ from apps.ledger.errors import UnbalancedEntry
 from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.selectors import balances_for_user
 from apps.ledger.services import Leg, system_account, user_account
-from apps.ledger.tests.factories import UserFactory
+from apps.ledger.tests.factories import UserFactory, fund
 
 
 @pytest.fixture
@@ -362,3 +362,17 @@ def test_the_admin_says_why_an_operators_own_funds_cannot_be_adjusted(client, op
     assert response.status_code == 200
     assert f"customers&#x27; funds only; staff: {operator.username}" in response.content.decode()
     assert not Adjustment.objects.exists()
+
+
+def test_a_draft_that_would_overdraw_a_customer_is_refused_at_once(operator, user, usdt):
+    """Not only at approval (from a break-it review: a draft debiting 5 BTC from a user holding none was drafted)."""
+    fund(user, usdt, "3")
+    equity = system_account(AccountKind.EQUITY, usdt)
+    debit_user = [Leg(user_account(user.id, usdt).id, Decimal("5")), Leg(equity.id, Decimal("-5"))]
+
+    with pytest.raises(DomainError, match=f"overdraw a customer: {user.username} has 3.000000 USDT available"):
+        adjustment_draft(author_id=operator.id, memo="chargeback", legs=debit_user)
+
+    assert not Adjustment.objects.exists()
+    within = [Leg(user_account(user.id, usdt).id, Decimal("3")), Leg(equity.id, Decimal("-3"))]
+    assert adjustment_draft(author_id=operator.id, memo="chargeback", legs=within).status == AdjustmentStatus.DRAFT
