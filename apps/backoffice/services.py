@@ -88,14 +88,17 @@ def _overdraft_refuse(legs: Sequence[Leg]) -> None:
     debits: dict[int, Decimal] = defaultdict(Decimal)
     for leg in legs:
         debits[leg.account_id] += leg.amount  # a debit (positive) takes from a user's available funds
-    accounts = Account.objects.filter(
-        id__in=[account_id for account_id, amount in debits.items() if amount > 0], kind=AccountKind.USER_AVAILABLE
-    ).select_related("owner", "asset")
+    accounts = (
+        Account.objects.filter(
+            id__in=[account_id for account_id, amount in debits.items() if amount > 0], kind=AccountKind.USER_AVAILABLE
+        )
+        .order_by("id")
+        .values_list("id", "balance", "owner__username", "asset__code", "asset__decimals")
+    )
     short = [
-        f"{account.owner.get_username()} has {format_amount(account.balance, account.asset.decimals)} "
-        f"{account.asset.code} available"
-        for account in sorted(accounts, key=lambda account: account.id)
-        if debits[account.id] > account.balance
+        f"{username} has {format_amount(balance, decimals)} {code} available"
+        for account_id, balance, username, code, decimals in accounts
+        if debits[account_id] > balance
     ]
     if short:
         message = f"This would overdraw a customer: {'; '.join(short)}."
