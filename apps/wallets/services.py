@@ -955,8 +955,8 @@ def _withdrawal_route(withdrawal: Withdrawal, *, from_state: str) -> Withdrawal:
     """Approve (and queue for submission) a withdrawal while it and the user's withdrawals of its asset approved
     without an operator in the last 24 hours (released ones excluded) add up to at most the asset's auto-approval
     limit; else hold it for an operator. The limit bounds that total, not each withdrawal: twenty withdrawals at
-    the limit would otherwise leave in a day with nobody looking (a stolen key splitting a large one)."""
-    _lock_user_asset(withdrawal.user_id, withdrawal.asset_id)  # the user's other withdrawals of the asset wait
+    the limit would otherwise leave in a day with nobody looking (a stolen key splitting a large one). The caller
+    holds the user's withdrawal lock of the asset (:func:`_lock_user_asset`), so the total cannot move meanwhile."""
     since = timezone.now() - DAILY_WINDOW
     approved = selectors.auto_approved_since(user_id=withdrawal.user_id, asset_id=withdrawal.asset_id, since=since)
     if approved + withdrawal.amount <= withdrawal.asset.withdrawal_auto_approve_limit:
@@ -1009,6 +1009,7 @@ def withdrawal_confirm(*, token: str) -> Withdrawal:
     withdrawal = Withdrawal.objects.select_related("asset").filter(pk=withdrawal_id).first()
     if withdrawal is None:
         raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"token": "Unknown withdrawal."})
+    _lock_user_asset(withdrawal.user_id, withdrawal.asset_id)
     return _withdrawal_route(withdrawal, from_state=WithdrawalStatus.AWAITING_CONFIRMATION)
 
 
