@@ -1,5 +1,6 @@
 """The simulated custody provider behaves like a provider: its own books, idempotent submissions, retries."""
 
+import socket
 from datetime import timedelta
 from decimal import Decimal
 
@@ -85,6 +86,20 @@ def test_an_undelivered_callback_is_retried_later_with_backoff(custody):
     SimCallback.objects.update(due_at=timezone.now() - timedelta(seconds=1))
     assert [d.delivered for d in custody.callbacks_deliver_due(send=lambda body, headers: 200)] == [True]
     assert SimWallet.objects.get().balance == Decimal(1)  # applied once, on the first attempt
+
+
+def test_a_webhook_that_does_not_answer_ends_the_round_and_the_rest_wait_untried(custody, settings):
+    address = custody.new_deposit_address(network="simnet", asset_code="BTC", label="")
+    custody.deposit_receive(address=address, amount=Decimal(1), confirmations=2, delay=0)  # three callbacks due
+    with socket.socket() as closed:  # bound, never listening: a connection to it is refused
+        closed.bind(("127.0.0.1", 0))
+        settings.CUSTODY_CALLBACK_URL = f"http://127.0.0.1:{closed.getsockname()[1]}/custody/callbacks/"
+
+        deliveries = custody.callbacks_deliver_due()
+
+    assert [(d.status, "refused" in d.error) for d in deliveries] == [(None, True)]
+    assert sorted(SimCallback.objects.values_list("attempts", flat=True)) == [0, 0, 1]
+    assert [d.delivered for d in custody.callbacks_deliver_due(send=lambda body, headers: 200)] == [True, True]
 
 
 def test_submission_is_idempotent_on_the_withdrawal_id(custody, funded):

@@ -288,14 +288,19 @@ class SimulatedCustody(CustodyAdapter):
 
         Each is first applied to the provider's books (once), then signed and sent with
         ``send`` (default: HTTP POST to ``CUSTODY_CALLBACK_URL``). An undelivered callback is
-        retried later with back-off. Safe to run in several processes at once.
+        retried later with back-off. A delivery that got no answer at all (connection refused, timed out: the
+        webhook is down, as while ``make run`` starts) ends the round: the others stay due, untried, for the next
+        one. Safe to run in several processes at once.
         """
         deliveries = []
         for _ in range(limit):
             callback = self._claim_next(callback_ids)
             if callback is None:
                 break
-            deliveries.append(self._send(callback, send))
+            delivery = self._send(callback, send)
+            deliveries.append(delivery)
+            if delivery.status is None:
+                break
         return deliveries
 
     def _claim_next(self, callback_ids: list[int] | None) -> SimCallback | None:
