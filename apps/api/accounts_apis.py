@@ -14,6 +14,7 @@ from apps.accounts.services import api_key_create
 
 from .authentication import ApiKeyAuthentication
 from .fields import ApiTime, InputSerializer
+from .idempotency import secret_shown_once
 from .throttles import IpRateThrottle, LoginRateThrottle
 
 DEFAULT_NAME = "token (API log-in)"
@@ -60,6 +61,7 @@ class TokenApi(APIView):
 
     @extend_schema(request=TokenIn, responses=TokenOut, auth=[])
     def post(self, request):
+        secret_shown_once(request)
         body = TokenIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

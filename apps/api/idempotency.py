@@ -47,6 +47,19 @@ def idempotent(request, perform: Callable[[], Response]) -> Response:
     return _claim_and_perform(request.user.id, key, hashlib.sha256(fingerprint.encode()).hexdigest(), perform)
 
 
+def secret_shown_once(request) -> None:
+    """Refuse ``Idempotency-Key`` on a POST whose answer shows a secret only once (an API key and its signing
+    secret, a stream key, an authenticator's secret, recovery codes): replaying that answer would mean storing the
+    secret. 400 ``invalid_request`` naming the header, before anything is read or written; without the header, a
+    retry creates a new secret (API.md)."""
+    if HEADER in request.headers:
+        raise DomainError(
+            "Idempotency-Key is not taken here: the answer shows a secret once and is never stored to replay; "
+            "send the request without it (a retry makes a new one).",
+            fields={HEADER: "Not taken by this endpoint."},
+        )
+
+
 @retrying_atomic
 def _claim_and_perform(user_id: int, key: str, request_hash: str, perform: Callable[[], Response]) -> Response:
     # The inner block undoes the claim with a failed request even inside a caller's transaction.

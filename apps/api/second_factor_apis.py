@@ -12,6 +12,7 @@ from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
 
 from .base import ScopedApiView
 from .fields import InputSerializer, Text
+from .idempotency import secret_shown_once
 
 
 class OtpIn(InputSerializer):
@@ -47,6 +48,7 @@ class OtpEnrolApi(ScopedApiView):
     def post(self, request):
         """Start enrolling: the base32 secret and its ``otpauth://`` URI. The second factor is on only after
         ``POST /account/otp/confirm/``. 400 ``invalid_otp`` when it is on already and ``otp`` is wrong."""
+        secret_shown_once(request)
         body = OtpIn(data=request.data)
         body.is_valid(raise_exception=True)
         enrolment = second_factor_enrol(user_id=request.user.id, otp=body.validated_data.get("otp"))
@@ -61,6 +63,7 @@ class OtpConfirmApi(ScopedApiView):
     @extend_schema(request=ConfirmIn, responses={200: ConfirmOut})
     def post(self, request):
         """Turn the second factor on; returns ten recovery codes, shown only here. 400 ``invalid_otp``."""
+        secret_shown_once(request)
         body = ConfirmIn(data=request.data)
         body.is_valid(raise_exception=True)
         codes = second_factor_confirm(user_id=request.user.id, otp=body.validated_data["otp"])

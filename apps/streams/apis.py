@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from apps.accounts.models import ApiKey
 from apps.api.base import ScopedApiView
 from apps.api.fields import ApiTime, InputSerializer, Text
+from apps.api.idempotency import secret_shown_once
 
 from .services import stream_token_create, stream_token_extend, stream_token_revoke
 
@@ -33,6 +34,7 @@ class StreamTokenApi(ScopedApiView):
 
     @extend_schema(request=None, responses={201: StreamTokenOut})
     def post(self, request):
+        secret_shown_once(request)
         request.data  # noqa: B018 (it takes no body, yet one sent must be well-formed: a 400 or 413, never ignored)
         api_key = request.auth if isinstance(request.auth, ApiKey) else None  # the stream key dies with it
         token, key = stream_token_create(user_id=request.user.id, api_key_id=api_key.pk if api_key else None)

@@ -14,12 +14,13 @@ compares a placement's cost with and without it. With it off there are no stream
 import hashlib
 import secrets
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import orjson
 from django.conf import settings
 from django.utils import timezone
 
+from apps.accounts.models import ApiKey
 from apps.core.doorbell import ring_at_commit
 from apps.core.errors import NotFound
 from apps.ledger.db import PreparedCursor
@@ -170,34 +171,41 @@ def stream_token_create(*, user_id: int, api_key_id: int | None = None) -> tuple
 
     ``api_key_id`` is the API key the request was authenticated with (None for a browser session): the stream
     key then opens nothing once that key is revoked or expires, and open streams are closed
-    (:func:`~apps.streams.selectors.stream_tokens_live`). Returns the row and the key (64 hex characters),
-    which is shown only here; the user's keys that open nothing any more are deleted on the way.
+    (:func:`~apps.streams.selectors.stream_tokens_live`); its ``expires_at`` is never later than that key's.
+    Returns the row and the key (64 hex characters), which is shown only here; the user's keys that open nothing
+    any more are deleted on the way.
     """
-    now = timezone.now()
     StreamToken.objects.filter(user_id=user_id).exclude(pk__in=stream_tokens_live().values("pk")).delete()
     key = secrets.token_hex(32)
     token = StreamToken.objects.create(
         user_id=user_id,
         api_key_id=api_key_id,
         key_hash=_key_hash(key),
-        expires_at=now + timedelta(seconds=settings.STREAMS_TOKEN_TTL),
+        expires_at=_expiry(api_key_id),
     )
     return token, key
 
 
+def _expiry(api_key_id: int | None) -> datetime:
+    """``STREAMS_TOKEN_TTL`` seconds from now, or the expiry of the API key ``api_key_id`` when that is sooner."""
+    expires_at = timezone.now() + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
+    key_expiry = ApiKey.objects.filter(pk=api_key_id).values_list("expires_at", flat=True).first()
+    return min(expires_at, key_expiry) if key_expiry is not None else expires_at
+
+
 def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
-    """Keep the user's stream key alive for another ``STREAMS_TOKEN_TTL`` seconds from now.
+    """Keep the user's stream key alive for another ``STREAMS_TOKEN_TTL`` seconds from now (never later than the
+    expiry of the API key that created it).
 
     Raises :class:`NotFound` for a key that is unknown, expired, another user's, or made with an API key that
     is revoked or expired.
     """
-    expires_at = timezone.now() + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
-    updated = StreamToken.objects.filter(
-        pk__in=stream_tokens_live().filter(user_id=user_id, key_hash=_key_hash(key)).values("pk")
-    ).update(expires_at=expires_at)
-    if not updated:
+    token = stream_tokens_live().filter(user_id=user_id, key_hash=_key_hash(key)).first()
+    if token is None:
         raise NotFound("No such stream key.", fields={"key": "Unknown or expired."})
-    return StreamToken.objects.get(key_hash=_key_hash(key))
+    token.expires_at = _expiry(token.api_key_id)
+    StreamToken.objects.filter(pk=token.pk).update(expires_at=token.expires_at)
+    return token
 
 
 def stream_token_revoke(*, user_id: int, key: str) -> None:

@@ -178,3 +178,17 @@ def test_a_token_with_a_code_used_before_says_it_was_already_used(db, api):
     error = replayed.json()["error"]
     assert error["code"] == "invalid_otp" and "already used" in error["fields"]["otp"]
     assert ApiKey.objects.count() == 1
+
+
+@pytest.mark.parametrize("path", ["/api/v1/auth/token/", "/api/v1/account/otp/", "/api/v1/account/otp/confirm/"])
+def test_a_post_that_shows_a_secret_once_refuses_an_idempotency_key_and_writes_nothing(db, api_as, path):
+    api = api_as(UserFactory(username="alice"), "read", "withdraw")
+    body = {"username": "alice", "password": "correct horse battery staple", "otp": "123456"}
+    before = (ApiKey.objects.count(), list(TOTPDevice.objects.values_list("id", "key", "confirmed")))
+
+    response = api.post(path, body, format="json", HTTP_IDEMPOTENCY_KEY="k-1")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert list(response.json()["error"]["fields"]) == ["Idempotency-Key"]
+    assert (ApiKey.objects.count(), list(TOTPDevice.objects.values_list("id", "key", "confirmed"))) == before

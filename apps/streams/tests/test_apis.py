@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from apps.api.base import api_time
 from apps.streams.models import StreamToken
 from apps.streams.selectors import stream_token_user_id
 
@@ -59,3 +60,27 @@ def test_a_malformed_body_is_a_400_naming_the_field(api_as, user):
     response = api_as(user, "read").put(URL, {"token": ["x"]}, format="json")
     assert response.status_code == 400
     assert "token" in response.json()["error"]["fields"]
+
+
+def test_a_stream_key_never_outlives_the_api_key_that_made_it_nor_its_keep_alive(api_as, user):
+    from apps.accounts.models import ApiKey
+
+    client = api_as(user, "read")
+    key_expiry = timezone.now() + timedelta(seconds=60)
+    ApiKey.objects.filter(user=user).update(expires_at=key_expiry)
+
+    created = client.post(URL)
+    assert created.status_code == 201
+    assert created.json()["expires_at"] == api_time(key_expiry)
+    extended = client.put(URL, {"token": created.json()["token"]}, format="json")
+    assert extended.json()["expires_at"] == created.json()["expires_at"]
+    assert StreamToken.objects.get().expires_at == key_expiry
+
+
+def test_an_idempotency_key_is_refused_as_the_stream_key_is_shown_once(api_as, user):
+    response = api_as(user, "read").post(URL, HTTP_IDEMPOTENCY_KEY="k-1")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert list(response.json()["error"]["fields"]) == ["Idempotency-Key"]
+    assert not StreamToken.objects.exists()
