@@ -23,7 +23,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.accounts.models import ApiKey
-from apps.streams.consumers import CLOSE_EXPIRED, StreamConsumer, first_delivery
+from apps.streams.consumers import (
+    CLOSE_EXPIRED,
+    REQUEST_ID_RULE,
+    StreamConsumer,
+    first_delivery,
+    request_id_valid,
+)
 from apps.streams.groups import user_group
 
 from .errors import (
@@ -121,6 +127,9 @@ class WsApiConsumer(AsyncWebsocketConsumer):
                 400,
                 error={"code": MANDATORY_PARAM_EMPTY_OR_MALFORMED, "msg": 'Send {"id", "method", "params": {}}.'},
             )
+            return
+        if not request_id_valid(request_id):
+            await self._answer(None, 400, error={"code": MANDATORY_PARAM_EMPTY_OR_MALFORMED, "msg": REQUEST_ID_RULE})
             return
         try:
             if method == "ping":

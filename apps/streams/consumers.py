@@ -48,6 +48,21 @@ def first_delivery(seen: dict, message: dict) -> bool:
     return last is None or (message["last"], message.get("part", 0)) > last
 
 
+REQUEST_ID_RULE = "id is an integer from 0 to 2^63-1, a string of at most 64 printable characters, or null."
+
+
+def request_id_valid(request_id: object) -> bool:
+    """Whether ``request_id`` (the ``id`` of a WebSocket request, echoed in its answer) is one this server echoes:
+    ``None``, an ``int`` in ``0 .. 2**63 - 1`` (not a bool) or a printable ``str`` of 1 to 64 characters (Binance's
+    market streams and WebSocket API take an integer or a string). A float is refused: ``1e400`` decodes to
+    infinity, which JSON cannot carry back."""
+    if request_id is None:
+        return True
+    if isinstance(request_id, str):
+        return 1 <= len(request_id) <= 64 and request_id.isprintable()
+    return type(request_id) is int and 0 <= request_id < 2**63
+
+
 class StreamConsumer(AsyncWebsocketConsumer):
     """One client connection: its subscriptions (group -> stream name) and the last update id per group."""
 
@@ -96,6 +111,9 @@ class StreamConsumer(AsyncWebsocketConsumer):
                 raise ValueError
         except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested too deeply
             await self._error(None, 'Send {"method": ..., "params": [...], "id": ...}.', "method")
+            return
+        if not request_id_valid(request_id):
+            await self._error(None, REQUEST_ID_RULE, "id")
             return
         if method == "SUBSCRIBE":
             error = await self._subscribe(params)

@@ -14,6 +14,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.streams.consumers import REQUEST_ID_RULE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -83,6 +84,24 @@ def test_json_nested_too_deeply_is_refused_and_the_connection_stays_usable(live_
         assert (refused["id"], refused["error"]["code"]) == (None, "invalid_request")
         socket.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": 2}))
         assert json.loads(socket.recv(timeout=10)) == {"result": ["btcusdt@trade"], "id": 2}
+
+
+def test_a_request_id_that_is_not_an_integer_a_string_or_null_is_refused_and_never_echoed(live_asgi, btc_usdt):
+    """``{"id": 1e400}`` was echoed as ``Infinity``, which is not JSON; objects, lists and 1.5 were echoed too."""
+    bad = ["1e400", "-1e400", "NaN", "1.5", '{"a": 1}', "[1]", "true", "-1", '""']
+    with connect(f"ws://{live_asgi}/ws-api/v3", open_timeout=10) as socket:
+        for request_id in bad:
+            socket.send(f'{{"id": {request_id}, "method": "ping", "params": {{}}}}')
+            refused = json.loads(socket.recv(timeout=10))  # valid JSON, never a bare Infinity or NaN
+            assert (refused["id"], refused["status"], refused["error"]["code"]) == (None, 400, -1102), request_id
+        assert ask(socket, "ping", request_id="x" * 64) == {"id": "x" * 64, "status": 200, "result": {}}
+    with connect(f"ws://{live_asgi}/stream?streams=btcusdt@trade", open_timeout=10) as socket:
+        for request_id in bad:
+            socket.send(f'{{"method": "LIST_SUBSCRIPTIONS", "id": {request_id}}}')
+            refused = json.loads(socket.recv(timeout=10))
+            assert (refused["id"], refused["error"]["fields"]) == (None, {"id": REQUEST_ID_RULE}), request_id
+        socket.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": 2**63 - 1}))
+        assert json.loads(socket.recv(timeout=10)) == {"result": ["btcusdt@trade"], "id": 2**63 - 1}
 
 
 def test_a_subscription_ends_when_the_api_key_that_signed_it_is_revoked(tmp_path, signing_key):
