@@ -72,11 +72,16 @@ class AmountInput(serializers.Field):
 class Text(serializers.CharField):
     """A string as stored in PostgreSQL: no NUL (DRF refuses it already) and no lone surrogate.
 
-    Whitespace is kept as given unless ``trim_whitespace`` is asked for.
+    Whitespace is kept as given unless ``trim_whitespace`` is asked for. With ``printable``, only characters
+    ``str.isprintable`` accepts (no line break, tab or other control, no invisible format character such as
+    U+200B or U+202E): an identifier a query parameter can name again (:func:`~apps.api.base.text_param`).
     """
 
-    def __init__(self, **kwargs):
+    default_error_messages = {"unprintable": "Only printable characters (no controls, tabs or line breaks)."}
+
+    def __init__(self, *, printable: bool = False, **kwargs):
         kwargs.setdefault("trim_whitespace", False)
+        self.printable = printable
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
@@ -87,6 +92,8 @@ class Text(serializers.CharField):
             value.encode("utf-8")
         except UnicodeEncodeError:
             self.fail("invalid")
+        if self.printable and not value.isprintable():
+            self.fail("unprintable")
         return value
 
 

@@ -146,6 +146,7 @@ class OrderIn(InputSerializer):
     )
     client_order_id = Text(
         max_length=64,
+        printable=True,
         required=False,
         allow_blank=True,
         default="",

@@ -333,6 +333,10 @@ def test_bad_quote_budgets_are_400_naming_the_field(trader, api_as, usdt, btc, r
         ("client_order_id", "12"),
         ("client_order_id", '"' + "x" * 65 + '"'),
         ("client_order_id", '"\\ud800"'),
+        pytest.param("client_order_id", '"a\\nb"', id="line break: GET /orders/?client_order_id= could not name it"),
+        ("client_order_id", '"a\\tb"'),
+        ("client_order_id", '"\\u202eab"'),
+        ("client_order_id", '"a\\u200bb"'),
     ],
 )
 def test_bad_fields_are_400_naming_the_field(trader, api_as, usdt, btc, field, raw):
