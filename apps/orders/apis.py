@@ -21,6 +21,7 @@ from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
 from apps.api.schema import IDEMPOTENCY_KEY_PARAMETER, LIST_PARAMETERS, list_of
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import format_amount
+from apps.ledger.errors import InsufficientFunds
 
 from .models import (
     EndReason,
@@ -312,6 +313,10 @@ def _place(request) -> Response:
         except NotFound as error:
             # An unknown market named in the body is bad input (400), not a missing resource.
             raise DomainError(error.message, fields=error.fields) from None
+        except InsufficientFunds as error:
+            # The ledger judges the hold, not a field: name the amount that sized it (a budget, else the quantity).
+            error.fields = error.fields or {"quote_qty" if data.get("quote_qty") is not None else "qty": error.message}
+            raise
         return Response(_order_out(order, market_of_order(order)), status=201)
 
     return idempotent(request, perform)
