@@ -187,6 +187,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["apps.api.permissions.HasScope"],
     "DEFAULT_PARSER_CLASSES": ["apps.api.parsers.DecimalJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.api.negotiation.FormatNegotiation",
     "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttles.IpRateThrottle", "apps.api.throttles.KeyRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "ip": env("API_RATE_PER_IP", default="1200/min"),

@@ -200,6 +200,30 @@ def test_an_unknown_query_parameter_is_refused_on_every_get(trader_orders, path)
 
 
 @pytest.mark.parametrize("path", _get_operations())
+@pytest.mark.parametrize("value", ["xml", "api", "json"])
+def test_format_is_refused_as_a_parameter_naming_it_on_every_get(trader_orders, path, value):
+    """``?format=xml`` (and ``api``) were a 404 ``not_found`` with no field: DRF's negotiation, not the view."""
+    trader, orders, client = trader_orders
+    concrete = path.replace("{symbol}", "BTC-USDT").replace("{asset}", "USDT").replace("{id}", str(orders[0].id))
+    query = {"format": value, "interval": "1m"} if "candles" in path else {"format": value}
+
+    response = client.get(concrete, query)
+
+    assert response.status_code == 400
+    assert (response.json()["error"]["code"], list(response.json()["error"]["fields"])) == (
+        "invalid_request",
+        ["format"],
+    )
+
+
+def test_the_schema_is_still_served_as_json_on_request():
+    response = APIClient().get("/api/schema/", {"format": "json"})
+
+    assert response.status_code == 200
+    assert response.json()["openapi"].startswith("3.")
+
+
+@pytest.mark.parametrize("path", _get_operations())
 def test_a_query_parameter_given_twice_is_refused_on_every_get(trader_orders, path):
     trader, orders, client = trader_orders
     concrete = path.replace("{symbol}", "BTC-USDT").replace("{asset}", "USDT").replace("{id}", str(orders[0].id))
