@@ -34,23 +34,11 @@ def signing_key():
     return make
 
 
-@pytest.fixture(scope="module")
-def live_asgi(django_db_setup, tmp_path_factory):
+@pytest.fixture
+def live_asgi(stream_servers):
     """``host:port`` of a uvicorn process serving ``exchange.asgi`` (HTTP and WebSockets) with the streams'
-    relay beside it, both reading the test database (tests using it are ``transaction=True``).
-
-    Started per module and stopped at its end, so that apps.streams' own session-wide servers (whose
-    relay takes the one relay lock) find none running later in the same session.
-    """
-    from apps.streams.tests.processes import start_relay, start_web
-
-    log_dir = tmp_path_factory.mktemp("binance-asgi")
-    processes = []
-    try:
-        web, address = start_web(log_dir, "web")
-        processes.append(web)
-        processes.append(start_relay(log_dir))
-        yield address
-    finally:
-        for process in processes:
-            process.stop()
+    relay beside it, both reading the test database (tests using it are ``transaction=True``): the session's
+    :func:`stream_servers`. A relay of its own would wait for ever on the one relay lock whenever apps.streams'
+    tests had started the session's first (``pytest apps/streams apps/binance``: "run_stream_relay did not
+    start")."""
+    return stream_servers.webs[0]
