@@ -78,7 +78,7 @@ def test_a_user_stream_carries_the_users_orders_fills_balances_and_withdrawals_a
     reports = [event for event in alice_events if event["e"] == "executionReport"]
     assert {report["i"] for report in reports} == {resting.id}
     assert [(r["x"], r["X"], r["l"], r["z"]) for r in reports] == [
-        ("NEW", "NEW", "0", "0.00000000"),
+        ("NEW", "NEW", "0.00000000", "0.00000000"),  # l was "0", not at the precision
         ("TRADE", "PARTIALLY_FILLED", "0.20000000", "0.20000000"),
     ]
     assert reports[1]["m"] is True and reports[1]["n"] == "0.020000" and reports[1]["N"] == "USDT"
