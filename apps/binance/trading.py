@@ -262,7 +262,8 @@ def open_orders(call: Call) -> list:
 
 @endpoint(weight=1, security=Security.TRADE, params=("symbol",))
 def open_orders_delete(call: Call) -> list:
-    """Cancel every open order of the caller on ``symbol``; each cancelled order, oldest first.
+    """Cancel every open order of the caller on ``symbol``; each cancelled order, oldest first. With none open,
+    -2011 "Unknown order sent." (HTTP 400), as Binance answers.
 
     One command of the market's sequencer (:func:`apps.orders.services.open_orders_cancel`), applied in queue
     order: the caller's placements queued before it are cancelled too, none after it."""
@@ -271,6 +272,8 @@ def open_orders_delete(call: Call) -> list:
         cancelled = open_orders_cancel(user_id=call.user_id, market=market.symbol)
     except OrderStatusUnknown:  # queued for the engine: its outcome is not known yet, never answered as none
         raise status_unknown() from None
+    if not cancelled:
+        raise BinanceError(CANCEL_REJECTED, "Unknown order sent.")
     return [order_cancelled(order, market, secrets.token_urlsafe(16)[:22], ms(order.updated_at)) for order in cancelled]
 
 

@@ -270,6 +270,9 @@ def test_cancel_all_open_orders_on_a_symbol(trader, usdt):
     assert [o["status"] for o in cancelled] == ["CANCELED", "CANCELED"]
     assert balance(user, usdt) == (Decimal("100000"), Decimal("0"))
 
+    none_open = signed("DELETE", "openOrders", symbol="BTCUSDT")  # was 200 []: Binance answers -2011
+    assert (none_open.status_code, none_open.json()) == (400, {"code": -2011, "msg": "Unknown order sent."})
+
 
 ORDER = {"symbol": "BTCUSDT", "side": "BUY", "type": "LIMIT", "timeInForce": "GTC", "quantity": "0.1", "price": "50000"}
 
