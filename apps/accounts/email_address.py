@@ -161,6 +161,16 @@ def _user_locked(user_id: int | None):
     return get_user_model().objects.select_for_update().filter(pk=user_id).first() if user_id is not None else None
 
 
+def email_link_read(*, token: str) -> int:
+    """The e-mail request id an e-mailed confirmation link's ``token`` names (nothing is read from the database or
+    written); raises :class:`~apps.core.links.InvalidLink` for a bad token or one older than
+    ``EMAIL_CONFIRMATION_MAX_AGE`` seconds."""
+    request_id = signed_token_read(salt=SALT, token=token, max_age=settings.EMAIL_CONFIRMATION_MAX_AGE).get("id")
+    if not isinstance(request_id, int):
+        raise InvalidLink()
+    return request_id
+
+
 @transaction.atomic
 def email_address_confirm(*, token: str):
     """Set the address of the request an e-mailed link's ``token`` names; return the user.
@@ -170,10 +180,7 @@ def email_address_confirm(*, token: str):
     address first, :class:`NotFound` when the account is gone. The address it replaces, if any, is told; the
     change is in the audit log, the user as actor.
     """
-    payload = signed_token_read(salt=SALT, token=token, max_age=settings.EMAIL_CONFIRMATION_MAX_AGE)
-    request_id = payload.get("id")
-    if not isinstance(request_id, int):
-        raise InvalidLink()
+    request_id = email_link_read(token=token)
     user_id = EmailRequest.objects.filter(pk=request_id, link_sent=True).values_list("user_id", flat=True).first()
     user = _user_locked(user_id)
     request = EmailRequest.objects.select_for_update().filter(pk=request_id).first()

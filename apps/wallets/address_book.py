@@ -88,15 +88,20 @@ def withdrawal_address_add(*, user_id: int, asset_code: str, address: str, label
     return entry
 
 
+def withdrawal_address_link_read(*, token: str) -> int:
+    """The address book entry id an e-mailed confirmation link's ``token`` names (nothing is read from the database
+    or written); raises :class:`~apps.wallets.links.InvalidLink` for a bad token or one older than
+    ``WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE`` seconds."""
+    return link_token_read(purpose=LINK_PURPOSE, token=token, max_age=settings.WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE)
+
+
 @retrying_atomic
 def withdrawal_address_confirm(*, token: str) -> WithdrawalAddress:
     """Confirm the address named by an e-mailed link's ``token``: it becomes usable after the cooling-off period
     (``usable_from``). Single-use: raises :class:`InvalidState` once confirmed, :class:`~apps.wallets.links.InvalidLink`
     for a bad or expired token, :class:`NotFound` once the entry was deleted.
     """
-    entry_id = link_token_read(
-        purpose=LINK_PURPOSE, token=token, max_age=settings.WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE
-    )
+    entry_id = withdrawal_address_link_read(token=token)
     now = timezone.now()
     usable_from = now + timedelta(seconds=settings.WITHDRAWAL_ADDRESS_COOLING_OFF_SECONDS)
     confirmed = WithdrawalAddress.objects.filter(pk=entry_id, confirmed_at__isnull=True).update(

@@ -993,6 +993,15 @@ def _email_confirmation_link(withdrawal: Withdrawal) -> None:
     )
 
 
+def withdrawal_link_read(*, token: str) -> int:
+    """The withdrawal id an e-mailed confirmation link's ``token`` names (nothing is read from the database or
+    written); raises :class:`~apps.wallets.links.InvalidLink` for a bad token or one older than
+    ``WITHDRAWAL_CONFIRMATION_MAX_AGE`` seconds."""
+    return link_token_read(
+        purpose=WITHDRAWAL_LINK_PURPOSE, token=token, max_age=settings.WITHDRAWAL_CONFIRMATION_MAX_AGE
+    )
+
+
 @retrying_atomic
 def withdrawal_confirm(*, token: str) -> Withdrawal:
     """Confirm the withdrawal named by an e-mailed link's ``token``: from ``awaiting_confirmation`` it is approved
@@ -1003,9 +1012,7 @@ def withdrawal_confirm(*, token: str) -> Withdrawal:
     expired, :class:`~apps.wallets.links.InvalidLink` for a bad token or one older than
     ``WITHDRAWAL_CONFIRMATION_MAX_AGE`` seconds, :class:`NotFound`.
     """
-    withdrawal_id = link_token_read(
-        purpose=WITHDRAWAL_LINK_PURPOSE, token=token, max_age=settings.WITHDRAWAL_CONFIRMATION_MAX_AGE
-    )
+    withdrawal_id = withdrawal_link_read(token=token)
     withdrawal = Withdrawal.objects.select_related("asset").filter(pk=withdrawal_id).first()
     if withdrawal is None:
         raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"token": "Unknown withdrawal."})

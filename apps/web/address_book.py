@@ -11,8 +11,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from apps.core.errors import DomainError
-from apps.wallets.address_book import withdrawal_address_confirm, withdrawal_address_delete
-from apps.wallets.services import withdrawal_confirm
+from apps.wallets.address_book import (
+    withdrawal_address_confirm,
+    withdrawal_address_delete,
+    withdrawal_address_link_read,
+)
+from apps.wallets.services import withdrawal_confirm, withdrawal_link_read
 
 
 @login_required
@@ -28,12 +32,14 @@ def withdrawal_address_delete_view(request, entry_id: int):
     return redirect("web:wallet")
 
 
-def confirm_page(request, token: str, *, what: str, confirm):
-    """GET: a page with a confirm button. POST: confirm; the outcome (or why not) on the same page."""
+def confirm_page(request, token: str, *, what: str, confirm, read):
+    """GET: a page with a confirm button, or why the link cannot confirm anything (``read(token=...)`` refuses it:
+    malformed, altered, another purpose's or expired). POST: confirm; the outcome (or why not) on the same page."""
     context = {"what": what, "token": token}
-    if request.method != "POST":
-        return render(request, "web/confirm_link.html", context)
     try:
+        if request.method != "POST":
+            read(token=token)
+            return render(request, "web/confirm_link.html", context)
         context["done"] = confirm(token=token)
     except DomainError as error:
         context["error"] = error.message
@@ -43,9 +49,11 @@ def confirm_page(request, token: str, *, what: str, confirm):
 
 def withdrawal_address_confirm_view(request, token: str):
     """The e-mailed link that confirms a new withdrawal address (no log-in needed: the link is the proof)."""
-    return confirm_page(request, token, what="withdrawal address", confirm=withdrawal_address_confirm)
+    return confirm_page(
+        request, token, what="withdrawal address", confirm=withdrawal_address_confirm, read=withdrawal_address_link_read
+    )
 
 
 def withdrawal_confirm_view(request, token: str):
     """The e-mailed link that confirms a large withdrawal."""
-    return confirm_page(request, token, what="withdrawal", confirm=withdrawal_confirm)
+    return confirm_page(request, token, what="withdrawal", confirm=withdrawal_confirm, read=withdrawal_link_read)

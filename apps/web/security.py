@@ -15,7 +15,12 @@ from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 
-from apps.accounts.email_address import email_address_confirm, email_confirmation_send, email_requests_cancel
+from apps.accounts.email_address import (
+    email_address_confirm,
+    email_confirmation_send,
+    email_link_read,
+    email_requests_cancel,
+)
 from apps.accounts.enrolment import (
     second_factor_confirm,
     second_factor_enrol,
@@ -107,7 +112,7 @@ def email_change_cancel_view(request):
 
 def email_confirm_view(request, token: str):
     """The e-mailed link that sets the account's e-mail address (no log-in needed: the link is the proof)."""
-    return confirm_page(request, token, what="e-mail address", confirm=email_address_confirm)
+    return confirm_page(request, token, what="e-mail address", confirm=email_address_confirm, read=email_link_read)
 
 
 @login_required

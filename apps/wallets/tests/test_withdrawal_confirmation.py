@@ -128,6 +128,21 @@ def test_the_link_page_confirms_on_its_button(holder, client):
     assert client.post(url).status_code == 409
 
 
+@pytest.mark.parametrize("page", ["wallet/withdrawals", "wallet/addresses", "email"])
+def test_a_link_that_cannot_confirm_anything_says_so_on_opening_not_with_a_confirm_button(holder, client, page):
+    """A bad link opened (GET) showed the confirm button; only its POST said it was not valid."""
+    withdrawal = request(holder, "150")
+    other_purpose = link_token_make(purpose="another-purpose", object_id=withdrawal.id)
+
+    for bad in ["not-a-token", token(withdrawal)[:-2] + "xx", other_purpose]:
+        opened = client.get(f"/{page}/confirm/{bad}/")
+
+        assert opened.status_code == 400
+        assert "This confirmation link is not valid or has expired." in opened.content.decode()
+        assert "<form" not in opened.content.decode().split('id="confirm"')[1]
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.AWAITING_CONFIRMATION
+
+
 def test_the_wallet_page_offers_to_cancel_an_unconfirmed_withdrawal(holder, client):
     withdrawal = request(holder, "150")
     client.force_login(holder)
