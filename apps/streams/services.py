@@ -189,6 +189,8 @@ def stream_token_create(*, user_id: int, api_key_id: int | None = None) -> tuple
 def _expiry(api_key_id: int | None) -> datetime:
     """``STREAMS_TOKEN_TTL`` seconds from now, or the expiry of the API key ``api_key_id`` when that is sooner."""
     expires_at = timezone.now() + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
+    if api_key_id is None:  # a browser session's
+        return expires_at
     key_expiry = ApiKey.objects.filter(pk=api_key_id).values_list("expires_at", flat=True).first()
     return min(expires_at, key_expiry) if key_expiry is not None else expires_at
 
