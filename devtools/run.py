@@ -9,10 +9,13 @@ simulated custody's confirmation loop and the market-making bot. Ctrl-C stops ev
 run started are stopped too (the data stays in the data folder until ``make reset``).
 """
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from devtools import localservices
@@ -21,7 +24,34 @@ from exchange.settings.environment import DEV_CUSTODY_WEBHOOK_SECRET
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@contextmanager
+def one_run_at_a_time(folder: Path) -> Iterator[None]:
+    """Hold ``folder/run.lock`` (``flock``) for the whole of a ``make run``, its clean-up included. A second run on
+    the same data folder waits, saying so, until the first has stopped: started while the first was still stopping
+    (after a crash), it saw the services up, so it would not start them, and the first then stopped them under it
+    (its migrate failed with a traceback and a redis-server was left behind)."""
+    with open(folder / "run.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(
+                f"Another `make run` is using {folder} (running, or still stopping): waiting for it to end "
+                "(Ctrl-C to give up).",
+                flush=True,
+            )
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def main() -> int:
+    try:
+        with one_run_at_a_time(localservices.data_dir()):
+            return _run()
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run() -> int:
     port = os.environ.setdefault("WEB_PORT", "8000")
     streams_port = os.environ.setdefault("STREAMS_PORT", str(int(port) + 1))
     os.environ.setdefault("STREAMS_URL", f"ws://127.0.0.1:{streams_port}")  # where the pages open the streams
