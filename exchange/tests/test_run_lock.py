@@ -32,7 +32,9 @@ def test_a_second_run_waits_saying_so_until_the_first_has_stopped(tmp_path):
     assert first.stdout.readline() == "entered\n"
     second = _run(tmp_path)
     try:
-        assert second.stdout.readline().startswith(f"Another `make run` is using {tmp_path} (running, or still stopping)")
+        assert second.stdout.readline().startswith(
+            f"Another `make run` is using {tmp_path} (running, or still stopping)"
+        )
         assert second.poll() is None  # waiting: it has not entered
 
         first.communicate("", timeout=30)  # the first one ends
