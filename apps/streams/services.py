@@ -202,12 +202,14 @@ def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
     Raises :class:`NotFound` for a key that is unknown, expired, another user's, or made with an API key that
     is revoked or expired.
     """
-    token = stream_tokens_live().filter(user_id=user_id, key_hash=_key_hash(key)).first()
-    if token is None:
-        raise NotFound("No such stream key.", fields={"key": "Unknown or expired."})
-    token.expires_at = _expiry(token.api_key_id)
-    StreamToken.objects.filter(pk=token.pk).update(expires_at=token.expires_at)
-    return token
+    live = stream_tokens_live().filter(user_id=user_id, key_hash=_key_hash(key))
+    token = live.first()
+    if token is not None:
+        token.expires_at = _expiry(token.api_key_id)
+        # Still live as it is moved (not revoked, nor its API key, in between): one statement.
+        if StreamToken.objects.filter(pk__in=live.values("pk")).update(expires_at=token.expires_at):
+            return token
+    raise NotFound("No such stream key.", fields={"key": "Unknown or expired."})
 
 
 def stream_token_revoke(*, user_id: int, key: str) -> None:
