@@ -8,10 +8,18 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
 
+STEP_MARGIN_SECONDS = 2.0
+"""A code is not computed this close to the end of a time step: checked just after the step changed, the earliest
+step of the window (``now - tolerance``) would have left it, and the code be refused (a flaky test)."""
+
 
 def totp_code(device: TOTPDevice) -> str:
-    """A code the device accepts now: the earliest step in its tolerance window it has not used yet."""
+    """A code the device accepts now, and still a moment from now: the earliest step in its tolerance window it has
+    not used yet, computed at least ``STEP_MARGIN_SECONDS`` before the time step changes (else after it changed)."""
     device.refresh_from_db()
+    left = device.step - (time.time() - device.t0) % device.step
+    if left < STEP_MARGIN_SECONDS:
+        time.sleep(left)
     now = int((time.time() - device.t0) // device.step) + device.drift
     step = max(device.last_t + 1, now - device.tolerance)
     assert step <= now + device.tolerance, "every code of this window was used"
