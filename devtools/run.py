@@ -88,8 +88,6 @@ def _run() -> int:
         signal.signal(signal.SIGTERM, on_signal)
         returncode = honcho.wait()
         return 0 if stopped else returncode
-    except KeyboardInterrupt:
-        return 130
     finally:
         if not already_running:
             localservices.stop()

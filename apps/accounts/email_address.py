@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, violated_constraint
-from apps.core.links import InvalidLink, signed_token_make, signed_token_read
+from apps.core.links import signed_id_read, signed_token_make
 
 from .models import EMAIL_UNIQUE_INDEX, EmailRequest
 from .notifications import email_address_on_commit, site_url
@@ -165,10 +165,7 @@ def email_link_read(*, token: str) -> int:
     """The e-mail request id an e-mailed confirmation link's ``token`` names (nothing is read from the database or
     written); raises :class:`~apps.core.links.InvalidLink` for a bad token or one older than
     ``EMAIL_CONFIRMATION_MAX_AGE`` seconds."""
-    request_id = signed_token_read(salt=SALT, token=token, max_age=settings.EMAIL_CONFIRMATION_MAX_AGE).get("id")
-    if not isinstance(request_id, int):
-        raise InvalidLink()
-    return request_id
+    return signed_id_read(salt=SALT, token=token, max_age=settings.EMAIL_CONFIRMATION_MAX_AGE)
 
 
 @transaction.atomic

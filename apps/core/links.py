@@ -41,3 +41,12 @@ def signed_token_read(*, salt: str, token: str, max_age: int) -> dict:
     if not isinstance(payload, dict):
         raise InvalidLink()
     return payload
+
+
+def signed_id_read(*, salt: str, token: str, max_age: int) -> int:
+    """The object id of a token made of ``{"id": <int>}`` (every link's); raises :class:`InvalidLink` as
+    :func:`signed_token_read` does, and for a payload without an integer ``id``."""
+    object_id = signed_token_read(salt=salt, token=token, max_age=max_age).get("id")
+    if not isinstance(object_id, int):
+        raise InvalidLink()
+    return object_id

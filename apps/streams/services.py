@@ -181,17 +181,16 @@ def stream_token_create(*, user_id: int, api_key_id: int | None = None) -> tuple
         user_id=user_id,
         api_key_id=api_key_id,
         key_hash=_key_hash(key),
-        expires_at=_expiry(api_key_id),
+        expires_at=_expiry(
+            ApiKey.objects.filter(pk=api_key_id).values_list("expires_at", flat=True).first() if api_key_id else None
+        ),
     )
     return token, key
 
 
-def _expiry(api_key_id: int | None) -> datetime:
-    """``STREAMS_TOKEN_TTL`` seconds from now, or the expiry of the API key ``api_key_id`` when that is sooner."""
+def _expiry(key_expiry: datetime | None) -> datetime:
+    """``STREAMS_TOKEN_TTL`` seconds from now, or ``key_expiry`` (the API key's, if it has one) when that is sooner."""
     expires_at = timezone.now() + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
-    if api_key_id is None:  # a browser session's
-        return expires_at
-    key_expiry = ApiKey.objects.filter(pk=api_key_id).values_list("expires_at", flat=True).first()
     return min(expires_at, key_expiry) if key_expiry is not None else expires_at
 
 
@@ -203,9 +202,9 @@ def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
     is revoked or expired.
     """
     live = stream_tokens_live().filter(user_id=user_id, key_hash=_key_hash(key))
-    token = live.first()
+    token = live.select_related("api_key").first()
     if token is not None:
-        token.expires_at = _expiry(token.api_key_id)
+        token.expires_at = _expiry(token.api_key.expires_at if token.api_key else None)
         # Still live as it is moved (not revoked, nor its API key, in between): one statement.
         if StreamToken.objects.filter(pk__in=live.values("pk")).update(expires_at=token.expires_at):
             return token

@@ -1,7 +1,7 @@
 """The links e-mailed to traders to confirm a withdrawal address or a withdrawal: a signed ``{"id": <object id>}``
 per purpose (:mod:`apps.core.links`)."""
 
-from apps.core.links import InvalidLink, signed_token_make, signed_token_read
+from apps.core.links import InvalidLink, signed_id_read, signed_token_make
 
 __all__ = ["InvalidLink", "link_token_make", "link_token_read"]
 
@@ -18,7 +18,4 @@ def link_token_make(*, purpose: str, object_id: int) -> str:
 def link_token_read(*, purpose: str, token: str, max_age: int) -> int:
     """The object id in ``token``; raises :class:`InvalidLink` when it is not valid for ``purpose`` or is older
     than ``max_age`` seconds."""
-    payload = signed_token_read(salt=_salt(purpose), token=token, max_age=max_age)
-    if not isinstance(payload.get("id"), int):
-        raise InvalidLink()
-    return payload["id"]
+    return signed_id_read(salt=_salt(purpose), token=token, max_age=max_age)

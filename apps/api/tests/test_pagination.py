@@ -179,6 +179,11 @@ def test_bad_list_parameters_are_400_naming_them(trader_orders, query, field):
     assert list(response.json()["error"]["fields"]) == [field]
 
 
+def _concrete(path: str, order_id: int) -> str:
+    """``path`` of the schema with its parameters filled in: the BTC-USDT market, USDT, the order ``order_id``."""
+    return path.replace("{symbol}", "BTC-USDT").replace("{asset}", "USDT").replace("{id}", str(order_id))
+
+
 def _get_operations() -> list[str]:
     schema = SchemaGenerator().get_schema(request=None, public=True)
     return sorted(path for path, item in schema["paths"].items() if "get" in item)
@@ -187,7 +192,7 @@ def _get_operations() -> list[str]:
 @pytest.mark.parametrize("path", _get_operations())
 def test_an_unknown_query_parameter_is_refused_on_every_get(trader_orders, path):
     trader, orders, client = trader_orders
-    concrete = path.replace("{symbol}", "BTC-USDT").replace("{asset}", "USDT").replace("{id}", str(orders[0].id))
+    concrete = _concrete(path, orders[0].id)
 
     response = client.get(concrete, {"limt": "5", "interval": "1m"} if "candles" in path else {"limt": "5"})
 
@@ -204,7 +209,7 @@ def test_an_unknown_query_parameter_is_refused_on_every_get(trader_orders, path)
 def test_format_is_refused_as_a_parameter_naming_it_on_every_get(trader_orders, path, value):
     """``?format=xml`` (and ``api``) were a 404 ``not_found`` with no field: DRF's negotiation, not the view."""
     trader, orders, client = trader_orders
-    concrete = path.replace("{symbol}", "BTC-USDT").replace("{asset}", "USDT").replace("{id}", str(orders[0].id))
+    concrete = _concrete(path, orders[0].id)
     query = {"format": value, "interval": "1m"} if "candles" in path else {"format": value}
 
     response = client.get(concrete, query)
@@ -226,7 +231,7 @@ def test_the_schema_is_still_served_as_json_on_request():
 @pytest.mark.parametrize("path", _get_operations())
 def test_a_query_parameter_given_twice_is_refused_on_every_get(trader_orders, path):
     trader, orders, client = trader_orders
-    concrete = path.replace("{symbol}", "BTC-USDT").replace("{asset}", "USDT").replace("{id}", str(orders[0].id))
+    concrete = _concrete(path, orders[0].id)
 
     response = client.get(f"{concrete}?limit=5&limit=6")
 
