@@ -122,12 +122,17 @@ def trades(market: MarketInfo, change: BookChange, now_ms: int) -> list[dict]:
 
 
 def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status: str, filled, filled_quote) -> dict:
-    """An ``executionReport`` of ``order`` (an outbox order dict) without fill fields."""
+    """An ``executionReport`` of ``order`` (an outbox order dict) without fill fields.
+
+    As Binance's: ``r`` (reject reason) is ``NONE``, since a refused placement is an error answer and stores no
+    order (why an order ended, cancelled or expired, is no reject reason), and ``C`` (the cancelled order's client
+    id) is the order's client id on a cancel, empty otherwise (CCXT reads ``C`` before ``c``)."""
     return {
         "e": "executionReport",
         "E": now_ms,
         "s": market.event_symbol,
         "c": order["client_order_id"],
+        "C": order["client_order_id"] if execution == "CANCELED" else "",
         "S": order["side"].upper(),
         "o": order["type"].upper(),
         "f": order["time_in_force"],
@@ -135,7 +140,7 @@ def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status
         "p": market.price(order["price"] if order["price"] is not None else 0),
         "x": execution,
         "X": status,
-        "r": order["reject_reason"] or "NONE",
+        "r": "NONE",
         "i": order["id"],
         "l": market.qty(0),
         "z": market.qty(filled),

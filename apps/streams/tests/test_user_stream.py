@@ -58,7 +58,7 @@ def test_a_user_stream_carries_the_users_orders_fills_balances_and_withdrawals_a
         order_place(user_id=carol.id, market="BTC-USDT", side="buy", price="100", qty="0.2")  # fills alice in part
         carols = order_place(user_id=carol.id, market="BTC-USDT", side="buy", price="90", qty="1")
         order_cancel(order_id=carols.id, user_id=carol.id)
-        bobs = order_place(user_id=bob.id, market="BTC-USDT", side="buy", price="80", qty="1")
+        bobs = order_place(user_id=bob.id, market="BTC-USDT", side="buy", price="80", qty="1", client_order_id="bid-1")
         order_cancel(order_id=bobs.id, user_id=bob.id)
         withdrawal = withdrawal_request(
             user_id=alice.id, asset_code="USDT", amount="25", address=book_address(alice, "USDT", new_address()).address
@@ -81,13 +81,17 @@ def test_a_user_stream_carries_the_users_orders_fills_balances_and_withdrawals_a
         ("NEW", "NEW", "0.00000000", "0.00000000"),  # l was "0", not at the precision
         ("TRADE", "PARTIALLY_FILLED", "0.20000000", "0.20000000"),
     ]
+    assert [(r["r"], r["C"]) for r in reports] == [("NONE", ""), ("NONE", "")]
     assert reports[1]["m"] is True and reports[1]["n"] == "0.020000" and reports[1]["N"] == "USDT"
     withdrawals = [event["w"] for event in alice_events if event["e"] == "withdrawalUpdate"]
     assert [(w["id"], w["status"], w["amount"]) for w in withdrawals] == [(withdrawal.id, "approved", "25.000000")]
 
     bob_reports = [m["data"] for m in bob_events if m["stream"] == bob_key]
     assert {report["i"] for report in bob_reports if report["e"] == "executionReport"} == {bobs.id}
-    assert [r["x"] for r in bob_reports if r["e"] == "executionReport"] == ["NEW", "CANCELED"]
+    assert [(r["x"], r["r"], r["c"], r["C"]) for r in bob_reports if r["e"] == "executionReport"] == [
+        ("NEW", "NONE", "bid-1", ""),
+        ("CANCELED", "NONE", "bid-1", "bid-1"),  # r was "cancelled", and no C
+    ]
     assert all(m["stream"] in (bob_key, "btcusdt@trade") for m in bob_events)
     assert [m["data"]["q"] for m in bob_events if m["stream"] == "btcusdt@trade"] == ["0.20000000"]
 
