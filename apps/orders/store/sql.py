@@ -94,6 +94,12 @@ def rows_json(columns: Sequence[str], rows: Iterable[Sequence]) -> str:
     """``rows`` (each a value per name of ``columns``) as the one parameter of :func:`insert_sql` and
     :func:`update_sql`: a JSON array of objects keyed by column. ``Decimal`` amounts travel as exact
     strings (never floats), times in ISO 8601 with their offset, enums (model choices) as their values
-    (orjson writes those two itself). Raises ``TypeError`` (orjson's ``JSONEncodeError``) for a value that
-    neither orjson nor :func:`_json_value` writes."""
-    return orjson.dumps([dict(zip(columns, row, strict=True)) for row in rows], default=_json_value).decode()
+    (orjson writes those two itself). Raises ``TypeError`` for a float (orjson would write it as a JSON number,
+    which PostgreSQL reads into a numeric column as it is: an inexact amount) and (orjson's ``JSONEncodeError``)
+    for a value that neither orjson nor :func:`_json_value` writes."""
+    objects = []
+    for row in rows:
+        if any(value.__class__ is float for value in row):
+            raise TypeError(f"a float is not a column value (amounts are Decimal): {row!r}")
+        objects.append(dict(zip(columns, row, strict=True)))
+    return orjson.dumps(objects, default=_json_value).decode()

@@ -34,6 +34,8 @@ def test_rows_travel_with_exact_amounts_times_with_their_offset_and_choices_as_v
     ]
     with pytest.raises(TypeError, match="set"):
         rows_json(["qty"], [[{D(1)}]])
+    with pytest.raises(TypeError, match="float"):
+        rows_json(["qty", "price"], [[D(1), D(2)], [D(1), 0.1]])  # was written as the JSON number 0.1
 
 
 def test_orders_written_through_one_json_parameter_read_back_as_they_were(btc_usdt, usdt):
