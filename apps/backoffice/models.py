@@ -168,6 +168,9 @@ class FeeChange(MakerCheckerDraft):
                 | Q(kind="assign_tier", user__isnull=False),
                 name="fee_change_kind_has_its_fields",
             ),
+            models.CheckConstraint(  # nobody drafts or decides their own fee tier (migration 0011: NOT VALID)
+                condition=~Q(user=F("created_by")) & ~Q(user=F("decided_by")), name="fee_change_not_own_tier"
+            ),
         ]
 
     def __str__(self) -> str:

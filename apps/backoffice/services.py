@@ -346,6 +346,7 @@ def _fee_change_state(change: FeeChange) -> dict:
 
 
 _FEE_CHANGE = _Flow(FeeChange, "fee_change", _fee_change_state, permission="backoffice.approve_feechange")
+_OWN_FEE_TIER = "Operators cannot draft or decide on a change of their own fee tier."
 
 
 def _schedule_state(schedule: FeeSchedule | None) -> dict:
@@ -379,7 +380,8 @@ def fee_change_draft(
     fractions (``"0.001"`` is 0.1 %) checked now against ``settings.FEE_RATE_MAX``
     (:func:`apps.orders.services.fee_rate_parse`) and again when applied. Audited.
     Raises :class:`DomainError` (memo, kind, a missing field),
-    :class:`~apps.orders.errors.InvalidFeeRate`, :class:`NotFound` (schedule, user).
+    :class:`~apps.orders.errors.InvalidFeeRate`, :class:`NotFound` (schedule, user),
+    :class:`PermissionDenied` (the author's own fee tier).
     """
     if not isinstance(memo, str) or not memo.strip():
         raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
@@ -406,6 +408,8 @@ def fee_change_draft(
     if kind == FeeChangeKind.ASSIGN_TIER:
         if not get_user_model().objects.filter(id=_required(user_id, "user")).exists():
             raise NotFound("No such user.", fields={"user": "No such user."})
+        if user_id == author_id:
+            raise PermissionDenied(_OWN_FEE_TIER, fields={"user": _OWN_FEE_TIER})
         fields["user_id"] = user_id
     change = FeeChange.objects.create(**fields)
     audit_record(
@@ -461,18 +465,12 @@ def _fee_change_apply(change: FeeChange) -> tuple[str, FeeSchedule | None, dict,
     return "fee_tier.assign", change.schedule, before, after
 
 
-@retrying_atomic
-def fee_change_approve(*, change_id: int, approver_id: int) -> FeeChange:
-    """Approve a drafted fee change and apply it in the same transaction; both are audited.
-
-    The approver needs ``backoffice.approve_feechange`` and must not be the author; the admin
-    also requires their second factor this session. Rates are checked against
-    ``settings.FEE_RATE_MAX`` again. Raises :class:`PermissionDenied`, :class:`InvalidState`
-    (decided already), :class:`NotFound`, :class:`~apps.orders.errors.InvalidFeeRate`,
-    :class:`DomainError` (a name taken meanwhile).
-    """
-
+def _fee_change_decide(*, change_id: int, approver_id: int, approve: bool, note: str) -> FeeChange:
     def apply(change: FeeChange) -> _Applied:
+        if change.user_id == approver_id:
+            raise PermissionDenied(_OWN_FEE_TIER)
+        if not approve:
+            return _Applied()
         action, schedule, schedule_before, schedule_after = _fee_change_apply(change)
         if schedule is not None:
             change.schedule = schedule
@@ -489,13 +487,26 @@ def fee_change_approve(*, change_id: int, approver_id: int) -> FeeChange:
             ),
         )
 
-    return _draft_decide(_FEE_CHANGE, change_id, approver_id, approve=True, apply=apply)
+    return _draft_decide(_FEE_CHANGE, change_id, approver_id, approve=approve, note=note, apply=apply)
+
+
+@retrying_atomic
+def fee_change_approve(*, change_id: int, approver_id: int) -> FeeChange:
+    """Approve a drafted fee change and apply it in the same transaction; both are audited.
+
+    The approver needs ``backoffice.approve_feechange`` and is neither the author nor the user whose fee tier
+    it assigns; the admin also requires their second factor this session. Rates are checked against
+    ``settings.FEE_RATE_MAX`` again. Raises :class:`PermissionDenied`, :class:`InvalidState`
+    (decided already), :class:`NotFound`, :class:`~apps.orders.errors.InvalidFeeRate`,
+    :class:`DomainError` (a name taken meanwhile).
+    """
+    return _fee_change_decide(change_id=change_id, approver_id=approver_id, approve=True, note="")
 
 
 @retrying_atomic
 def fee_change_reject(*, change_id: int, approver_id: int, note: str) -> FeeChange:
     """Reject a drafted fee change with a ``note`` saying why; nothing is applied. Guards as :func:`fee_change_approve`."""
-    return _draft_decide(_FEE_CHANGE, change_id, approver_id, approve=False, note=note)
+    return _fee_change_decide(change_id=change_id, approver_id=approver_id, approve=False, note=note)
 
 
 # Second-factor resets (maker-checker) --------------------------------------------------------------

@@ -210,6 +210,37 @@ def test_the_author_cannot_approve_and_a_change_is_decided_once(operator, approv
     assert FeeChange.objects.get(id=change.id).decision_note == "no ticket"
 
 
+def test_nobody_drafts_or_decides_a_change_of_their_own_fee_tier(operator, approver, default_schedule):
+    """A break-it review: an approver approved a zero-fee tier for their own account, which an operator drafted."""
+    zero = FeeSchedule.objects.create(name="zero", maker_rate=D("0"), taker_rate=D("0"))
+    with pytest.raises(PermissionDenied) as raised:
+        fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t", user_id=operator.id, schedule_id=zero.id)
+    assert raised.value.fields == {"user": "Operators cannot draft or decide on a change of their own fee tier."}
+
+    for_approver = fee_change_draft(
+        author_id=operator.id, kind="assign_tier", memo="t", user_id=approver.id, schedule_id=zero.id
+    )
+    with pytest.raises(PermissionDenied, match="their own fee tier"):
+        fee_change_approve(change_id=for_approver.id, approver_id=approver.id)
+    with pytest.raises(PermissionDenied, match="their own fee tier"):
+        fee_change_reject(change_id=for_approver.id, approver_id=approver.id, note="mine")
+    assert FeeChange.objects.get(id=for_approver.id).status == ChangeStatus.DRAFT
+    assert not UserFeeTier.objects.filter(user=approver).exists()
+    assert not AuditLogEntry.objects.filter(action__in=("fee_change.approve", "fee_change.reject")).exists()
+
+
+def test_the_database_refuses_a_fee_tier_change_drafted_or_decided_by_its_user(operator, approver, default_schedule):
+    from django.db import IntegrityError, transaction
+    from django.utils import timezone
+
+    with pytest.raises(IntegrityError, match="fee_change_not_own_tier"), transaction.atomic():
+        FeeChange.objects.create(kind="assign_tier", memo="t", user=operator, created_by=operator)
+    change = FeeChange.objects.create(kind="assign_tier", memo="t", user=approver, created_by=operator)
+    change.status, change.decided_by, change.decided_at = ChangeStatus.APPROVED, approver, timezone.now()
+    with pytest.raises(IntegrityError, match="fee_change_not_own_tier"), transaction.atomic():
+        change.save()
+
+
 def test_an_operator_without_the_approve_permission_is_refused_by_the_service(operator, approver, default_schedule):
     change = fee_change_draft(author_id=approver.id, kind="create", memo="t", name="C", maker_rate="0", taker_rate="0")
     with pytest.raises(PermissionDenied):
