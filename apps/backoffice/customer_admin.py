@@ -167,4 +167,5 @@ class CustomerAdmin(ReadOnlyAdmin):
                 raise DomainError("Choose approve or reject.")
         except DomainError as error:
             return self._back(request, reset.user_id, error)
-        return self._back(request, reset.user_id, success=f"Second-factor reset #{reset_id} {decision}d.")
+        done = "approved" if decision == "approve" else "rejected"
+        return self._back(request, reset.user_id, success=f"Second-factor reset #{reset_id} {done}.")

@@ -185,6 +185,7 @@ class SecondFactorReset(MakerCheckerDraft):
     reason = models.TextField()
 
     class Meta(MakerCheckerDraft.Meta):
+        verbose_name = "second-factor reset"
         permissions = [("approve_secondfactorreset", "Can approve or reject second-factor resets")]
         constraints = [
             *_maker_checker_constraints("second_factor_reset"),

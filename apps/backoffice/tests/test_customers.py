@@ -251,6 +251,19 @@ def test_a_reset_is_refused_to_its_requester_and_decided_once(operator, approver
     assert not TOTPDevice.objects.filter(user=customer).exists()
 
 
+def test_a_rejected_reset_is_told_in_words(operator, approver, customer):
+    """A break-it review: the message read "Second-factor reset #1 rejectd.", and the errors "Second factor reset"."""
+    reset = second_factor_reset_request(user_id=customer.id, operator_id=operator.id, reason="lost phone")
+    approver_client = login_with_second_factor(Client(), approver)
+    url = f"/admin/backoffice/customer/second-factor-reset/{reset.id}/decide/"
+
+    response = approver_client.post(url, {"decision": "reject", "note": "ID not checked"}, follow=True)
+    assert [str(m) for m in response.context["messages"]] == [f"Second-factor reset #{reset.id} rejected."]
+    again = approver_client.post(url, {"decision": "approve"}, follow=True)
+    assert [str(m) for m in again.context["messages"]] == [f"Second-factor reset #{reset.id} is already rejected."]
+    assert TOTPDevice.objects.filter(user=customer).exists()
+
+
 def test_a_reset_decision_without_the_second_factor_this_session_is_refused(client, operator, approver, customer):
     reset = second_factor_reset_request(user_id=customer.id, operator_id=operator.id, reason="lost phone")
     client.force_login(approver)  # no one-time password confirmed
