@@ -10,10 +10,15 @@ Needs Python 3.10+ and the ``cryptography`` package (Ed25519), nothing else; it 
 code of the exchange. It does what PROOFS.md section 2 says a verifier must do, and refuses
 otherwise:
 
+0. read the proof strictly: no key twice in an object, exactly the fields PROOFS.md lists, integers as JSON
+   integers, hashes as 64 lower-case hex characters, ``taken_at`` as ISO 8601 UTC with microseconds and ``Z``;
 1. recompute your leaf from ``nonce``, ``user_id`` and ``balances``
-   (``SHA256(0x00 || SHA256(nonce || user_id as 8 bytes) || u128(balance)...)``);
+   (``SHA256(0x00 || SHA256(nonce || user_id as 8 bytes) || u128(balance)...)``); a leaf of nothing but zeros
+   is refused (users with nothing are left out of the tree);
 2. fold the path up to the root, hashing both children's hashes and sums at every node;
-   every amount must be non-negative with exactly its asset's decimals, every sum below 2**128;
+   every amount must be non-negative with exactly its asset's decimals, every sum below 2**128; the path must
+   have the shape of a leaf's path in a tree of ``leaf_count`` leaves split as RFC 6962 splits it (so the
+   snapshot cannot claim more or fewer customers than its tree has on your path's side);
 3. compare the result with the snapshot's ``root_hash`` and ``root_sums``;
 4. check ``snapshot_hash = SHA256(canon(snapshot))`` and its Ed25519 signature with the key
    ``key_id`` from the keys endpoint (a URL, or a saved copy of its JSON);
@@ -24,6 +29,7 @@ Exit status 0 when the proof holds, 1 with the reason when it does not.
 """
 
 import argparse
+import datetime
 import decimal
 import hashlib
 import json
@@ -39,6 +45,19 @@ MAX_PATH = 64
 _HASH = re.compile(r"[0-9a-f]{64}")
 _SIGNATURE = re.compile(r"[0-9a-f]{128}")
 _CODE = re.compile(r"[A-Z0-9]{2,10}")
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+PROOF_FIELDS = {"snapshot", "snapshot_hash", "signature", "key_id", "user_id", "nonce", "balances", "path"}
+SNAPSHOT_FIELDS = {
+    "version",
+    "snapshot_id",
+    "block_height",
+    "block_hash",
+    "taken_at",
+    "assets",
+    "leaf_count",
+    "root_hash",
+    "root_sums",
+}
 
 
 class Refused(Exception):
@@ -52,6 +71,67 @@ def canon(value) -> bytes:
 
 def sha256(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
+
+
+def loads(text: str):
+    """JSON as PROOFS.md's ``canon`` writes it, read strictly: an object naming a key twice is refused (parsers
+    disagree on which value wins, so a proof could show one balance and prove another)."""
+
+    def unique(pairs: list[tuple[str, object]]) -> dict:
+        names = [name for name, _ in pairs]
+        if len(names) != len(set(names)):
+            raise Refused(f"an object names a key twice: {sorted({n for n in names if names.count(n) > 1})}")
+        return dict(pairs)
+
+    return json.loads(text, object_pairs_hook=unique)
+
+
+def parse_count(value, what: str, *, least: int = 0) -> int:
+    """A JSON integer (not a boolean, a string or a float) of at least ``least``."""
+    if type(value) is not int or value < least:
+        raise Refused(f"{what} {value!r} is not an integer of at least {least}")
+    return value
+
+
+def parse_time(value, what: str) -> str:
+    """An ISO 8601 UTC time with microseconds and a ``Z`` (``2026-12-01T07:01:56.123456Z``) that is a real moment."""
+    if not isinstance(value, str) or not _TIME.fullmatch(value):
+        raise Refused(f"{what} {value!r} is not an ISO 8601 UTC time with microseconds and a Z")
+    try:
+        datetime.datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError:
+        raise Refused(f"{what} {value!r} is not a real time") from None
+    return value
+
+
+def check_fields(value: dict, fields: set[str], what: str) -> None:
+    if set(value) != fields:
+        missing, extra = sorted(fields - set(value)), sorted(set(value) - fields)
+        raise Refused(f"{what} does not have exactly PROOFS.md's fields (missing {missing}, unknown {extra})")
+
+
+def check_snapshot(snapshot: dict) -> int:
+    """The snapshot header's fields and their types; return its ``leaf_count``."""
+    check_fields(snapshot, SNAPSHOT_FIELDS, "the snapshot")
+    parse_count(snapshot["snapshot_id"], "snapshot_id", least=1)
+    parse_count(snapshot["block_height"], "block_height")
+    parse_hash(snapshot["block_hash"], "block_hash")
+    parse_time(snapshot["taken_at"], "taken_at")
+    return parse_count(snapshot["leaf_count"], "leaf_count", least=1)
+
+
+def check_path_shape(sides: list[str], leaf_count: int) -> None:
+    """``sides`` (the path's, leaf to root) are those of a leaf's path in a tree of ``leaf_count`` leaves split at
+    the largest power of two below each subtree's size (RFC 6962 section 2.1): from the root down, a sibling on the
+    right means the leaf is in the left part, and the walk must reach a single leaf exactly at the path's end."""
+    size = leaf_count
+    for depth, side in enumerate(reversed(sides)):
+        if size < 2:
+            raise Refused(f"the path is longer than a leaf's path in a tree of {leaf_count} leaves (step {depth})")
+        left = 1 << ((size - 1).bit_length() - 1)
+        size = left if side == "right" else size - left
+    if size != 1:
+        raise Refused(f"the path is shorter than a leaf's path at that place in a tree of {leaf_count} leaves")
 
 
 def parse_hash(value, what: str) -> bytes:
@@ -127,6 +207,8 @@ def fold(proof: dict, assets: list[dict]) -> tuple[bytes, list[int]]:
     if not isinstance(nonce, str) or not _HASH.fullmatch(nonce):
         raise Refused("the nonce is not 32 bytes of lower-case hex")
     sums = parse_vector(proof.get("balances"), assets, "balance")
+    if not any(sums):
+        raise Refused("every balance of the leaf is zero: users with nothing are left out of the tree")
     leaf_id = sha256(bytes.fromhex(nonce) + user_id.to_bytes(8, "big"))
     current = sha256(b"\x00" + leaf_id + u128s(sums))
     path = proof.get("path")
@@ -155,13 +237,16 @@ def verify(proof: dict, keys: dict) -> list[str]:
     if not isinstance(proof, dict) or not isinstance(proof.get("snapshot"), dict):
         raise Refused("this is not a proof of liabilities (no snapshot)")
     snapshot = proof["snapshot"]
-    if snapshot.get("version") != 1:
+    if snapshot.get("version") != 1 or type(snapshot.get("version")) is not int:
         raise Refused(f"snapshot version {snapshot.get('version')!r} is not one this verifier knows (1)")
+    check_fields(proof, PROOF_FIELDS, "the proof")
+    leaf_count = check_snapshot(snapshot)
     assets = parse_assets(snapshot)
     root_hash = parse_hash(snapshot.get("root_hash"), "root_hash")
     root_sums = parse_vector(snapshot.get("root_sums"), assets, "root sum")
     check_signature(proof, keys)
     computed_hash, computed_sums = fold(proof, assets)
+    check_path_shape([step["side"] for step in proof["path"]], leaf_count)
     if computed_hash != root_hash:
         raise Refused("the path does not lead to the snapshot's root_hash: this leaf is not in the tree")
     if computed_sums != root_sums:
@@ -186,9 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with open(args.proof, encoding="utf-8") as file:
-            proof = json.load(file)
+            proof = loads(file.read())
         keys = load_keys(args.keys)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, Refused) as exc:
         print(f"REFUSED: cannot read the proof or the keys: {exc}")
         return 1
     try:
@@ -196,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
         mine = {a["code"]: b for a, b in zip(proof["snapshot"]["assets"], balances, strict=True)}
         for expectation in args.expect:
             code, _, amount = expectation.partition("=")
-            if code not in mine or decimal.Decimal(mine[code]) != _amount(amount):
+            if code not in mine:
+                raise Refused(f"the snapshot has no asset {code!r} (its assets: {', '.join(mine)})")
+            if decimal.Decimal(mine[code]) != _amount(amount):
                 raise Refused(f"your {code} balance in the snapshot is {mine.get(code)}, not {amount}")
     except Refused as exc:
         print(f"REFUSED: {exc}")

@@ -117,6 +117,58 @@ def test_an_unpublished_key_is_refused(verifier, proof, keys):
     assert "is not among the exchange's published keys" in refusal(verifier, forged, keys)
 
 
+def resigned(proof: dict, **snapshot) -> dict:
+    """``proof`` with these snapshot fields changed, signed by the exchange's own key."""
+    forged = copy.deepcopy(proof)
+    forged["snapshot"].update(snapshot)
+    return resign(forged)
+
+
+def test_a_snapshot_claiming_another_number_of_customers_is_refused(verifier, proof, keys):
+    """A break-it review: a tree of three leaves signed with leaf_count 100 was accepted ("of 100 users")."""
+    assert proof["snapshot"]["leaf_count"] == 3  # Ann's path has 1 or 2 steps, by where her random leaf id falls
+    for claimed in (100, 8, 1):
+        assert "leaf's path" in refusal(verifier, resigned(proof, leaf_count=claimed), keys), claimed
+    assert "is not an integer" in refusal(verifier, resigned(proof, leaf_count="3"), keys)
+    assert "is not an integer" in refusal(verifier, resigned(proof, leaf_count=0), keys)
+
+
+@pytest.mark.parametrize(
+    "field, value, reason",
+    [
+        ("taken_at", "2026-12-04T23:46:54Z", "with microseconds and a Z"),
+        ("taken_at", "2026-12-04T23:46:54.394414+00:00", "with microseconds and a Z"),
+        ("taken_at", "2026-13-04T23:46:54.394414Z", "is not a real time"),
+        ("snapshot_id", "7", "is not an integer"),
+        ("snapshot_id", True, "is not an integer"),
+        ("block_height", -1, "is not an integer of at least 0"),
+        ("block_height", 1.0, "is not an integer"),
+        ("block_hash", "AB" * 32, "64 lower-case hex"),
+        ("block_hash", "ab" * 16, "64 lower-case hex"),
+        ("version", True, "not one this verifier knows"),
+    ],
+)
+def test_a_snapshot_field_not_as_proofs_md_writes_it_is_refused(verifier, proof, keys, field, value, reason):
+    assert reason in refusal(verifier, resigned(proof, **{field: value}), keys)
+
+
+def test_unknown_or_missing_fields_are_refused(verifier, proof, keys):
+    assert "unknown ['note']" in refusal(verifier, resigned(proof, note="x"), keys)
+    trimmed = copy.deepcopy(proof)
+    del trimmed["snapshot"]["block_hash"]
+    assert "missing ['block_hash']" in refusal(verifier, resign(trimmed), keys)
+    extra = copy.deepcopy(proof)
+    extra["balances_shown"] = ["9.00000000", "0.000000"]
+    assert "unknown ['balances_shown']" in refusal(verifier, extra, keys)
+
+
+def test_a_leaf_of_nothing_is_refused(verifier, proof, keys):
+    """Users with nothing are left out: a zero leaf can only pad the tree."""
+    empty = copy.deepcopy(proof)
+    empty["balances"] = ["0.00000000", "0.000000"]
+    assert "every balance of the leaf is zero" in refusal(verifier, forge(empty, path_units(empty)), keys)
+
+
 def test_the_builder_refuses_two_leaves_for_one_user():
     with pytest.raises(TreeError, match="user 7 has two leaves"):
         leaves_ordered([Leaf(7, b"\x01" * 32, (1,)), Leaf(7, b"\x02" * 32, (0,))])

@@ -61,7 +61,10 @@ def test_the_downloaded_proof_verifies_with_the_standalone_program(snapshot, fun
     # Compared as numbers, as the wallet page shows them (trimmed): 0.5 is 0.50000000; 12 is 12.000000.
     assert run("--expect", "BTC=0.5", "--expect", "USDT=12").returncode == 0
     assert run("--expect", "BTC=half").stdout == "REFUSED: 'half' is not an amount\n"
-    assert run("--expect", "ETH=1").stdout == "REFUSED: your ETH balance in the snapshot is None, not 1\n"
+    assert run("--expect", "ETH=1").stdout == "REFUSED: the snapshot has no asset 'ETH' (its assets: BTC, USDT)\n"
+    doubled = download.content.decode().replace('"balances":', '"balances":["9.00000000","0.000000"],"balances":', 1)
+    (tmp_path / "proof.json").write_text(doubled)  # a parser keeping the first value would show 9 BTC
+    assert run().stdout == "REFUSED: cannot read the proof or the keys: an object names a key twice: ['balances']\n"
     forged = json.loads(download.content)
     forged["balances"][0] = "0.40000000"
     (tmp_path / "proof.json").write_text(json.dumps(forged))
