@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Check a proof of liabilities downloaded from the exchange, without trusting the exchange's code.
+"""Check a proof downloaded from the exchange, without trusting the exchange's code: a proof of liabilities
+(PROOFS.md section 2) or a journal entry's proof (section 1).
 
 Usage::
 
     python verify_liabilities.py my-proof.json --keys https://exchange.example/api/v1/proofs/keys/
     python verify_liabilities.py my-proof.json --keys keys.json --expect BTC=0.50000000 --expect USDT=12.000000
+    python verify_liabilities.py entry-42-proof.json --keys keys.json
 
 Needs Python 3.10+ and the ``cryptography`` package (Ed25519), nothing else; it imports no
 code of the exchange. It does what PROOFS.md section 2 says a verifier must do, and refuses
@@ -24,6 +26,14 @@ otherwise:
    ``key_id`` from the keys endpoint (a URL, or a saved copy of its JSON);
 5. show the balances so you can check they are yours at the snapshot's time (``--expect``
    checks them for you).
+
+A journal entry's proof (``GET /api/v1/ledger/entries/<id>/proof/``, or the activity page's download) is read as
+strictly; the entry must have two or more postings in id order, none zero, each amount and balance in plain
+notation with its asset's decimals the same throughout the entry (the entry does not say how many an asset has),
+and its amounts must sum to zero per asset. Then ``SHA256(canon(entry))`` must lead through the RFC 6962 audit
+path (RFC 9162 section 2.1.3.2) from ``leaf_index`` in a tree of ``tree_size`` (the block's ``entry_count``) to the
+block's ``entries_root``, and ``block_hash`` must be ``SHA256(canon(block))``, signed with a published key. Keep
+the block's hash: a later ``GET /api/v1/proofs/journal/blocks/<height>/`` must show the same (blocks are chained).
 
 Exit status 0 when the proof holds, 1 with the reason when it does not.
 """
@@ -46,6 +56,20 @@ _HASH = re.compile(r"[0-9a-f]{64}")
 _SIGNATURE = re.compile(r"[0-9a-f]{128}")
 _CODE = re.compile(r"[A-Z0-9]{2,10}")
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+_SIGNED_AMOUNT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+ENTRY_PROOF_FIELDS = {"entry", "block", "block_hash", "signature", "key_id", "leaf_index", "tree_size", "audit_path"}
+ENTRY_FIELDS = {
+    "version",
+    "id",
+    "idempotency_key",
+    "reason",
+    "reference_type",
+    "reference_id",
+    "created_at",
+    "postings",
+}
+POSTING_FIELDS = {"id", "account_id", "asset", "amount", "balance_after"}
+BLOCK_FIELDS = {"version", "height", "previous_hash", "entries_root", "entry_count", "sealed_at"}
 PROOF_FIELDS = {"snapshot", "snapshot_hash", "signature", "key_id", "user_id", "nonce", "balances", "path"}
 SNAPSHOT_FIELDS = {
     "version",
@@ -181,10 +205,12 @@ def parse_assets(snapshot: dict) -> list[dict]:
     return assets
 
 
-def check_signature(proof: dict, keys: dict) -> None:
-    snapshot_hash = parse_hash(proof.get("snapshot_hash"), "snapshot_hash")
-    if sha256(canon(proof["snapshot"])) != snapshot_hash:
-        raise Refused("snapshot_hash is not the SHA-256 of the snapshot: the snapshot was altered")
+def check_signature(proof: dict, keys: dict, document: str = "snapshot") -> None:
+    """``proof[document + "_hash"]`` is ``SHA256(canon(proof[document]))`` and ``proof["signature"]`` its Ed25519
+    signature by the published key ``proof["key_id"]``."""
+    stated = parse_hash(proof.get(f"{document}_hash"), f"{document}_hash")
+    if sha256(canon(proof[document])) != stated:
+        raise Refused(f"{document}_hash is not the SHA-256 of the {document}: the {document} was altered")
     published = {key.get("key_id"): key.get("public_key") for key in keys.get("keys", []) if isinstance(key, dict)}
     public_key = published.get(proof.get("key_id"))
     if not isinstance(public_key, str) or not re.fullmatch(r"[0-9a-f]{64}", public_key):
@@ -193,7 +219,7 @@ def check_signature(proof: dict, keys: dict) -> None:
     if not isinstance(signature, str) or not _SIGNATURE.fullmatch(signature):
         raise Refused("the signature is not 128 lower-case hex characters")
     try:
-        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key)).verify(bytes.fromhex(signature), snapshot_hash)
+        Ed25519PublicKey.from_public_bytes(bytes.fromhex(public_key)).verify(bytes.fromhex(signature), stated)
     except InvalidSignature:
         raise Refused(f"the signature does not verify with key {proof['key_id']}") from None
 
@@ -254,6 +280,125 @@ def verify(proof: dict, keys: dict) -> list[str]:
     return list(proof["balances"])
 
 
+def parse_signed_amount(value, what: str) -> decimal.Decimal:
+    """A signed amount in plain notation (``"-100.000000"``); ``-0`` is refused."""
+    if (
+        not isinstance(value, str)
+        or not _SIGNED_AMOUNT.fullmatch(value)
+        or value.startswith("-")
+        and not value.strip("-0.")
+    ):
+        raise Refused(f"{what} {value!r} is not an amount in plain notation")
+    return decimal.Decimal(value)
+
+
+def check_entry(entry) -> None:
+    """The entry document: PROOFS.md's fields, postings in id order, none zero, balanced per asset."""
+    if not isinstance(entry, dict):
+        raise Refused("the entry is not an object")
+    check_fields(entry, ENTRY_FIELDS, "the entry")
+    if type(entry["version"]) is not int or entry["version"] != 1:
+        raise Refused(f"entry version {entry['version']!r} is not one this verifier knows (1)")
+    parse_count(entry["id"], "the entry's id", least=1)
+    for name in ("idempotency_key", "reason", "reference_type", "reference_id"):
+        if not isinstance(entry[name], str):
+            raise Refused(f"the entry's {name} is not a string")
+    parse_time(entry["created_at"], "the entry's created_at")
+    postings = entry["postings"]
+    if not isinstance(postings, list) or len(postings) < 2:
+        raise Refused("an entry has two or more postings")
+    previous_id = 0
+    totals: dict[str, decimal.Decimal] = {}
+    places: dict[str, int] = {}
+    for index, posting in enumerate(postings):
+        what = f"posting {index}"
+        if not isinstance(posting, dict):
+            raise Refused(f"{what} is not an object")
+        check_fields(posting, POSTING_FIELDS, what)
+        if parse_count(posting["id"], f"{what}'s id", least=1) <= previous_id:
+            raise Refused(f"{what} is not in posting id order")
+        previous_id = posting["id"]
+        parse_count(posting["account_id"], f"{what}'s account_id", least=1)
+        asset = posting["asset"]
+        if not isinstance(asset, str) or not _CODE.fullmatch(asset):
+            raise Refused(f"{what}'s asset {asset!r} is not an asset code")
+        amount = parse_signed_amount(posting["amount"], f"{what}'s amount")
+        parse_signed_amount(posting["balance_after"], f"{what}'s balance_after")
+        if amount == 0:
+            raise Refused(f"{what} moves nothing")
+        for text in (posting["amount"], posting["balance_after"]):
+            decimals = len(text.partition(".")[2])
+            if places.setdefault(asset, decimals) != decimals:
+                raise Refused(f"{what}'s {asset} amounts do not all have the same number of decimals")
+        totals[asset] = totals.get(asset, decimal.Decimal(0)) + amount
+    unbalanced = sorted(code for code, total in totals.items() if total != 0)
+    if unbalanced:
+        raise Refused(
+            f"the entry's postings do not sum to zero in {', '.join(unbalanced)}: it creates or destroys money"
+        )
+
+
+def check_block(block) -> None:
+    """The block header: PROOFS.md's fields and their types."""
+    if not isinstance(block, dict):
+        raise Refused("the block is not an object")
+    check_fields(block, BLOCK_FIELDS, "the block")
+    if type(block["version"]) is not int or block["version"] != 1:
+        raise Refused(f"block version {block['version']!r} is not one this verifier knows (1)")
+    parse_count(block["height"], "the block's height")
+    parse_hash(block["previous_hash"], "previous_hash")
+    parse_hash(block["entries_root"], "entries_root")
+    parse_count(block["entry_count"], "entry_count", least=1)
+    parse_time(block["sealed_at"], "sealed_at")
+
+
+def root_from_audit_path(leaf: bytes, index: int, size: int, path: list[bytes]) -> bytes:
+    """The Merkle tree hash that ``leaf`` (an entry digest) at ``index`` of ``size`` leaves and its audit ``path``
+    lead to (RFC 9162 section 2.1.3.2, the verification of RFC 6962's audit paths). Raises :class:`Refused` when
+    the path's length does not fit the tree."""
+    node, last = index, size - 1
+    current = sha256(b"\x00" + leaf)
+    for sibling in path:
+        if last == 0:
+            raise Refused("the audit path is longer than a leaf's path in a tree of that size")
+        if node % 2 == 1 or node == last:
+            current = sha256(b"\x01" + sibling + current)
+            while node % 2 == 0 and node != 0:
+                node, last = node >> 1, last >> 1
+        else:
+            current = sha256(b"\x01" + current + sibling)
+        node, last = node >> 1, last >> 1
+    if last != 0:
+        raise Refused("the audit path is shorter than a leaf's path in a tree of that size")
+    return current
+
+
+def verify_entry(proof: dict, keys: dict) -> dict:
+    """Check a journal entry's ``proof`` against the exchange's published ``keys``; return the entry.
+
+    Raises :class:`Refused` saying why the proof does not hold.
+    """
+    check_fields(proof, ENTRY_PROOF_FIELDS, "the entry's proof")
+    check_entry(proof["entry"])
+    block = proof["block"]
+    check_block(block)
+    size = parse_count(proof["tree_size"], "tree_size", least=1)
+    if size != block["entry_count"]:
+        raise Refused(f"tree_size {size} is not the block's entry_count {block['entry_count']}")
+    index = parse_count(proof["leaf_index"], "leaf_index")
+    if index >= size:
+        raise Refused(f"leaf_index {index} is outside a tree of {size} entries")
+    path = proof["audit_path"]
+    if not isinstance(path, list) or len(path) > MAX_PATH:
+        raise Refused("the audit path is not a list of at most 64 hashes")
+    siblings = [parse_hash(value, f"audit path step {depth}") for depth, value in enumerate(path)]
+    check_signature(proof, keys, document="block")
+    root = root_from_audit_path(sha256(canon(proof["entry"])), index, size, siblings)
+    if root.hex() != block["entries_root"]:
+        raise Refused("the audit path does not lead to the block's entries_root: this entry is not in the block")
+    return proof["entry"]
+
+
 def load_keys(source: str) -> dict:
     """The keys endpoint's JSON from a URL (``http(s)://``) or a saved file."""
     if source.startswith(("https://", "http://")):
@@ -264,10 +409,14 @@ def load_keys(source: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Verify a proof of liabilities (PROOFS.md section 2).")
+    parser = argparse.ArgumentParser(
+        description="Verify a proof of liabilities or a journal entry's proof (PROOFS.md sections 2 and 1)."
+    )
     parser.add_argument("proof", help="the proof JSON file downloaded from the exchange")
     parser.add_argument("--keys", required=True, help="the keys endpoint URL, or a saved copy of its JSON")
-    parser.add_argument("--expect", action="append", default=[], metavar="CODE=AMOUNT", help="your balance of an asset")
+    parser.add_argument(
+        "--expect", action="append", default=[], metavar="CODE=AMOUNT", help="your balance of an asset (liabilities)"
+    )
     args = parser.parse_args(argv)
     try:
         with open(args.proof, encoding="utf-8") as file:
@@ -277,26 +426,55 @@ def main(argv: list[str] | None = None) -> int:
         print(f"REFUSED: cannot read the proof or the keys: {exc}")
         return 1
     try:
-        balances = verify(proof, keys)
-        mine = {a["code"]: b for a, b in zip(proof["snapshot"]["assets"], balances, strict=True)}
-        for expectation in args.expect:
-            code, _, amount = expectation.partition("=")
-            if code not in mine:
-                raise Refused(f"the snapshot has no asset {code!r} (its assets: {', '.join(mine)})")
-            if decimal.Decimal(mine[code]) != _amount(amount):
-                raise Refused(f"your {code} balance in the snapshot is {mine.get(code)}, not {amount}")
+        if isinstance(proof, dict) and "entry" in proof:
+            if args.expect:
+                raise Refused("--expect checks a proof of liabilities; this is a journal entry's proof")
+            lines = _entry_report(proof, verify_entry(proof, keys))
+        else:
+            lines = _liabilities_report(proof, verify(proof, keys), args.expect)
     except Refused as exc:
         print(f"REFUSED: {exc}")
         return 1
-    snapshot = proof["snapshot"]
-    print(
-        f"OK: user {proof['user_id']} is in snapshot {snapshot.get('snapshot_id')} "
-        f"(block {snapshot.get('block_height')}, {snapshot.get('taken_at')}) of {snapshot.get('leaf_count')} users."
-    )
-    for code, amount in mine.items():
-        print(f"  {code}: {amount}  (total of all customers: {snapshot['root_sums'][list(mine).index(code)]})")
-    print("Check that these balances are yours at that time (your statement shows each balance after).")
+    print("\n".join(lines))
     return 0
+
+
+def _liabilities_report(proof: dict, balances: list[str], expected: list[str]) -> list[str]:
+    """What a verified proof of liabilities shows; raises :class:`Refused` for a balance not as ``expected``."""
+    mine = {a["code"]: b for a, b in zip(proof["snapshot"]["assets"], balances, strict=True)}
+    for expectation in expected:
+        code, _, amount = expectation.partition("=")
+        if code not in mine:
+            raise Refused(f"the snapshot has no asset {code!r} (its assets: {', '.join(mine)})")
+        if decimal.Decimal(mine[code]) != _amount(amount):
+            raise Refused(f"your {code} balance in the snapshot is {mine.get(code)}, not {amount}")
+    snapshot = proof["snapshot"]
+    return [
+        f"OK: user {proof['user_id']} is in snapshot {snapshot['snapshot_id']} "
+        f"(block {snapshot['block_height']}, {snapshot['taken_at']}) of {snapshot['leaf_count']} users.",
+        *(
+            f"  {code}: {amount}  (total of all customers: {snapshot['root_sums'][position]})"
+            for position, (code, amount) in enumerate(mine.items())
+        ),
+        "Check that these balances are yours at that time (your statement shows each balance after).",
+    ]
+
+
+def _entry_report(proof: dict, entry: dict) -> list[str]:
+    """What a verified journal entry's proof shows."""
+    block = proof["block"]
+    return [
+        f"OK: entry {entry['id']} ({entry['idempotency_key']}) is entry {proof['leaf_index'] + 1} of "
+        f"{proof['tree_size']} in block {block['height']}, sealed {block['sealed_at']} and signed with key "
+        f"{proof['key_id']}.",
+        *(
+            f"  posting {p['id']}: account {p['account_id']} {p['asset']} {p['amount']} (balance after "
+            f"{p['balance_after']})"
+            for p in entry["postings"]
+        ),
+        f"Keep the block hash {proof['block_hash']}: GET /api/v1/proofs/journal/blocks/{block['height']}/ must "
+        "show the same one now and later (every later block is chained to it).",
+    ]
 
 
 def _amount(text: str) -> decimal.Decimal:

@@ -58,11 +58,12 @@ def forge(proof: dict, path: list[tuple[str, bytes, list[int]]], *, node=sound_n
     return resign(forged)
 
 
-def resign(proof: dict) -> dict:
-    """Hash and sign the proof's snapshot with the exchange's own key."""
-    digest = hashlib.sha256(canon(proof["snapshot"])).digest()
+def resign(proof: dict, document: str = "snapshot") -> dict:
+    """Hash and sign the proof's ``document`` (a liabilities snapshot, or an entry proof's ``block``) with the
+    exchange's own key."""
+    digest = hashlib.sha256(canon(proof[document])).digest()
     key = signing_key_active()
-    proof["snapshot_hash"] = digest.hex()
+    proof[f"{document}_hash"] = digest.hex()
     proof["signature"] = sign(key.private_key, digest)
     proof["key_id"] = key.row.key_id
     return proof
