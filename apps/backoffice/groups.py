@@ -1,7 +1,7 @@
 """Operator groups and their permissions, created by migrations (``sync_groups``).
 
 - ``operators``: staff who browse the ledger, run reconciliation, draft adjustments and fee
-  changes, halt and resume markets, follow deposits and withdrawals, and on the customer
+  changes, halt and resume markets, cancel a customer's open orders, follow deposits and withdrawals, and on the customer
   screen freeze trading, block withdrawals and request second-factor resets;
 - ``approvers``: may also approve withdrawals and other operators' adjustments, fee changes
   and second-factor resets (a second factor is required for them in the admin).
@@ -24,6 +24,7 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "orders.view_market",
         "orders.change_market",
         "orders.view_order",
+        "orders.cancel_order",
         "orders.view_trade",
         "orders.view_feeschedule",
         "backoffice.view_feechange",

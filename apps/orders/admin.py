@@ -1,4 +1,5 @@
-"""Back-office screens: markets (halt and resume); fee schedules and tiers, orders and trades read-only.
+"""Back-office screens: markets (halt and resume); fee schedules and tiers, trades read-only; orders read-only
+but for an operator's cancel (with a reason, audited).
 
 Actions call services (:mod:`apps.orders.services`); nothing here moves money or
 writes an order.
@@ -27,6 +28,7 @@ from .services import (
     market_halt,
     market_resume,
     market_state,
+    order_cancel_by_operator,
 )
 
 MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
@@ -130,25 +132,18 @@ class MarketAdmin(admin.ModelAdmin):
 
     def _confirm_status_change(self, request, queryset, *, action: str, service, done: str):
         """An action's confirmation page asking for a reason; with ``confirm`` and a reason, apply ``service``
-        to each selected market (each audited with the reason in its own transaction). The matching engine's
-        answers are awaited ``ORDERS_ENGINE_WAIT_SECONDS`` in all, not per market: with the engine down, the
-        page answers after one wait, the rest of the commands queued."""
+        to each selected market (each audited with the reason in its own transaction; :func:`_apply_each`)."""
         reason = request.POST.get("reason", "").strip()
         if request.POST.get("confirm") == "yes" and reason:
-            applied, unconfirmed = [], []
-            deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
-            for market in queryset:
-                try:
-                    service(
-                        market_id=market.id,
-                        operator_id=request.user.id,
-                        reason=reason,
-                        wait_seconds=max(0.0, deadline - time.monotonic()),
-                    )
-                except OrderStatusUnknown:  # queued for the market's sequencer, which did not answer in time
-                    unconfirmed.append(market.symbol)
-                else:
-                    applied.append(market.symbol)
+            applied, unconfirmed, refused = _apply_each(
+                queryset,
+                lambda market, wait: service(
+                    market_id=market.id, operator_id=request.user.id, reason=reason, wait_seconds=wait
+                ),
+                label=lambda market: market.symbol,
+            )
+            for refusal in refused:
+                self.message_user(request, f"Not done: {refusal}", messages.ERROR)
             if applied:
                 symbols = ", ".join(applied)
                 self.message_user(request, f"{done} {symbols}. Reason recorded in the audit log.", messages.SUCCESS)
@@ -161,16 +156,8 @@ class MarketAdmin(admin.ModelAdmin):
                     messages.WARNING,
                 )
             return None
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"{action.capitalize()} markets",
-            "opts": self.model._meta,
-            "markets": queryset,
-            "action": action,
-            "action_name": request.POST.get("action", ""),
-            "missing_reason": request.POST.get("confirm") == "yes",
-            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        }
+        context = {**_confirmation_context(self, request, title=f"{action.capitalize()} markets"), "markets": queryset}
+        context["action"] = action
         return TemplateResponse(request, "admin/orders/market/confirm_status.html", context)
 
     @admin.action(
@@ -182,6 +169,38 @@ class MarketAdmin(admin.ModelAdmin):
     @admin.action(description="Resume the selected markets", permissions=["change"])
     def resume(self, request, queryset):
         return self._confirm_status_change(request, queryset, action="resume", service=market_resume, done="Resumed")
+
+
+def _apply_each(items, apply, *, label) -> tuple[list[str], list[str], list[str]]:
+    """``apply(item, wait_seconds)`` for each of ``items`` (a service that goes through the matching engine);
+    return the labels applied, the labels queued but not confirmed, and the refusals (``"<label>: <why>"``).
+
+    The engine's answers are awaited ``ORDERS_ENGINE_WAIT_SECONDS`` in all, not per item: with the engine down,
+    the page answers after one wait, the rest of the commands queued."""
+    applied, unconfirmed, refused = [], [], []
+    deadline = time.monotonic() + settings.ORDERS_ENGINE_WAIT_SECONDS
+    for item in items:
+        try:
+            apply(item, max(0.0, deadline - time.monotonic()))
+        except OrderStatusUnknown:  # queued for the market's sequencer, which did not answer in time
+            unconfirmed.append(label(item))
+        except DomainError as error:
+            refused.append(f"{label(item)}: {error.message}")
+        else:
+            applied.append(label(item))
+    return applied, unconfirmed, refused
+
+
+def _confirmation_context(model_admin, request, *, title: str) -> dict:
+    """What an action's confirmation page (a reason to give) needs besides its objects."""
+    return {
+        **model_admin.admin_site.each_context(request),
+        "title": title,
+        "opts": model_admin.model._meta,
+        "action_name": request.POST.get("action", ""),
+        "missing_reason": request.POST.get("confirm") == "yes",
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+    }
 
 
 class UserFeeTierInline(admin.TabularInline):
@@ -237,6 +256,41 @@ class OrderAdmin(ReadOnlyAdmin):
     search_fields = ("=id", "user__username", "client_order_id")
     list_select_related = ("market__base", "market__quote", "user", "held_asset")
     date_hierarchy = "created_at"
+    actions = ("cancel_orders",)
+
+    def has_cancel_permission(self, request) -> bool:
+        return request.user.has_perm("orders.cancel_order")
+
+    @admin.action(description="Cancel the selected open orders (releases their holds)", permissions=["cancel"])
+    def cancel_orders(self, request, queryset):
+        """A confirmation page asking for a reason; with ``confirm`` and a reason, cancel each selected order
+        (:func:`~apps.orders.services.order_cancel_by_operator`: audited with the reason in the transaction that
+        cancels it), oldest first."""
+        reason = request.POST.get("reason", "").strip()
+        if request.POST.get("confirm") == "yes" and reason:
+            cancelled, unconfirmed, refused = _apply_each(
+                queryset.order_by("id"),
+                lambda order, wait: order_cancel_by_operator(
+                    order_id=order.id, operator_id=request.user.id, reason=reason, wait_seconds=wait
+                ),
+                label=lambda order: f"#{order.id}",
+            )
+            if cancelled:
+                shown = ", ".join(cancelled)
+                self.message_user(request, f"Cancelled {shown}. Reason recorded in the audit log.", messages.SUCCESS)
+            for refusal in refused:
+                self.message_user(request, f"Not cancelled: {refusal}", messages.ERROR)
+            if unconfirmed:
+                self.message_user(
+                    request,
+                    f"The cancel of {', '.join(unconfirmed)} is queued for the matching engine, which has not "
+                    "confirmed it yet: it takes effect (and is audited) when the engine applies it. "
+                    "Check the order's status before acting again.",
+                    messages.WARNING,
+                )
+            return None
+        context = {**_confirmation_context(self, request, title="Cancel orders"), "orders": queryset.order_by("id")}
+        return TemplateResponse(request, "admin/orders/order/confirm_cancel.html", context)
 
     @admin.display(description="price", ordering="price")
     def price_display(self, order):

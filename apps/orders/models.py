@@ -330,6 +330,7 @@ class Order(models.Model):
 
     class Meta:
         ordering = ["-id"]
+        permissions = [("cancel_order", "Can cancel a customer's open order")]
         indexes = [
             # The book: open orders by price-time priority (asks ascending, bids descending).
             models.Index(

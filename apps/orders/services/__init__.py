@@ -7,6 +7,7 @@ The package's modules (callers import the public names from here, unchanged):
 :mod:`~apps.orders.services.placement` (:func:`order_place`),
 :mod:`~apps.orders.services.cancel` (:func:`order_cancel`, :func:`order_cancel_by_client_id`,
 :func:`open_orders_cancel`),
+:mod:`~apps.orders.services.operator_cancel` (:func:`order_cancel_by_operator`, audited),
 :mod:`~apps.orders.services.commands` (the public :func:`order_place` and the cancels: inline, or
 through the market's sequencer, :mod:`~apps.orders.services.sequencer`, which plans and writes each batch
 with :mod:`~apps.orders.services.batching`). The matching and settlement
@@ -24,6 +25,7 @@ from .fees import (
     fee_tier_assign,
 )
 from .markets import market_create, market_filters_update, market_halt, market_resume, market_state
+from .operator_cancel import order_cancel_by_operator
 
 __all__ = [
     "fee_rate_parse",
@@ -40,6 +42,7 @@ __all__ = [
     "open_orders_cancel",
     "order_cancel",
     "order_cancel_by_client_id",
+    "order_cancel_by_operator",
     "order_judge",
     "order_place",
 ]

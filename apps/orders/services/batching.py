@@ -85,6 +85,7 @@ from ..store.commands import QueuedCommand
 from ..store.markets import LockedMarket
 from . import answers
 from .commands import domain_outcome
+from .operator_cancel import order_cancel_audit
 from .parsing import Request, limits_check, notional_check, request_parse
 
 _PLACE_INPUTS = (
@@ -231,8 +232,23 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
         outcomes = [_outcome(result) for result in plan.outcomes]
         done = (queue.MARK_DONE, [[c.id for c in commands], json.dumps(outcomes)])
         _write(cursor, state, market, plan, accounts, done)
+        _operator_cancels_audit(commands, outcomes, known)
     state.sequence = market.sequence + len(plan.changes)
     return outcomes
+
+
+def _operator_cancels_audit(commands: Sequence[QueuedCommand], outcomes: list[dict], known: dict) -> None:
+    """Audit each operator's cancel the batch applied (:func:`order_cancel_audit`) in the batch's transaction; the
+    status before is the order's as stored when the batch began."""
+    for command, outcome in zip(commands, outcomes, strict=True):
+        operator_id = command.payload.get("operator_id")
+        if command.kind == CommandKind.CANCEL and operator_id is not None and "order_id" in outcome:
+            order_cancel_audit(
+                order_id=outcome["order_id"],
+                operator_id=operator_id,
+                reason=command.payload["reason"],
+                status_before=known[outcome["order_id"]].status,
+            )
 
 
 def _outcome(result: int | list[int] | DomainError) -> dict:

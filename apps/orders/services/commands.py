@@ -238,7 +238,7 @@ def outcome_raise(error: dict):
     raise exc
 
 
-def _order_of(outcome: dict) -> Order:
+def order_of_outcome(outcome: dict) -> Order:
     """The order an outcome names: from the done notification's row when it carries one, else read."""
     if "error" in outcome:
         outcome_raise(outcome["error"])
@@ -294,7 +294,7 @@ def order_place(
     outcome = command_submit(
         market=market, kind=CommandKind.PLACE, user_id=user_id, payload=payload, key=idempotency_key
     )
-    return _order_of(outcome)
+    return order_of_outcome(outcome)
 
 
 class _Judged(Exception):
@@ -325,7 +325,7 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
     if found is None or (user_id is not None and found[1] != user_id):
         raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
     outcome = command_submit(market=found[0], kind=CommandKind.CANCEL, user_id=found[1], payload=arguments)
-    return _order_of(outcome)
+    return order_of_outcome(outcome)
 
 
 def order_cancel_by_client_id(*, user_id: int, market: str, client_order_id: str) -> Order:
@@ -342,7 +342,7 @@ def order_cancel_by_client_id(*, user_id: int, market: str, client_order_id: str
             market_id=_market_id(market), user_id=user_id, client_order_id=client_order_id
         )
     payload = {"user_id": user_id, "client_order_id": client_order_id, "by_operator": False}
-    return _order_of(command_submit(market=market, kind=CommandKind.CANCEL, user_id=user_id, payload=payload))
+    return order_of_outcome(command_submit(market=market, kind=CommandKind.CANCEL, user_id=user_id, payload=payload))
 
 
 def _market_id(symbol: str) -> int:

@@ -305,3 +305,67 @@ def test_market_changes_are_in_the_audit_log(operator, btc_usdt, default_fees):
     assert log[0][1]["status"] == "active" and log[0][2]["status"] == "halted"
     assert log[0][2]["reason"] == "maintenance"
     assert log[1][1]["min_qty"].startswith("0.0001") and log[1][2]["min_qty"].startswith("0.001")
+
+
+def test_an_operator_cancels_a_customers_open_order_with_a_reason_audited(client, btc_usdt, btc, usdt):
+    """A break-it review: no operator could cancel a trader's order (the order screen is read-only)."""
+    from django.contrib.auth.models import Group
+
+    from apps.orders.models import EndReason, Order, OrderStatus
+    from apps.orders.tests.helpers import balance
+
+    operator = UserFactory(username="olga", is_staff=True)
+    operator.groups.add(Group.objects.get(name="operators"))
+    seller, buyer = UserFactory(), UserFactory()
+    fund(seller, btc, "1")
+    fund(buyer, usdt, "10000")
+    resting = place(seller, side="sell", price="50000", qty="0.3")
+    place(buyer, side="buy", price="50000", qty="0.1")  # fills a part: 0.2 BTC still held
+    filled = Order.objects.filter(user=buyer).get()
+    client.force_login(operator)
+    url = reverse("admin:orders_order_changelist")
+    selected = {"action": "cancel_orders", "_selected_action": [resting.id, filled.id]}
+
+    asked = client.post(url, selected)
+    assert asked.status_code == 200 and b'name="reason"' in asked.content and b"Yes, cancel" in asked.content
+    assert b"A reason is required." in client.post(url, {**selected, "confirm": "yes", "reason": " "}).content
+    assert Order.objects.get(id=resting.id).status == OrderStatus.PARTIALLY_FILLED  # nothing until confirmed
+
+    done = client.post(url, {**selected, "confirm": "yes", "reason": "customer request, ticket 881"})
+    shown = [str(m) for m in get_messages(done.wsgi_request)]
+    assert shown == [
+        f"Cancelled #{resting.id}. Reason recorded in the audit log.",
+        f"Not cancelled: #{filled.id}: Order {filled.id} is filled: it can no longer be cancelled.",
+    ]
+    cancelled = Order.objects.get(id=resting.id)
+    assert (cancelled.status, cancelled.reject_reason, cancelled.held_remaining) == (
+        OrderStatus.CANCELLED,
+        EndReason.CANCELLED_BY_OPERATOR,
+        D("0"),
+    )
+    assert balance(seller, btc) == (D("0.9"), D("0"))  # 0.1 sold, the 0.2 held released
+    entry = AuditLogEntry.objects.get(action="order.cancel_by_operator")
+    assert (entry.actor_id, entry.object_type, entry.object_id) == (operator.id, "orders.order", str(resting.id))
+    assert (entry.before, entry.after) == (
+        {"status": "partially_filled"},
+        {"status": "cancelled", "reason": "customer request, ticket 881"},
+    )
+
+
+def test_staff_without_the_cancel_permission_cannot_cancel_orders(client, btc_usdt, btc):
+    from django.contrib.auth.models import Permission
+
+    from apps.orders.models import Order, OrderStatus
+
+    viewer = UserFactory(is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_order"))
+    seller = UserFactory()
+    fund(seller, btc, "1")
+    resting = place(seller, side="sell", price="50000", qty="0.3")
+    client.force_login(viewer)
+    url = reverse("admin:orders_order_changelist")
+
+    assert b"cancel_orders" not in client.get(url).content
+    client.post(url, {"action": "cancel_orders", "_selected_action": [resting.id], "confirm": "yes", "reason": "x"})
+    assert Order.objects.get(id=resting.id).status == OrderStatus.OPEN
+    assert not AuditLogEntry.objects.filter(action="order.cancel_by_operator").exists()

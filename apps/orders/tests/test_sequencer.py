@@ -647,3 +647,31 @@ def test_a_sequencer_stopped_by_sigterm_answers_its_last_batch_and_exits_cleanly
     assert engine.wait(timeout=30) == 0
     assert ask.status == OrderStatus.OPEN
     assert b"Traceback" not in engine.log_path.read_bytes()
+
+
+def test_an_operators_cancel_through_the_sequencer_is_audited_in_the_batch_that_cancels(engines, traders, btc):
+    from apps.audit.models import AuditLogEntry
+    from apps.core.errors import InvalidState
+    from apps.orders.models import EndReason
+    from apps.orders.services import order_cancel_by_operator
+
+    _, seller = traders
+    operator = UserFactory(is_staff=True)
+    engines("BTC-USDT")
+    resting = order_place(user_id=seller.id, market="BTC-USDT", side="sell", price="50000", qty="0.5")
+
+    cancelled = order_cancel_by_operator(order_id=resting.id, operator_id=operator.id, reason="fraud review")
+
+    assert (cancelled.status, cancelled.reject_reason) == (OrderStatus.CANCELLED, EndReason.CANCELLED_BY_OPERATOR)
+    assert balance(seller, btc) == (D("10"), D("0"))
+    entry = AuditLogEntry.objects.get(action="order.cancel_by_operator")
+    assert (entry.actor_id, entry.object_id, entry.before, entry.after) == (
+        operator.id,
+        str(resting.id),
+        {"status": "open"},
+        {"status": "cancelled", "reason": "fraud review"},
+    )
+    with pytest.raises(InvalidState):
+        order_cancel_by_operator(order_id=resting.id, operator_id=operator.id, reason="again")
+    assert AuditLogEntry.objects.filter(action="order.cancel_by_operator").count() == 1
+    assert reconcile().ok
