@@ -167,8 +167,11 @@ def parse_hash(value, what: str) -> bytes:
 def parse_units(value, decimals: int, what: str) -> int:
     """An amount string with exactly ``decimals`` places, as smallest units below 2**128."""
     pattern = r"(0|[1-9][0-9]*)" + (rf"\.[0-9]{{{decimals}}}" if decimals else "")
-    if not isinstance(value, str) or not re.fullmatch(pattern, value):
-        raise Refused(f"{what} {value!r} is not a non-negative amount with exactly {decimals} decimals")
+    if not isinstance(value, str) or len(value) > 60 or not re.fullmatch(pattern, value):  # 2**128 has 39 digits
+        raise Refused(
+            f"{what} {value[:60] if isinstance(value, str) else value!r} is not a non-negative amount "
+            f"with exactly {decimals} decimals below 2**128"
+        )
     units = int(value.replace(".", ""))
     if units >= U128_LIMIT:
         raise Refused(f"{what} {value!r} does not fit in 128 bits")
@@ -205,16 +208,32 @@ def parse_assets(snapshot: dict) -> list[dict]:
     return assets
 
 
+def published_keys(keys) -> dict:
+    """The keys endpoint's ``{"keys": [{"key_id", "public_key", ...}, ...]}`` as ``{key_id: public key hex}``.
+    Raises :class:`Refused` for a document of another shape."""
+    entries = keys.get("keys") if isinstance(keys, dict) else None
+    if not isinstance(entries, list):
+        raise Refused('the keys are not {"keys": [...]} as GET /api/v1/proofs/keys/ serves them')
+    published = {}
+    for key in entries:
+        key_id = key.get("key_id") if isinstance(key, dict) else None
+        public_key = key.get("public_key") if isinstance(key, dict) else None
+        if not isinstance(key_id, str | int) or not isinstance(public_key, str) or not _HASH.fullmatch(public_key):
+            raise Refused("a published key is not {key_id, public_key (64 lower-case hex characters)}")
+        published[key_id] = public_key
+    return published
+
+
 def check_signature(proof: dict, keys: dict, document: str = "snapshot") -> None:
     """``proof[document + "_hash"]`` is ``SHA256(canon(proof[document]))`` and ``proof["signature"]`` its Ed25519
     signature by the published key ``proof["key_id"]``."""
     stated = parse_hash(proof.get(f"{document}_hash"), f"{document}_hash")
     if sha256(canon(proof[document])) != stated:
         raise Refused(f"{document}_hash is not the SHA-256 of the {document}: the {document} was altered")
-    published = {key.get("key_id"): key.get("public_key") for key in keys.get("keys", []) if isinstance(key, dict)}
-    public_key = published.get(proof.get("key_id"))
-    if not isinstance(public_key, str) or not re.fullmatch(r"[0-9a-f]{64}", public_key):
-        raise Refused(f"key {proof.get('key_id')!r} is not among the exchange's published keys")
+    key_id = proof.get("key_id")
+    public_key = published_keys(keys).get(key_id) if isinstance(key_id, str | int) else None
+    if public_key is None:
+        raise Refused(f"key {key_id!r} is not among the exchange's published keys")
     signature = proof.get("signature")
     if not isinstance(signature, str) or not _SIGNATURE.fullmatch(signature):
         raise Refused("the signature is not 128 lower-case hex characters")
@@ -422,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.proof, encoding="utf-8") as file:
             proof = loads(file.read())
         keys = load_keys(args.keys)
-    except (OSError, ValueError, Refused) as exc:
+    except (OSError, ValueError, RecursionError, Refused) as exc:  # RecursionError: JSON nested too deep
         print(f"REFUSED: cannot read the proof or the keys: {exc}")
         return 1
     try:

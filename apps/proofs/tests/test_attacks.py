@@ -181,3 +181,23 @@ def test_the_database_refuses_two_leaves_for_one_user(snapshot, funded):
 
     with pytest.raises(IntegrityError), transaction.atomic():
         LiabilityLeaf.objects.create(snapshot=snapshot, user=funded[0], position=99, nonce=b"\x00" * 32)
+
+
+def test_malformed_input_is_refused_never_a_traceback(verifier, proof, keys, tmp_path, capsys):
+    import json
+
+    good_keys = tmp_path / "keys.json"
+    good_keys.write_text(json.dumps(keys))
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert verifier.main([str(deep), "--keys", str(good_keys)]) == 1
+    assert capsys.readouterr().out.startswith("REFUSED: cannot read the proof or the keys: maximum recursion depth")
+
+    for malformed in ([], {"keys": "x"}, {"keys": [{"key_id": [1], "public_key": "ab" * 32}]}, {"keys": [7]}):
+        assert "published key" in refusal(verifier, proof, malformed) or "are not" in refusal(
+            verifier, proof, malformed
+        )
+    assert "not among the exchange's published keys" in refusal(verifier, {**proof, "key_id": [1]}, keys)
+    huge = copy.deepcopy(proof)
+    huge["balances"][0] = "9" * 5000 + ".00000000"  # int() of it would raise ValueError (4,300 digits at most)
+    assert "below 2**128" in refusal(verifier, huge, keys)
