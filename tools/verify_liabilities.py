@@ -134,9 +134,18 @@ def check_fields(value: dict, fields: set[str], what: str) -> None:
         raise Refused(f"{what} does not have exactly PROOFS.md's fields (missing {missing}, unknown {extra})")
 
 
+def check_document(value, fields: set[str], what: str) -> None:
+    """``value`` is an object of ``version`` 1 (a JSON integer) with exactly PROOFS.md's ``fields``."""
+    if not isinstance(value, dict):
+        raise Refused(f"{what} is not an object")
+    if type(value.get("version")) is not int or value["version"] != 1:
+        raise Refused(f"{what}'s version {value.get('version')!r} is not one this verifier knows (1)")
+    check_fields(value, fields, what)
+
+
 def check_snapshot(snapshot: dict) -> int:
     """The snapshot header's fields and their types; return its ``leaf_count``."""
-    check_fields(snapshot, SNAPSHOT_FIELDS, "the snapshot")
+    check_document(snapshot, SNAPSHOT_FIELDS, "the snapshot")
     parse_count(snapshot["snapshot_id"], "snapshot_id", least=1)
     parse_count(snapshot["block_height"], "block_height")
     parse_hash(snapshot["block_hash"], "block_hash")
@@ -282,10 +291,8 @@ def verify(proof: dict, keys: dict) -> list[str]:
     if not isinstance(proof, dict) or not isinstance(proof.get("snapshot"), dict):
         raise Refused("this is not a proof of liabilities (no snapshot)")
     snapshot = proof["snapshot"]
-    if snapshot.get("version") != 1 or type(snapshot.get("version")) is not int:
-        raise Refused(f"snapshot version {snapshot.get('version')!r} is not one this verifier knows (1)")
-    check_fields(proof, PROOF_FIELDS, "the proof")
     leaf_count = check_snapshot(snapshot)
+    check_fields(proof, PROOF_FIELDS, "the proof")
     assets = parse_assets(snapshot)
     root_hash = parse_hash(snapshot.get("root_hash"), "root_hash")
     root_sums = parse_vector(snapshot.get("root_sums"), assets, "root sum")
@@ -313,11 +320,7 @@ def parse_signed_amount(value, what: str) -> decimal.Decimal:
 
 def check_entry(entry) -> None:
     """The entry document: PROOFS.md's fields, postings in id order, none zero, balanced per asset."""
-    if not isinstance(entry, dict):
-        raise Refused("the entry is not an object")
-    check_fields(entry, ENTRY_FIELDS, "the entry")
-    if type(entry["version"]) is not int or entry["version"] != 1:
-        raise Refused(f"entry version {entry['version']!r} is not one this verifier knows (1)")
+    check_document(entry, ENTRY_FIELDS, "the entry")
     parse_count(entry["id"], "the entry's id", least=1)
     for name in ("idempotency_key", "reason", "reference_type", "reference_id"):
         if not isinstance(entry[name], str):
@@ -359,11 +362,7 @@ def check_entry(entry) -> None:
 
 def check_block(block) -> None:
     """The block header: PROOFS.md's fields and their types."""
-    if not isinstance(block, dict):
-        raise Refused("the block is not an object")
-    check_fields(block, BLOCK_FIELDS, "the block")
-    if type(block["version"]) is not int or block["version"] != 1:
-        raise Refused(f"block version {block['version']!r} is not one this verifier knows (1)")
+    check_document(block, BLOCK_FIELDS, "the block")
     parse_count(block["height"], "the block's height")
     parse_hash(block["previous_hash"], "previous_hash")
     parse_hash(block["entries_root"], "entries_root")

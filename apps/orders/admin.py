@@ -142,23 +142,17 @@ class MarketAdmin(admin.ModelAdmin):
                 ),
                 label=lambda market: market.symbol,
             )
-            for refusal in refused:
-                self.message_user(request, f"Not done: {refusal}", messages.ERROR)
-            if applied:
-                symbols = ", ".join(applied)
-                self.message_user(request, f"{done} {symbols}. Reason recorded in the audit log.", messages.SUCCESS)
-            if unconfirmed:
-                self.message_user(
-                    request,
-                    f"The {action} of {', '.join(unconfirmed)} is queued for the matching engine, which has not "
-                    "confirmed it yet: it takes effect (and is audited) when the engine applies it. "
-                    "Check the market's status before acting again.",
-                    messages.WARNING,
-                )
+            _report_each(self, request, applied, unconfirmed, refused, done=done, action=action, noun="market")
             return None
-        context = {**_confirmation_context(self, request, title=f"{action.capitalize()} markets"), "markets": queryset}
-        context["action"] = action
-        return TemplateResponse(request, "admin/orders/market/confirm_status.html", context)
+        description = (
+            "Halting refuses every new order on these markets; open orders stay in the book and can still be cancelled."
+            if action == "halt"
+            else "Resuming accepts new orders on these markets again."
+        )
+        items = [(market.pk, f"{market.symbol} ({market.get_status_display().lower()})") for market in queryset]
+        return _confirmation(
+            self, request, title=f"{action.capitalize()} markets", action=action, items=items, description=description
+        )
 
     @admin.action(
         description="Halt the selected markets (refuse new orders; cancels still work)", permissions=["change"]
@@ -191,16 +185,43 @@ def _apply_each(items, apply, *, label) -> tuple[list[str], list[str], list[str]
     return applied, unconfirmed, refused
 
 
-def _confirmation_context(model_admin, request, *, title: str) -> dict:
-    """What an action's confirmation page (a reason to give) needs besides its objects."""
-    return {
+def _report_each(model_admin, request, applied, unconfirmed, refused, *, done: str, action: str, noun: str) -> None:
+    """Tell the operator what :func:`_apply_each` did: ``done`` (a past participle) for the applied, the refusals,
+    and the ``action`` still queued for the engine (check the ``noun``'s state before acting again)."""
+    if applied:
+        shown = ", ".join(applied)
+        model_admin.message_user(request, f"{done} {shown}. Reason recorded in the audit log.", messages.SUCCESS)
+    for refusal in refused:
+        model_admin.message_user(request, f"Not {done.lower()}: {refusal}", messages.ERROR)
+    if unconfirmed:
+        model_admin.message_user(
+            request,
+            f"The {action} of {', '.join(unconfirmed)} is queued for the matching engine, which has not "
+            "confirmed it yet: it takes effect (and is audited) when the engine applies it. "
+            f"Check the {noun}'s status before acting again.",
+            messages.WARNING,
+        )
+
+
+def _confirmation(
+    model_admin, request, *, title: str, action: str, items: list[tuple[int, str]], description: str
+) -> TemplateResponse:
+    """An action's confirmation page: what it does (``description``), the selected ``items`` (``(pk, label)``) and
+    a reason to give (refused empty, ``missing_reason``)."""
+    opts = model_admin.model._meta
+    context = {
         **model_admin.admin_site.each_context(request),
         "title": title,
-        "opts": model_admin.model._meta,
+        "opts": opts,
+        "action": action,
+        "items": items,
+        "description": description,
+        "back_url": reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"),
         "action_name": request.POST.get("action", ""),
         "missing_reason": request.POST.get("confirm") == "yes",
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
     }
+    return TemplateResponse(request, "admin/orders/confirm_with_reason.html", context)
 
 
 class UserFeeTierInline(admin.TabularInline):
@@ -275,22 +296,24 @@ class OrderAdmin(ReadOnlyAdmin):
                 ),
                 label=lambda order: f"#{order.id}",
             )
-            if cancelled:
-                shown = ", ".join(cancelled)
-                self.message_user(request, f"Cancelled {shown}. Reason recorded in the audit log.", messages.SUCCESS)
-            for refusal in refused:
-                self.message_user(request, f"Not cancelled: {refusal}", messages.ERROR)
-            if unconfirmed:
-                self.message_user(
-                    request,
-                    f"The cancel of {', '.join(unconfirmed)} is queued for the matching engine, which has not "
-                    "confirmed it yet: it takes effect (and is audited) when the engine applies it. "
-                    "Check the order's status before acting again.",
-                    messages.WARNING,
-                )
+            _report_each(
+                self, request, cancelled, unconfirmed, refused, done="Cancelled", action="cancel", noun="order"
+            )
             return None
-        context = {**_confirmation_context(self, request, title="Cancel orders"), "orders": queryset.order_by("id")}
-        return TemplateResponse(request, "admin/orders/order/confirm_cancel.html", context)
+        description = (
+            "Cancelling releases each order's whole remaining hold to its owner, who sees it ended as \"cancelled by "
+            'an operator".'
+        )
+        items = [
+            (
+                order.pk,
+                f"#{order.pk} {order.market.symbol} of {order.user.username} ({order.get_status_display().lower()})",
+            )
+            for order in queryset.select_related("market", "user").order_by("id")
+        ]
+        return _confirmation(
+            self, request, title="Cancel orders", action="cancel", items=items, description=description
+        )
 
     @admin.display(description="price", ordering="price")
     def price_display(self, order):
