@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from django.core.exceptions import RequestDataTooBig
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -125,14 +126,21 @@ def error_response(error: BinanceError, headers: dict[str, str] | None = None) -
 
 
 def _body_text(request: HttpRequest) -> str:
-    """The form body as sent (Binance takes ``application/x-www-form-urlencoded`` bodies), else empty."""
-    if request.method in ("GET", "HEAD") or not request.body:
+    """The form body as sent (Binance takes ``application/x-www-form-urlencoded`` bodies), else empty. A body over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413 -1100."""
+    if request.method in ("GET", "HEAD"):
+        return ""
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise BinanceError(ILLEGAL_CHARS, "The request body is too large.", status=413) from None
+    if not raw:
         return ""
     content_type = request.content_type or "application/x-www-form-urlencoded"
     if content_type != "application/x-www-form-urlencoded":
         raise BinanceError(ILLEGAL_CHARS, "The body must be application/x-www-form-urlencoded.")
     try:
-        return request.body.decode()
+        return raw.decode()
     except UnicodeDecodeError:
         raise BinanceError(ILLEGAL_CHARS, "The body is not valid UTF-8.") from None
 

@@ -71,3 +71,17 @@ def test_hostile_parameters_get_a_binance_error(client, btc_usdt, path, method, 
             assert response.status_code < 500, (method, path, name, value, response.content)
             body = response.json()
             assert response.status_code == 200 or isinstance(body["code"], int), body
+
+
+WITH_BODY = [(path, method) for path, method, _ in ROUTES if method not in ("GET", "HEAD")]
+
+
+@pytest.mark.parametrize(("path", "method"), WITH_BODY, ids=[f"{m} {p}" for p, m in WITH_BODY])
+def test_an_oversized_body_or_a_malformed_content_length_gets_a_binance_error(client, settings, path, method):
+    """A break-it review: a body over DATA_UPLOAD_MAX_MEMORY_SIZE, or ``Content-Length: abc``, was a 500 (-1000)."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    url = f"/api/v3/{path}"
+    big = client.generic(method, url, "a=" + "x" * 2000, "application/x-www-form-urlencoded")
+    assert (big.status_code, big.json()) == (413, {"code": -1100, "msg": "The request body is too large."})
+    malformed = client.generic(method, url, "a=1", "application/x-www-form-urlencoded", CONTENT_LENGTH="abc")
+    assert malformed.status_code == 400  # apps.core.content_length, before any view
