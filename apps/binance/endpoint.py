@@ -39,6 +39,7 @@ from .errors import (
     ILLEGAL_CHARS,
     NOT_FOUND,
     UNKNOWN,
+    UNSUPPORTED_OPERATION,
     BinanceError,
     from_domain,
     rejected_key,
@@ -212,3 +213,11 @@ def route(**handlers: Endpoint) -> Callable[[HttpRequest], HttpResponse]:
 def not_found(request: HttpRequest, *args, **kwargs) -> HttpResponse:
     """Any other path under ``/api/v3/``: a 404 in Binance's shape, never HTML."""
     return error_response(BinanceError(NOT_FOUND, "Not found, unauthenticated, or unauthorized.", status=404))
+
+
+@csrf_exempt
+def unsupported(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    """A Binance spot path we do not serve (order lists, cancel-replace, SOR, amendments): 400 -1020, so that a bot
+    learns the operation is unsupported rather than that the path does not exist (``exchangeInfo`` says so too:
+    ``cancelReplaceAllowed``, ``ocoAllowed`` and the others are false)."""
+    return error_response(BinanceError(UNSUPPORTED_OPERATION, "This operation is not supported.", status=400))

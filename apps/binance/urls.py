@@ -4,7 +4,25 @@ from django.urls import path, re_path
 
 from . import market_data as md
 from . import trading, user_stream
-from .endpoint import not_found, route
+from .endpoint import not_found, route, unsupported
+
+# Binance spot REST paths this exchange does not serve: -1020 "not supported", not -1099 "not found".
+UNSUPPORTED = (
+    "order/cancelReplace",
+    "order/oco",
+    "order/amend/keepPriority",
+    "orderList",
+    "orderList/oco",
+    "orderList/oto",
+    "orderList/otoco",
+    "allOrderList",
+    "openOrderList",
+    "sor/order",
+    "sor/order/test",
+    "myPreventedMatches",
+    "myAllocations",
+    "rateLimit/order",
+)
 
 urlpatterns = [
     path("ping", route(GET=md.ping), name="binance-ping"),
@@ -45,5 +63,6 @@ urlpatterns = [
         ),
         name="binance-user-data-stream",
     ),
+    *(path(name, unsupported) for name in UNSUPPORTED),
     re_path(r"", not_found),
 ]

@@ -204,3 +204,18 @@ def test_without_redis_requests_go_through_without_the_weight_header(client, btc
     assert response.status_code == 200
     assert response.json()["bids"] == []
     assert "X-MBX-USED-WEIGHT-1M" not in response.headers
+
+
+def test_binance_paths_we_do_not_serve_say_the_operation_is_unsupported(client):
+    """A break-it review: CCXT's edit_order (POST order/cancelReplace) got -1099 "Not found", as if the API were
+    wrong; exchangeInfo says cancelReplaceAllowed is false, and -1020 says so too."""
+    from apps.binance.urls import UNSUPPORTED
+
+    assert "order/cancelReplace" in UNSUPPORTED and "orderList/oco" in UNSUPPORTED
+    for name in UNSUPPORTED:
+        for method in ("GET", "POST", "DELETE"):
+            response = client.generic(method, f"/api/v3/{name}")
+            assert (response.status_code, response.json()) == (
+                400,
+                {"code": -1020, "msg": "This operation is not supported."},
+            ), (method, name)
