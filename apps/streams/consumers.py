@@ -105,15 +105,17 @@ class StreamConsumer(AsyncWebsocketConsumer):
         """Binance's live subscription messages: ``{"method": "SUBSCRIBE", "params": [names], "id": n}``."""
         try:
             request = json.loads(text_data or "")
-            method, request_id = request["method"], request.get("id")
-            params = request.get("params", [])
-            if not isinstance(params, list) or not all(isinstance(name, str) for name in params):
-                raise ValueError
-        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested too deeply
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
+            request = None
+        if not isinstance(request, dict) or "method" not in request:
             await self._error(None, 'Send {"method": ..., "params": [...], "id": ...}.', "method")
             return
+        method, request_id, params = request["method"], request.get("id"), request.get("params", [])
         if not request_id_valid(request_id):
             await self._error(None, REQUEST_ID_RULE, "id")
+            return
+        if not isinstance(params, list) or not all(isinstance(name, str) for name in params):
+            await self._error(request_id, "params is a list of stream names.", "params")  # the id answered, as ever
             return
         if method == "SUBSCRIBE":
             error = await self._subscribe(params)

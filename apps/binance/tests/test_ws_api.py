@@ -84,6 +84,10 @@ def test_json_nested_too_deeply_is_refused_and_the_connection_stays_usable(live_
         assert (refused["id"], refused["error"]["code"]) == (None, "invalid_request")
         socket.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": 2}))
         assert json.loads(socket.recv(timeout=10)) == {"result": ["btcusdt@trade"], "id": 2}
+        for params in ("btcusdt@depth", [1], {"a": 1}):  # a break-it review: answered with "id": null
+            socket.send(json.dumps({"method": "SUBSCRIBE", "params": params, "id": 3}))
+            refused = json.loads(socket.recv(timeout=10))
+            assert (refused["id"], refused["error"]["fields"]) == (3, {"params": "params is a list of stream names."})
 
 
 def test_a_request_id_that_is_not_an_integer_a_string_or_null_is_refused_and_never_echoed(live_asgi, btc_usdt):
