@@ -232,14 +232,14 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
         outcomes = [_outcome(result) for result in plan.outcomes]
         done = (queue.MARK_DONE, [[c.id for c in commands], json.dumps(outcomes)])
         _write(cursor, state, market, plan, accounts, done)
-        _operator_cancels_audit(commands, outcomes, known)
+        _operator_cancels_audit(commands, outcomes, plan)
     state.sequence = market.sequence + len(plan.changes)
     return outcomes
 
 
-def _operator_cancels_audit(commands: Sequence[QueuedCommand], outcomes: list[dict], known: dict) -> None:
-    """Audit each operator's cancel the batch applied (:func:`order_cancel_audit`) in the batch's transaction; the
-    status before is the order's as stored when the batch began."""
+def _operator_cancels_audit(commands: Sequence[QueuedCommand], outcomes: list[dict], plan: BatchPlan) -> None:
+    """Audit each operator's cancel the batch applied (:func:`order_cancel_audit`) in the batch's transaction, with
+    the order's state as the batch cancelled it."""
     for command, outcome in zip(commands, outcomes, strict=True):
         operator_id = command.payload.get("operator_id")
         if command.kind == CommandKind.CANCEL and operator_id is not None and "order_id" in outcome:
@@ -247,7 +247,7 @@ def _operator_cancels_audit(commands: Sequence[QueuedCommand], outcomes: list[di
                 order_id=outcome["order_id"],
                 operator_id=operator_id,
                 reason=command.payload["reason"],
-                status_before=known[outcome["order_id"]].status,
+                filled_qty=plan.updated[outcome["order_id"]].filled_qty,
             )
 
 

@@ -1,5 +1,6 @@
 """An operator cancels a customer's open order, with a reason, audited in the transaction that cancels it."""
 
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -30,15 +31,13 @@ def order_cancel_by_operator(
     """
     if not isinstance(reason, str) or not reason.strip():
         raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
-    found = Order.objects.filter(id=order_id).values_list("market__symbol", "user_id", "status").first()
+    found = Order.objects.filter(id=order_id).values_list("market__symbol", "user_id").first()
     if found is None:
         raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
-    symbol, user_id, status = found
+    symbol, user_id = found
     if settings.ORDERS_ENGINE == "inline":
         with transaction.atomic():
-            order = cancel.order_cancel(order_id=order_id, by_operator=True)
-            order_cancel_audit(order_id=order_id, operator_id=operator_id, reason=reason, status_before=status)
-        return order
+            return order_cancel_audited(order_id=order_id, operator_id=operator_id, reason=reason)
     payload: dict[str, Any] = {
         "order_id": order_id,
         "user_id": None,
@@ -52,13 +51,25 @@ def order_cancel_by_operator(
     return order_of_outcome(outcome)
 
 
-def order_cancel_audit(*, order_id: int, operator_id: int, reason: str, status_before: str) -> None:
-    """The audit row of an operator's cancel, in the caller's transaction (the one that cancels the order)."""
+def order_cancel_audited(*, order_id: int, operator_id: int, reason: str) -> Order:
+    """An operator's cancel (:func:`apps.orders.services.cancel.order_cancel`) and its audit row, in the caller's
+    transaction: inline, and a sequencer applying its commands one at a time. Raises what the cancel raises."""
+    order = cancel.order_cancel(order_id=order_id, by_operator=True)
+    order_cancel_audit(order_id=order.id, operator_id=operator_id, reason=reason, filled_qty=order.filled_qty)
+    return order
+
+
+def order_cancel_audit(*, order_id: int, operator_id: int, reason: str, filled_qty: Decimal) -> None:
+    """The audit row of an operator's cancel, in the caller's transaction (the one that cancels the order).
+
+    ``filled_qty`` is the order's as cancelled: the status before was ``partially_filled`` when it filled anything,
+    else ``open`` (read from the cancel itself, so a fill earlier in the same sequencer batch counts)."""
+    before = OrderStatus.PARTIALLY_FILLED if filled_qty > 0 else OrderStatus.OPEN
     audit_record(
         actor_id=operator_id,
         action=AUDIT_ACTION,
         object_type="orders.order",
         object_id=order_id,
-        before={"status": status_before},
+        before={"status": before.value},
         after={"status": OrderStatus.CANCELLED.value, "reason": reason.strip()},
     )

@@ -413,3 +413,70 @@ def test_the_pending_read_takes_the_oldest_commands_across_the_markets_served_up
 
     assert [(c.id, c.market_id) for c in pending] == [(ids[1], other.id), (ids[2], other.id), (ids[3], btc_usdt.id)]
     assert [c.id for c in Sequencer([btc_usdt.id], batch=3).pending()] == [ids[3]]
+
+
+def _operator_cancel(market, order, operator) -> None:
+    Command.objects.create(
+        market=market,
+        kind=CommandKind.CANCEL,
+        user_id=order.user_id,
+        request_hash="-",
+        token=uuid.uuid4().hex,
+        payload={"order_id": order.id, "user_id": None, "by_operator": True, "operator_id": operator.id, "reason": "r"},
+        created_at=timezone.now(),
+    )
+
+
+def _operator_audits() -> list[tuple]:
+    from apps.audit.models import AuditLogEntry
+
+    rows = AuditLogEntry.objects.filter(action="order.cancel_by_operator").order_by("id")
+    return [(row.object_id, row.before, row.after) for row in rows]
+
+
+def test_an_operators_cancel_after_a_fill_in_the_same_batch_is_audited_as_partially_filled(traders, btc_usdt):
+    """A break-it review: the audit's "before" was the status stored when the batch began (open), though a fill
+    earlier in the same batch had made the order partially filled."""
+    resting = placement.order_place(user_id=traders[2].id, market="BTC-USDT", side="sell", price="50000", qty="0.2")
+    _queue(traders, btc_usdt, [limit(0, "buy", "50000", "0.1")])
+    _operator_cancel(btc_usdt, resting, traders[3])
+    sequencer = Sequencer([btc_usdt.id], batch=10)
+    sequencer.books_load()
+
+    filled, cancelled = sequencer.apply_planned(btc_usdt.id, sequencer.pending())
+
+    assert Order.objects.get(id=filled["order_id"]).status == "filled" and cancelled == {"order_id": resting.id}
+    done = Order.objects.get(id=resting.id)
+    assert (done.status, done.reject_reason, done.filled_qty) == ("cancelled", "cancelled_by_operator", D("0.1"))
+    assert _operator_audits() == [
+        (str(resting.id), {"status": "partially_filled"}, {"status": "cancelled", "reason": "r"})
+    ]
+    assert reconcile().ok
+
+
+def test_an_operators_cancel_applied_per_command_is_cancelled_and_audited(traders, btc_usdt, usdt_btc):
+    """A break-it review: applied one command at a time (a batch the planner cannot write), an operator's cancel
+    was refused with a TypeError (operator_id) and audited nowhere."""
+    resting = placement.order_place(user_id=traders[2].id, market="BTC-USDT", side="sell", price="50000", qty="0.2")
+    foreign = placement.order_place(
+        user_id=traders[0].id, market=usdt_btc.symbol, side="sell", price="0.00002", qty="10"
+    )
+    _operator_cancel(btc_usdt, resting, traders[3])
+    Command.objects.create(  # a cancel queued on the wrong market: the planner refuses the batch
+        market=btc_usdt,
+        kind=CommandKind.CANCEL,
+        user=traders[0],
+        request_hash="-",
+        token=uuid.uuid4().hex,
+        payload={"order_id": foreign.id, "user_id": traders[0].id, "by_operator": False},
+        created_at=timezone.now(),
+    )
+    sequencer = Sequencer([btc_usdt.id], batch=10)
+    sequencer.books_load()
+
+    cancelled, _ = sequencer.apply(btc_usdt.id, sequencer.pending())
+
+    assert cancelled == {"order_id": resting.id}
+    assert Order.objects.get(id=resting.id).reject_reason == "cancelled_by_operator"
+    assert _operator_audits() == [(str(resting.id), {"status": "open"}, {"status": "cancelled", "reason": "r"})]
+    assert reconcile().ok
