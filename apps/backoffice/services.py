@@ -346,7 +346,9 @@ def _fee_change_state(change: FeeChange) -> dict:
 
 
 _FEE_CHANGE = _Flow(FeeChange, "fee_change", _fee_change_state, permission="backoffice.approve_feechange")
-_OWN_FEE_TIER = "Operators cannot draft or decide on a change of their own fee tier."
+_OWN_FEE_TIER = (
+    "Operators cannot draft or decide on a change of what they pay: their own fee tier, or the rates of their schedule."
+)
 
 
 def _schedule_state(schedule: FeeSchedule | None) -> dict:
@@ -381,7 +383,7 @@ def fee_change_draft(
     (:func:`apps.orders.services.fee_rate_parse`) and again when applied. Audited.
     Raises :class:`DomainError` (memo, kind, a missing field),
     :class:`~apps.orders.errors.InvalidFeeRate`, :class:`NotFound` (schedule, user),
-    :class:`PermissionDenied` (the author's own fee tier).
+    :class:`PermissionDenied` (what the author pays: their own tier, or the rates of their schedule).
     """
     if not isinstance(memo, str) or not memo.strip():
         raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
@@ -408,9 +410,10 @@ def fee_change_draft(
     if kind == FeeChangeKind.ASSIGN_TIER:
         if not get_user_model().objects.filter(id=_required(user_id, "user")).exists():
             raise NotFound("No such user.", fields={"user": "No such user."})
-        if user_id == author_id:
-            raise PermissionDenied(_OWN_FEE_TIER, fields={"user": _OWN_FEE_TIER})
         fields["user_id"] = user_id
+    if _own_fees_changed(kind, fields.get("schedule_id"), fields.get("user_id"), author_id):
+        field_name = "user" if kind == FeeChangeKind.ASSIGN_TIER else "schedule"
+        raise PermissionDenied(_OWN_FEE_TIER, fields={field_name: _OWN_FEE_TIER})
     change = FeeChange.objects.create(**fields)
     audit_record(
         actor_id=author_id,
@@ -465,9 +468,19 @@ def _fee_change_apply(change: FeeChange) -> tuple[str, FeeSchedule | None, dict,
     return "fee_tier.assign", change.schedule, before, after
 
 
+def _own_fees_changed(change_kind: str, schedule_id: int | None, user_id: int | None, operator_id: int) -> bool:
+    """Whether a fee change of ``change_kind`` changes what ``operator_id`` pays: their own tier, or the rates of a
+    schedule they are on."""
+    if change_kind == FeeChangeKind.ASSIGN_TIER:
+        return user_id == operator_id
+    if change_kind == FeeChangeKind.RATES:
+        return UserFeeTier.objects.filter(schedule_id=schedule_id, user_id=operator_id).exists()
+    return False
+
+
 def _fee_change_decide(*, change_id: int, approver_id: int, approve: bool, note: str) -> FeeChange:
     def apply(change: FeeChange) -> _Applied:
-        if change.user_id == approver_id:
+        if _own_fees_changed(change.kind, change.schedule_id, change.user_id, approver_id):
             raise PermissionDenied(_OWN_FEE_TIER)
         if not approve:
             return _Applied()
@@ -495,7 +508,7 @@ def fee_change_approve(*, change_id: int, approver_id: int) -> FeeChange:
     """Approve a drafted fee change and apply it in the same transaction; both are audited.
 
     The approver needs ``backoffice.approve_feechange`` and is neither the author nor the user whose fee tier
-    it assigns; the admin also requires their second factor this session. Rates are checked against
+    it assigns, nor on the schedule whose rates it changes; the admin also requires their second factor this session. Rates are checked against
     ``settings.FEE_RATE_MAX`` again. Raises :class:`PermissionDenied`, :class:`InvalidState`
     (decided already), :class:`NotFound`, :class:`~apps.orders.errors.InvalidFeeRate`,
     :class:`DomainError` (a name taken meanwhile).

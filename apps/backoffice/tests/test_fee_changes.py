@@ -16,6 +16,9 @@ from apps.orders.selectors import fee_rates_for_user
 
 D = Decimal
 ADD = "/admin/backoffice/feechange/add/"
+OWN = (
+    "Operators cannot draft or decide on a change of what they pay: their own fee tier, or the rates of their schedule."
+)
 
 
 @pytest.fixture
@@ -215,7 +218,7 @@ def test_nobody_drafts_or_decides_a_change_of_their_own_fee_tier(operator, appro
     zero = FeeSchedule.objects.create(name="zero", maker_rate=D("0"), taker_rate=D("0"))
     with pytest.raises(PermissionDenied) as raised:
         fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t", user_id=operator.id, schedule_id=zero.id)
-    assert raised.value.fields == {"user": "Operators cannot draft or decide on a change of their own fee tier."}
+    assert raised.value.fields == {"user": OWN}
 
     for_approver = fee_change_draft(
         author_id=operator.id, kind="assign_tier", memo="t", user_id=approver.id, schedule_id=zero.id
@@ -227,6 +230,36 @@ def test_nobody_drafts_or_decides_a_change_of_their_own_fee_tier(operator, appro
     assert FeeChange.objects.get(id=for_approver.id).status == ChangeStatus.DRAFT
     assert not UserFeeTier.objects.filter(user=approver).exists()
     assert not AuditLogEntry.objects.filter(action__in=("fee_change.approve", "fee_change.reject")).exists()
+
+
+def test_nobody_drafts_or_decides_the_rates_of_a_schedule_they_pay(operator, approver, default_schedule):
+    """A break-it review: an approver on a schedule approved its rates at 0 %, drafted by another approver."""
+    from apps.orders.services import fee_tier_assign
+
+    staff = FeeSchedule.objects.create(name="staff", maker_rate=D("0.001"), taker_rate=D("0.001"))
+    fee_tier_assign(user_id=approver.id, schedule_id=staff.id)
+    with pytest.raises(PermissionDenied) as raised:
+        fee_change_draft(
+            author_id=approver.id, kind="rates", memo="t", schedule_id=staff.id, maker_rate="0", taker_rate="0"
+        )
+    assert raised.value.fields == {"schedule": OWN}
+
+    cut = fee_change_draft(
+        author_id=operator.id, kind="rates", memo="t", schedule_id=staff.id, maker_rate="0", taker_rate="0"
+    )
+    with pytest.raises(PermissionDenied, match="the rates of their schedule"):
+        fee_change_approve(change_id=cut.id, approver_id=approver.id)
+    assert FeeSchedule.objects.get(id=staff.id).taker_rate == D("0.001")
+    other = fee_change_draft(
+        author_id=operator.id,
+        kind="rates",
+        memo="t",
+        schedule_id=default_schedule.id,
+        maker_rate="0.0009",
+        taker_rate="0.0009",
+    )
+    fee_change_approve(change_id=other.id, approver_id=approver.id)  # a schedule the approver does not pay
+    assert FeeSchedule.objects.get(id=default_schedule.id).taker_rate == D("0.0009")
 
 
 def test_the_database_refuses_a_fee_tier_change_drafted_or_decided_by_its_user(operator, approver, default_schedule):
