@@ -89,8 +89,12 @@ class Refused(Exception):
 
 
 def canon(value) -> bytes:
-    """Canonical JSON: keys sorted, no insignificant whitespace, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Canonical JSON: keys sorted, no insignificant whitespace, UTF-8. Raises :class:`Refused` for a string that
+    UTF-8 cannot hold (a lone surrogate such as ``"\\ud800"``, which JSON can carry)."""
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise Refused("a text of the proof is not valid Unicode (a lone surrogate)") from None
 
 
 def sha256(data: bytes) -> bytes:
@@ -306,16 +310,21 @@ def verify(proof: dict, keys: dict) -> list[str]:
     return list(proof["balances"])
 
 
-def parse_signed_amount(value, what: str) -> decimal.Decimal:
-    """A signed amount in plain notation (``"-100.000000"``); ``-0`` is refused."""
+def parse_signed_units(value, what: str) -> tuple[int, int]:
+    """A signed amount in plain notation (``"-100.000000"``) as exact ``(units, decimals)`` (``(-100000000, 6)``):
+    sums of them are exact however many digits they have. ``-0`` is refused, and so is text over 60 characters
+    (the ledger's amounts have at most 38 digits)."""
     if (
         not isinstance(value, str)
+        or len(value) > 60
         or not _SIGNED_AMOUNT.fullmatch(value)
         or value.startswith("-")
         and not value.strip("-0.")
     ):
-        raise Refused(f"{what} {value!r} is not an amount in plain notation")
-    return decimal.Decimal(value)
+        raise Refused(f"{what} {value[:60] if isinstance(value, str) else value!r} is not an amount in plain notation")
+    whole, _, fraction = value.lstrip("-").partition(".")
+    units = int(whole + fraction)
+    return (-units if value.startswith("-") else units), len(fraction)
 
 
 def check_entry(entry) -> None:
@@ -330,7 +339,7 @@ def check_entry(entry) -> None:
     if not isinstance(postings, list) or len(postings) < 2:
         raise Refused("an entry has two or more postings")
     previous_id = 0
-    totals: dict[str, decimal.Decimal] = {}
+    totals: dict[str, int] = {}
     places: dict[str, int] = {}
     for index, posting in enumerate(postings):
         what = f"posting {index}"
@@ -344,15 +353,13 @@ def check_entry(entry) -> None:
         asset = posting["asset"]
         if not isinstance(asset, str) or not _CODE.fullmatch(asset):
             raise Refused(f"{what}'s asset {asset!r} is not an asset code")
-        amount = parse_signed_amount(posting["amount"], f"{what}'s amount")
-        parse_signed_amount(posting["balance_after"], f"{what}'s balance_after")
+        amount, decimals = parse_signed_units(posting["amount"], f"{what}'s amount")
+        _, after_decimals = parse_signed_units(posting["balance_after"], f"{what}'s balance_after")
         if amount == 0:
             raise Refused(f"{what} moves nothing")
-        for text in (posting["amount"], posting["balance_after"]):
-            decimals = len(text.partition(".")[2])
-            if places.setdefault(asset, decimals) != decimals:
-                raise Refused(f"{what}'s {asset} amounts do not all have the same number of decimals")
-        totals[asset] = totals.get(asset, decimal.Decimal(0)) + amount
+        if places.setdefault(asset, decimals) != decimals or after_decimals != decimals:
+            raise Refused(f"{what}'s {asset} amounts do not all have the same number of decimals")
+        totals[asset] = totals.get(asset, 0) + amount  # units of the same decimals: exact
     unbalanced = sorted(code for code, total in totals.items() if total != 0)
     if unbalanced:
         raise Refused(
@@ -363,8 +370,10 @@ def check_entry(entry) -> None:
 def check_block(block) -> None:
     """The block header: PROOFS.md's fields and their types."""
     check_document(block, BLOCK_FIELDS, "the block")
-    parse_count(block["height"], "the block's height")
+    height = parse_count(block["height"], "the block's height")
     parse_hash(block["previous_hash"], "previous_hash")
+    if height == 0 and block["previous_hash"] != "0" * 64:
+        raise Refused("the first block (height 0) names a previous block: its previous_hash must be 64 zeros")
     parse_hash(block["entries_root"], "entries_root")
     parse_count(block["entry_count"], "entry_count", least=1)
     parse_time(block["sealed_at"], "sealed_at")

@@ -134,3 +134,34 @@ def test_the_audit_path_fold_agrees_with_the_sealer_for_every_leaf_of_trees_up_t
             if path:
                 with pytest.raises(verifier.Refused):
                     verifier.root_from_audit_path(digests[index], index, size, path[:-1])
+
+
+def test_an_entry_off_by_one_unit_in_its_18th_decimal_is_refused(verifier, proofs, keys):
+    """A break-it review: amounts summed as 28-digit Decimals made 1e-18 vanish beside 10^10 (an entry creating one
+    wei verified)."""
+    forged = copy.deepcopy(proofs[0])
+    first, second = forged["entry"]["postings"][:2]
+    first.update(amount="10000000000.000000000000000001", balance_after="10000000000.000000000000000001")
+    second.update(amount="-10000000000.000000000000000000", balance_after="10000000000.000000000000000000")
+    del forged["entry"]["postings"][2:]
+    assert first["asset"] == second["asset"]
+    assert "do not sum to zero" in refusal(verifier, one_entry_block(forged), keys)
+    second["amount"] = "-10000000000.000000000000000001"
+    assert verifier.verify_entry(one_entry_block(forged), keys) == forged["entry"]
+
+
+def test_a_first_block_naming_a_previous_one_is_refused(verifier, proofs, keys):
+    forged = one_entry_block(proofs[0])
+    forged["block"].update(height=0, previous_hash="11" * 32)
+    assert "previous_hash must be 64 zeros" in refusal(verifier, resign(forged, document="block"), keys)
+    forged["block"]["previous_hash"] = "0" * 64
+    assert verifier.verify_entry(resign(forged, document="block"), keys) == forged["entry"]
+
+
+def test_text_utf_8_cannot_hold_or_an_amount_of_a_million_digits_is_refused(verifier, proofs, keys):
+    surrogate = copy.deepcopy(proofs[0])
+    surrogate["entry"]["reason"] = "\ud800"
+    assert "not valid Unicode" in refusal(verifier, surrogate, keys)
+    huge = copy.deepcopy(proofs[0])
+    huge["entry"]["postings"][0]["amount"] = "1" * 1_000_000
+    assert "is not an amount in plain notation" in refusal(verifier, huge, keys)
