@@ -264,7 +264,6 @@ class OrderAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "created_at",
-        "market",
         "user",
         "side_type",
         "price_display",
@@ -319,9 +318,9 @@ class OrderAdmin(ReadOnlyAdmin):
     def price_display(self, order):
         return "market" if order.price is None else amount_html(order.price, order.market.quote, exact=True)
 
-    @admin.display(description="order", ordering="side")
+    @admin.display(description="order", ordering="market")
     def side_type(self, order):
-        return f"{order.get_side_display()} {order.get_type_display().lower()}"
+        return f"{order.market.symbol} {order.get_side_display().lower()} {order.get_type_display().lower()}"
 
     @admin.display(description="filled of quantity", ordering="filled_qty")
     def filled_of(self, order):
