@@ -374,19 +374,25 @@ def usdt_btc(btc, usdt):
     )
 
 
-def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_usdt, usdt_btc):
-    other = usdt_btc
-    foreign = placement.order_place(user_id=traders[0].id, market=other.symbol, side="sell", price="0.00002", qty="10")
-    _queue(traders, btc_usdt, [limit(1, "buy", "49000", "0.1")])
-    Command.objects.create(  # a cancel queued on the wrong market: the planner refuses to decide it
-        market=btc_usdt,
+def _foreign_cancel(user, market, other) -> Order:
+    """Queue on ``market`` a cancel of ``user``'s order resting on the ``other`` market, which the planner refuses
+    to decide (so the batch is applied command by command); return that order."""
+    foreign = placement.order_place(user_id=user.id, market=other.symbol, side="sell", price="0.00002", qty="10")
+    Command.objects.create(
+        market=market,
         kind=CommandKind.CANCEL,
-        user=traders[0],
+        user=user,
         request_hash="-",
         token=uuid.uuid4().hex,
-        payload={"order_id": foreign.id, "user_id": traders[0].id, "by_operator": False},
+        payload={"order_id": foreign.id, "user_id": user.id, "by_operator": False},
         created_at=timezone.now(),
     )
+    return foreign
+
+
+def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_usdt, usdt_btc):
+    _queue(traders, btc_usdt, [limit(1, "buy", "49000", "0.1")])
+    foreign = _foreign_cancel(traders[0], btc_usdt, usdt_btc)
     sequencer = Sequencer([btc_usdt.id], batch=10)
     sequencer.books_load()
 
@@ -458,19 +464,8 @@ def test_an_operators_cancel_applied_per_command_is_cancelled_and_audited(trader
     """A break-it review: applied one command at a time (a batch the planner cannot write), an operator's cancel
     was refused with a TypeError (operator_id) and audited nowhere."""
     resting = placement.order_place(user_id=traders[2].id, market="BTC-USDT", side="sell", price="50000", qty="0.2")
-    foreign = placement.order_place(
-        user_id=traders[0].id, market=usdt_btc.symbol, side="sell", price="0.00002", qty="10"
-    )
     _operator_cancel(btc_usdt, resting, traders[3])
-    Command.objects.create(  # a cancel queued on the wrong market: the planner refuses the batch
-        market=btc_usdt,
-        kind=CommandKind.CANCEL,
-        user=traders[0],
-        request_hash="-",
-        token=uuid.uuid4().hex,
-        payload={"order_id": foreign.id, "user_id": traders[0].id, "by_operator": False},
-        created_at=timezone.now(),
-    )
+    _foreign_cancel(traders[0], btc_usdt, usdt_btc)
     sequencer = Sequencer([btc_usdt.id], batch=10)
     sequencer.books_load()
 
