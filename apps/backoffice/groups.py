@@ -1,8 +1,8 @@
 """Operator groups and their permissions, created by migrations (``sync_groups``).
 
 - ``operators``: staff who browse the ledger, run reconciliation, draft adjustments and fee
-  changes, halt and resume markets, cancel a customer's open orders, follow deposits and withdrawals, and on the customer
-  screen freeze trading, block withdrawals and request second-factor resets;
+  changes, halt and resume markets, cancel a customer's open orders, follow deposits and withdrawals,
+  and on the customer screen freeze trading, block withdrawals and request second-factor resets;
 - ``approvers``: may also approve withdrawals and other operators' adjustments, fee changes
   and second-factor resets (a second factor is required for them in the admin).
 

@@ -346,7 +346,7 @@ def _fee_change_state(change: FeeChange) -> dict:
 
 
 _FEE_CHANGE = _Flow(FeeChange, "fee_change", _fee_change_state, permission="backoffice.approve_feechange")
-_OWN_FEE_TIER = (
+_OWN_FEES = (
     "Operators cannot draft or decide on a change of what they pay: their own fee tier, or the rates of their schedule."
 )
 
@@ -413,7 +413,7 @@ def fee_change_draft(
         fields["user_id"] = user_id
     if _own_fees_changed(kind, fields.get("schedule_id"), fields.get("user_id"), author_id):
         field_name = "user" if kind == FeeChangeKind.ASSIGN_TIER else "schedule"
-        raise PermissionDenied(_OWN_FEE_TIER, fields={field_name: _OWN_FEE_TIER})
+        raise PermissionDenied(_OWN_FEES, fields={field_name: _OWN_FEES})
     change = FeeChange.objects.create(**fields)
     audit_record(
         actor_id=author_id,
@@ -481,7 +481,7 @@ def _own_fees_changed(change_kind: str, schedule_id: int | None, user_id: int | 
 def _fee_change_decide(*, change_id: int, approver_id: int, approve: bool, note: str) -> FeeChange:
     def apply(change: FeeChange) -> _Applied:
         if _own_fees_changed(change.kind, change.schedule_id, change.user_id, approver_id):
-            raise PermissionDenied(_OWN_FEE_TIER)
+            raise PermissionDenied(_OWN_FEES)
         if not approve:
             return _Applied()
         action, schedule, schedule_before, schedule_after = _fee_change_apply(change)
@@ -508,8 +508,8 @@ def fee_change_approve(*, change_id: int, approver_id: int) -> FeeChange:
     """Approve a drafted fee change and apply it in the same transaction; both are audited.
 
     The approver needs ``backoffice.approve_feechange`` and is neither the author nor the user whose fee tier
-    it assigns, nor on the schedule whose rates it changes; the admin also requires their second factor this session. Rates are checked against
-    ``settings.FEE_RATE_MAX`` again. Raises :class:`PermissionDenied`, :class:`InvalidState`
+    it assigns, nor on the schedule whose rates it changes; the admin also requires their second factor this
+    session. Rates are checked against ``settings.FEE_RATE_MAX`` again. Raises :class:`PermissionDenied`, :class:`InvalidState`
     (decided already), :class:`NotFound`, :class:`~apps.orders.errors.InvalidFeeRate`,
     :class:`DomainError` (a name taken meanwhile).
     """

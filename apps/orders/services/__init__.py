@@ -7,7 +7,6 @@ The package's modules (callers import the public names from here, unchanged):
 :mod:`~apps.orders.services.placement` (:func:`order_place`),
 :mod:`~apps.orders.services.cancel` (:func:`order_cancel`, :func:`order_cancel_by_client_id`,
 :func:`open_orders_cancel`),
-:mod:`~apps.orders.services.operator_cancel` (:func:`order_cancel_by_operator`, audited),
 :mod:`~apps.orders.services.commands` (the public :func:`order_place` and the cancels: inline, or
 through the market's sequencer, :mod:`~apps.orders.services.sequencer`, which plans and writes each batch
 with :mod:`~apps.orders.services.batching`). The matching and settlement
@@ -15,7 +14,14 @@ arithmetic is pure (:mod:`apps.orders.engine`), the SQL is :mod:`apps.orders.sto
 journal entries come from :mod:`apps.ledger.trading`.
 """
 
-from .commands import open_orders_cancel, order_cancel, order_cancel_by_client_id, order_judge, order_place
+from .commands import (
+    open_orders_cancel,
+    order_cancel,
+    order_cancel_by_client_id,
+    order_cancel_by_operator,
+    order_judge,
+    order_place,
+)
 from .fees import (
     fee_rate_parse,
     fee_schedule_cap_check,
@@ -25,7 +31,6 @@ from .fees import (
     fee_tier_assign,
 )
 from .markets import market_create, market_filters_update, market_halt, market_resume, market_state
-from .operator_cancel import order_cancel_by_operator
 
 __all__ = [
     "fee_rate_parse",

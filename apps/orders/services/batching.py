@@ -84,8 +84,8 @@ from ..store import orders as order_rows
 from ..store.commands import QueuedCommand
 from ..store.markets import LockedMarket
 from . import answers
+from .cancel import order_cancel_audit
 from .commands import domain_outcome
-from .operator_cancel import order_cancel_audit
 from .parsing import Request, limits_check, notional_check, request_parse
 
 _PLACE_INPUTS = (

@@ -5,6 +5,7 @@ from decimal import Decimal
 
 from django.utils import timezone
 
+from apps.audit.services import audit_record
 from apps.core.errors import InvalidState, NotFound
 from apps.ledger.db import PreparedCursor
 from apps.ledger.services import entries_post
@@ -18,11 +19,19 @@ from ..store.markets import LOCK_MARKET_OF_ORDER, locked_market_of_order
 
 
 @retrying_atomic
-def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
+def order_cancel(
+    *,
+    order_id: int,
+    user_id: int | None = None,
+    by_operator: bool = False,
+    operator_id: int | None = None,
+    reason: str = "",
+) -> Order:
     """Cancel an open order and release its whole remaining hold (``order:<id>:release``), exactly once.
 
     ``user_id``: the owner asking (an order of another user is :class:`NotFound`);
-    ``None`` for an operator or the system (``by_operator`` records who). Takes the
+    ``None`` for an operator or the system (``by_operator`` records who). An ``operator_id`` is audited with the
+    ``reason`` in the same transaction (:func:`order_cancel_audit`). Takes the
     market lock, so it never interleaves with a placement that fills the order: the
     order is either filled first (and the cancel releases what is left, or finds it
     ended) or cancelled first (and the placement no longer sees it). Works on a halted
@@ -63,7 +72,26 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
         book_changed.send(
             sender=Order, market_id=market.id, update_id=market.sequence, order_ids=[order.id], taker_order_id=None
         )
+        if operator_id is not None:
+            order_cancel_audit(order_id=order.id, operator_id=operator_id, reason=reason, filled_qty=order.filled_qty)
     return order
+
+
+def order_cancel_audit(*, order_id: int, operator_id: int, reason: str, filled_qty: Decimal) -> None:
+    """The audit row ``order.cancel_by_operator`` of an operator's cancel, in the caller's transaction (the one that
+    cancels the order: :func:`order_cancel`, or a sequencer's batch).
+
+    ``filled_qty`` is the order's as cancelled: the status before was ``partially_filled`` when it filled anything,
+    else ``open`` (read from the cancel itself, so a fill earlier in the same sequencer batch counts)."""
+    before = OrderStatus.PARTIALLY_FILLED if filled_qty > 0 else OrderStatus.OPEN
+    audit_record(
+        actor_id=operator_id,
+        action="order.cancel_by_operator",
+        object_type="orders.order",
+        object_id=order_id,
+        before={"status": before.value},
+        after={"status": OrderStatus.CANCELLED.value, "reason": reason.strip()},
+    )
 
 
 @retrying_atomic

@@ -328,6 +328,38 @@ def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool
     return order_of_outcome(outcome)
 
 
+def order_cancel_by_operator(
+    *, order_id: int, operator_id: int, reason: str, wait_seconds: float | None = None
+) -> Order:
+    """Cancel the open order ``order_id`` of any customer (its whole remaining hold released, end reason
+    ``cancelled_by_operator``) and audit it (``order.cancel_by_operator``: the operator, the status before and
+    after, ``reason``) in the transaction that cancels it: inline, or as a command of the market's sequencer
+    (its batch writes the audit row, :func:`apps.orders.services.cancel.order_cancel_audit`).
+
+    Raises :class:`DomainError` (no reason, field ``reason``), :class:`NotFound`, :class:`InvalidState` (the
+    order has ended), :class:`OrderStatusUnknown` (sequencer mode, no answer within ``wait_seconds``, by default
+    ``settings.ORDERS_ENGINE_WAIT_SECONDS``: the command stays queued and is applied, and audited, once).
+    """
+    if not isinstance(reason, str) or not reason.strip():
+        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    arguments: dict[str, Any] = {
+        "order_id": order_id,
+        "user_id": None,
+        "by_operator": True,
+        "operator_id": operator_id,
+        "reason": reason.strip(),
+    }
+    if settings.ORDERS_ENGINE == "inline":
+        return cancel.order_cancel(**arguments)
+    found = Order.objects.filter(id=order_id).values_list("market__symbol", "user_id").first()
+    if found is None:
+        raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
+    outcome = command_submit(
+        market=found[0], kind=CommandKind.CANCEL, user_id=found[1], payload=arguments, wait_seconds=wait_seconds
+    )
+    return order_of_outcome(outcome)
+
+
 def order_cancel_by_client_id(*, user_id: int, market: str, client_order_id: str) -> Order:
     """Cancel the open order ``user_id`` placed on ``market`` (a symbol) with ``client_order_id``
     (:func:`apps.orders.services.cancel.order_cancel_by_client_id`: its errors), inline or by the market's sequencer.

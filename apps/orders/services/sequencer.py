@@ -54,7 +54,7 @@ from apps.ledger.transactions import retrying_atomic
 from ..models import CommandKind, Market, MarketStatus
 from ..store import commands as queue
 from ..store.commands import QueuedCommand
-from . import answers, batching, cancel, markets, operator_cancel, placement
+from . import answers, batching, cancel, markets, placement
 from .commands import domain_outcome
 
 log = logging.getLogger(__name__)
@@ -84,11 +84,6 @@ def _apply(command: QueuedCommand) -> dict:
             order = placement.order_place(**command.payload)
         elif "client_order_id" in command.payload:
             order = cancel.order_cancel_by_client_id(market_id=command.market_id, **command.payload)
-        elif "operator_id" in command.payload:
-            payload = command.payload
-            order = operator_cancel.order_cancel_audited(
-                order_id=payload["order_id"], operator_id=payload["operator_id"], reason=payload["reason"]
-            )
         else:
             order = cancel.order_cancel(**command.payload)
     except DomainError as exc:
