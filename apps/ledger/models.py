@@ -340,7 +340,10 @@ class Posting(models.Model):
         constraints = [models.CheckConstraint(condition=~Q(amount=0), name="posting_amount_not_zero")]
         triggers = [
             enforced.append_only(),
-            # Statement-level like the entry's check; the entries are looked up by index (= ANY), never scanned.
+            # Statement-level like the entry's check, and reading only what the statement names: postings are
+            # append-only, so an entry balances per asset if and only if each INSERT of its postings balances on
+            # its own (the rows of that statement, ``new_postings``); entries and accounts are found by index
+            # (= ANY of the statement's ids, MATERIALIZED so the planner cannot hash a whole table instead).
             # The second query does what three foreign keys did, once per statement (see the docstring).
             enforced.Trigger(
                 name="entry_balanced",
@@ -350,20 +353,27 @@ class Posting(models.Model):
                 referencing=pgtrigger.Referencing(new="new_postings"),
                 declare=[("offending", "bigint"), ("unknown_account", "boolean"), ("unknown_entry", "boolean")],
                 func="""
-                SELECT p.entry_id INTO offending FROM ledger_posting p
-                WHERE p.entry_id = ANY (ARRAY(SELECT DISTINCT n.entry_id FROM new_postings n))
-                GROUP BY p.entry_id, p.asset_id HAVING sum(p.amount) <> 0
+                SELECT n.entry_id INTO offending FROM new_postings n
+                GROUP BY n.entry_id, n.asset_id HAVING sum(n.amount) <> 0
+                ORDER BY n.entry_id
                 LIMIT 1;
                 IF FOUND THEN
                     RAISE EXCEPTION 'journal entry % does not balance per asset', offending
                         USING ERRCODE = 'check_violation';
                 END IF;
+                WITH account AS MATERIALIZED (
+                    SELECT a.id, a.asset_id, s.decimals
+                    FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
+                    WHERE a.id = ANY (ARRAY(SELECT DISTINCT n.account_id FROM new_postings n))
+                ), entry AS MATERIALIZED (
+                    SELECT j.id FROM ledger_journalentry j
+                    WHERE j.id = ANY (ARRAY(SELECT DISTINCT n.entry_id FROM new_postings n))
+                )
                 SELECT n.id, a.id IS NULL, j.id IS NULL INTO offending, unknown_account, unknown_entry
                 FROM new_postings n
-                LEFT JOIN ledger_account a ON a.id = n.account_id AND a.asset_id = n.asset_id
-                LEFT JOIN ledger_asset s ON s.id = a.asset_id
-                LEFT JOIN ledger_journalentry j ON j.id = n.entry_id
-                WHERE a.id IS NULL OR j.id IS NULL OR round(n.amount, s.decimals) <> n.amount
+                LEFT JOIN account a ON a.id = n.account_id AND a.asset_id = n.asset_id
+                LEFT JOIN entry j ON j.id = n.entry_id
+                WHERE a.id IS NULL OR j.id IS NULL OR round(n.amount, a.decimals) <> n.amount
                 ORDER BY n.id
                 LIMIT 1;
                 IF unknown_account THEN

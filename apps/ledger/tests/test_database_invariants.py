@@ -91,6 +91,30 @@ def test_a_posting_added_later_to_a_posted_entry_is_refused(transactional_db, us
             _raw_posting(cursor, entry.id, user_account(user.id, usdt), "-1")
 
 
+def test_of_two_entries_written_together_the_one_that_does_not_balance_is_named(transactional_db, usdt, user):
+    """Each INSERT is checked on its own rows, entry by entry: 'raw:good' balances, 'raw:bad' (written second, so
+    holding the sequence's last id) does not."""
+    custody = system_account(AccountKind.CUSTODY, usdt)
+    available = user_account(user.id, usdt)
+    with pytest.raises(IntegrityError, match="does not balance per asset") as refused:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                "WITH entry AS (INSERT INTO ledger_journalentry (idempotency_key, reason, reference_type, reference_id,"
+                " metadata, payload_hash, created_at) VALUES ('raw:good', 'adjustment', '', '', '{}', '', now()),"
+                " ('raw:bad', 'adjustment', '', '', '{}', '', now()) RETURNING id, idempotency_key)"
+                " INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)"
+                " SELECT entry.id, p.account_id, %(asset)s, p.amount, 0 FROM entry JOIN (VALUES"
+                " ('raw:good', %(custody)s::bigint, 2::numeric), ('raw:good', %(available)s, -2),"
+                " ('raw:bad', %(custody)s, 3), ('raw:bad', %(available)s, -1)) AS p(key, account_id, amount)"
+                " ON p.key = entry.idempotency_key RETURNING entry_id",
+                {"asset": usdt.id, "custody": custody.id, "available": available.id},
+            )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT last_value FROM ledger_journalentry_id_seq")
+        assert refused.match(rf"journal entry {cursor.fetchone()[0]} does not balance")
+    assert not JournalEntry.objects.filter(idempotency_key__startswith="raw:").exists()
+
+
 def test_posting_finer_than_the_asset_precision_is_refused(transactional_db, usdt, user):
     custody = system_account(AccountKind.CUSTODY, usdt)
     available = user_account(user.id, usdt)
