@@ -342,9 +342,9 @@ class Posting(models.Model):
             enforced.append_only(),
             # Statement-level like the entry's check, and reading only what the statement names: postings are
             # append-only, so an entry balances per asset if and only if each INSERT of its postings balances on
-            # its own (the rows of that statement, ``new_postings``); entries and accounts are found by index
-            # (= ANY of the statement's ids, MATERIALIZED so the planner cannot hash a whole table instead).
-            # The second query does what three foreign keys did, once per statement (see the docstring).
+            # its own (the rows of that statement, ``new_postings``). The second query does what three foreign
+            # keys did (see the docstring): each new posting's account and entry found by primary key (a LATERAL
+            # subquery with OFFSET 0 is never turned into a join, so no plan hashes or scans a whole table).
             enforced.Trigger(
                 name="entry_balanced",
                 when=pgtrigger.After,
@@ -361,18 +361,13 @@ class Posting(models.Model):
                     RAISE EXCEPTION 'journal entry % does not balance per asset', offending
                         USING ERRCODE = 'check_violation';
                 END IF;
-                WITH account AS MATERIALIZED (
-                    SELECT a.id, a.asset_id, s.decimals
-                    FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
-                    WHERE a.id = ANY (ARRAY(SELECT DISTINCT n.account_id FROM new_postings n))
-                ), entry AS MATERIALIZED (
-                    SELECT j.id FROM ledger_journalentry j
-                    WHERE j.id = ANY (ARRAY(SELECT DISTINCT n.entry_id FROM new_postings n))
-                )
                 SELECT n.id, a.id IS NULL, j.id IS NULL INTO offending, unknown_account, unknown_entry
                 FROM new_postings n
-                LEFT JOIN account a ON a.id = n.account_id AND a.asset_id = n.asset_id
-                LEFT JOIN entry j ON j.id = n.entry_id
+                LEFT JOIN LATERAL (
+                    SELECT a.id, s.decimals FROM ledger_account a JOIN ledger_asset s ON s.id = a.asset_id
+                    WHERE a.id = n.account_id AND a.asset_id = n.asset_id OFFSET 0
+                ) a ON true
+                LEFT JOIN LATERAL (SELECT j.id FROM ledger_journalentry j WHERE j.id = n.entry_id OFFSET 0) j ON true
                 WHERE a.id IS NULL OR j.id IS NULL OR round(n.amount, a.decimals) <> n.amount
                 ORDER BY n.id
                 LIMIT 1;
