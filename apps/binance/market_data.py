@@ -18,7 +18,15 @@ from apps.orders.selectors import market_list, order_book_depth
 
 from . import limits
 from .endpoint import Call, Security, endpoint
-from .errors import BAD_INTERVAL, BAD_SYMBOL, PARAM_NOT_REQUIRED, BinanceError, illegal, invalid_value
+from .errors import (
+    BAD_INTERVAL,
+    BAD_SYMBOL,
+    MORE_THAN_XX_HOURS,
+    PARAM_NOT_REQUIRED,
+    BinanceError,
+    illegal,
+    invalid_value,
+)
 from .params import Params
 from .selectors import (
     agg_trades,
@@ -78,6 +86,16 @@ def time_param(params: Params, name: str) -> datetime | None:
     """
     value = params.integer(name, maximum=MAX_TIME_MS)
     return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
+
+
+def time_range(params: Params, *, max_hours: int) -> tuple[datetime | None, datetime | None]:
+    """``startTime`` and ``endTime`` (:func:`time_param`), refused with -1127 when both are sent and further apart
+    than ``max_hours`` (Binance's rule for ``allOrders`` and ``myTrades``: "The time between startTime and endTime
+    can't be longer than 24 hours"). A ``startTime`` after ``endTime`` is an empty range, not an error."""
+    start, end = time_param(params, "startTime"), time_param(params, "endTime")
+    if start is not None and end is not None and end - start > timedelta(hours=max_hours):
+        raise BinanceError(MORE_THAN_XX_HOURS, f"More than {max_hours} hours between startTime and endTime.")
+    return start, end
 
 
 def _limit(params: Params, default: int, maximum: int = MAX_LIMIT) -> int:

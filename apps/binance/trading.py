@@ -42,7 +42,7 @@ from .errors import (
     from_domain,
     status_unknown,
 )
-from .market_data import markets_by_symbol, symbol_market, time_param
+from .market_data import markets_by_symbol, symbol_market, time_range
 from .params import Params
 from .selectors import order_by_client_id, taker_fills, user_orders, user_trades
 from .shapes import (
@@ -280,13 +280,14 @@ def open_orders_delete(call: Call) -> list:
 @endpoint(weight=20, security=Security.USER_DATA, params=("symbol", "orderId", "startTime", "endTime", "limit"))
 def all_orders(call: Call) -> list:
     market = symbol_market(call.params)
+    start, end = time_range(call.params, max_hours=24)
     orders = user_orders(
         user_id=call.user_id,
         market=market,
         limit=call.params.integer("limit", default=500, minimum=1, maximum=1000),
         from_order_id=call.params.integer("orderId", minimum=1),
-        start=time_param(call.params, "startTime"),
-        end=time_param(call.params, "endTime"),
+        start=start,
+        end=end,
     )
     return [order_query(order, market) for order in orders]
 
@@ -298,14 +299,15 @@ def all_orders(call: Call) -> list:
 )
 def my_trades(call: Call) -> list:
     market = symbol_market(call.params)
+    start, end = time_range(call.params, max_hours=24)
     rows = user_trades(
         user_id=call.user_id,
         market=market,
         limit=call.params.integer("limit", default=500, minimum=1, maximum=1000),
         order_id=call.params.integer("orderId", minimum=1),
         from_number=call.params.integer("fromId"),
-        start=time_param(call.params, "startTime"),
-        end=time_param(call.params, "endTime"),
+        start=start,
+        end=end,
     )
     return [my_trade(trade, market, call.user_id) for trade in rows]
 

@@ -260,6 +260,28 @@ def test_all_orders_my_trades_account(trader, maker):
     assert commission["standardCommission"]["taker"] == "0.00100000"
 
 
+@pytest.mark.parametrize("path", ["allOrders", "myTrades"])
+def test_order_and_trade_history_take_at_most_24_hours_between_start_and_end(trader, maker, path):
+    """Binance: "The time between startTime and endTime can't be longer than 24 hours" (-1127); a start after the
+    end is an empty range."""
+    user, signed = trader
+    place(maker, side="sell", price="59900", qty="0.2")
+    signed(
+        "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.1", price="60000"
+    )
+    now = int(time.time() * 1000)
+    day = 24 * 3600 * 1000
+    too_long = signed("GET", path, symbol="BTCUSDT", startTime=now - day - 1000, endTime=now + 1000)
+    assert (too_long.status_code, too_long.json()) == (
+        400,
+        {"code": -1127, "msg": "More than 24 hours between startTime and endTime."},
+    )
+    within = signed("GET", path, symbol="BTCUSDT", startTime=now - day + 60_000, endTime=now + 60_000)
+    assert within.status_code == 200 and len(within.json()) == 1
+    reversed_range = signed("GET", path, symbol="BTCUSDT", startTime=now + 60_000, endTime=now - 60_000)
+    assert (reversed_range.status_code, reversed_range.json()) == (200, [])
+
+
 def test_cancel_all_open_orders_on_a_symbol(trader, usdt):
     user, signed = trader
     for price in ("50000", "51000"):
