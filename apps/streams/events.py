@@ -126,8 +126,12 @@ def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status
 
     As Binance's: ``r`` (reject reason) is ``NONE``, since a refused placement is an error answer and stores no
     order (why an order ended, cancelled or expired, is no reject reason), and ``C`` (the cancelled order's client
-    id) is the order's client id on a cancel, empty otherwise (CCXT reads ``C`` before ``c``)."""
-    return {
+    id) is the order's client id on a cancel, empty otherwise (CCXT reads ``C`` before ``c``). ``w`` (is the order on
+    the book) is true while it is new or partially filled, and ``W`` (working time: its creation, as the REST shapes'
+    ``workingTime``) is sent only then, as Binance sends it only for an order placed on the book. ``P``, ``F`` and
+    ``g`` are Binance's values for an order with no stop price, no iceberg and no order list."""
+    working = status in ("NEW", "PARTIALLY_FILLED")
+    report = {
         "e": "executionReport",
         "E": now_ms,
         "s": market.event_symbol,
@@ -152,8 +156,16 @@ def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status
         "m": False,
         "O": order["created_at"],
         "Z": market.price(filled_quote),
+        "Y": market.price(0),
         "Q": market.price(order["quote_qty"] if order["quote_qty"] is not None else 0),
+        "P": market.price(0),
+        "F": market.qty(0),
+        "g": -1,
+        "w": working,
     }
+    if working:
+        report["W"] = order["created_at"]
+    return report
 
 
 def execution_reports(market: MarketInfo, change: BookChange, now_ms: int) -> list[tuple[int, dict]]:
@@ -227,6 +239,7 @@ def _fill(market: MarketInfo, order: dict, trade: dict, now_ms: int, status: str
             "T": trade["time"],
             "t": trade["number"],  # the integer trade id of /api/v3/ (Trade.number)
             "m": maker,
+            "Y": market.price(trade["quote_qty"]),  # Binance: last quote asset transacted quantity
         }
     )
     return report

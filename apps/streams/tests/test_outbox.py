@@ -135,6 +135,12 @@ def test_the_relay_merges_consecutive_changes_into_one_depth_update_and_sends_ea
         (taken.id, "NEW", "NEW", "0", None),
         (taken.id, "TRADE", "FILLED", "0.00020000", "BTC"),
     ]
+    assert [(r["l"], r["L"], r["Y"], r["Z"], r["w"], "W" in r) for r in taker_reports] == [
+        ("0.00000000", "0.000000", "0.000000", "0.000000", True, True),
+        ("0.20000000", "100.000000", "20.000000", "20.000000", False, False),
+    ]
+    assert taker_reports[0]["W"] == taker_reports[0]["O"]
+    assert {(r["P"], r["F"], r["g"]) for r in taker_reports} == {("0.000000", "0.00000000", -1)}
     maker_reports = [
         m["data"] for g, m in messages if g == f"user.{maker.id}" and m["data"].get("e") == "executionReport"
     ]
