@@ -12,7 +12,7 @@ from typing import Literal, overload
 from django.utils import timezone
 
 from apps.marketdata.models import INTERVAL_WIDTHS, Interval
-from apps.marketdata.selectors import candles, ticker_24h, tickers_24h
+from apps.marketdata.selectors import candles_continuous, ticker_24h, tickers_24h
 from apps.orders.models import Market
 from apps.orders.selectors import market_list, order_book_depth
 
@@ -189,7 +189,9 @@ def aggregate_trades(call: Call) -> list:
 @endpoint(weight=2, params=("symbol", "interval", "startTime", "endTime", "limit", "timeZone"))
 def klines(call: Call) -> list:
     """Candles oldest first: ``[open time, open, high, low, close, volume, close time, quote volume, trades,
-    taker buy base volume, taker buy quote volume, "0"]``; intervals 1m 5m 15m 1h 4h 1d (others -1120)."""
+    taker buy base volume, taker buy quote volume, "0"]``; intervals 1m 5m 15m 1h 4h 1d (others -1120). Every
+    bucket from the market's first trade on, a flat one with no volume where nothing traded, as Binance's
+    (:func:`~apps.marketdata.selectors.candles_continuous`)."""
     market = symbol_market(call.params)
     interval = call.params.choice(
         "interval", Interval.values, required=True, error=BinanceError(BAD_INTERVAL, "Invalid interval.")
@@ -197,7 +199,7 @@ def klines(call: Call) -> list:
     if call.params.raw("timeZone") not in (None, "0", "+00:00", "0:00"):
         raise invalid_value("timeZone")
     start, end = time_param(call.params, "startTime"), time_param(call.params, "endTime")
-    rows = candles(
+    rows = candles_continuous(
         market=market.symbol,
         interval=interval,
         start=start,

@@ -79,6 +79,16 @@ def _klines(rows: list[tuple]) -> list[Kline]:
     return [Kline(row[0], epoch + row[1] * us, *row[2:]) for row in rows]
 
 
+def _check_query(interval: str, limit: int, start: datetime | None, end: datetime | None) -> None:
+    if interval not in Interval.values:
+        message = f"Must be one of {', '.join(Interval.values)}."
+        raise DomainError(message, fields={"interval": message})
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_CANDLES:
+        message = f"Must be a whole number from 1 to {MAX_CANDLES}."
+        raise DomainError(message, fields={"limit": message})
+    _check_window(start, end)
+
+
 def _check_window(start: datetime | None, end: datetime | None) -> None:
     if start is not None and end is not None and end <= start:
         message = "Must be later than start."
@@ -102,13 +112,7 @@ def candles(
     :class:`Kline` (no model instances, no ORM). Raises :class:`NotFound` (market), :class:`DomainError`
     naming ``interval``, ``limit`` or ``end`` (not after ``start``).
     """
-    if interval not in Interval.values:
-        message = f"Must be one of {', '.join(Interval.values)}."
-        raise DomainError(message, fields={"interval": message})
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_CANDLES:
-        message = f"Must be a whole number from 1 to {MAX_CANDLES}."
-        raise DomainError(message, fields={"limit": message})
-    _check_window(start, end)
+    _check_query(interval, limit, start, end)
     params = {"market": market, "interval": interval, "start": start, "end": end, "limit": limit}
     with PreparedCursor() as cursor:
         cursor.execute(_CANDLES_FROM_START if start is not None else _CANDLES_TO_END, params)
@@ -117,6 +121,61 @@ def candles(
         raise NotFound(f"No market {market}.", fields={"market": "No such market."})
     found = _klines(rows)
     return found if start is not None else found[::-1]
+
+
+def _bucket(moment: datetime, width: timedelta) -> datetime:
+    """The open time of the bucket of ``width`` (aligned on the epoch, UTC) that holds ``moment``."""
+    return _EPOCH + (moment - _EPOCH) // width * width
+
+
+def candles_continuous(
+    *,
+    market: str,
+    interval: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    limit: int = DEFAULT_CANDLES,
+) -> list[Kline]:
+    """:func:`candles` with no bucket missing from the market's first trade to now, as Binance's klines ("Kline
+    always generate even if there is no trade", binance/binance-public-data#153).
+
+    A bucket without trades is a flat candle at the close before it: ``open``, ``high``, ``low`` and ``close`` that
+    price, volumes and ``trades`` 0. The buckets run up to the current one (still open) or the last opening before
+    ``end``; none comes before the market's first candle. With ``start``: the first ``limit`` buckets opening at or
+    after it; otherwise the last ``limit``. At most three reads of the candle table's primary key (the candle
+    before the window, the first one after ``start`` when there is none before, the window). Raises as
+    :func:`candles`.
+    """
+    _check_query(interval, limit, start, end)
+    width = INTERVAL_WIDTHS[interval]
+    last = _bucket(timezone.now() if end is None else min(timezone.now(), end - timedelta(microseconds=1)), width)
+    first = last - (limit - 1) * width if start is None else _bucket(start - timedelta(microseconds=1), width) + width
+    before = candles(market=market, interval=interval, end=first, limit=1)
+    if end is not None and end <= first:
+        return []
+    if not before and start is not None:  # nothing before start: the window opens at the market's first candle
+        head = candles(market=market, interval=interval, start=first, end=end, limit=1)
+        first = head[0].open_time if head else last + width
+    if start is not None:
+        last = min(last, first + (limit - 1) * width)
+    if first > last:
+        return []
+    stored = {
+        k.open_time: k for k in candles(market=market, interval=interval, start=first, end=last + width, limit=limit)
+    }
+    close = before[0].close if before else None
+    filled: list[Kline] = []
+    zero = Decimal(0)
+    moment = first
+    while moment <= last:
+        kline = stored.get(moment)
+        if kline is not None:
+            close = kline.close
+            filled.append(kline)
+        elif close is not None:
+            filled.append(Kline(interval, moment, close, close, close, close, zero, zero, 0))
+        moment += width
+    return filled
 
 
 # The newest candle of every interval and the integer ids of its first and last trade: the trades of the

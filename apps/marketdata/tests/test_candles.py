@@ -1,15 +1,17 @@
 """Candles: exact figures from known trades, interval boundaries, empty intervals absent, the selector's window."""
 
 import importlib
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.models import Candle, Interval
-from apps.marketdata.selectors import Kline, candles, candles_latest
+from apps.marketdata.selectors import Kline, candles, candles_continuous, candles_latest
 from apps.marketdata.services import candles_record
 from apps.marketdata.tests.helpers import at, fill
 from apps.orders.models import Trade
@@ -68,6 +70,51 @@ def test_interval_boundaries_and_empty_minutes_absent(boundary_trades):
         (at("2026-12-01T12:05"), D("60005"), D("60005"), D("60005"), D("60005"), D("1"), D("60005"), 1),
     ]  # 12:01 to 12:03 had no trade: no candle
     assert one_minute[0].close_time == at("2026-12-01T11:59:59.999999")
+
+
+def test_continuous_candles_fill_the_minutes_without_trades_at_the_close_before(boundary_trades):
+    """Binance's klines have every bucket: a minute without trades is flat at the previous close, with no volume."""
+
+    def flat(time: str, price: str) -> tuple:
+        return (at(time), D(price), D(price), D(price), D(price), D(0), D(0), 0)
+
+    stored = {c.open_time: figures(c) for c in candles(market="BTC-USDT", interval="1m")}
+    from_start = candles_continuous(market="BTC-USDT", interval="1m", start=at("2026-12-01T11:00"), limit=8)
+    assert [figures(c) for c in from_start] == [
+        stored[at("2026-12-01T11:59")],  # the first trade: nothing before it, so the window opens here
+        stored[at("2026-12-01T12:00")],
+        flat("2026-12-01T12:01", "60020.5"),
+        flat("2026-12-01T12:02", "60020.5"),
+        flat("2026-12-01T12:03", "60020.5"),
+        stored[at("2026-12-01T12:04")],
+        stored[at("2026-12-01T12:05")],
+        flat("2026-12-01T12:06", "60005"),
+    ]
+    to_end = candles_continuous(market="BTC-USDT", interval="1m", end=at("2026-12-01T12:03:30"), limit=3)
+    assert [figures(c) for c in to_end] == [
+        flat("2026-12-01T12:01", "60020.5"),
+        flat("2026-12-01T12:02", "60020.5"),
+        flat("2026-12-01T12:03", "60020.5"),  # opens before the end: in
+    ]
+    five = candles_continuous(market="BTC-USDT", interval="5m", start=at("2026-12-01T11:56"), limit=3)
+    assert [c.open_time for c in five] == [at("2026-12-01T12:00"), at("2026-12-01T12:05"), at("2026-12-01T12:10")]
+    assert figures(five[2]) == flat("2026-12-01T12:10", "60005")
+
+
+def test_continuous_candles_run_up_to_the_current_bucket_and_never_before_the_first_trade(boundary_trades):
+    latest = candles_continuous(market="BTC-USDT", interval="1h", limit=3)
+    now = timezone.now()
+    assert [c.open_time for c in latest] == [latest[0].open_time + n * timedelta(hours=1) for n in range(3)]
+    assert latest[-1].open_time <= now < latest[-1].open_time + timedelta(hours=2)  # the current hour (or the last)
+    assert {(c.close, c.volume, c.trades) for c in latest} == {(D("60005"), D(0), 0)}
+    assert candles_continuous(market="BTC-USDT", interval="1m", end=at("2026-12-01T11:59")) == []
+    assert candles_continuous(market="BTC-USDT", interval="1m", start=at("2026-12-01T12:06:30")) != []
+    within_a_minute = {"start": at("2026-12-01T12:00:10"), "end": at("2026-12-01T12:00:50")}
+    assert candles_continuous(market="BTC-USDT", interval="1m", **within_a_minute) == []  # no bucket opens in it
+    with pytest.raises(NotFound):
+        candles_continuous(market="NOPE-USDT", interval="1m")
+    with pytest.raises(DomainError, match="Must be one of"):
+        candles_continuous(market="BTC-USDT", interval="2m")
 
 
 def test_wider_intervals_add_up_exactly(boundary_trades):
