@@ -77,15 +77,16 @@ def symbols_markets(params: Params) -> list[Market] | None:
 
 # The last millisecond of year 9999: the latest time a datetime (and so a query bound) can hold.
 MAX_TIME_MS = 253402300799999
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def time_param(params: Params, name: str) -> datetime | None:
-    """A time in ms since the epoch (``startTime``, ``endTime``) as an aware UTC datetime, ``None`` when absent.
+    """A time in ms since the epoch (``startTime``, ``endTime``) as an aware UTC datetime (exact), ``None`` when absent.
 
     -1100 naming the legal range when not digits or beyond year 9999 (no datetime holds it).
     """
     value = params.integer(name, maximum=MAX_TIME_MS)
-    return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
+    return None if value is None else _EPOCH + timedelta(milliseconds=value)
 
 
 def time_range(params: Params, *, max_hours: int) -> tuple[datetime | None, datetime | None]:

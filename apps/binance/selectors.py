@@ -32,11 +32,17 @@ def _from_number(number: int) -> Q:
     return Q(taker_order_id__gt=order_id) | Q(taker_order_id=order_id, seq__gte=seq)
 
 
+# A time is shown in whole milliseconds rounded half up (``shapes.ms``), so the one shown as ``t`` covers the
+# stored times in ``[t - 0.5 ms, t + 0.5 ms)``: ``startTime`` and ``endTime`` (inclusive, as Binance's) bound what
+# the answers show, and consecutive windows ``[a, b - 1]``, ``[b, c]`` neither miss nor repeat a row.
+HALF_MILLISECOND = timedelta(microseconds=500)
+
+
 def _in_time(rows: QuerySet, field: str, start: datetime | None, end: datetime | None) -> QuerySet:
     if start is not None:
-        rows = rows.filter(**{f"{field}__gte": start})
+        rows = rows.filter(**{f"{field}__gte": start - HALF_MILLISECOND})
     if end is not None:
-        rows = rows.filter(**{f"{field}__lte": end})
+        rows = rows.filter(**{f"{field}__lt": end + HALF_MILLISECOND})
     return rows
 
 
@@ -92,10 +98,10 @@ def agg_trades(
         params += [order_id, order_id, seq]
     if start is not None:
         where.append("AND created_at >= %s")
-        params.append(start)
+        params.append(start - HALF_MILLISECOND)
     if end is not None:
-        where.append("AND created_at <= %s")
-        params.append(end)
+        where.append("AND created_at < %s")
+        params.append(end + HALF_MILLISECOND)
     if from_number is None and start is None:
         direction = "DESC"
     with connection.cursor() as cursor:
@@ -128,8 +134,10 @@ def user_trades(
 ) -> list[Trade]:
     """The user's trades (as maker or taker) on ``market`` in id order; the last ``limit`` unless a start is given."""
     rows = Trade.objects.filter(Q(taker_user_id=user_id) | Q(maker_user_id=user_id), market_id=market.id)
-    if order_id is not None:
-        rows = rows.filter(Q(taker_order_id=order_id) | Q(maker_order_id=order_id))
+    if order_id is not None:  # the user's own order on either side of the trade, never the counterparty's
+        rows = rows.filter(
+            Q(taker_order_id=order_id, taker_user_id=user_id) | Q(maker_order_id=order_id, maker_user_id=user_id)
+        )
     rows = _in_time(rows, "created_at", start, end)
     if from_number is not None:
         return list(rows.filter(_from_number(from_number)).order_by("taker_order_id", "seq")[:limit])

@@ -91,6 +91,20 @@ def test_agg_trades_sum_one_taker_order_per_price(client, traded):
     assert get(client, "aggTrades", symbol="BTCUSDT", fromId=body[2]["a"]).json() == body[2:]
 
 
+def test_agg_trades_windows_bound_the_times_they_show(client, traded):
+    """A time shown as T (rounded to the millisecond) is inside [T, T] and outside the windows ending at T - 1 and
+    starting at T + 1, whatever its microseconds."""
+    for agg in get(client, "aggTrades", symbol="BTCUSDT").json():
+        shown = agg["T"]
+
+        def ids(start, end):
+            body = get(client, "aggTrades", symbol="BTCUSDT", startTime=start, endTime=end).json()
+            return [a["a"] for a in body]
+
+        assert agg["a"] in ids(shown, shown)
+        assert agg["a"] not in ids(shown - 60_000, shown - 1) + ids(shown + 1, shown + 60_000)
+
+
 def test_avg_price_is_volume_weighted(client, traded):
     body = get(client, "avgPrice", symbol="BTCUSDT").json()
     # (5990 + 11800 + 5890) / 0.4 = 59200

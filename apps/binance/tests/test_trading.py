@@ -282,6 +282,40 @@ def test_order_and_trade_history_take_at_most_24_hours_between_start_and_end(tra
     assert (reversed_range.status_code, reversed_range.json()) == (200, [])
 
 
+def test_history_windows_bound_the_times_they_show(trader, maker):
+    """An order or trade shown at T (milliseconds, rounded) is found by [T, T] and by neither of the windows that
+    end at T - 1 and start at T + 1, whatever its microseconds: a bot paging by time misses and repeats nothing."""
+    user, signed = trader
+    place(maker, side="sell", price="59900", qty="0.2")
+    for price in ("60000", "59900", "50000"):
+        signed(
+            "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.05", price=price
+        )
+    for path, shown, key in (("allOrders", "time", "orderId"), ("myTrades", "time", "id")):
+        rows = signed("GET", path, symbol="BTCUSDT").json()
+        assert len(rows) >= 2
+        for row in rows:
+            at = row[shown]
+
+            def keys(start, end, path=path, key=key):
+                return [r[key] for r in signed("GET", path, symbol="BTCUSDT", startTime=start, endTime=end).json()]
+
+            assert row[key] in keys(at, at)
+            assert row[key] not in keys(at - 60_000, at - 1) + keys(at + 1, at + 60_000)
+
+
+def test_my_trades_by_order_id_is_the_users_own_order_only(trader, maker):
+    user, signed = trader
+    resting = place(maker, side="sell", price="59900", qty="0.2")
+    mine = signed(
+        "POST", "order", symbol="BTCUSDT", side="BUY", type="LIMIT", timeInForce="GTC", quantity="0.1", price="60000"
+    ).json()
+    assert [t["orderId"] for t in signed("GET", "myTrades", symbol="BTCUSDT", orderId=mine["orderId"]).json()] == [
+        mine["orderId"]
+    ]
+    assert signed("GET", "myTrades", symbol="BTCUSDT", orderId=resting.id).json() == []  # the maker's: not hers
+
+
 def test_cancel_all_open_orders_on_a_symbol(trader, usdt):
     user, signed = trader
     for price in ("50000", "51000"):
