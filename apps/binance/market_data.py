@@ -200,6 +200,8 @@ def klines(call: Call) -> list:
     if call.params.raw("timeZone") not in (None, "0", "+00:00", "0:00"):
         raise invalid_value("timeZone")
     start, end = time_param(call.params, "startTime"), time_param(call.params, "endTime")
+    if start is not None and end is not None and start > end:
+        return []  # an empty range, as allOrders and myTrades answer it
     rows = candles_continuous(
         market=market.symbol,
         interval=interval,

@@ -149,7 +149,12 @@ def candles_continuous(
     _check_query(interval, limit, start, end)
     width = INTERVAL_WIDTHS[interval]
     last = _bucket(timezone.now() if end is None else min(timezone.now(), end - timedelta(microseconds=1)), width)
-    first = last - (limit - 1) * width if start is None else _bucket(start - timedelta(microseconds=1), width) + width
+    if start is None:
+        first = last - (limit - 1) * width
+    elif start > last:  # no bucket opens in the window (and none is computed near the year 9999)
+        first = last + width
+    else:
+        first = _bucket(start - timedelta(microseconds=1), width) + width
     before = candles(market=market, interval=interval, end=first, limit=1)
     if end is not None and end <= first:
         return []

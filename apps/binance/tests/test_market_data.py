@@ -1,5 +1,7 @@
 """Public endpoints of /api/v3/ against Binance's documented shapes, with the values the fixture's trades give."""
 
+import time
+
 import pytest
 
 from apps.ledger.tests.factories import UserFactory
@@ -150,6 +152,16 @@ def test_klines(client, traded):
     assert kline[7:11] == ["23680.000000", 3, "0.10000000", "5990.000000"]
     assert kline[6] == kline[0] + 86_400_000 - 1
     assert get(client, "uiKlines", symbol="BTCUSDT", interval="1d").json() == [kline]
+
+
+def test_klines_near_the_last_legal_time_and_over_a_reversed_range_are_empty(client, traded):
+    for start in ("253402300799999", "253370764800000"):
+        for interval in ("1m", "1d"):
+            response = get(client, "klines", symbol="BTCUSDT", interval=interval, startTime=start, limit=1000)
+            assert (response.status_code, response.json()) == (200, [])
+    now = int(time.time() * 1000)
+    reversed_range = get(client, "klines", symbol="BTCUSDT", interval="1m", startTime=now, endTime=now - 60_000)
+    assert (reversed_range.status_code, reversed_range.json()) == (200, [])
 
 
 @pytest.mark.parametrize(
