@@ -129,7 +129,9 @@ def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status
     id) is the order's client id on a cancel, empty otherwise (CCXT reads ``C`` before ``c``). ``w`` (is the order on
     the book) is true while it is new or partially filled, and ``W`` (working time: its creation, as the REST shapes'
     ``workingTime``) is sent only then, as Binance sends it only for an order placed on the book. ``P``, ``F`` and
-    ``g`` are Binance's values for an order with no stop price, no iceberg and no order list."""
+    ``g`` are Binance's values for an order with no stop price, no iceberg and no order list. A post-only limit
+    order is ``LIMIT_MAKER`` (as the REST shapes show it); ``V`` is its self-trade prevention mode (events recorded
+    before ``post_only`` and ``stp`` were, read as a plain order with the default, ``EXPIRE_TAKER``)."""
     working = status in ("NEW", "PARTIALLY_FILLED")
     report = {
         "e": "executionReport",
@@ -138,7 +140,7 @@ def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status
         "c": order["client_order_id"],
         "C": order["client_order_id"] if execution == "CANCELED" else "",
         "S": order["side"].upper(),
-        "o": order["type"].upper(),
+        "o": "LIMIT_MAKER" if order.get("post_only") else order["type"].upper(),
         "f": order["time_in_force"],
         "q": market.qty(order["qty"] if order["qty"] is not None else 0),
         "p": market.price(order["price"] if order["price"] is not None else 0),
@@ -162,6 +164,7 @@ def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status
         "F": market.qty(0),
         "g": -1,
         "w": working,
+        "V": order.get("stp", "expire_taker").upper(),
     }
     if working:
         report["W"] = order["created_at"]

@@ -66,7 +66,7 @@ _INSERT_BOOK_EVENT = f"""
             SELECT jsonb_agg(jsonb_build_object(
                 'id', id, 'user_id', user_id, 'client_order_id', client_order_id, 'side', side, 'type', type,
                 'time_in_force', time_in_force, 'price', price::text, 'qty', qty::text,
-                'quote_qty', quote_qty::text, 'filled_qty', filled_qty::text,
+                'quote_qty', quote_qty::text, 'post_only', post_only, 'stp', stp, 'filled_qty', filled_qty::text,
                 'filled_quote_qty', filled_quote_qty::text, 'fee_total', fee_total::text, 'status', status,
                 'reject_reason', reject_reason, 'created_at', (extract(epoch FROM created_at) * 1000)::bigint,
                 'updated_at', (extract(epoch FROM updated_at) * 1000)::bigint) ORDER BY id)

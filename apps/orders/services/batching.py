@@ -324,6 +324,8 @@ def _static_of(order: PlacedOrder, created_at: datetime) -> sql.OrderStatic:
         price=order.price,
         qty=order.qty,
         quote_qty=order.quote_qty,
+        post_only=order.post_only,
+        stp=order.stp,
         created_at=created_at,
     )
 
@@ -394,6 +396,8 @@ def _payload(change: BookChange, statics: dict[int, sql.OrderStatic], now_ms: in
                 "price": _text(static.price),
                 "qty": _text(static.qty),
                 "quote_qty": _text(static.quote_qty),
+                "post_only": static.post_only,
+                "stp": str(static.stp),
                 "filled_qty": _text(s.filled_qty),
                 "filled_quote_qty": _text(s.filled_quote_qty),
                 "fee_total": _text(s.fee_total),

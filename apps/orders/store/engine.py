@@ -45,6 +45,8 @@ class OrderStatic:
     price: Decimal | None
     qty: Decimal | None
     quote_qty: Decimal | None
+    post_only: bool
+    stp: str
     created_at: datetime
 
 

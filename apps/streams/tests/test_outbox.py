@@ -140,7 +140,9 @@ def test_the_relay_merges_consecutive_changes_into_one_depth_update_and_sends_ea
         ("0.20000000", "100.000000", "20.000000", "20.000000", False, False),
     ]
     assert taker_reports[0]["W"] == taker_reports[0]["O"]
-    assert {(r["P"], r["F"], r["g"]) for r in taker_reports} == {("0.000000", "0.00000000", -1)}
+    assert {(r["P"], r["F"], r["g"], r["o"], r["V"]) for r in taker_reports} == {
+        ("0.000000", "0.00000000", -1, "LIMIT", "EXPIRE_TAKER")
+    }
     maker_reports = [
         m["data"] for g, m in messages if g == f"user.{maker.id}" and m["data"].get("e") == "executionReport"
     ]
@@ -151,6 +153,17 @@ def test_the_relay_merges_consecutive_changes_into_one_depth_update_and_sends_ea
         {"a": "BTC", "f": "0.19980000", "l": "0.00000000"},
         {"a": "USDT", "f": "99980.000000", "l": "0.000000"},
     ]
+
+
+def test_a_post_only_order_is_reported_as_limit_maker_with_its_self_trade_prevention_mode(traders):
+    maker, _ = traders
+    order_place(
+        user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5", post_only=True, stp="expire_both"
+    )
+    (report,) = [
+        m["data"] for g, m in relay_messages() if g == f"user.{maker.id}" and m["data"].get("e") == "executionReport"
+    ]
+    assert (report["o"], report["x"], report["V"], report["w"]) == ("LIMIT_MAKER", "NEW", "EXPIRE_BOTH", True)
 
 
 def test_deposit_reports_and_withdrawal_transitions_reach_only_their_users_stream(btc, usdt, user):
