@@ -175,9 +175,9 @@ def execution_reports(market: MarketInfo, change: BookChange, now_ms: int) -> li
     """``(user id, executionReport)`` for every order the change wrote, in the order they happened.
 
     A placed order: ``NEW``, then one ``TRADE`` per fill (cumulative ``z``/``Z`` growing), then
-    ``EXPIRED`` when it ended unfilled. A resting order filled: one ``TRADE`` (``m`` true);
-    expired by self-trade prevention: ``EXPIRED``; cancelled: ``CANCELED``. ``n``/``N`` are the
-    fill's fee and the asset it was taken in.
+    ``EXPIRED`` when it ended unfilled. A resting order filled: one ``TRADE`` (``m`` true); cancelled:
+    ``CANCELED``. An order expired by self-trade prevention (taker or maker): ``TRADE_PREVENTION`` with status
+    ``EXPIRED_IN_MATCH``, as Binance's. ``n``/``N`` are the fill's fee and the asset it was taken in.
     """
     orders = {order["id"]: order for order in change.payload["orders"]}
     trade_rows = change.payload["trades"]
@@ -211,22 +211,23 @@ def execution_reports(market: MarketInfo, change: BookChange, now_ms: int) -> li
         if taker is not None and order is taker and order["status"] in ("open", "partially_filled", "filled"):
             continue
         if order["status"] in ("cancelled", "expired", "rejected"):
-            execution = "CANCELED" if order["status"] == "cancelled" else order["status"].upper()
+            execution, status = _ending(order)
             reports.append(
                 (
                     order["user_id"],
-                    _report(
-                        market,
-                        order,
-                        now_ms,
-                        execution,
-                        STATUS[order["status"]],
-                        order["filled_qty"],
-                        order["filled_quote_qty"],
-                    ),
+                    _report(market, order, now_ms, execution, status, order["filled_qty"], order["filled_quote_qty"]),
                 )
             )
     return reports
+
+
+def _ending(order: dict) -> tuple[str, str]:
+    """``(x, X)`` of an order that ended unfilled: Binance's ``TRADE_PREVENTION`` and ``EXPIRED_IN_MATCH`` when
+    self-trade prevention expired it (as the REST shapes' status), else ``CANCELED`` or the status itself."""
+    if order["status"] == "expired" and order["reject_reason"] == "self_trade_prevention":
+        return "TRADE_PREVENTION", "EXPIRED_IN_MATCH"
+    execution = "CANCELED" if order["status"] == "cancelled" else order["status"].upper()
+    return execution, STATUS[order["status"]]
 
 
 def _fill(market: MarketInfo, order: dict, trade: dict, now_ms: int, status: str, filled, filled_quote, maker: bool):

@@ -166,6 +166,26 @@ def test_a_post_only_order_is_reported_as_limit_maker_with_its_self_trade_preven
     assert (report["o"], report["x"], report["V"], report["w"]) == ("LIMIT_MAKER", "NEW", "EXPIRE_BOTH", True)
 
 
+def test_an_order_expired_by_self_trade_prevention_is_reported_as_binance_does(traders, usdt):
+    """Binance: execution type TRADE_PREVENTION, status EXPIRED_IN_MATCH (what GET /order shows too)."""
+    maker, _ = traders
+    fund(maker, usdt, "1000")
+    resting = order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    relay_messages()
+    own = order_place(user_id=maker.id, market="BTC-USDT", side="buy", price="100", qty="0.1", stp="expire_maker")
+    reports = {
+        m["data"]["i"]: m["data"]
+        for g, m in relay_messages()
+        if g == f"user.{maker.id}" and m["data"].get("e") == "executionReport"
+    }
+    assert (reports[resting.id]["x"], reports[resting.id]["X"], reports[resting.id]["w"]) == (
+        "TRADE_PREVENTION",
+        "EXPIRED_IN_MATCH",
+        False,
+    )
+    assert (reports[own.id]["x"], reports[own.id]["X"], reports[own.id]["V"]) == ("NEW", "NEW", "EXPIRE_MAKER")
+
+
 def test_deposit_reports_and_withdrawal_transitions_reach_only_their_users_stream(btc, usdt, user):
     from apps.wallets.services import (
         custody_event_process,
