@@ -91,8 +91,9 @@ def time_param(params: Params, name: str) -> datetime | None:
 
 def time_range(params: Params, *, max_hours: int) -> tuple[datetime | None, datetime | None]:
     """``startTime`` and ``endTime`` (:func:`time_param`), refused with -1127 when both are sent and further apart
-    than ``max_hours`` (Binance's rule for ``allOrders`` and ``myTrades``: "The time between startTime and endTime
-    can't be longer than 24 hours"). A ``startTime`` after ``endTime`` is an empty range, not an error."""
+    than ``max_hours`` (Binance's rules: 24 for ``allOrders`` and ``myTrades``, "The time between startTime and
+    endTime can't be longer than 24 hours"; 1 for ``aggTrades``). A ``startTime`` after ``endTime`` is an empty range,
+    not an error."""
     start, end = time_param(params, "startTime"), time_param(params, "endTime")
     if start is not None and end is not None and end - start > timedelta(hours=max_hours):
         raise BinanceError(MORE_THAN_XX_HOURS, f"More than {max_hours} hours between startTime and endTime.")
@@ -165,12 +166,13 @@ def historical_trades(call: Call) -> list:
 @endpoint(weight=4, params=("symbol", "fromId", "startTime", "endTime", "limit"))
 def aggregate_trades(call: Call) -> list:
     market = symbol_market(call.params)
+    start, end = time_range(call.params, max_hours=1)  # Binance: "must be less than 1 hour" (CCXT sends exactly 1)
     rows = agg_trades(
         market=market,
         limit=_limit(call.params, 500),
         from_number=call.params.integer("fromId"),
-        start=time_param(call.params, "startTime"),
-        end=time_param(call.params, "endTime"),
+        start=start,
+        end=end,
     )
     return [
         {

@@ -11,6 +11,7 @@ UNSUPPORTED = (
     "order/cancelReplace",
     "order/oco",
     "order/amend/keepPriority",
+    "order/amendments",
     "orderList",
     "orderList/oco",
     "orderList/oto",

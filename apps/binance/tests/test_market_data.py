@@ -105,6 +105,12 @@ def test_agg_trades_windows_bound_the_times_they_show(client, traded):
 
         assert agg["a"] in ids(shown, shown)
         assert agg["a"] not in ids(shown - 60_000, shown - 1) + ids(shown + 1, shown + 60_000)
+        assert agg["a"] in ids(shown - 3_600_000, shown)  # an hour exactly, as CCXT asks for it
+    too_long = get(client, "aggTrades", symbol="BTCUSDT", startTime=0, endTime=3_600_001)
+    assert (too_long.status_code, too_long.json()) == (
+        400,
+        {"code": -1127, "msg": "More than 1 hours between startTime and endTime."},  # Binance's words
+    )
 
 
 def test_avg_price_is_volume_weighted(client, traded):
@@ -237,7 +243,7 @@ def test_binance_paths_we_do_not_serve_say_the_operation_is_unsupported(client):
     wrong; exchangeInfo says cancelReplaceAllowed is false, and -1020 says so too."""
     from apps.binance.urls import UNSUPPORTED
 
-    assert "order/cancelReplace" in UNSUPPORTED and "orderList/oco" in UNSUPPORTED
+    assert {"order/cancelReplace", "orderList/oco", "order/amendments"} <= set(UNSUPPORTED)
     for name in UNSUPPORTED:
         for method in ("GET", "POST", "DELETE"):
             response = client.generic(method, f"/api/v3/{name}")
