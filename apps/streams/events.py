@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from apps.ledger.amounts import format_amount
+from apps.orders.models import EndReason, OrderStatus
 
 STATUS = {
     "open": "NEW",
@@ -224,7 +225,7 @@ def execution_reports(market: MarketInfo, change: BookChange, now_ms: int) -> li
 def _ending(order: dict) -> tuple[str, str]:
     """``(x, X)`` of an order that ended unfilled: Binance's ``TRADE_PREVENTION`` and ``EXPIRED_IN_MATCH`` when
     self-trade prevention expired it (as the REST shapes' status), else ``CANCELED`` or the status itself."""
-    if order["status"] == "expired" and order["reject_reason"] == "self_trade_prevention":
+    if order["status"] == OrderStatus.EXPIRED and order["reject_reason"] == EndReason.SELF_TRADE_PREVENTION:
         return "TRADE_PREVENTION", "EXPIRED_IN_MATCH"
     execution = "CANCELED" if order["status"] == "cancelled" else order["status"].upper()
     return execution, STATUS[order["status"]]
