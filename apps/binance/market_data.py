@@ -6,7 +6,7 @@ the book (each placement and cancel).
 """
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal, overload
 
 from django.utils import timezone
@@ -34,7 +34,7 @@ from .selectors import (
     last_trade,
     market_trades,
 )
-from .shapes import binance_symbol, market_info, ms, price_text, public_trade, qty_text
+from .shapes import binance_symbol, from_ms, market_info, ms, price_text, public_trade, qty_text
 
 _SYMBOL = re.compile(r"[A-Z0-9]{2,20}")
 MAX_LIMIT = 1000
@@ -77,7 +77,6 @@ def symbols_markets(params: Params) -> list[Market] | None:
 
 # The last millisecond of year 9999: the latest time a datetime (and so a query bound) can hold.
 MAX_TIME_MS = 253402300799999
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def time_param(params: Params, name: str) -> datetime | None:
@@ -86,7 +85,7 @@ def time_param(params: Params, name: str) -> datetime | None:
     -1100 naming the legal range when not digits or beyond year 9999 (no datetime holds it).
     """
     value = params.integer(name, maximum=MAX_TIME_MS)
-    return None if value is None else _EPOCH + timedelta(milliseconds=value)
+    return None if value is None else from_ms(value)
 
 
 def time_range(params: Params, *, max_hours: int) -> tuple[datetime | None, datetime | None]:

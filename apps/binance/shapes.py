@@ -50,6 +50,11 @@ def ms(value: datetime) -> int:
     return ((value - _EPOCH) // timedelta(microseconds=1) + 500) // 1000
 
 
+def from_ms(value: int) -> datetime:
+    """The aware UTC datetime of ``value`` milliseconds since the epoch, exactly (integer arithmetic)."""
+    return _EPOCH + timedelta(milliseconds=value)
+
+
 def binance_symbol(market: Market) -> str:
     return market.symbol.replace("-", "")
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from apps.ledger.amounts import format_amount
-from apps.orders.models import EndReason, OrderStatus
+from apps.orders.models import EndReason, OrderStatus, SelfTradePrevention
 
 STATUS = {
     "open": "NEW",
@@ -165,7 +165,7 @@ def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status
         "F": market.qty(0),
         "g": -1,
         "w": working,
-        "V": order.get("stp", "expire_taker").upper(),
+        "V": order.get("stp", SelfTradePrevention.EXPIRE_TAKER).upper(),
     }
     if working:
         report["W"] = order["created_at"]

@@ -13,7 +13,7 @@ from django.db import connection
 
 from apps.demo.seed import seed_demo
 from apps.orders.models import Command, CommandKind, CommandStatus, Order
-from apps.wallets.tests.conftest import database_url, wait_for
+from apps.wallets.tests.conftest import database_url, sessions_terminate, wait_for
 from apps.wallets.tests.factories import deliver_custody_callbacks
 
 
@@ -48,8 +48,7 @@ def test_the_market_maker_survives_its_database_connection_being_terminated(tmp_
     bot = _bot(env, log_path)
     try:
         wait_for(lambda: bot.poll() is not None or Order.objects.filter(user=maker).exists(), message="first quotes")
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [name])
+        sessions_terminate(name)
         placed_before = Order.objects.filter(user=maker).count()
 
         wait_for(

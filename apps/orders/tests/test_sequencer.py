@@ -26,7 +26,7 @@ from apps.orders.services import commands as engine_commands
 from apps.orders.services.sequencer import ENGINE_LOCK_CLASS, Sequencer
 from apps.orders.store.orders import ORDER_FIELDS
 from apps.orders.tests.helpers import balance
-from apps.wallets.tests.conftest import backend_pids, database_url, wait_for
+from apps.wallets.tests.conftest import backend_pids, database_url, sessions_terminate, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -99,8 +99,7 @@ def _sessions_end(app_name: str) -> None:
     """End the PostgreSQL sessions a killed engine left and wait until they are gone. A killed client's session runs
     its statement to the end before it notices; meanwhile the test database's flush (TRUNCATE of every table) could
     deadlock with it (CI, once: the flush was the one aborted, and the next test found the last one's rows)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [app_name])
+    sessions_terminate(app_name)
     wait_for(lambda: not backend_pids("application_name = %s", [app_name]), message=f"{app_name}'s sessions ended")
 
 

@@ -110,6 +110,12 @@ def backend_pids(condition: str, params: Sequence[str] = ()) -> list[int]:
         return [pid for (pid,) in cursor.fetchall()]
 
 
+def sessions_terminate(app_name: str) -> None:
+    """``pg_terminate_backend`` every session of the process that set ``PGAPPNAME`` to ``app_name``."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [app_name])
+
+
 # The Celery worker ---------------------------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from apps.wallets.custody.simulator.models import SimCallback, SimDeposit
 from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.services import deposit_address_get_or_create
 
-from .conftest import backend_pids, database_url, wait_for
+from .conftest import backend_pids, database_url, sessions_terminate, wait_for
 
 
 def test_simulate_deposit_refuses_unknown_users_assets_and_bad_amounts(usdt):
@@ -75,8 +75,7 @@ def test_the_custody_loop_survives_its_database_connection_being_terminated(live
             lambda: loop.poll() is not None or backend_pids("application_name = %s", [name]),
             message="the loop's database connection",
         )
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", [name])
+        sessions_terminate(name)
 
         received = SimulatedCustody().deposit_receive(address=address, amount=Decimal("5"), delay=0)
 
