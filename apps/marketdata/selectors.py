@@ -170,7 +170,6 @@ def candles_continuous(
     }
     close = before[0].close if before else None
     filled: list[Kline] = []
-    zero = Decimal(0)
     moment = first
     while moment <= last:
         kline = stored.get(moment)
@@ -178,9 +177,35 @@ def candles_continuous(
             close = kline.close
             filled.append(kline)
         elif close is not None:
-            filled.append(Kline(interval, moment, close, close, close, close, zero, zero, 0))
+            filled.append(_flat(interval, moment, close))
         moment += width
     return filled
+
+
+def _flat(interval: str, open_time: datetime, close: Decimal) -> Kline:
+    """The candle of a bucket without trades: open, high, low and close the ``close`` before it, volumes and trades 0."""
+    zero = Decimal(0)
+    return Kline(interval, open_time, close, close, close, close, zero, zero, 0)
+
+
+def candles_live(latest: Kline, since: datetime | None, now: datetime) -> list[Kline]:
+    """The candles of ``latest``'s interval a live ``kline_<interval>`` stream pushes at ``now``, oldest first.
+
+    ``latest`` is the newest stored candle of the interval (:func:`candles_latest`); ``since`` the open time of the
+    bucket the previous push ended with (``None``: none yet). When ``now`` has left ``since``'s bucket, that bucket
+    comes first, in its final state (closed: Binance's ``x``), unless a newer stored candle superseded it; then the
+    bucket holding ``now``. Each is ``latest`` when it is that bucket's candle, otherwise a flat candle at
+    ``latest``'s close (no trade since it), as :func:`candles_continuous` fills a bucket without trades: Binance
+    pushes the current kline every 2 s, trades or not. No database; raises nothing.
+    """
+    width = INTERVAL_WIDTHS[latest.interval]
+    current = _bucket(now, width)
+    due = [since, current] if since is not None and since < current else [current]
+    return [
+        latest if open_time == latest.open_time else _flat(latest.interval, open_time, latest.close)
+        for open_time in due
+        if open_time >= latest.open_time
+    ]
 
 
 # The newest candle of every interval and the integer ids of its first and last trade: the trades of the

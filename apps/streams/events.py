@@ -269,7 +269,8 @@ def _ms(moment) -> int:
 
 def kline(market: MarketInfo, candle, now_ms: int) -> dict:
     """``kline`` for a candle (:class:`apps.marketdata.selectors.Kline` from ``candles_latest``), Binance's fields:
-    ``t``/``T`` open and close time, ``f``/``L`` its first and last trade id, ``o``/``c``/``h``/``l`` prices,
+    ``t``/``T`` open and close time, ``f``/``L`` its first and last trade id (-1 without trades, as Binance's
+    ticker shows them), ``o``/``c``/``h``/``l`` prices,
     ``v``/``q`` base and quote volume, ``n`` trades, ``x`` true once it has closed, ``V``/``Q`` the taker
     buy base and quote volume, ``B`` Binance's unused field (``"0"``)."""
     close_ms = _ms(candle.close_time)
@@ -282,8 +283,8 @@ def kline(market: MarketInfo, candle, now_ms: int) -> dict:
             "T": close_ms,
             "s": market.event_symbol,
             "i": candle.interval,
-            "f": candle.first_trade,
-            "L": candle.last_trade,
+            "f": -1 if candle.first_trade is None else candle.first_trade,
+            "L": -1 if candle.last_trade is None else candle.last_trade,
             "o": market.price(candle.open),
             "c": market.price(candle.close),
             "h": market.price(candle.high),

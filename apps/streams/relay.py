@@ -13,7 +13,9 @@ order and a round never sees update ``n + 1`` without ``n``; consecutive rows of
 within a round are merged into one ``depthUpdate`` (``U``..``u``); a run with trades also publishes the
 candles they went into (``kline_<interval>``, read from :mod:`apps.marketdata`, whose candles are
 kept in the fill's transaction), and markets whose book changed get a ``24hrTicker`` at most once
-a second (:func:`apps.marketdata.selectors.ticker_24h`). Deposit and withdrawal
+a second (:func:`apps.marketdata.selectors.ticker_24h`). Every ``KLINE_SECONDS`` each market that has
+traded gets its current candle of every interval, trades or not, preceded by the final state of a candle
+that closed since (:func:`apps.marketdata.selectors.candles_live`). Deposit and withdrawal
 rows are published as their objects are when the relay reads them, with the user's
 balance of the asset; after a book change the balances of the users it touched.
 """
@@ -23,16 +25,18 @@ import json
 import logging
 import time
 from collections import defaultdict
+from datetime import datetime
 
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import connection, transaction
+from django.utils import timezone
 
 from apps.core.doorbell import Doorbell
 from apps.ledger.amounts import format_amount
 from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_users
-from apps.marketdata.selectors import candles_latest, ticker_24h
+from apps.marketdata.selectors import candles_latest, candles_live, ticker_24h
 from apps.orders.models import Market
 from apps.wallets.apis import WithdrawalOut
 from apps.wallets.models import Deposit, Withdrawal
@@ -44,6 +48,9 @@ from .models import RELAY_CHANNEL, StreamEventKind
 log = logging.getLogger(__name__)
 
 TICKER_SECONDS = 1.0
+KLINE_SECONDS = 2.0
+"""How often every market's current candles are pushed (Binance's kline streams: "Update Speed: ... 2000ms for
+the other intervals", web-socket-streams.md; it has no 1s interval here)."""
 RELAY_LOCK_KEY = 0x5354524D  # "STRM": pg_advisory_lock key held by the active relay
 
 _TAKE = """
@@ -67,6 +74,8 @@ class Relay:
         self.markets: dict[int, events.MarketInfo] = {}
         self.tickers_due: set[int] = set()
         self.tickers_sent = 0.0
+        self.klines_sent = 0.0
+        self.kline_buckets: dict[tuple[int, str], datetime] = {}  # (market, interval) -> the bucket last pushed
         self.stopped = False
         self.doorbell = Doorbell([])
 
@@ -85,6 +94,7 @@ class Relay:
                 while not self.stopped:
                     published = self.round()
                     self.tickers()
+                    self.klines()
                     if published < self.batch:
                         self.wait()
             except Exception:
@@ -193,6 +203,34 @@ class Relay:
             ticker = events.ticker_24h(market, ticker_24h(market=market.symbol), stamp)
             messages.append((market_group(market.stream_symbol, "ticker"), _message(ticker)))
         self.loop.run_until_complete(self.publish(messages))
+
+    def klines(self) -> None:
+        """:meth:`kline_messages` published every ``KLINE_SECONDS``; a failure is logged and left to the next push
+        (no outbox row is at stake)."""
+        now = time.monotonic()
+        if now - self.klines_sent < KLINE_SECONDS:
+            return
+        self.klines_sent = now
+        try:
+            self.loop.run_until_complete(self.publish(self.kline_messages(timezone.now())))
+        except Exception:
+            log.exception("stream relay klines failed")
+
+    def kline_messages(self, now: datetime) -> list[tuple[str, dict]]:
+        """The ``kline_<interval>`` pushes due at ``now`` (:func:`~apps.marketdata.selectors.candles_live`) for every
+        market that has traded, and the bucket each push ended with remembered for the next."""
+        stamp = int(now.timestamp() * 1000)
+        out = []
+        for market_id in Market.objects.order_by("id").values_list("id", flat=True):
+            market = self.market(market_id)
+            for latest in candles_latest(market_id=market_id):
+                key = (market_id, latest.interval)
+                due = candles_live(latest, self.kline_buckets.get(key), now)
+                if due:
+                    self.kline_buckets[key] = due[-1].open_time
+                group = market_group(market.stream_symbol, f"kline_{latest.interval}")
+                out += [(group, _message(events.kline(market, candle, stamp))) for candle in due]
+        return out
 
     def wallet_message(self, kind: str, user_id: int, object_id: int, touched) -> list:
         if kind == StreamEventKind.DEPOSIT:

@@ -189,6 +189,7 @@
   // ------------------------------------------------------------------------------- the charts
   const charts = window.LightweightCharts;
   let priceChart = null, candles = null, volumes = null, depthChart = null, depthBids = null, depthAsks = null;
+  let lastCandleTime = 0; // the newest bar's open time (s): the chart updates only its newest bar, or adds one after it
   const style = getComputedStyle(document.documentElement);
   const buyColour = style.getPropertyValue("--buy").trim() || "#16a34a";
   const sellColour = style.getPropertyValue("--sell").trim() || "#dc2626";
@@ -226,6 +227,7 @@
     candles.setData(list.map((c) => ({ time: toSeconds(c.open_time), open: num(c.open), high: num(c.high), low: num(c.low), close: num(c.close) })));
     volumes.setData(list.map((c) => ({ time: toSeconds(c.open_time), value: num(c.volume), color: volumeColour(c.open, c.close) })));
     priceChart.timeScale().fitContent();
+    lastCandleTime = list.length ? toSeconds(list[list.length - 1].open_time) : 0;
     root.dataset.candles = String(list.length);
   }
 
@@ -233,6 +235,8 @@
     const k = event.k;
     if (!candles || k.i !== config.interval) return;
     const time = Math.floor(k.t / 1000);
+    if (time < lastCandleTime) return; // a trade's push of a candle older than the flat one the 2 s push already drew
+    lastCandleTime = time;
     candles.update({ time, open: num(k.o), high: num(k.h), low: num(k.l), close: num(k.c) });
     volumes.update({ time, value: num(k.v), color: volumeColour(k.o, k.c) });
     root.dataset.lastKline = String(k.t);

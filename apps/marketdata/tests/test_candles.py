@@ -11,7 +11,7 @@ from django.utils import timezone
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.marketdata.models import Candle, Interval
-from apps.marketdata.selectors import Kline, candles, candles_continuous, candles_latest
+from apps.marketdata.selectors import Kline, candles, candles_continuous, candles_latest, candles_live
 from apps.marketdata.services import candles_record
 from apps.marketdata.tests.helpers import at, fill
 from apps.orders.models import Trade
@@ -308,3 +308,23 @@ def test_candles_latest_name_their_first_and_last_trade(btc_usdt, btc, usdt):
         assert candle.last_trade == numbers[-1], candle.interval
         (read,) = candles(market="BTC-USDT", interval=candle.interval, limit=1)
         assert all_figures(candle) == all_figures(read)
+
+
+def test_a_live_stream_pushes_the_current_bucket_and_once_the_bucket_it_left_closed():
+    traded = Kline("1m", at("2026-12-01T12:00"), D("100"), D("102"), D("99"), D("101"), D("0.7"), D("70.4"), 2)
+    flat = (D("101"),) * 4 + (D(0), D(0), 0)  # open, high, low and close at the last close; no volume, no trade
+
+    assert candles_live(traded, None, at("2026-12-01T12:00:40")) == [traded]  # its own bucket, as stored
+    assert candles_live(traded, at("2026-12-01T12:00"), at("2026-12-01T12:00:42")) == [traded]  # still open
+    left = candles_live(traded, at("2026-12-01T12:00"), at("2026-12-01T12:01:01"))
+    assert left[0] == traded  # the bucket left, in its final state (the stream marks it closed)
+    assert (left[1].open_time, *figures(left[1])[1:]) == (at("2026-12-01T12:01"), *flat)
+    quiet = candles_live(traded, at("2026-12-01T12:01"), at("2026-12-01T12:03:30"))  # a bucket with no trade left
+    assert [(k.open_time, *figures(k)[1:]) for k in quiet] == [
+        (at("2026-12-01T12:01"), *flat),
+        (at("2026-12-01T12:03"), *flat),
+    ]
+    assert candles_live(traded, at("2026-12-01T11:58"), at("2026-12-01T12:00:02")) == [traded]  # superseded: not sent
+    assert candles_live(traded, None, at("2026-12-01T11:59:59")) == []  # a clock behind the trade's: nothing
+    hourly = traded._replace(interval="1h")
+    assert candles_live(hourly, at("2026-12-01T12:00"), at("2026-12-01T12:59:59")) == [hourly]

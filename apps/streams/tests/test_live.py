@@ -206,3 +206,26 @@ def test_the_relay_takes_its_lock_again_and_goes_on_after_its_database_connectio
     assert event["U"] == event["u"] == 1
     assert len(relay_backends()) == 1 and relay_backends() != [backend]
     assert "stream relay failed; starting again" in stream_servers.relay.log()
+
+
+def test_the_relay_pushes_the_current_candle_every_two_seconds_without_trades(stream_servers, btc_usdt, btc, usdt):
+    from apps.orders.models import Trade
+
+    base = f"http://{stream_servers.webs[0]}/api/v1/orders/"
+    for side, (_, key) in (("sell", trader(btc, usdt)), ("buy", trader(btc, usdt))):
+        body = {"market": "BTC-USDT", "side": side, "type": "limit", "price": "100.00", "qty": "0.01"}
+        response = requests.post(base, json=body, headers={"Authorization": f"Token {key}"}, timeout=30)
+        assert response.status_code == 201, response.text
+    traded_at = int(Trade.objects.get().created_at.timestamp() * 1000)
+    reader = StreamReader(f"ws://{stream_servers.webs[0]}/ws/btcusdt@kline_1m")  # after the trade's own push
+    try:
+        pushes = reader.wait_for(lambda _: True, timeout=15)
+        while sum(not k["k"]["x"] for k in pushes) < 2:  # two pushes of the open candle (one closed may come between)
+            pushes += reader.wait_for(lambda _: True, timeout=15)
+    finally:
+        reader.close()
+
+    assert {(k["e"], k["s"], k["k"]["i"]) for k in pushes} == {("kline", "BTCUSDT", "1m")}
+    assert all(k["k"]["t"] >= traded_at // 60_000 * 60_000 for k in pushes)  # the trade's minute, or one after it
+    first, second = (k for k in pushes if not k["k"]["x"])
+    assert second["E"] - first["E"] >= 1_500  # the relay's pace (2 s; its idle wait is up to 1 s)

@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import replace
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -9,9 +10,9 @@ from django.db import connection
 
 from apps.core.errors import InvalidState
 from apps.ledger.errors import InsufficientFunds
-from apps.ledger.tests.factories import UserFactory, fund
+from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import Market, Trade
-from apps.orders.services import market_halt, market_resume, order_cancel, order_place
+from apps.orders.services import market_create, market_halt, market_resume, order_cancel, order_place
 from apps.streams.models import StreamEvent
 from apps.streams.relay import Relay
 from apps.wallets.custody.simnet import new_address
@@ -322,3 +323,45 @@ def test_a_ticker_that_cannot_be_read_is_logged_and_leaves_the_relay_running(tra
 
     assert "stream relay tickers failed" in caplog.text
     assert relay.tickers_due == set()  # taken; the next book change makes it due again
+
+
+def test_every_market_that_traded_gets_its_current_candles_every_push_with_or_without_trades(traders, btc_usdt, usdt):
+    from apps.marketdata.selectors import candles_latest
+
+    maker, taker = traders
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="100", qty="0.5")
+    eth = AssetFactory(code="ETH", name="Ether", decimals=8)
+    market_create(  # never traded
+        base=eth, quote=usdt, tick_size=D("0.01"), step_size=D("0.001"), min_qty=D("0.001"), max_qty=D("1000")
+    )
+    traded = {k.interval: k for k in candles_latest(market_id=btc_usdt.id)}
+    relay = Relay()
+
+    def pushed(now) -> list[tuple[str, dict]]:
+        return [(group.rsplit("_", 1)[1], json.loads(m["data"])["k"]) for group, m in relay.kline_messages(now)]
+
+    first = pushed(traded["1m"].open_time + timedelta(seconds=30))
+    assert {interval for interval, _ in first} == set(traded) and len(first) == len(traded)
+    assert {interval: (k["t"], k["n"], k["c"], k["x"]) for interval, k in first} == {
+        interval: (int(k.open_time.timestamp() * 1000), 1, "100.000000", False) for interval, k in traded.items()
+    }
+
+    later = traded["1m"].open_time + timedelta(minutes=2, seconds=5)  # no trade since
+    second = [k for interval, k in pushed(later) if interval == "1m"]
+    assert [(k["t"], k["x"], k["n"], k["f"] > 0) for k in second] == [
+        (int(traded["1m"].open_time.timestamp() * 1000), True, 1, True),  # the minute it left, closed
+        (int((traded["1m"].open_time + timedelta(minutes=2)).timestamp() * 1000), False, 0, False),
+    ]
+    assert {k: second[1][k] for k in ("o", "h", "l", "c", "v", "q", "f", "L")} == {
+        "o": "100.000000",
+        "h": "100.000000",
+        "l": "100.000000",
+        "c": "100.000000",
+        "v": "0.00000000",
+        "q": "0.000000",
+        "f": -1,
+        "L": -1,
+    }
+    again = [k for interval, k in pushed(later) if interval == "1m"]
+    assert [(k["t"], k["x"]) for k in again] == [(second[1]["t"], False)]  # the closed one is sent once
