@@ -95,8 +95,10 @@ def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None)
     valid ``EMAIL_CONFIRMATION_MAX_AGE`` seconds; it retires the user's earlier links) to ``email``, or, when
     another user has it (whatever its case), a notice saying so to that user's address; the caller cannot tell
     which and must answer the same way for both. Past ``EMAIL_REQUESTS_PER_DAY`` requests naming the address in
-    24 hours, nothing more is sent to it (logged). A user whose second factor is on gives a current code (``otp``,
-    checked first: call this outside a transaction, so a wrong code counts against the user).
+    24 hours, nothing more is sent to it (logged). The user's current address, if any, is told of the request at
+    once. A user whose second factor is on gives a current code (``otp``, checked first: call this outside a
+    transaction, so a wrong code counts against the user); one without gives their password to the caller
+    (:func:`apps.accounts.reauthentication.password_confirm`).
 
     Raises :class:`DomainError` (field ``email``) for an invalid address or the user's own,
     :class:`TooManyEmailRequests` past ``EMAIL_REQUESTS_PER_DAY`` requests of the user in 24 hours,
@@ -134,6 +136,9 @@ def _request_record(user, email: str) -> None:
     request = EmailRequest.objects.create(
         user_id=user_id, email=email, link_sent=owner is None, message_sent=not quiet, created_at=now
     )
+    if user.email:  # the address in use hears of it at once: a hijacked session cannot change it unseen
+        context = {"username": user.username, "email": email, "time": now}
+        email_address_on_commit(to=user.email, template="email_change_requested", context=context)
     if quiet:
         log.warning("accounts.email_request_not_sent", extra={"request": request.pk, "reason": "address_cap"})
     elif owner is not None:  # told at the address its owner confirmed (the case typed may differ)

@@ -2,19 +2,23 @@
 
 Confirming an authenticator turns the second factor on and makes a fresh set of recovery
 codes (django-otp's static device), shown once. Changing a second factor that is on
-(enrolling another authenticator, removing it) needs a current code. Each step is recorded
-in the back office's audit log in the same transaction, with the trader as the actor.
+(enrolling another authenticator, removing it) needs a current code; enrolling the first one needs the
+password again, which the callers check (:mod:`apps.accounts.reauthentication`). Each step is recorded
+in the back office's audit log in the same transaction, with the trader as the actor, and turning the
+second factor on or off is e-mailed to the trader.
 """
 
 import base64
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.utils import timezone
 from django_otp.plugins.otp_static.models import StaticDevice, StaticToken
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.audit.services import audit_record
 
+from .notifications import email_user_on_commit
 from .second_factor import (
     InvalidOtp,
     second_factor_check_if_enrolled,
@@ -107,6 +111,7 @@ def _second_factor_turn_on(*, user_id: int, device_id: int) -> list[str]:
     codes = [StaticToken.random_token() for _ in range(RECOVERY_CODE_COUNT)]
     StaticToken.objects.bulk_create([StaticToken(device=recovery, token=code) for code in codes])
     _audit(user_id, "second_factor.confirm", before=before, after=True)
+    email_user_on_commit(user_id=user_id, template="second_factor_on", context={"time": timezone.now()})
     return codes
 
 
@@ -121,3 +126,4 @@ def second_factor_remove(*, user_id: int, otp: str | None) -> None:
         TOTPDevice.objects.filter(user_id=user_id).delete()
         StaticDevice.objects.filter(user_id=user_id).delete()
         _audit(user_id, "second_factor.remove", before=True, after=False)
+        email_user_on_commit(user_id=user_id, template="second_factor_off", context={"time": timezone.now()})

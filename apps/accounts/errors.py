@@ -57,3 +57,13 @@ class WithdrawalsBlocked(DomainError):
 
     code = "withdrawals_blocked"
     status = 403
+
+
+class InvalidPassword(DomainError):
+    """The account's password, asked again before a security change, is missing or wrong (HTTP 400, field
+    ``password``)."""
+
+    code = "invalid_password"
+
+    def __init__(self, message: str = "Enter your account's password to make this change."):
+        super().__init__(message, fields={"password": message})

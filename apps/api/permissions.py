@@ -1,6 +1,8 @@
 from rest_framework.permissions import BasePermission
 
-from apps.accounts.models import ApiKey
+from apps.accounts.errors import SecondFactorRequired
+from apps.accounts.models import ApiKey, Scope
+from apps.accounts.second_factor import user_has_second_factor
 
 
 def request_scopes(request) -> set[str]:
@@ -20,6 +22,12 @@ class HasScope(BasePermission):
 
     Scopes are ``read``, ``trade`` and ``withdraw``; a view names one in ``required_scope``
     and, where methods differ (``GET`` reads, ``POST`` trades), per method in ``method_scopes``.
+
+    A key's ``withdraw`` scope sends money out (a withdrawal, an address in the book) only while its user has a
+    second factor: it was granted with a code, and a second factor turned off (by the user, or reset by an
+    operator) takes that away from every key, as from the browser (raises
+    :class:`~apps.accounts.errors.SecondFactorRequired`: 403 ``second_factor_required``). Cancelling a withdrawal
+    or deleting an address (``DELETE``) lowers the risk and stays open to the key.
     """
 
     message = "This API key lacks the scope this operation needs."
@@ -29,4 +37,9 @@ class HasScope(BasePermission):
             return False
         scope = view_scope(view, request.method)
         self.message = f"This API key lacks the {scope} scope this operation needs."  # a new instance per request
-        return scope in request_scopes(request)
+        if scope not in request_scopes(request):
+            return False
+        if scope == Scope.WITHDRAW and request.method != "DELETE" and isinstance(request.auth, ApiKey):
+            if not user_has_second_factor(user_id=request.user.id):
+                raise SecondFactorRequired("Withdrawals with an API key need a second factor: set one up again.")
+        return True

@@ -9,6 +9,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
+from apps.accounts.passwords import MAX_PASSWORD_LENGTH
+from apps.accounts.reauthentication import password_confirm
 
 from .base import ScopedApiView
 from .fields import InputSerializer, Text
@@ -16,7 +18,12 @@ from .idempotency import secret_shown_once
 
 
 class OtpIn(InputSerializer):
-    otp = Text(max_length=32, required=False, help_text="A current code from the authenticator app.")
+    otp = Text(max_length=32, required=False, help_text="A current code from the authenticator app (second factor on).")
+    password = Text(
+        max_length=MAX_PASSWORD_LENGTH,
+        required=False,
+        help_text="The account's password (second factor off: a session alone cannot enrol one).",
+    )
 
 
 class EnrolmentOut(serializers.Serializer):
@@ -47,10 +54,12 @@ class OtpEnrolApi(ScopedApiView):
     @extend_schema(request=OtpIn, responses={200: EnrolmentOut})
     def post(self, request):
         """Start enrolling: the base32 secret and its ``otpauth://`` URI. The second factor is on only after
-        ``POST /account/otp/confirm/``. 400 ``invalid_otp`` when it is on already and ``otp`` is wrong."""
+        ``POST /account/otp/confirm/``. 400 ``invalid_otp`` when it is on already and ``otp`` is wrong, 400
+        ``invalid_password`` when it is off and ``password`` is missing or wrong."""
         secret_shown_once(request)
         body = OtpIn(data=request.data)
         body.is_valid(raise_exception=True)
+        password_confirm(request._request, password=body.validated_data.get("password"))
         enrolment = second_factor_enrol(user_id=request.user.id, otp=body.validated_data.get("otp"))
         return Response(EnrolmentOut(enrolment).data)
 

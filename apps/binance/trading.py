@@ -18,6 +18,7 @@ import secrets
 from collections.abc import Callable
 from functools import partial
 
+from apps.accounts.second_factor import user_has_second_factor
 from apps.accounts.selectors import account_restriction
 from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
@@ -321,7 +322,8 @@ def account(call: Call) -> dict:
     """Balances (``free`` = available, ``locked`` = held by open orders and pending withdrawals), commission rates
     (``makerCommission`` in basis points, truncated; ``commissionRates`` exact), and what the key may do now:
     ``canTrade`` / ``canWithdraw`` need the key's scope and no operator's restriction (trading frozen,
-    withdrawals blocked: :mod:`apps.accounts.restrictions`)."""
+    withdrawals blocked: :mod:`apps.accounts.restrictions`); ``canWithdraw`` also a second factor, as
+    :class:`apps.api.permissions.HasScope` asks of a withdrawal."""
     omit_zero = call.params.choice("omitZeroBalances", ("true", "false")) == "true"
     maker, taker = fee_rates_for_user(user_id=call.user_id)
     balances = [
@@ -340,7 +342,7 @@ def account(call: Call) -> dict:
         "sellerCommission": 0,
         "commissionRates": {"maker": _rate(maker), "taker": _rate(taker), "buyer": _rate(0), "seller": _rate(0)},
         "canTrade": "trade" in scopes and not frozen,
-        "canWithdraw": "withdraw" in scopes and not blocked,
+        "canWithdraw": "withdraw" in scopes and not blocked and user_has_second_factor(user_id=call.user_id),
         "canDeposit": True,
         "brokered": False,
         "requireSelfTradePrevention": False,

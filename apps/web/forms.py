@@ -10,6 +10,7 @@ from django.contrib.auth.validators import ASCIIUsernameValidator
 
 from apps.accounts.email_address import INVALID as EMAIL_INVALID
 from apps.accounts.models import Scope
+from apps.accounts.passwords import MAX_PASSWORD_LENGTH
 from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
 from exchange.converters import MAX_ID
@@ -43,6 +44,18 @@ class SignUpForm(UserCreationForm):
         if get_user_model().objects.filter(username__iexact=username).exists():
             raise forms.ValidationError(USERNAME_TAKEN)
         return username
+
+
+def password_again_field() -> forms.CharField:
+    """The account's password, asked again before a security change when the second factor is off
+    (:func:`apps.accounts.reauthentication.password_confirm`)."""
+    return forms.CharField(
+        required=False,
+        max_length=MAX_PASSWORD_LENGTH,
+        strip=False,
+        label="Your password",
+        widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+    )
 
 
 def _lines(text: str) -> list[str]:
@@ -79,6 +92,8 @@ class ApiKeyForm(forms.Form):
         "scope needs one).",
         widget=forms.TextInput(attrs={"autocomplete": "one-time-code", "inputmode": "numeric"}),
     )
+
+    password = password_again_field()
 
     def clean_allowed_ips(self) -> list[str]:
         return _lines(self.cleaned_data["allowed_ips"])
@@ -189,9 +204,22 @@ class EmailForm(forms.Form):
 
     email = forms.EmailField(max_length=254, label="New e-mail address", error_messages={"invalid": EMAIL_INVALID})
     otp = forms.CharField(max_length=32, required=False, label="Code from your authenticator app", widget=OTP_INPUT)
+    password = password_again_field()
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("auto_id", "email-form-%s")  # the page's other forms have an otp field too
+        super().__init__(*args, **kwargs)
+
+
+class SecondFactorStartForm(forms.Form):
+    """Setting up an authenticator: a current code when one is on already (replacing it), the account's password
+    when none is."""
+
+    otp = forms.CharField(max_length=32, required=False, label="Current code", widget=OTP_INPUT)
+    password = password_again_field()
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "start-form-%s")
         super().__init__(*args, **kwargs)
 
 

@@ -27,12 +27,13 @@ from apps.accounts.enrolment import (
     second_factor_pending,
     second_factor_remove,
 )
+from apps.accounts.reauthentication import password_confirm
 from apps.accounts.second_factor import user_has_second_factor
 from apps.accounts.selectors import email_request_open
 from apps.core.errors import DomainError
 
 from .address_book import confirm_page
-from .forms import EmailForm, OtpForm, add_domain_error
+from .forms import EmailForm, OtpForm, SecondFactorStartForm, add_domain_error
 from .refused import refused_form_keep, refused_form_pop
 
 # The page's four forms; a refused one is kept for the next GET (post/redirect/get: a reload sends nothing).
@@ -52,7 +53,7 @@ def qr_code_svg(data: str) -> str:
     return image.to_string(encoding="unicode")
 
 
-def _render(request, *, form=None, replace_form=None, remove_form=None, email_form=None, recovery_codes=None):
+def _render(request, *, form=None, start_form=None, remove_form=None, email_form=None, recovery_codes=None):
     pending = second_factor_pending(user_id=request.user.id)
     context = {
         "email_form": email_form or EmailForm(),
@@ -61,7 +62,7 @@ def _render(request, *, form=None, replace_form=None, remove_form=None, email_fo
         "pending": pending,
         "qr_svg": mark_safe(qr_code_svg(pending.otpauth_url)) if pending else None,  # noqa: S308 (made here)
         "form": form or OtpForm(),
-        "replace_form": replace_form or OtpForm(),
+        "start_form": start_form or SecondFactorStartForm(),
         "remove_form": remove_form or OtpForm(),
         "recovery_codes": recovery_codes,
     }
@@ -75,7 +76,7 @@ def security(request):
     return _render(
         request,
         form=refused_form_pop(request, key=CONFIRM_FORM, form_class=OtpForm),
-        replace_form=refused_form_pop(request, key=START_FORM, form_class=OtpForm),
+        start_form=refused_form_pop(request, key=START_FORM, form_class=SecondFactorStartForm),
         remove_form=refused_form_pop(request, key=REMOVE_FORM, form_class=OtpForm),
         email_form=refused_form_pop(request, key=EMAIL_FORM, form_class=EmailForm),
     )
@@ -84,11 +85,12 @@ def security(request):
 @login_required
 @require_POST
 def email_change_view(request):
-    """Send a link to a new e-mail address (a current code when the second factor is on); the page says the
-    same whether or not another account has the address."""
+    """Send a link to a new e-mail address (a current code when the second factor is on, the password when it is
+    off); the page says the same whether or not another account has the address."""
     form = EmailForm(request.POST)
     if form.is_valid():
         try:
+            password_confirm(request, password=form.cleaned_data["password"])
             email = email_confirmation_send(
                 user_id=request.user.id, email=form.cleaned_data["email"], otp=form.cleaned_data["otp"] or None
             )
@@ -118,13 +120,16 @@ def email_confirm_view(request, token: str):
 @login_required
 @require_POST
 def second_factor_start(request):
-    """Begin enrolling an authenticator; when one is on already, a current code from it is required."""
-    form = OtpForm(request.POST)
-    try:
-        second_factor_enrol(user_id=request.user.id, otp=request.POST.get("otp"))
-    except DomainError as error:
-        form.is_valid()
-        add_domain_error(form, error)
+    """Begin enrolling an authenticator: with one on already, a current code from it is required; with none, the
+    account's password (:func:`~apps.accounts.reauthentication.password_confirm`)."""
+    form = SecondFactorStartForm(request.POST)
+    if form.is_valid():
+        try:
+            password_confirm(request, password=form.cleaned_data["password"])
+            second_factor_enrol(user_id=request.user.id, otp=form.cleaned_data["otp"] or None)
+        except DomainError as error:
+            add_domain_error(form, error)
+    if form.errors:
         refused_form_keep(request, key=START_FORM, form=form)
     return redirect("web:security")
 

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.email_address import email_confirmation_send
 from apps.accounts.models import ApiKey
+from apps.accounts.reauthentication import password_confirm
 from apps.accounts.second_factor import second_factor_check_if_enrolled, second_factor_require, user_has_second_factor
 from apps.accounts.services import api_key_create, api_key_revoke
 from apps.api.throttles import SignUpRateThrottle
@@ -392,13 +393,16 @@ def api_keys(request):
     """The user's API keys (name, scopes, expiry, IP allow-list, last use) and the form to create one; a new
     key and its signing secret are shown once, on the answer to the POST that created it (they are never kept in
     the session). A refused form goes back to this page (post/redirect/get) with each refusal next to its field.
-    The withdraw scope needs the second factor's code."""
+    A key needs the second factor's code when it is on (the withdraw scope needs it on), and the account's password
+    when it is off (:func:`~apps.accounts.reauthentication.password_confirm`): a session alone makes no key."""
     created = None
     if request.method == "POST":
         form = ApiKeyForm(request.POST)
         if form.is_valid():
+            fields = dict(form.cleaned_data)
             try:
-                created = api_key_create(user_id=request.user.id, **form.cleaned_data)
+                password_confirm(request, password=fields.pop("password"))
+                created = api_key_create(user_id=request.user.id, **fields)
             except DomainError as error:
                 add_domain_error(form, error)
         if created is None:

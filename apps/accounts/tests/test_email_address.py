@@ -250,7 +250,7 @@ def test_with_the_second_factor_on_a_current_code_lets_the_link_go(django_captur
     user = UserFactory(email="carol@example.com")
     with django_capture_on_commit_callbacks() as callbacks:
         email_confirmation_send(user_id=user.id, email="new@example.com", otp=fresh_code(user))
-    assert len(callbacks) == 1
+    assert len(callbacks) == 2  # the link to the new address, and the notice to the current one
 
 
 def test_the_database_refuses_a_confirmed_request_that_had_no_link_or_was_retired():

@@ -20,6 +20,7 @@ from apps.accounts.second_factor import (
 )
 from apps.accounts.tests.otp import enrol, totp_code, user_code
 from apps.audit.models import AuditLogEntry
+from apps.ledger.tests.factories import PASSWORD
 
 pytestmark = pytest.mark.django_db
 
@@ -181,7 +182,13 @@ def test_removing_needs_a_current_code_and_is_audited(user):
 
 def test_api_enrolment_and_confirmation(user, client):
     client.force_login(user)
-    started = client.post("/api/v1/account/otp/", {}, content_type="application/json")
+    session_alone = client.post("/api/v1/account/otp/", {}, content_type="application/json")
+    assert session_alone.status_code == 400 and session_alone.json()["error"]["fields"].keys() == {"password"}
+    assert session_alone.json()["error"]["code"] == "invalid_password"
+    guessed = client.post("/api/v1/account/otp/", {"password": "guess"}, content_type="application/json")
+    assert guessed.status_code == 400 and guessed.json()["error"]["code"] == "invalid_password"
+    assert not TOTPDevice.objects.filter(user=user).exists()
+    started = client.post("/api/v1/account/otp/", {"password": PASSWORD}, content_type="application/json")
     assert started.status_code == 200
     secret = started.json()["secret"]
     device = TOTPDevice.objects.get(user=user, confirmed=False)
@@ -210,7 +217,11 @@ def test_security_page_shows_the_qr_code_and_secret_then_recovery_codes_once(use
     client.force_login(user)
     assert "Off." in client.get("/security/").content.decode()
 
-    assert client.post("/security/second-factor/").status_code == 302
+    assert client.post("/security/second-factor/", {"password": "guess"}).status_code == 302
+    refused = client.get("/security/")
+    assert refused.context["start_form"].errors["password"] == ["That is not your password."]
+    assert not TOTPDevice.objects.filter(user=user).exists()
+    assert client.post("/security/second-factor/", {"password": PASSWORD}).status_code == 302
     page = client.get("/security/").content.decode()
     device = TOTPDevice.objects.get(user=user, confirmed=False)
     secret = base64.b32encode(device.bin_key).decode()

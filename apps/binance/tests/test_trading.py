@@ -598,3 +598,17 @@ def test_account_reports_an_operators_trading_freeze_and_withdrawal_block(client
     assert (frozen["canTrade"], frozen["canWithdraw"]) == (False, True)
     assert (blocked["canTrade"], blocked["canWithdraw"]) == (False, False)
     assert (unfrozen["canTrade"], unfrozen["canWithdraw"]) == (True, False)
+
+
+def test_account_cannot_withdraw_once_the_second_factor_is_off(client, funded_user):
+    """A withdraw key was granted with a code; turning the second factor off takes its withdrawals away."""
+    from apps.accounts.enrolment import second_factor_remove
+
+    user = funded_user(usdt="1000")
+    created = api_key_create(user_id=user.id, name="all", scopes=["read", "withdraw"], otp=fresh_code(user))
+    signed = Signer(client, created.raw_key, created.secret)
+    assert signed("GET", "account").json()["canWithdraw"] is True
+
+    second_factor_remove(user_id=user.id, otp=fresh_code(user))
+
+    assert signed("GET", "account").json()["canWithdraw"] is False

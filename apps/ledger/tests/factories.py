@@ -11,6 +11,9 @@ from django.db import transaction
 from apps.ledger.models import AccountKind, Asset, EntryReason
 from apps.ledger.services import credit, debit, entry_post, system_account, user_account
 
+PASSWORD = "correct horse battery staple"
+"""Every factory user's password."""
+
 
 class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
@@ -19,7 +22,7 @@ class UserFactory(factory.django.DjangoModelFactory[User]):
 
     username = factory.Sequence(lambda n: f"user{n}")
     email = factory.LazyAttribute(lambda user: f"{user.username}@example.com")
-    password = factory.django.Password("correct horse battery staple")
+    password = factory.django.Password(PASSWORD)
 
 
 class AssetFactory(factory.django.DjangoModelFactory[Asset]):

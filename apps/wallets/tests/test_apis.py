@@ -131,6 +131,27 @@ def test_request_list_and_cancel_a_withdrawal(holder, usdt, api_as):
     assert again.json()["error"]["code"] == "invalid_state"
 
 
+def test_a_withdraw_key_sends_nothing_out_once_the_second_factor_is_off_but_can_still_cancel(holder, usdt, api_as):
+    """Regression: the second factor was checked only when the key was made, so a key kept withdrawing after the
+    user (or a thief holding the session) turned it off."""
+    from apps.accounts.enrolment import second_factor_remove
+
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_auto_approve_limit=Decimal(50))
+    client = api_as(holder, "read", "withdraw")
+    pending = client.post(WITHDRAWALS, withdraw(), format="json").json()
+
+    second_factor_remove(user_id=holder.id, otp=fresh_code(holder))
+
+    refused = client.post(WITHDRAWALS, withdraw(), format="json")
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "second_factor_required"
+    entry = {"asset": "USDT", "address": simnet.new_address(), "label": "cold"}
+    assert client.post("/api/v1/withdrawal-addresses/", entry, format="json").status_code == 403
+    assert Withdrawal.objects.count() == 1
+    assert client.get(WITHDRAWALS).status_code == 200
+    cancelled = client.delete(f"{WITHDRAWALS}{pending['id']}/")  # lowering the risk stays open
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
 def test_an_approved_withdrawal_can_no_longer_be_cancelled(holder, api_as):
     client = api_as(holder, "withdraw")
     created = client.post(WITHDRAWALS, withdraw(amount="10"), format="json").json()

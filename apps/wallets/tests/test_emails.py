@@ -150,10 +150,32 @@ def test_an_address_is_set_by_the_link_sent_to_it_and_a_taken_one_is_told_to_its
     # A change from the security page: the new address confirms it, the old one is told.
     newcomer = users.get(username="newcomer")
     client.force_login(newcomer)
-    assert client.post("/security/email/", {"email": "moved@example.com"}).status_code == 302
+    moving = {"email": "moved@example.com", "password": "correct horse battery staple"}
+    assert client.post("/security/email/", moving).status_code == 302
+    (asked,) = messages_to(smtp_server, "A change of your e-mail address was asked for", "newcomer@example.com")
+    assert "make moved@example.com your account's e-mail address" in body(asked)  # told at once, before any link
     (confirm_move,) = messages_to(smtp_server, "Confirm your e-mail address", "moved@example.com")
     assert browser.post(link_path(confirm_move, django_settings.SITE_URL)).status_code == 200
     (changed,) = messages_to(smtp_server, "Your e-mail address was changed", "newcomer@example.com")
     assert "now moved@example.com" in body(changed)
     assert users.get(username="newcomer").email == "moved@example.com"
     assert not smtp_server.mailbox.with_subject("Confirm your e-mail address")[2:]  # no link went to the impostor
+
+
+@pytest.mark.django_db(transaction=True)
+def test_turning_the_second_factor_on_and_off_is_told_by_e_mail(mail_worker, smtp_server, client):
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    from apps.accounts.tests.otp import totp_code
+
+    user = UserFactory(email="guarded@example.com")
+    client.force_login(user)
+    client.post("/security/second-factor/", {"password": "correct horse battery staple"})
+    device = TOTPDevice.objects.get(user=user, confirmed=False)
+    assert client.post("/security/second-factor/confirm/", {"otp": totp_code(device)}).status_code == 200
+    (on,) = messages_to(smtp_server, "Second factor turned on", "guarded@example.com")
+    assert "If this was not you" in body(on)
+
+    assert client.post("/security/second-factor/remove/", {"otp": fresh_code(user)}).status_code == 302
+    (off,) = messages_to(smtp_server, "Second factor turned off", "guarded@example.com")
+    assert "API keys with the withdraw scope" in body(off)

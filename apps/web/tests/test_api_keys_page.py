@@ -6,6 +6,7 @@ from django.utils import timezone
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_signing_secret
 from apps.accounts.tests.otp import code_now, enrol_device
+from apps.ledger.tests.factories import PASSWORD
 
 
 @pytest.fixture
@@ -17,7 +18,13 @@ def trader(client, user):
 def test_a_key_with_expiry_and_an_ip_allow_list_is_shown_with_its_secret_once(client, trader):
     page = client.post(
         "/api-keys/",
-        {"name": "office bot", "scopes": ["read"], "expires_in": "86400", "allowed_ips": "203.0.113.7\n10.0.0.0/8"},
+        {
+            "name": "office bot",
+            "scopes": ["read"],
+            "expires_in": "86400",
+            "allowed_ips": "203.0.113.7\n10.0.0.0/8",
+            "password": PASSWORD,
+        },
     ).content.decode()
 
     key = ApiKey.objects.get(user=trader)
@@ -35,7 +42,9 @@ def test_a_withdraw_key_without_a_second_factor_tells_the_user_to_enrol_first(cl
     page = client.get("/api-keys/").content.decode()
     assert 'id="enrol-first"' in page
 
-    response = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "withdraw"]}, follow=True)
+    response = client.post(
+        "/api-keys/", {"name": "bot", "scopes": ["read", "withdraw"], "password": PASSWORD}, follow=True
+    )
 
     assert response.redirect_chain == [("/api-keys/", 302)]
     assert "Set up a second factor" in response.context["form"].errors["otp"][0]
@@ -64,7 +73,8 @@ def test_a_withdraw_key_with_a_wrong_one_time_password_is_refused(client, trader
 
 
 def test_a_bad_ip_allow_list_is_shown_next_to_its_field(client, trader):
-    response = client.post("/api-keys/", {"name": "bot", "scopes": ["read"], "allowed_ips": "not-an-ip"}, follow=True)
+    body = {"name": "bot", "scopes": ["read"], "allowed_ips": "not-an-ip", "password": PASSWORD}
+    response = client.post("/api-keys/", body, follow=True)
     assert response.redirect_chain == [("/api-keys/", 302)]
     assert set(response.context["form"].errors) == {"allowed_ips"}
     assert not ApiKey.objects.exists()
@@ -73,7 +83,13 @@ def test_a_bad_ip_allow_list_is_shown_next_to_its_field(client, trader):
 def test_a_refused_key_form_redirects_so_a_reload_sends_nothing_and_shows_a_fresh_form(client, trader):
     refused = client.post(
         "/api-keys/",
-        {"name": "office bot", "scopes": ["read", "trade"], "allowed_ips": "10.0.0.0/33", "expires_in": "86400"},
+        {
+            "name": "office bot",
+            "scopes": ["read", "trade"],
+            "allowed_ips": "10.0.0.0/33",
+            "expires_in": "86400",
+            "password": PASSWORD,
+        },
     )
 
     assert refused.status_code == 302 and refused["Location"] == "/api-keys/"
@@ -107,3 +123,29 @@ def test_a_code_used_once_is_refused_as_already_used(client, trader):
 
     assert "already used" in refused.context["form"].errors["otp"][0]
     assert list(ApiKey.objects.values_list("name", flat=True)) == ["one"]
+
+
+@pytest.mark.parametrize(
+    ("password", "refusal"), [("", "Enter your account's password"), ("guess", "not your password")]
+)
+def test_without_a_second_factor_a_session_alone_makes_no_key_the_password_is_asked_again(
+    client, trader, password, refusal
+):
+    assert 'id="id_password"' in client.get("/api-keys/").content.decode()
+
+    refused = client.post("/api-keys/", {"name": "bot", "scopes": ["read", "trade"], "password": password}, follow=True)
+
+    assert refused.redirect_chain == [("/api-keys/", 302)]
+    assert refusal in refused.context["form"].errors["password"][0]
+    assert not ApiKey.objects.exists()
+
+
+def test_wrong_passwords_count_as_failed_log_ins_and_lock_the_username_out(client, trader, settings):
+    body = {"name": "bot", "scopes": ["read"], "password": "guess"}
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        client.post("/api-keys/", body)
+
+    locked = client.post("/api-keys/", {**body, "password": PASSWORD})  # the right one, too late
+
+    assert locked.status_code == 429 and "Too many failed log-ins" in locked.content.decode()
+    assert not ApiKey.objects.exists()

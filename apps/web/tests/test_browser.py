@@ -151,6 +151,7 @@ def test_turn_on_the_second_factor_from_the_qr_page_and_add_a_withdrawal_address
     page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
     page.click("header nav >> text=Security")
+    page.fill("#start-form-password", PASSWORD)  # a session alone cannot set one up: the password is asked again
     page.click("#second-factor button[type=submit]")
 
     expect(page.locator("#otp-qr svg path")).to_have_count(1)

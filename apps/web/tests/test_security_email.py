@@ -7,7 +7,7 @@ from apps.accounts.email_address import SALT
 from apps.accounts.models import EmailRequest
 from apps.accounts.tests.otp import enrol_device, fresh_code
 from apps.core.links import signed_token_make
-from apps.ledger.tests.factories import UserFactory
+from apps.ledger.tests.factories import PASSWORD, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -21,7 +21,7 @@ def test_a_request_says_a_message_went_out_and_the_link_page_sets_the_address(cl
     user = UserFactory(username="carol", email="")
     client.force_login(user)
 
-    response = client.post("/security/email/", {"email": "carol@example.com"})
+    response = client.post("/security/email/", {"email": "carol@example.com", "password": PASSWORD})
 
     assert (response.status_code, response.url) == (302, "/security/")
     page = shown(client)
@@ -48,7 +48,7 @@ def test_a_request_says_a_message_went_out_and_the_link_page_sets_the_address(cl
 def test_a_refused_request_is_shown_on_the_card_without_a_second_factor_too(client, sent, says):
     client.force_login(UserFactory(email=""))
 
-    assert client.post("/security/email/", sent).status_code == 302
+    assert client.post("/security/email/", {**sent, "password": PASSWORD}).status_code == 302
     assert says in shown(client)
     assert not EmailRequest.objects.exists()
 
@@ -71,17 +71,17 @@ def test_with_the_second_factor_on_the_card_asks_for_a_code_and_refuses_without_
 def test_past_the_days_requests_the_card_says_so(client, settings):
     settings.EMAIL_REQUESTS_PER_DAY = 1
     client.force_login(UserFactory(email=""))
-    client.post("/security/email/", {"email": "one@example.com"})
+    client.post("/security/email/", {"email": "one@example.com", "password": PASSWORD})
     client.get("/security/")
 
-    client.post("/security/email/", {"email": "two@example.com"})
+    client.post("/security/email/", {"email": "two@example.com", "password": PASSWORD})
 
     assert "Too many e-mail address requests today" in shown(client)
 
 
 def test_a_huge_refused_value_is_not_kept_in_the_session(client):
     client.force_login(UserFactory(email=""))
-    client.post("/security/email/", {"email": "x" * 100_000})
+    client.post("/security/email/", {"email": "x" * 100_000, "password": PASSWORD})
     assert len(shown(client)) < 50_000
 
 
@@ -89,7 +89,7 @@ def test_a_pending_change_is_shown_and_can_be_cancelled(client):
     user = UserFactory(email="carol@example.com")
     client.force_login(user)
     assert 'id="pending-email"' not in shown(client)
-    client.post("/security/email/", {"email": "typo@exampel.com"})
+    client.post("/security/email/", {"email": "typo@exampel.com", "password": PASSWORD})
     assert "typo@exampel.com</code> your address was sent" in shown(client)
     (request,) = EmailRequest.objects.filter(user=user)
     path = f"/email/confirm/{signed_token_make(salt=SALT, payload={'id': request.pk})}/"
@@ -101,3 +101,16 @@ def test_a_pending_change_is_shown_and_can_be_cancelled(client):
     assert 'id="pending-email"' not in page
     assert client.post(path).status_code == 409
     assert get_user_model().objects.get(pk=user.pk).email == "carol@example.com"
+
+
+@pytest.mark.parametrize(
+    ("password", "says"), [("", "Enter your account&#x27;s password"), ("guess", "not your password")]
+)
+def test_without_a_second_factor_a_session_alone_cannot_change_the_address(client, password, says):
+    client.force_login(UserFactory(email="owner@example.com"))
+    assert 'id="email-form-password"' in shown(client)
+
+    assert client.post("/security/email/", {"email": "thief@example.com", "password": password}).status_code == 302
+
+    assert says in shown(client).split('id="second-factor"')[0]
+    assert not EmailRequest.objects.exists()
