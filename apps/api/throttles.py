@@ -67,3 +67,10 @@ class SignUpRateThrottle(IpRateThrottle):
     e-mail sent (a confirmation link), so accounts are not free to make by the thousand."""
 
     scope = "signup"
+
+
+class PasswordResetRateThrottle(IpRateThrottle):
+    """Web password-reset requests (the form's POSTs) per client IP (rate ``password_reset``): each may send an
+    e-mail, to an address the requester names."""
+
+    scope = "password_reset"

@@ -14,6 +14,7 @@ from django_otp import login as otp_login
 
 from apps.accounts.errors import SecondFactorLocked
 from apps.accounts.second_factor import second_factor_refusal, second_factor_verified_device, user_has_second_factor
+from apps.api.throttles import LoginRateThrottle
 
 from .forms import OtpForm
 
@@ -23,8 +24,17 @@ PENDING_LOGIN_SECONDS = 300
 
 
 class LoginView(auth_views.LoginView):
-    """``/accounts/login/``: username and password (django-axes counts failures); a user with a second factor is
-    sent to the second step instead of being logged in."""
+    """``/accounts/login/``: username and password (django-axes counts failures per username and address); a user
+    with a second factor is sent to the second step instead of being logged in. The form's POSTs are limited per
+    client IP as the API's log-ins are (``API_RATE_LOGIN``; 429 past it), so one address cannot try a password
+    on username after username."""
+
+    def post(self, request, *args, **kwargs):
+        if not LoginRateThrottle().allow_request(request, None):
+            form = self.get_form()
+            form.add_error(None, "Too many log-ins from your network: try again in a minute.")
+            return render(request, self.template_name, {"form": form}, status=429)
+        return super().post(request, *args, **kwargs)
 
     def form_valid(self, form):
         user = form.get_user()

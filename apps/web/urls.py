@@ -3,7 +3,7 @@ from django.urls import path, register_converter
 
 from exchange.converters import ObjectIdConverter
 
-from . import address_book, login, markets, security, views
+from . import address_book, login, markets, passwords, security, views
 
 register_converter(ObjectIdConverter, "id")
 
@@ -54,4 +54,12 @@ auth_urlpatterns = [
     path("login/", login.LoginView.as_view(), name="login"),
     path("login/second-factor/", login.login_second_factor, name="login-second-factor"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password/change/", passwords.PasswordChangeView.as_view(), name="password-change"),
+    path("password/reset/", passwords.PasswordResetView.as_view(), name="password-reset"),
+    path("password/reset/sent/", passwords.PasswordResetSentView.as_view(), name="password-reset-sent"),
+    path(
+        "password/reset/<uidb64>/<token>/",
+        passwords.PasswordResetConfirmView.as_view(),
+        name="password-reset-confirm",
+    ),
 ]

@@ -147,6 +147,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "exchange.client_ip.client_ip"
+# How long an e-mailed password-reset link works (Django's default is three days).
+PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_SECONDS", default=3600)
 OTP_TOTP_ISSUER = "Exchange back office"
 # django-otp's throttle after a wrong code (apps/accounts/second_factor.py): every code is refused for
 # factor * 2**(failures - 1) seconds (1, 2, 4, 8 ...: locked for longer after each), a right code resets it; 0 is off.
@@ -196,6 +198,7 @@ REST_FRAMEWORK = {
         "key": env("API_RATE_PER_KEY", default="600/min"),
         "login": env("API_RATE_LOGIN", default="10/min"),
         "signup": env("SIGNUP_RATE_PER_IP", default="20/hour"),  # the web sign-up form's POSTs
+        "password_reset": env("PASSWORD_RESET_RATE_PER_IP", default="10/hour"),  # the reset form's POSTs
     },
     "EXCEPTION_HANDLER": "apps.api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

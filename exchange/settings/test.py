@@ -27,7 +27,13 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Every test client comes from 127.0.0.1: rate limits are tested on their own, with other addresses.
 REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405 (from base)
-    "DEFAULT_THROTTLE_RATES": {"ip": "100000/min", "key": "100000/min", "login": "1000/min", "signup": "1000/min"},
+    "DEFAULT_THROTTLE_RATES": {
+        "ip": "100000/min",
+        "key": "100000/min",
+        "login": "1000/min",
+        "signup": "1000/min",
+        "password_reset": "1000/min",
+    },
 }
 
 # Each test session publishes to (and its worker consumes) a queue of its own; the worker

@@ -179,3 +179,23 @@ def test_turning_the_second_factor_on_and_off_is_told_by_e_mail(mail_worker, smt
     assert client.post("/security/second-factor/remove/", {"otp": fresh_code(user)}).status_code == 302
     (off,) = messages_to(smtp_server, "Second factor turned off", "guarded@example.com")
     assert "API keys with the withdraw scope" in body(off)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_forgotten_password_is_reset_by_the_link_e_mailed_once(mail_worker, smtp_server, client):
+    user = UserFactory(username="forgetful", email="forgetful@example.com")
+
+    assert client.post("/accounts/password/reset/", {"email": "forgetful@example.com"}).status_code == 302
+    (reset,) = messages_to(smtp_server, "Reset your password", "forgetful@example.com")
+    assert "Hello forgetful" in body(reset)
+    page = client.get(link_path(reset, django_settings.SITE_URL), follow=True)  # Django moves the token out of the URL
+    form_path = page.redirect_chain[-1][0]
+    new = {"new_password1": "a brand new passphrase", "new_password2": "a brand new passphrase"}
+    assert client.post(form_path, new).status_code == 302
+
+    (told,) = messages_to(smtp_server, "Your password was changed", "forgetful@example.com")
+    assert "every other session of the account was logged out" in body(told)
+    user.refresh_from_db()
+    assert user.check_password("a brand new passphrase")
+    again = client.get(link_path(reset, django_settings.SITE_URL), follow=True)  # the link works once
+    assert 'id="link-invalid"' in again.content.decode()

@@ -1,0 +1,90 @@
+"""Changing a password (signed in) and resetting it by an e-mailed link (Django's views): other sessions logged out,
+each change audited and told by e-mail, reset requests that never say whether an account has the address."""
+
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+
+from apps.audit.models import AuditLogEntry
+from apps.ledger.tests.factories import PASSWORD, UserFactory
+
+NEW = "a different horse, still correct"
+
+
+def test_a_change_needs_the_current_password_logs_out_other_sessions_and_is_audited(
+    client, db, django_capture_on_commit_callbacks
+):
+    from django.test import Client
+
+    user = UserFactory(username="carol")
+    client.force_login(user)
+    elsewhere = Client()
+    elsewhere.force_login(user)
+    assert 'href="/accounts/password/change/"' in client.get("/security/").content.decode()
+
+    wrong = client.post(
+        "/accounts/password/change/", {"old_password": "guess", "new_password1": NEW, "new_password2": NEW}
+    )
+    assert wrong.status_code == 200 and wrong.context["form"].errors["old_password"]
+    with django_capture_on_commit_callbacks() as mails:
+        changed = client.post(
+            "/accounts/password/change/", {"old_password": PASSWORD, "new_password1": NEW, "new_password2": NEW}
+        )
+
+    assert (changed.status_code, changed["Location"]) == (302, "/security/")
+    assert len(mails) == 1  # "Your password was changed", to the account's address
+    assert client.get("/security/").status_code == 200  # this session stays
+    assert elsewhere.get("/security/").status_code == 302  # every other one is logged out
+    user.refresh_from_db()
+    assert user.check_password(NEW) and not user.check_password(PASSWORD)
+    assert AuditLogEntry.objects.filter(actor=user, action="password.changed", object_id=str(user.id)).count() == 1
+
+
+def test_the_change_page_needs_a_log_in(client, db):
+    assert client.get("/accounts/password/change/")["Location"].startswith("/accounts/login/")
+
+
+def test_a_reset_request_answers_alike_for_any_address_and_mails_only_an_account(
+    client, db, django_capture_on_commit_callbacks
+):
+    UserFactory(email="carol@example.com")
+    assert 'href="/accounts/password/reset/"' in client.get("/accounts/login/").content.decode()
+    answers = []
+    for address in ("nobody@example.com", "CAROL@example.com"):
+        with django_capture_on_commit_callbacks() as mails:
+            answers.append(client.post("/accounts/password/reset/", {"email": address}, follow=True))
+        answers[-1].mails = len(mails)
+
+    assert [(a.redirect_chain, a.mails) for a in answers] == [
+        ([("/accounts/password/reset/sent/", 302)], 0),
+        ([("/accounts/password/reset/sent/", 302)], 1),
+    ]
+    assert all('id="reset-sent"' in answer.content.decode() for answer in answers)  # the same page
+
+
+def test_a_bad_reset_link_says_it_does_not_work_and_changes_nothing(client, db):
+    user = UserFactory()
+    page = client.get(f"/accounts/password/reset/{user.pk}/not-a-token/")
+    assert page.status_code == 200 and 'id="link-invalid"' in page.content.decode()
+    client.post(f"/accounts/password/reset/{user.pk}/not-a-token/", {"new_password1": NEW, "new_password2": NEW})
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD)
+
+
+def test_reset_requests_and_log_ins_are_rate_limited_per_client_ip(client, db, settings):
+    rates = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
+    settings.REST_FRAMEWORK = {
+        **settings.REST_FRAMEWORK,
+        "DEFAULT_THROTTLE_RATES": {**rates, "password_reset": "2/hour", "login": "2/min"},
+    }
+    address = "203.0.113.21"
+    cache.delete_many([f"throttle_password_reset_{address}", f"throttle_login_{address}"])
+
+    resets = [client.post("/accounts/password/reset/", {"email": "x@example.com"}, REMOTE_ADDR=address) for _ in "abc"]
+    log_ins = [
+        client.post("/accounts/login/", {"username": f"u{n}", "password": "guess"}, REMOTE_ADDR=address) for n in "abc"
+    ]
+
+    assert [r.status_code for r in resets] == [302, 302, 429]
+    assert [r.status_code for r in log_ins] == [200, 200, 429]  # two refused passwords, then the address's cap
+    assert "Too many log-ins from your network" in log_ins[2].content.decode()
+    assert not get_user_model().objects.exists()
