@@ -29,22 +29,31 @@ _CLAIM = """
 """
 
 
-def idempotent(request, perform: Callable[[], Response]) -> Response:
+def idempotent(request, perform: Callable[[], Response], *, check: Callable[[], None] | None = None) -> Response:
     """Run ``perform`` (a POST's effect, returning its response) at most once per user and ``Idempotency-Key``.
 
-    Without the header, ``perform`` runs once in a retrying transaction. Raises
-    :class:`IdempotencyConflict` (409) when the key was used for a different request,
-    :class:`DomainError` for a malformed key.
+    ``check`` (a second factor's code, verified outside the transaction so that a wrong one counts) runs first,
+    unless the request replays a stored answer: a retry with the same key and body is answered as the first was,
+    without checking again the one-time code that the first request used up. Without the header, ``check`` and
+    ``perform`` run once, ``perform`` in a retrying transaction. Raises :class:`IdempotencyConflict` (409) when the
+    key was used for a different request, :class:`DomainError` for a malformed key, and what ``check`` raises.
     """
     key = request.headers.get(HEADER)
     if key is None:
+        if check is not None:
+            check()
         return retrying_atomic(perform)()
     if not 1 <= len(key) <= 255 or not key.isprintable():
         raise DomainError("Idempotency-Key must be 1 to 255 printable characters.", fields={HEADER: "Invalid key."})
     fingerprint = json.dumps(
         {"method": request.method, "path": request.path, "body": request.data}, sort_keys=True, default=str
     )
-    return _claim_and_perform(request.user.id, key, hashlib.sha256(fingerprint.encode()).hexdigest(), perform)
+    request_hash = hashlib.sha256(fingerprint.encode()).hexdigest()
+    if check is not None:
+        stored = IdempotencyRecord.objects.filter(user_id=request.user.id, key=key).first()
+        if stored is None or stored.status_code is None:  # new, or its first request still running
+            check()
+    return _claim_and_perform(request.user.id, key, request_hash, perform)
 
 
 def secret_shown_once(request) -> None:

@@ -169,11 +169,13 @@ class WithdrawalListApi(ScopedApiView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         _check_allow_list(request, data["address"])
-        # A session needs the second factor (a key's withdraw scope stands for it; a code sent with a key is
-        # checked all the same, never ignored), checked outside the transaction so that a wrong code counts
-        # against django-otp's throttle.
-        if not isinstance(request.auth, ApiKey) or data.get("otp"):
-            second_factor_require(user_id=request.user.id, code=data.get("otp"))
+
+        def check() -> None:
+            # A session needs the second factor (a key's withdraw scope stands for it; a code sent with a key is
+            # checked all the same, never ignored), checked outside the transaction so that a wrong code counts
+            # against django-otp's throttle.
+            if not isinstance(request.auth, ApiKey) or data.get("otp"):
+                second_factor_require(user_id=request.user.id, code=data.get("otp"))
 
         def perform() -> Response:
             withdrawal = withdrawal_request(
@@ -184,7 +186,7 @@ class WithdrawalListApi(ScopedApiView):
             )
             return Response(WithdrawalOut(withdrawal).data, status=201)
 
-        return idempotent(request, perform)
+        return idempotent(request, perform, check=check)
 
 
 class WithdrawalDetailApi(ScopedApiView):
@@ -264,10 +266,12 @@ class WithdrawalAddressListApi(ScopedApiView):
         body = WithdrawalAddressIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        # Like a withdrawal: a session needs the code once a second factor is on (a key's withdraw scope
-        # stands for it), checked outside the transaction so that a wrong code counts against the throttle.
-        if not isinstance(request.auth, ApiKey):
-            second_factor_check_if_enrolled(user_id=request.user.id, code=data.get("otp"))
+
+        def check() -> None:
+            # Like a withdrawal: a session needs the code once a second factor is on (a key's withdraw scope
+            # stands for it), checked outside the transaction so that a wrong code counts against the throttle.
+            if not isinstance(request.auth, ApiKey):
+                second_factor_check_if_enrolled(user_id=request.user.id, code=data.get("otp"))
 
         def perform() -> Response:
             entry = withdrawal_address_add(
@@ -278,7 +282,7 @@ class WithdrawalAddressListApi(ScopedApiView):
             )
             return Response(WithdrawalAddressOut(entry, context={"now": timezone.now()}).data, status=201)
 
-        return idempotent(request, perform)
+        return idempotent(request, perform, check=check)
 
 
 class WithdrawalAddressDetailApi(ScopedApiView):

@@ -267,6 +267,23 @@ def test_idempotency_key_replays_and_refuses_another_body(holder, usdt, api_as):
     assert balances(holder, usdt) == (Decimal("400"), Decimal("100"))
 
 
+def test_a_sessions_retry_under_its_idempotency_key_replays_the_answer_not_the_used_up_code(holder, usdt, client):
+    """Regression (break-it review): the code was checked before the key was looked up, so the retry of a
+    session's withdrawal, same key, same body, same (now used) code, was refused ``invalid_otp``."""
+    client.force_login(holder)  # Django's test client skips the CSRF check
+    fresh_code(holder)  # a second factor, as every session withdrawal needs
+    body = withdraw(amount="10", otp=fresh_code(holder))
+
+    first = client.post(WITHDRAWALS, body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="w-2")
+    again = client.post(WITHDRAWALS, body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="w-2")
+    fresh = client.post(WITHDRAWALS, body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="w-3")
+
+    assert (first.status_code, again.status_code) == (201, 201) and again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert fresh.status_code == 400 and fresh.json()["error"]["code"] == "invalid_otp"  # a new key: checked again
+    assert list(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(10)]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_duplicates_request_one_withdrawal(holder, usdt, api_as):
     clients = [api_as(holder, "withdraw") for _ in range(6)]
