@@ -181,6 +181,9 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "web:wallet"  # "/" is the markets, for everyone
+# A browser session ends this long after its log-in (Django's default is two weeks). Not moved on by each request:
+# that would write the session on every page (SESSION_SAVE_EVERY_REQUEST), even after a failed statement.
+SESSION_COOKIE_AGE = env.int("SESSION_SECONDS", default=12 * 3600)
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {

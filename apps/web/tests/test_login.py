@@ -105,3 +105,18 @@ def test_a_user_without_a_second_factor_logs_in_with_the_password(client, bob):
     response = _password_step(client)
     assert response.status_code == 302 and response["Location"] == "/wallet/"
     assert client.get("/api-keys/").status_code == 200
+
+
+def test_a_session_ends_twelve_hours_after_its_log_in(client, bob, settings):
+    from datetime import timedelta
+
+    from django.contrib.sessions.models import Session
+    from django.utils import timezone
+
+    client.force_login(bob)
+    session = Session.objects.get(session_key=client.session.session_key)
+    assert timedelta(seconds=settings.SESSION_COOKIE_AGE) == timedelta(hours=12)
+    assert abs(session.expire_date - (timezone.now() + timedelta(hours=12))) < timedelta(seconds=30)
+
+    Session.objects.filter(pk=session.pk).update(expire_date=timezone.now() - timedelta(seconds=1))
+    assert client.get("/wallet/")["Location"].startswith("/accounts/login/")
