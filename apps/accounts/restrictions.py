@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from apps.audit.services import audit_record
-from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
+from apps.core.errors import InvalidState, NotFound, PermissionDenied
+from apps.core.reasons import reason_checked
 
 from .models import AccountRestriction
 
@@ -44,9 +45,7 @@ def _state(restriction: AccountRestriction) -> dict:
 @transaction.atomic
 def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bool, reason: str) -> AccountRestriction:
     flag, reason_field, set_action, lift_action = _FLAGS[restriction]
-    reason = reason.strip() if isinstance(reason, str) else ""
-    if not reason:
-        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    reason = reason_checked(reason)
     operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
     if operator is None or not operator.has_perm(CHANGE_PERMISSION):
         raise PermissionDenied(f"Restricting accounts needs the {CHANGE_PERMISSION} permission.")

@@ -15,6 +15,7 @@ from django_otp import devices_for_user
 
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
+from apps.core.reasons import reason_checked
 from apps.ledger.amounts import format_amount
 from apps.ledger.models import Account, AccountKind
 from apps.ledger.reconciliation import reconcile
@@ -115,13 +116,12 @@ def adjustment_draft(*, author_id: int, memo: str, legs: Sequence[Leg]) -> Adjus
     Raises :class:`DomainError` (memo, staff funds, an overdraft), :class:`UnbalancedEntry`, :class:`InvalidAmount`,
     :class:`NotFound`.
     """
-    if not memo.strip():
-        raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
+    memo = reason_checked(memo, field="memo")
     adjustment_legs_validate(legs)
     _staff_funds_refuse(legs)
     _overdraft_refuse(legs)
     adjustment = Adjustment.objects.create(
-        memo=memo.strip(),
+        memo=memo,
         legs=[{"account": leg.account_id, "amount": str(leg.amount)} for leg in legs],
         created_by_id=author_id,
     )
@@ -204,8 +204,8 @@ def _draft_decide(
 
     Raises :class:`DomainError` (a rejection without a note) and what :func:`_lock_draft` and ``apply`` raise.
     """
-    if not approve and (not isinstance(note, str) or not note.strip()):
-        raise DomainError("A reason is required to reject.", fields={"note": "A reason is required."})
+    if not approve:
+        note = reason_checked(note, field="note")
     draft = _lock_draft(flow.model, draft_id, operator_id, permission=flow.permission)
     before = flow.state(draft)
     applied = apply(draft) if apply is not None else _Applied()
@@ -385,11 +385,10 @@ def fee_change_draft(
     :class:`~apps.orders.errors.InvalidFeeRate`, :class:`NotFound` (schedule, user),
     :class:`PermissionDenied` (what the author pays: their own tier, or the rates of their schedule).
     """
-    if not isinstance(memo, str) or not memo.strip():
-        raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
+    memo = reason_checked(memo, field="memo")
     if kind not in FeeChangeKind.values:
         raise DomainError("Unknown kind of fee change.", fields={"kind": f"One of {', '.join(FeeChangeKind.values)}."})
-    fields: dict = {"kind": kind, "memo": memo.strip(), "created_by_id": author_id}
+    fields: dict = {"kind": kind, "memo": memo, "created_by_id": author_id}
     if kind in (FeeChangeKind.CREATE, FeeChangeKind.RATES):
         fields["maker_rate"] = fee_rate_parse(_required(maker_rate, "maker_rate"), field="maker_rate")
         fields["taker_rate"] = fee_rate_parse(_required(taker_rate, "taker_rate"), field="taker_rate")
@@ -537,8 +536,7 @@ def second_factor_reset_request(*, user_id: int, operator_id: int, reason: str) 
     (no reason), :class:`PermissionDenied` (one's own account, or a staff user's), :class:`NotFound` (user),
     :class:`InvalidState` (a request for this user already awaits a decision).
     """
-    if not isinstance(reason, str) or not reason.strip():
-        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    reason = reason_checked(reason)
     if user_id == operator_id:
         raise PermissionDenied("Operators cannot reset their own second factor.")
     user = get_user_model().objects.select_for_update(of=("self",), no_key=True).filter(id=user_id).first()
@@ -548,7 +546,7 @@ def second_factor_reset_request(*, user_id: int, operator_id: int, reason: str) 
         raise PermissionDenied("A staff user's second factor is not reset from the customer screen.")
     if SecondFactorReset.objects.filter(user_id=user_id, status=ChangeStatus.DRAFT).exists():
         raise InvalidState(f"A second-factor reset of {user.username} already awaits a decision.")
-    reset = SecondFactorReset.objects.create(user_id=user_id, reason=reason.strip(), created_by_id=operator_id)
+    reset = SecondFactorReset.objects.create(user_id=user_id, reason=reason, created_by_id=operator_id)
     audit_record(
         actor_id=operator_id,
         action="second_factor_reset.request",

@@ -23,6 +23,7 @@ from django.utils import timezone
 from moneyed import Money
 
 from apps.core.errors import DomainError, NotFound
+from apps.core.reasons import reason_checked
 
 from .amounts import check_amount, fits, format_amount, is_exact
 from .db import PreparedCursor, array_literal
@@ -784,8 +785,7 @@ def adjustment_post(*, adjustment_id: str, legs: Sequence[Leg], memo: str, opera
     Raises what :func:`adjustment_legs_validate` raises, :class:`DomainError` (memo) and
     :class:`InsufficientFunds` if a user account would go negative.
     """
-    if not memo.strip():
-        raise DomainError("A reason is required.", fields={"memo": "A reason is required."})
+    memo = reason_checked(memo, field="memo")
     adjustment_legs_validate(legs)
     return entry_post(
         idempotency_key=f"adjustment:{adjustment_id}",

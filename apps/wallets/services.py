@@ -32,6 +32,7 @@ from apps.accounts.notifications import email_user_on_commit, site_url
 from apps.accounts.selectors import withdrawals_blocked
 from apps.core.addresses import address_validate
 from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound, PermissionDenied
+from apps.core.reasons import reason_checked
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount
 from apps.ledger.models import Account, AccountKind, Asset, EntryReason
@@ -1063,14 +1064,13 @@ def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> W
     Raises :class:`PermissionDenied`, :class:`InvalidState` unless it awaits approval,
     :class:`NotFound`, :class:`DomainError` without a ``reason``. Keeps invariants 4 and 8.
     """
-    if not isinstance(reason, str) or not reason.strip():
-        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    reason = reason_checked(reason)
     _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
     withdrawal = _transition(
         withdrawal_id,
         from_states=(WithdrawalStatus.AWAITING_APPROVAL,),
         to=WithdrawalStatus.REJECTED,
-        **_ended(decided_by_id=operator_id, decided_at=timezone.now(), reason=reason.strip()),
+        **_ended(decided_by_id=operator_id, decided_at=timezone.now(), reason=reason),
     )
     _release(withdrawal)
     _email_withdrawal_outcome(withdrawal, template="withdrawal_rejected")

@@ -44,6 +44,7 @@ from django.db import connection, transaction
 
 from apps.core import doorbell
 from apps.core.errors import DomainError, NotFound
+from apps.core.reasons import reason_checked
 from apps.ledger.errors import IdempotencyConflict
 
 from ..errors import OrderStatusUnknown
@@ -340,14 +341,13 @@ def order_cancel_by_operator(
     order has ended), :class:`OrderStatusUnknown` (sequencer mode, no answer within ``wait_seconds``, by default
     ``settings.ORDERS_ENGINE_WAIT_SECONDS``: the command stays queued and is applied, and audited, once).
     """
-    if not isinstance(reason, str) or not reason.strip():
-        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    reason = reason_checked(reason)
     arguments: dict[str, Any] = {
         "order_id": order_id,
         "user_id": None,
         "by_operator": True,
         "operator_id": operator_id,
-        "reason": reason.strip(),
+        "reason": reason,
     }
     if settings.ORDERS_ENGINE == "inline":
         return cancel.order_cancel(**arguments)

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, NotFound
+from apps.core.reasons import reason_checked
 from apps.ledger.amounts import format_exact
 from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
@@ -113,8 +114,7 @@ def market_state(market: Market) -> dict:
 
 def _market_set_status(*, market_id: int, status: str, operator_id: int, reason: str, action: str) -> Market:
     """Set the market's status under its row lock and append the audit row, in the caller's transaction."""
-    if not isinstance(reason, str) or not reason.strip():
-        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    reason = reason_checked(reason)
     market = Market.objects.select_for_update(of=("self",), no_key=True).filter(id=market_id).first()
     if market is None:
         raise NotFound("No such market.", fields={"market": "No such market."})
@@ -132,7 +132,7 @@ def _market_set_status(*, market_id: int, status: str, operator_id: int, reason:
         object_type="orders.market",
         object_id=market.pk,
         before=before,
-        after={**market_state(market), "reason": reason.strip()},
+        after={**market_state(market), "reason": reason},
     )
     return market
 
@@ -154,8 +154,7 @@ def _status_change(
     sequencer mode the sequencer stays the only writer of the market's book and state."""
     if settings.ORDERS_ENGINE == "inline":
         return market_status_apply(market_id=market_id, status=status, operator_id=operator_id, reason=reason)
-    if not isinstance(reason, str) or not reason.strip():
-        raise DomainError("A reason is required.", fields={"reason": "A reason is required."})
+    reason = reason_checked(reason)
     symbol = Market.objects.filter(id=market_id).values_list("symbol", flat=True).first()
     if symbol is None:
         raise NotFound("No such market.", fields={"market": "No such market."})

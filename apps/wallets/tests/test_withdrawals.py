@@ -371,6 +371,18 @@ def test_rejection_needs_a_reason(awaiting, operator):
     assert "reason" in refused.value.fields
 
 
+def test_a_rejection_reason_shown_to_the_customer_is_bounded(awaiting, operator):
+    """Regression (break-it review): a 5,000-character reason was stored and shown on the customer's wallet page."""
+    with pytest.raises(DomainError) as refused:
+        withdrawal_reject(withdrawal_id=awaiting.pk, operator_id=operator.id, reason="x" * 501)
+
+    assert refused.value.fields == {"reason": "At most 500 characters."}
+    awaiting.refresh_from_db()
+    assert awaiting.status == WithdrawalStatus.AWAITING_APPROVAL
+    rejected = withdrawal_reject(withdrawal_id=awaiting.pk, operator_id=operator.id, reason=f"  {'x' * 500}  ")
+    assert rejected.reject_reason == "x" * 500
+
+
 def test_the_user_cancels_while_awaiting_approval_but_not_once_approved(awaiting, operator, user, usdt):
     stranger = UserFactory()
     with pytest.raises(NotFound):

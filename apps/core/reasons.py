@@ -1,0 +1,21 @@
+"""The free text an operator (or a trader) gives for an action: a halt, a freeze, a rejection, an adjustment.
+
+It goes to the audit log and, for some actions (a withdrawal's rejection), to the customer, so it is required
+and bounded.
+"""
+
+from .errors import DomainError
+
+MAX_REASON_LENGTH = 500
+
+
+def reason_checked(reason, *, field: str = "reason") -> str:
+    """``reason`` without its surrounding whitespace. Raises :class:`DomainError` naming ``field`` when it is not a
+    string, blank, or longer than :data:`MAX_REASON_LENGTH` characters."""
+    if not isinstance(reason, str) or not reason.strip():
+        raise DomainError("A reason is required.", fields={field: "A reason is required."})
+    reason = reason.strip()
+    if len(reason) > MAX_REASON_LENGTH:
+        message = f"At most {MAX_REASON_LENGTH} characters."
+        raise DomainError(message, fields={field: message})
+    return reason
