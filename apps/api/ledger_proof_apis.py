@@ -74,7 +74,8 @@ class EntryProofOut(BlockOut):
 
 
 class KeyListApi(ScopedApiView):
-    """Every public key that has signed blocks or liabilities snapshots, oldest first; public."""
+    """Every public key that has signed blocks or liabilities snapshots and is pinned by the settings (the
+    signing key's, ``LEDGER_TRUSTED_PUBLIC_KEYS``), oldest first; public."""
 
     permission_classes = [AllowAny]
 

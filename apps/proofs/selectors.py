@@ -1,13 +1,15 @@
 """Reads of liabilities snapshots: the published list, a user's proof, the solvency figures."""
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import Q
 
 from apps.core.errors import NotFound
+from apps.ledger.seal.verification import SignedReference
 
-from .documents import snapshot_served
+from .documents import snapshot_hash, snapshot_header_of, snapshot_served
 from .models import LiabilityLeaf, LiabilityNode, LiabilitySnapshot
 from .sumtree import format_units, path_steps
 
@@ -20,6 +22,21 @@ def snapshots_published(*, limit: int = 100) -> list[LiabilitySnapshot]:
 def snapshot_latest() -> LiabilitySnapshot | None:
     """The newest snapshot, if any."""
     return LiabilitySnapshot.objects.order_by("-id").first()
+
+
+def snapshot_references() -> Iterator[SignedReference]:
+    """Every snapshot as the block it records and its signed hash, for ``journal_verify`` to check against the
+    recomputed chain and the pinned keys (oldest first)."""
+    for snapshot in LiabilitySnapshot.objects.order_by("id").iterator(chunk_size=500):
+        yield SignedReference(
+            name=f"snapshot {snapshot.id}",
+            height=snapshot.block_id,
+            block_hash=snapshot.block_hash,
+            digest=snapshot_hash(snapshot_header_of(snapshot)),
+            recorded_hash=snapshot.snapshot_hash,
+            signature=snapshot.signature,
+            key_id=snapshot.key_id,
+        )
 
 
 def _sums(encoded: bytes, assets: list[dict]) -> list[str]:

@@ -277,6 +277,10 @@ WALLETS_INBOX_SWEEP_INTERVAL = env.float("WALLETS_INBOX_SWEEP_INTERVAL", default
 # Sealed journal and proof of liabilities (PROOFS.md): the Ed25519 private key that signs blocks and
 # snapshots, as 64 hex characters or PEM. Local and test settings supply one; production requires it.
 LEDGER_SIGNING_KEY = env("LEDGER_SIGNING_KEY", default="")
+# Public keys (64 hex characters each, comma-separated) that journal_verify and reconcile accept besides
+# LEDGER_SIGNING_KEY's own: the retired signing keys after a rotation. Keys in the database are not trusted
+# (anyone with write access could add one): a block or snapshot signed by a key in neither fails verification.
+LEDGER_TRUSTED_PUBLIC_KEYS = env.list("LEDGER_TRUSTED_PUBLIC_KEYS", default=[])
 # The sealer seals at most this many entries per block, every LEDGER_SEAL_INTERVAL seconds (beat).
 LEDGER_SEAL_BATCH = env.int("LEDGER_SEAL_BATCH", default=5000)
 LEDGER_SEAL_INTERVAL = env.float("LEDGER_SEAL_INTERVAL", default=5.0)

@@ -11,8 +11,10 @@ from .verification import journal_verify
 
 @register_check(invariant=9, name="journal_sealed")
 def journal_sealed(scope: Scope) -> list[dict]:
-    """Entries posted more than ``LEDGER_SEAL_GRACE`` seconds ago that are in no block, and the first block
-    (and entry) where recomputing the digests, roots, chain links and signatures from the rows fails."""
+    """Entries posted more than ``LEDGER_SEAL_GRACE`` seconds ago that are in no block, the first block
+    (and entry) where recomputing the digests, roots, chain links and signatures (pinned keys only) from
+    the rows fails, each key in the database that is not pinned, and each snapshot that does not verify
+    or records a block hash the chain does not have."""
     cutoff = timezone.now() - timedelta(seconds=settings.LEDGER_SEAL_GRACE)
     problems = query_rows(
         """
@@ -27,4 +29,6 @@ def journal_sealed(scope: Scope) -> list[dict]:
     if result.discrepancy:
         found = result.discrepancy
         problems.append({"block": found.height, "entry": found.entry, "problem": found.problem})
+    problems.extend(result.key_problems)
+    problems.extend(result.reference_problems)
     return problems

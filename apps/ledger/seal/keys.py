@@ -1,5 +1,11 @@
-"""The configured signing key (``LEDGER_SIGNING_KEY``) and the table of public keys that serves it."""
+"""The configured signing key (``LEDGER_SIGNING_KEY``), the public keys pinned by the settings, and the table of
+public keys that serves them.
 
+The key table is only a cache of what was published: whoever can write to the database can add a row to it.
+What verifies is the pinned set (:func:`pinned_public_keys`), which comes from the settings alone.
+"""
+
+import re
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -8,7 +14,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from ..models import SigningKey
-from ..signing import key_id_for, private_key_load, public_key_hex
+from ..signing import SigningKeyError, key_id_for, private_key_load, public_key_hex
+
+_HEX_PUBLIC_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -37,5 +45,34 @@ def signing_key_active() -> ActiveKey:
 
 
 def public_keys() -> list[SigningKey]:
-    """Every key that has signed, oldest first."""
-    return list(SigningKey.objects.order_by("created_at", "key_id"))
+    """Every key that has signed and is pinned (:func:`pinned_public_keys`), oldest first: a key added to the
+    table by someone with database rights is not published."""
+    return list(
+        SigningKey.objects.filter(public_key__in=list(pinned_public_keys().values())).order_by("created_at", "key_id")
+    )
+
+
+def pinned_public_keys() -> dict[str, str]:
+    """``{key_id: public key hex}`` of every key the journal and the snapshots may be signed with, from the settings
+    only (never the key table): the public half of ``LEDGER_SIGNING_KEY`` when one is set, and each key of
+    ``LEDGER_TRUSTED_PUBLIC_KEYS`` (retired signing keys after a rotation, or the exchange's keys for a verifier
+    that holds no private key).
+
+    Raises ``ImproperlyConfigured`` for a signing key it cannot read or a listed public key that is not
+    64 hex characters.
+    """
+    pinned: dict[str, str] = {}
+    if settings.LEDGER_SIGNING_KEY:
+        try:
+            public_key = public_key_hex(private_key_load(settings.LEDGER_SIGNING_KEY))
+        except SigningKeyError as exc:
+            raise ImproperlyConfigured(f"LEDGER_SIGNING_KEY is not usable: {exc}") from None
+        pinned[key_id_for(public_key)] = public_key
+    for listed in settings.LEDGER_TRUSTED_PUBLIC_KEYS:
+        public_key = listed.strip().lower()
+        if not _HEX_PUBLIC_KEY.fullmatch(public_key):
+            raise ImproperlyConfigured(
+                f"LEDGER_TRUSTED_PUBLIC_KEYS: {listed!r} is not an Ed25519 public key (64 hex characters)."
+            )
+        pinned[key_id_for(public_key)] = public_key
+    return pinned

@@ -6,16 +6,19 @@ import json
 from decimal import Decimal
 
 import pytest
+from django.core.management import CommandError
 from django.db import connection
+from django.utils import timezone
 
 from apps.ledger.canonical import canon
 from apps.ledger.merkle import root_from_audit_path, tree_hash
-from apps.ledger.models import BlockEntry, EntryReason, JournalBlock, Posting
+from apps.ledger.models import BlockEntry, EntryReason, JournalBlock, Posting, SigningKey
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.seal.services import journal_seal
-from apps.ledger.signing import private_key_generate_hex, signature_valid
+from apps.ledger.seal.verification import NOT_PINNED
+from apps.ledger.signing import key_id_for, private_key_generate_hex, private_key_load, public_key_hex, signature_valid
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, run_command, verify_json
+from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
 
 
 def _verify_proof(proof: dict, keys: dict) -> bool:
@@ -89,7 +92,19 @@ def test_blocks_chain_to_each_other_and_verify(db, usdt, user):
     second = journal_seal()[0]
 
     assert second.height == 1 and second.previous_hash == first.block_hash
-    assert verify_json() == (0, {"ok": True, "blocks": 2, "entries": 2, "head_height": 1, "discrepancy": None})
+    code, result = verify_json()
+    assert code == 0
+    assert result == {  # the fields of the first version, unchanged, and what was added after
+        "ok": True,
+        "blocks": 2,
+        "entries": 2,
+        "head_height": 1,
+        "discrepancy": None,
+        "pinned_keys": [first.key_id],
+        "key_problems": [],
+        "references": 0,
+        "reference_problems": [],
+    }
     assert verify_json("--from-height", "1")[1]["blocks"] == 1
     assert run_command("journal_verify")[1].startswith("ok: 2 blocks, 2 entries, head 1")
 
@@ -102,10 +117,11 @@ def test_a_block_holds_at_most_the_batch_and_the_rest_follows(db, usdt, user, se
     assert [b.entry_count for b in journal_seal()] == [2, 1]
 
 
-def test_old_blocks_stay_verifiable_after_a_key_rotation(db, usdt, user, settings, api):
+def test_old_blocks_stay_verifiable_after_a_key_rotation_when_the_old_key_is_listed(db, usdt, user, settings, api):
     fund(user, usdt, "1")
     old = journal_seal()[0]
     settings.LEDGER_SIGNING_KEY = private_key_generate_hex()
+    settings.LEDGER_TRUSTED_PUBLIC_KEYS = [old.key.public_key.upper()]  # hex in either case
     fund(user, usdt, "2")
     new = journal_seal()[0]
 
@@ -113,6 +129,91 @@ def test_old_blocks_stay_verifiable_after_a_key_rotation(db, usdt, user, setting
     assert old.key_id != new.key_id
     assert {k["key_id"] for k in keys} == {old.key_id, new.key_id}
     assert verify_json()[0] == 0
+
+
+def test_a_rotated_out_key_that_is_not_listed_fails_verification_and_is_not_published(db, usdt, user, settings, api):
+    fund(user, usdt, "1")
+    old = journal_seal()[0]
+    settings.LEDGER_SIGNING_KEY = private_key_generate_hex()
+    fund(user, usdt, "2")
+    new = journal_seal()[0]
+
+    code, result = verify_json()
+
+    assert code == 1
+    assert result["discrepancy"]["height"] == 0
+    assert result["discrepancy"]["problem"].startswith(f"the block is signed by key {old.key_id}, which is not pinned")
+    assert result["key_problems"] == [
+        {"key_id": old.key_id, "public_key": old.key.public_key, "problem": f"public key {NOT_PINNED}"}
+    ]
+    assert [k["key_id"] for k in api.get("/api/v1/proofs/keys/").json()["keys"]] == [new.key_id]
+
+
+def test_a_verifier_without_the_private_key_pins_the_public_keys(db, usdt, user, settings):
+    fund(user, usdt, "1")
+    block = journal_seal()[0]
+    settings.LEDGER_SIGNING_KEY = ""
+    settings.LEDGER_TRUSTED_PUBLIC_KEYS = [block.key.public_key]
+
+    assert verify_json()[0] == 0
+    settings.LEDGER_TRUSTED_PUBLIC_KEYS = []
+    assert verify_json()[0] == 1
+    settings.LEDGER_TRUSTED_PUBLIC_KEYS = ["not-a-key"]
+    with pytest.raises(CommandError, match="LEDGER_TRUSTED_PUBLIC_KEYS: 'not-a-key' is not an Ed25519 public key"):
+        run_command("journal_verify")
+
+
+def test_a_chain_re_signed_with_a_key_added_to_the_database_fails_verification(db, usdt, user, api):
+    blocks = _sealed_ledger(usdt, user)
+    victim = BlockEntry.objects.get(block_id=0, position=1).entry_id
+    posting_ids = list(Posting.objects.filter(entry_id=victim).order_by("id").values_list("id", flat=True))
+    as_superuser_without_triggers(
+        ("UPDATE ledger_posting SET amount = amount + 1 WHERE id = %s", [posting_ids[0]]),
+        ("UPDATE ledger_posting SET amount = amount - 1 WHERE id = %s", [posting_ids[1]]),
+    )
+    forger = private_key_load(private_key_generate_hex())
+    forged_key_id = chain_rewrite(forger)
+
+    code, result = verify_json()
+
+    assert code == 1 and not result["ok"]
+    assert result["discrepancy"] == {
+        "height": 0,
+        "entry": None,
+        "problem": f"the block is signed by key {forged_key_id}, which is {NOT_PINNED}",
+    }
+    assert result["pinned_keys"] == [blocks[0].key_id]
+    assert result["key_problems"] == [
+        {"key_id": forged_key_id, "public_key": public_key_hex(forger), "problem": f"public key {NOT_PINNED}"}
+    ]
+    assert run_command("journal_verify")[1].splitlines() == [
+        f"FAIL block 0: the block is signed by key {forged_key_id}, which is {NOT_PINNED}",
+        f"FAIL key {forged_key_id} ({public_key_hex(forger)}): public key {NOT_PINNED}",
+    ]
+    assert [row["problem"] for row in _journal_sealed_details()] == [
+        result["discrepancy"]["problem"],
+        f"public key {NOT_PINNED}",
+    ]
+    assert [k["key_id"] for k in api.get("/api/v1/proofs/keys/").json()["keys"]] == [blocks[0].key_id]
+
+
+def test_a_key_row_added_to_the_database_fails_verification_even_unused(db, usdt, user):
+    _sealed_ledger(usdt, user)
+    intruder = public_key_hex(private_key_load(private_key_generate_hex()))
+    SigningKey.objects.create(key_id=key_id_for(intruder), public_key=intruder, created_at=timezone.now())
+    SigningKey.objects.create(key_id="0123456789abcdef", public_key="ab" * 32, created_at=timezone.now())
+
+    code, result = verify_json()
+
+    assert code == 1 and result["discrepancy"] is None
+    assert result["key_problems"] == [
+        {"key_id": key_id_for(intruder), "public_key": intruder, "problem": f"public key {NOT_PINNED}"},
+        {
+            "key_id": "0123456789abcdef",
+            "public_key": "ab" * 32,
+            "problem": "key_id is not the first 16 hex characters of SHA256(public key)",
+        },
+    ]
 
 
 # Tampering ---------------------------------------------------------------------------------------

@@ -69,4 +69,12 @@ def test_sealers_running_at_once_seal_each_entry_exactly_once(usdt, settings):
     assert not [r for r in results if isinstance(r, Exception)]
     assert sorted(b.height for r in results for b in r) == list(range(JournalBlock.objects.count()))
     assert BlockEntry.objects.count() == 10
-    assert verify_json() == (0, {"ok": True, "blocks": 4, "entries": 10, "head_height": 3, "discrepancy": None})
+    code, result = verify_json()
+    assert code == 0
+    assert {name: result[name] for name in ("ok", "blocks", "entries", "head_height", "discrepancy")} == {
+        "ok": True,
+        "blocks": 4,
+        "entries": 10,
+        "head_height": 3,
+        "discrepancy": None,
+    }

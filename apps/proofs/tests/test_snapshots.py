@@ -5,11 +5,15 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
-from apps.ledger.models import Asset
+from apps.ledger.models import Asset, BlockEntry, JournalBlock, Posting
+from apps.ledger.reconciliation import reconcile
+from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.services import funds_hold
 from apps.ledger.tests.factories import fund
+from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
 from apps.proofs.models import LiabilityLeaf, LiabilityNode
 from apps.proofs.services import liabilities_snapshot_take
 
@@ -109,3 +113,57 @@ def test_custody_holdings_are_recorded_with_the_snapshot(db, usdt, btc, user):
     assert snapshot.custody_error == ""
     assert snapshot.custody_holdings == {"BTC": "0.30000000"}
     assert snapshot.root_sums == ["0.30000000", "0.000000"]
+
+
+# Snapshots against the chain (journal_verify, reconcile's invariant 9) -----------------------------
+
+
+def test_journal_verify_checks_every_snapshot_against_the_chain(snapshot):
+    code, result = verify_json()
+
+    assert code == 0 and result["references"] == 1 and result["reference_problems"] == []
+
+
+def test_a_history_rewritten_below_a_snapshot_is_caught_even_when_signed_with_the_pinned_key(snapshot, funded):
+    """Whoever holds the signing key (or the sealer's host) rewrites block 0 and re-signs it: every block verifies
+    on its own, but the snapshot published at block 0 recorded the old hash."""
+    victim = BlockEntry.objects.get(block_id=0, position=0).entry_id
+    posting_ids = list(Posting.objects.filter(entry_id=victim).order_by("id").values_list("id", flat=True))
+    as_superuser_without_triggers(
+        ("UPDATE ledger_posting SET amount = amount + 1 WHERE id = %s", [posting_ids[0]]),
+        ("UPDATE ledger_posting SET amount = amount - 1 WHERE id = %s", [posting_ids[1]]),
+    )
+    chain_rewrite(signing_key_active().private_key)
+    rewritten = JournalBlock.objects.get(height=0).block_hash
+
+    code, result = verify_json()
+
+    assert code == 1 and result["discrepancy"] is None and result["key_problems"] == []
+    assert result["reference_problems"] == [
+        {
+            "reference": f"snapshot {snapshot.id}",
+            "height": 0,
+            "problem": f"it records block hash {snapshot.block_hash}, the chain's block 0 has {rewritten}",
+        }
+    ]
+    assert (
+        run_command("journal_verify")[1]
+        == f"FAIL snapshot {snapshot.id} at block 0: {result['reference_problems'][0]['problem']}\n"
+    )
+    check = next(c for c in reconcile().checks if c.name == "journal_sealed")
+    assert not check.ok and check.details == result["reference_problems"]
+
+
+def test_a_rewritten_snapshot_header_is_caught(snapshot):
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run pending checks so the table can be altered
+        cursor.execute("ALTER TABLE proofs_liabilitysnapshot DISABLE TRIGGER ALL")
+        cursor.execute('UPDATE proofs_liabilitysnapshot SET root_sums = \'["0.00000000", "0.000000"]\'')
+        cursor.execute("ALTER TABLE proofs_liabilitysnapshot ENABLE TRIGGER ALL")
+
+    code, result = verify_json()
+
+    assert code == 1
+    assert result["reference_problems"] == [
+        {"reference": f"snapshot {snapshot.id}", "height": 0, "problem": "its hash does not match its document"}
+    ]

@@ -1,18 +1,24 @@
 """``manage.py journal_verify [--from-height N] [--json]``: recompute the sealed journal from the rows.
 
-Exit 0 when every digest, root, chain link and signature verifies; 1 naming the first block
-(and entry) that does not.
+Exit 0 when every digest, root, chain link and signature verifies with a pinned key (``LEDGER_SIGNING_KEY``'s,
+``LEDGER_TRUSTED_PUBLIC_KEYS``), every key in the database is pinned and every liabilities snapshot records the
+hash of the chain's block at its height; 1 naming the first block (and entry), and each key and snapshot, that
+does not. ``--json`` prints :meth:`~apps.ledger.seal.verification.VerifyResult.as_dict`.
 """
 
 import json
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.ledger.seal.verification import journal_verify
 
 
 class Command(BaseCommand):
-    help = "Verify every sealed block from the rows; exit 1 naming the first block and entry that differ."
+    help = (
+        "Verify every sealed block from the rows against the pinned public keys, and the snapshots against the "
+        "chain; exit 1 naming the first block and entry that differ, and each unpinned key or snapshot that fails."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--from-height", type=int, default=0, metavar="N", help="start at block N")
@@ -21,14 +27,27 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["from_height"] < 0:
             raise CommandError("--from-height must be 0 or more.")
-        result = journal_verify(from_height=options["from_height"])
+        try:
+            result = journal_verify(from_height=options["from_height"])
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
         if options["json"]:
             self.stdout.write(json.dumps(result.as_dict()))
         elif result.ok:
-            self.stdout.write(f"ok: {result.blocks} blocks, {result.entries} entries, head {result.head_height}")
+            self.stdout.write(
+                f"ok: {result.blocks} blocks, {result.entries} entries, head {result.head_height}, "
+                f"{result.references} snapshots, keys {', '.join(result.pinned_keys)}"
+            )
         else:
             found = result.discrepancy
-            entry = f", entry {found.entry}" if found.entry is not None else ""
-            self.stdout.write(f"FAIL block {found.height}{entry}: {found.problem}")
+            if found:
+                entry = f", entry {found.entry}" if found.entry is not None else ""
+                self.stdout.write(f"FAIL block {found.height}{entry}: {found.problem}")
+            for key in result.key_problems:
+                self.stdout.write(f"FAIL key {key['key_id']} ({key['public_key']}): {key['problem']}")
+            for reference in result.reference_problems:
+                self.stdout.write(
+                    f"FAIL {reference['reference']} at block {reference['height']}: {reference['problem']}"
+                )
         if not result.ok:
             raise SystemExit(1)
