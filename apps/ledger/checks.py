@@ -68,8 +68,9 @@ def postings_referenced(scope: Scope) -> list[dict]:
 
 
 @register_check(invariant=2, name="balances_match_postings")
-def balances_match_postings(scope: Scope) -> list[dict]:
-    """Accounts whose stored balance differs from the sum of their postings or from the last balance-after."""
+def balances_match_postings(scope: Scope, *, kinds: tuple[str, ...] | None = None) -> list[dict]:
+    """Accounts whose stored balance differs from the sum of their postings or from the last balance-after
+    (only accounts of ``kinds`` when given, e.g. the customers' ``USER_KINDS``)."""
     rows = query_rows(
         """
         WITH sums AS (
@@ -85,13 +86,21 @@ def balances_match_postings(scope: Scope) -> list[dict]:
         JOIN ledger_asset s ON s.id = a.asset_id
         LEFT JOIN sums ON sums.account_id = a.id
         LEFT JOIN ledger_posting last ON last.id = sums.last_id
-        WHERE a.asset_id = ANY(%s)
+        WHERE a.asset_id = ANY(%s) AND (%s::text[] IS NULL OR a.kind = ANY(%s::text[]))
           AND (a.balance <> COALESCE(sums.total, 0) * CASE WHEN a.kind = ANY(%s) THEN 1 ELSE -1 END
                OR a.balance <> COALESCE(last.balance_after, 0)
                OR a.version <> COALESCE(sums.postings, 0))
         ORDER BY a.id LIMIT %s
         """,
-        [scope.asset_ids, list(DEBIT_NORMAL_KINDS), scope.asset_ids, list(DEBIT_NORMAL_KINDS), ROW_LIMIT],
+        [
+            scope.asset_ids,
+            list(DEBIT_NORMAL_KINDS),
+            scope.asset_ids,
+            None if kinds is None else list(kinds),
+            None if kinds is None else list(kinds),
+            list(DEBIT_NORMAL_KINDS),
+            ROW_LIMIT,
+        ],
     )
     return format_amounts(rows, "stored_balance", "postings_balance", "last_balance_after")
 

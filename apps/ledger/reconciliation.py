@@ -10,6 +10,7 @@ trading cannot produce a false alarm, and returns a :class:`Report`.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TypeVar
 
 from django.db import connection, transaction
 
@@ -68,6 +69,8 @@ class Report:
 
 
 CheckFunction = Callable[[Scope], list[dict]]
+# A check as written: called with the scope alone by reconcile, possibly with keyword-only options elsewhere.
+Check = TypeVar("Check", bound=CheckFunction)
 FiguresFunction = Callable[[Scope], dict[str, dict]]
 HoldSource = Callable[[Scope], dict[tuple[int, int], Decimal]]
 
@@ -102,10 +105,11 @@ def format_amounts(rows: list[dict], *columns: str) -> list[dict]:
     return rows
 
 
-def register_check(*, invariant: int, name: str) -> Callable[[CheckFunction], CheckFunction]:
-    """Register ``run(scope) -> [offending row, ...]`` as the check ``name`` of ``invariant`` (1 to 9)."""
+def register_check(*, invariant: int, name: str) -> Callable[[Check], Check]:
+    """Register ``run(scope) -> [offending row, ...]`` as the check ``name`` of ``invariant`` (1 to 9); the
+    function is returned as it is (a check may take keyword-only options beyond ``scope``)."""
 
-    def decorator(run: CheckFunction) -> CheckFunction:
+    def decorator(run: Check) -> Check:
         if not any(check.name == name for check in _checks):
             _checks.append(_Check(invariant, name, run))
             _checks.sort(key=lambda check: check.invariant)

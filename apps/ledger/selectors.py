@@ -7,7 +7,9 @@ from decimal import Decimal
 
 from django.db.models import QuerySet
 
-from .models import Account, AccountKind, Asset, Posting
+from .checks import balances_match_postings
+from .models import USER_KINDS, Account, AccountKind, Asset, Posting
+from .reconciliation import Scope
 
 
 @dataclass(frozen=True)
@@ -124,3 +126,12 @@ def balances_for_users(*, user_ids: set[int], asset_ids: set[int]) -> dict[int, 
         ]
         for user_id in user_ids
     }
+
+
+def customer_balances_not_matching_postings() -> list[dict]:
+    """Customers' accounts (``user_available``, ``user_held``) whose stored balance differs from the sum of their
+    postings (or their last balance-after): reconciliation's invariant 2 check, limited to them, run in the
+    caller's transaction (the caller's snapshot). Each row names ``account``, ``kind``, ``owner``, ``asset``,
+    ``stored_balance`` and ``postings_balance`` (amount strings); empty when every one matches."""
+    scope = Scope(assets=tuple(Asset.objects.order_by("code")), filtered=False)
+    return balances_match_postings(scope, kinds=USER_KINDS)

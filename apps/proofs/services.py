@@ -10,6 +10,7 @@ from apps.ledger.amounts import format_amount
 from apps.ledger.merkle import EMPTY_ROOT
 from apps.ledger.models import Asset, JournalBlock
 from apps.ledger.seal.keys import signing_key_active
+from apps.ledger.selectors import customer_balances_not_matching_postings
 from apps.ledger.signing import sign
 from apps.wallets.custody import get_adapter
 from apps.wallets.custody.base import CustodyError
@@ -34,7 +35,11 @@ def liabilities_snapshot_take() -> LiabilitySnapshot:
     per user), every node of every level (PostgreSQL ``COPY``) and the signed header commit
     together or not at all. Users with nothing are left out.
 
-    Raises :class:`InvalidState` while no block is sealed, :class:`~apps.proofs.sumtree.TreeError`
+    Before anything is built it checks, in the same read, that every customer account's stored balance
+    is the sum of its postings (reconciliation's invariant 2): the leaves are read from the stored balances.
+
+    Raises :class:`InvalidState` while no block is sealed or when a customer's stored balance differs from
+    its postings (naming the accounts; nothing is written), :class:`~apps.proofs.sumtree.TreeError`
     (two leaves for one user, a sum of 2**128 or more) and
     :class:`~apps.proofs.balances.BalanceError` (a stored balance no leaf can hold).
     """
@@ -46,6 +51,8 @@ def liabilities_snapshot_take() -> LiabilitySnapshot:
         block = JournalBlock.objects.order_by("-height").first()
         if block is None:
             raise InvalidState("Nothing is sealed yet: a snapshot is taken at a sealed block.")
+        # The leaves come from the stored balances: refuse to sign any that their postings do not account for.
+        _balances_match_postings()
         assets = list(Asset.objects.order_by("code"))
         taken_at = timezone.now()
         ordered = leaves_ordered(
@@ -89,6 +96,22 @@ def liabilities_snapshot_take() -> LiabilitySnapshot:
             key=key.row,
             custody_holdings=custody,
             custody_error=custody_error,
+        )
+
+
+def _balances_match_postings() -> None:
+    """Raise :class:`InvalidState` naming every customer account whose stored balance is not the sum of its
+    postings, as seen by the snapshot's own read."""
+    mismatched = customer_balances_not_matching_postings()
+    if mismatched:
+        accounts = "; ".join(
+            f"account {row['account']} (user {row['owner']}, {row['asset']} {row['kind']}): stored "
+            f"{row['stored_balance']}, postings {row['postings_balance']}"
+            for row in mismatched
+        )
+        raise InvalidState(
+            f"No snapshot taken: {len(mismatched)} customer account(s) have a stored balance that is not the sum "
+            f"of their postings (run manage.py reconcile): {accounts}."
         )
 
 

@@ -7,15 +7,17 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from apps.ledger.models import Asset, BlockEntry, JournalBlock, Posting
+from apps.core.errors import InvalidState
+from apps.ledger.models import Account, Asset, BlockEntry, JournalBlock, Posting
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.services import funds_hold
 from apps.ledger.tests.factories import fund
 from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
-from apps.proofs.models import LiabilityLeaf, LiabilityNode
+from apps.proofs.models import LiabilityLeaf, LiabilityNode, LiabilitySnapshot
 from apps.proofs.services import liabilities_snapshot_take
+from apps.proofs.tasks import liabilities_snapshot_scheduled
 
 
 def test_a_snapshot_holds_every_user_with_a_balance_and_signs_its_header(snapshot, funded, api, verifier):
@@ -167,3 +169,46 @@ def test_a_rewritten_snapshot_header_is_caught(snapshot):
     assert result["reference_problems"] == [
         {"reference": f"snapshot {snapshot.id}", "height": 0, "problem": "its hash does not match its document"}
     ]
+
+
+# Refusals: nothing is signed over balances the postings do not account for -------------------------
+
+
+def _user_account(user, asset, kind="user_available") -> Account:
+    return Account.objects.get(owner=user, asset=asset, kind=kind)
+
+
+def test_a_snapshot_is_refused_when_a_stored_balance_differs_from_its_postings(funded, btc):
+    account = _user_account(funded[0], btc)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE ledger_account SET balance = balance + 1 WHERE id = %s", [account.id])
+
+    with pytest.raises(CommandError) as refused:
+        call_command("liabilities_snapshot")
+
+    assert str(refused.value) == (
+        "No snapshot taken: 1 customer account(s) have a stored balance that is not the sum of their postings "
+        f"(run manage.py reconcile): account {account.id} (user {funded[0].id}, BTC user_available): "
+        "stored 1.50000000, postings 0.50000000."
+    )
+    with pytest.raises(InvalidState, match=f"account {account.id} "):
+        liabilities_snapshot_scheduled()  # what beat runs daily
+    assert not LiabilitySnapshot.objects.exists() and not LiabilityNode.objects.exists()
+
+
+def test_a_negative_balance_is_a_clean_refusal_not_a_traceback(funded, btc):
+    """Stored balance and postings agree, both negative (rows rewritten with the CHECK constraint dropped)."""
+    account = _user_account(funded[1], btc)
+    posting = Posting.objects.get(account=account)
+    other = Posting.objects.exclude(id=posting.id).get(entry_id=posting.entry_id)
+    as_superuser_without_triggers(
+        ("ALTER TABLE ledger_account DROP CONSTRAINT account_user_balance_not_negative", []),
+        ("UPDATE ledger_posting SET amount = -amount, balance_after = -balance_after WHERE id = %s", [posting.id]),
+        ("UPDATE ledger_posting SET amount = -amount WHERE id = %s", [other.id]),
+        ("UPDATE ledger_account SET balance = -balance WHERE id = %s", [account.id]),
+    )
+
+    with pytest.raises(CommandError, match=f"No snapshot taken: user {funded[1].id} has a balance no leaf can hold"):
+        call_command("liabilities_snapshot")
+
+    assert not LiabilitySnapshot.objects.exists()
