@@ -18,8 +18,13 @@ SYMBOL = "BTC/USDT"
 
 
 def pro_client(web: str, api_key: str, secret: str) -> ccxt.pro.binance:
+    """README's configuration: every REST and WebSocket URL family of ccxt.pro's binance names ``web``; those
+    not served are ``/not-served/...``."""
     api, ws = f"http://{web}/api/v3", f"ws://{web}"
-    elsewhere = {name: f"http://{web}/not-served/{name}" for name in ccxt.pro.binance().urls["api"]}
+    defaults = ccxt.pro.binance().urls["api"]
+    elsewhere = {name: f"http://{web}/not-served/{name}" for name in defaults}
+    ws_elsewhere = {name: f"{ws}/not-served/ws/{name}" for name in defaults["ws"]}
+    ws_api_elsewhere = {name: f"{ws}/not-served/ws-api/{name}" for name in defaults["ws"]["ws-api"]}
     return ccxt.pro.binance(
         {
             "urls": {
@@ -27,7 +32,11 @@ def pro_client(web: str, api_key: str, secret: str) -> ccxt.pro.binance:
                     **elsewhere,
                     "public": api,
                     "private": api,
-                    "ws": {"spot": f"{ws}/ws", "ws-api": {"spot": f"{ws}/ws-api/v3"}},
+                    "ws": {
+                        **ws_elsewhere,
+                        "spot": f"{ws}/ws",
+                        "ws-api": {**ws_api_elsewhere, "spot": f"{ws}/ws-api/v3"},
+                    },
                 }
             },
             "apiKey": api_key,
