@@ -39,6 +39,15 @@ def private_key_load(text: str) -> Ed25519PrivateKey:
     raise SigningKeyError("expected 64 hex characters (an Ed25519 seed) or a PEM Ed25519 private key")
 
 
+def public_key_load(text: str) -> str:
+    """A listed public key (``LEDGER_TRUSTED_PUBLIC_KEYS``) as 64 lower-case hex characters (32 bytes). Raises
+    :class:`SigningKeyError` for anything else."""
+    key = text.strip().lower()
+    if not _HEX_SEED.fullmatch(key):
+        raise SigningKeyError(f"{text!r} is not an Ed25519 public key (64 hex characters)")
+    return key
+
+
 def private_key_generate_hex() -> str:
     """A new random Ed25519 private key as 64 hex characters."""
     key = Ed25519PrivateKey.generate()

@@ -6,7 +6,7 @@ rule the soak cannot follow: a real custody provider, named explicitly.
 
 from django.core.exceptions import ImproperlyConfigured
 
-from apps.ledger.signing import SigningKeyError, private_key_load
+from apps.ledger.signing import SigningKeyError, private_key_load, public_key_load
 
 from .base import *  # noqa: F403
 from .base import LOGGING, MIDDLEWARE, env
@@ -43,6 +43,11 @@ try:
     private_key_load(env("LEDGER_SIGNING_KEY"))
 except SigningKeyError as exc:
     raise ImproperlyConfigured(f"LEDGER_SIGNING_KEY is not usable: {exc}") from None
+for _listed in env.list("LEDGER_TRUSTED_PUBLIC_KEYS", default=[]):  # read at start-up, not at the first verification
+    try:
+        public_key_load(_listed)
+    except SigningKeyError as exc:
+        raise ImproperlyConfigured(f"LEDGER_TRUSTED_PUBLIC_KEYS: {exc}.") from None
 
 # Static files served by the app itself (collectstatic at deploy time).
 MIDDLEWARE = [MIDDLEWARE[0], "whitenoise.middleware.WhiteNoiseMiddleware", *MIDDLEWARE[1:]]

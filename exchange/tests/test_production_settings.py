@@ -146,6 +146,14 @@ def test_production_refuses_a_signing_key_it_cannot_read(value):
     assert "LEDGER_SIGNING_KEY is not usable: expected 64 hex characters" in result.stderr
 
 
+@pytest.mark.parametrize("value", ["not-a-key", "ab" * 31, "ab" * 33])
+def test_production_refuses_a_trusted_public_key_it_cannot_read(value):
+    """At start-up, not at the first verification (where the keys endpoint would have answered 500)."""
+    result = manage("check", env={**PRODUCTION_ENV, "LEDGER_TRUSTED_PUBLIC_KEYS": f"{'11' * 32},{value}"})
+    assert result.returncode != 0
+    assert "LEDGER_TRUSTED_PUBLIC_KEYS:" in result.stderr and "is not an Ed25519 public key" in result.stderr
+
+
 SECURITY_SETTINGS = """
 import json
 from django.conf import settings

@@ -5,7 +5,6 @@ The key table is only a cache of what was published: whoever can write to the da
 What verifies is the pinned set (:func:`pinned_public_keys`), which comes from the settings alone.
 """
 
-import re
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -14,9 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from ..models import SigningKey
-from ..signing import SigningKeyError, key_id_for, private_key_load, public_key_hex
-
-_HEX_PUBLIC_KEY = re.compile(r"[0-9a-f]{64}")
+from ..signing import SigningKeyError, key_id_for, private_key_load, public_key_hex, public_key_load
 
 
 @dataclass(frozen=True)
@@ -69,10 +66,9 @@ def pinned_public_keys() -> dict[str, str]:
             raise ImproperlyConfigured(f"LEDGER_SIGNING_KEY is not usable: {exc}") from None
         pinned[key_id_for(public_key)] = public_key
     for listed in settings.LEDGER_TRUSTED_PUBLIC_KEYS:
-        public_key = listed.strip().lower()
-        if not _HEX_PUBLIC_KEY.fullmatch(public_key):
-            raise ImproperlyConfigured(
-                f"LEDGER_TRUSTED_PUBLIC_KEYS: {listed!r} is not an Ed25519 public key (64 hex characters)."
-            )
+        try:
+            public_key = public_key_load(listed)
+        except SigningKeyError as exc:
+            raise ImproperlyConfigured(f"LEDGER_TRUSTED_PUBLIC_KEYS: {exc}.") from None
         pinned[key_id_for(public_key)] = public_key
     return pinned
