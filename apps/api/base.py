@@ -53,14 +53,24 @@ def check_query_params(request, known: tuple[str, ...]) -> None:
         )
 
 
+def whole_number(raw: str) -> int | None:
+    """``raw`` as an int when it is ASCII digits with at most 19 after any leading zeros (a bigint's width), else
+    ``None``: never ``int()``'s ``ValueError``, as for a digit ``int()`` does not read (``²``, which ``isdigit()``
+    admits) or more than 4300 digits (Python's limit on reading an int)."""
+    if not raw.isascii() or not raw.isdigit() or len(raw.lstrip("0")) > 19:
+        return None
+    return int(raw)
+
+
 def limit_param(request, default: int = 100, maximum: int = 1000) -> int:
     """The ``limit`` query parameter as an int in ``1..maximum``; raises :class:`DomainError` naming ``limit``."""
     raw = request.query_params.get("limit")
     if raw is None:
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+    limit = whole_number(raw)
+    if limit is None or not 1 <= limit <= maximum:
         raise DomainError(f"limit must be a whole number from 1 to {maximum}.", fields={"limit": "Out of range."})
-    return int(raw)
+    return limit
 
 
 def text_param(request, name: str, *, max_length: int = 64) -> str | None:
@@ -82,10 +92,12 @@ def path_name(value: str, *, what: str) -> str:
 
 
 def path_id(value: str, *, what: str) -> int:
-    """An object id from the URL path; :class:`NotFound` for anything that is not a possible id."""
-    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= MAX_ID:
+    """An object id from the URL path; :class:`NotFound` for anything that is not a possible id (a bigint from 1:
+    a longer number too, whatever its length, never reaches the database)."""
+    number = whole_number(value)
+    if number is None or not 1 <= number <= MAX_ID:
         raise NotFound(f"No such {what}.", fields={what: f"No such {what}."})
-    return int(value)
+    return number
 
 
 def api_time(value: datetime | None) -> str | None:

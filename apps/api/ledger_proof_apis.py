@@ -9,7 +9,7 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.api.base import ScopedApiView, path_id
+from apps.api.base import ScopedApiView, path_id, whole_number
 from apps.api.fields import ApiTime
 from apps.core.errors import NotFound
 from apps.ledger.seal.keys import public_keys
@@ -101,9 +101,10 @@ class JournalBlockApi(ScopedApiView):
 
     @extend_schema(responses=BlockOut, auth=[])
     def get(self, request, height: str):
-        if not height.isascii() or not height.isdigit() or int(height) > MAX_ID:
+        number = whole_number(height)
+        if number is None or number > MAX_ID:
             raise NotFound("No such block.", fields={"height": "No such block."})
-        return Response(block_served(journal_block(int(height))))
+        return Response(block_served(journal_block(number)))
 
 
 class EntryProofApi(ScopedApiView):
