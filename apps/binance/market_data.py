@@ -132,8 +132,12 @@ def exchange_info(call: Call) -> dict:
 
 
 def _depth_weight(params: Params) -> int:
-    raw = params.raw("limit")
-    limit = int(raw) if raw and raw.isdigit() else 100
+    """Binance's weight of ``depth`` by its ``limit``; a ``limit`` it refuses (-1100, :meth:`Params.integer`) weighs
+    as the default's."""
+    try:
+        limit = params.integer("limit", default=100)
+    except BinanceError:
+        limit = 100
     return 5 if limit <= 100 else 25 if limit <= 500 else 50 if limit <= 1000 else 250
 
 

@@ -179,6 +179,9 @@ def test_klines_near_the_last_legal_time_and_over_a_reversed_range_are_empty(cli
         ("depth", {"symbol": "BTCUSDT", "limit": "0"}, -1100),
         ("depth", {"symbol": "BTCUSDT", "limit": "1e3"}, -1100),
         ("depth", {"symbol": "BTCUSDT", "limit": "99999999999999999999999"}, -1100),
+        # More digits than int() reads (4300), and a digit it cannot read: the weight's int() was a 500 -1000.
+        ("depth", {"symbol": "BTCUSDT", "limit": "9" * 4301}, -1100),
+        ("depth", {"symbol": "BTCUSDT", "limit": "²"}, -1100),
         ("depth", {"symbol": "BTCUSDT", "colour": "red"}, -1104),
         ("klines", {"symbol": "BTCUSDT", "interval": "2m"}, -1120),
         ("klines", {"symbol": "BTCUSDT"}, -1102),

@@ -22,6 +22,8 @@ HOSTILE = [
     "NaN",
     "Infinity",
     "9" * 40,
+    "9" * 4301,  # more digits than int() reads
+    "²",  # a digit by str.isdigit() that int() cannot read
     "253402300799999",  # the last millisecond of year 9999
     "253402300800000",  # year 10000: no datetime holds it
     "99999999999999999",
