@@ -161,8 +161,9 @@ def second_factor_code_was_used(*, user_id: int, code: str | None) -> bool:
 
 def _code_was_used(device: Device, code: str) -> bool:
     """Whether ``code`` is a code of now (within its tolerance) of the authenticator ``device`` that it already
-    accepted (``last_t``); ``False`` for a recovery code's device."""
-    if not isinstance(device, TOTPDevice) or not code.isdigit() or len(code) > 10:
+    accepted (``last_t``); ``False`` for a recovery code's device, and for anything but ASCII digits (``²`` is a
+    digit to ``str.isdigit()`` that ``int()`` cannot read)."""
+    if not isinstance(device, TOTPDevice) or not (code.isascii() and code.isdigit()) or len(code) > 10:
         return False
     authenticator = TOTP(device.bin_key, device.step, device.t0, device.digits, device.drift)
     authenticator.time = time.time()

@@ -284,3 +284,16 @@ def test_wrong_codes_sent_at_once_are_counted_one_by_one(settings):
     # The device is locked while one code is checked: one guess was tried, the others found it throttled.
     assert sorted(results) == ["locked", "locked", "locked", "tried"]
     assert TOTPDevice.objects.get(user=user, confirmed=True).throttling_failure_count == 1
+
+
+@pytest.mark.parametrize("code", ["²", "²²²²²²"])
+def test_a_code_of_digits_int_cannot_read_is_a_wrong_code(user, client, code):
+    """``str.isdigit()`` admits ``²``, which ``int()`` cannot read: the check whether a refused code was a used one
+    raised ``ValueError``, a 500 (review); it is a wrong code like any other."""
+    enrol(user)
+    body = {"username": user.username, "password": PASSWORD, "otp": code}
+
+    response = client.post("/api/v1/auth/token/", body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_otp" and "otp" in response.json()["error"]["fields"]
