@@ -18,6 +18,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from apps.core.csv_export import csv_response
+from apps.core.days import last_day_validator
 
 from .amounts import format_amount, format_display, format_exact
 from .models import Account, Asset, JournalBlock, JournalEntry, Posting, SigningKey
@@ -162,10 +163,11 @@ class PostingInline(admin.TabularInline):
 
 
 class ExportForm(forms.Form):
-    """The accountants' export: entries posted from ``start`` to ``end`` (days, UTC, both included)."""
+    """The accountants' export: entries posted from ``start`` to ``end`` (days, UTC, both included; ``end`` at most
+    :data:`~apps.core.days.LAST_DAY`, 9999-12-30)."""
 
     start = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}))
-    end = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}), validators=[last_day_validator])
 
     def clean(self):
         cleaned = super().clean()

@@ -11,6 +11,7 @@ from django.contrib.auth.validators import ASCIIUsernameValidator
 from apps.accounts.email_address import INVALID as EMAIL_INVALID
 from apps.accounts.models import Scope
 from apps.accounts.passwords import MAX_PASSWORD_LENGTH
+from apps.core.days import last_day_validator
 from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
 from exchange.converters import MAX_ID
@@ -251,10 +252,13 @@ def with_new_key(form: AnyForm, key_field: str, message: str, **kwargs) -> AnyFo
 
 
 class HistoryFilterForm(forms.Form):
-    """A date range of a history (GET): ``start`` and ``end`` are days, UTC, both included."""
+    """A date range of a history (GET): ``start`` and ``end`` are days, UTC, both included; ``end`` is at most
+    :data:`~apps.core.days.LAST_DAY` (9999-12-30)."""
 
     start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
-    end = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}), validators=[last_day_validator]
+    )
 
     def clean(self):
         cleaned = super().clean()

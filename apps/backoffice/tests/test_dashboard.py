@@ -166,3 +166,15 @@ def test_the_journal_export_is_every_posting_of_the_days_asked_for(client, opera
     ]
     assert len(b"".join(later.streaming_content).decode().splitlines()) == 1  # the header alone
     assert refused.status_code == 400 and "Must be on or after the start date." in refused.content.decode()
+
+
+def test_the_journal_export_refuses_an_end_date_whose_next_day_no_datetime_holds(client, operator, admin_login):
+    """The export reads up to the midnight after its last day: 9999-12-31 has none (``OverflowError``, a 500)."""
+    admin_login(operator)
+    url = reverse("admin:ledger_journalentry_export")
+
+    refused = client.get(url, {"start": "2026-01-01", "end": "9999-12-31"})
+    last = client.get(url, {"start": "0001-01-01", "end": "9999-12-30"})
+
+    assert refused.status_code == 400 and "Must be on or before 9999-12-30." in refused.content.decode()
+    assert last.status_code == 200

@@ -76,6 +76,7 @@ def test_the_activity_page_filters_by_asset_type_and_dates(trader, usdt, client)
         ({"cursor": "0"}, "cursor"),
         ({"start": "2026-02-02", "end": "2026-02-01"}, "end"),
         ({"type": "gift"}, "type"),
+        ({"end": "9999-12-31"}, "end"),  # no datetime holds the midnight after it (was a 500, OverflowError)
     ],
 )
 def test_invalid_activity_filters_are_a_400_naming_the_field(trader, client, query, field):
@@ -147,3 +148,41 @@ def test_deposits_and_withdrawals_export_by_date_range(db, usdt, btc, client):
     assert [row[1:4] for row in deposits[1:]] == [[str(deposit.id), "USDT", "500.000000"]]
     assert [row[1:5] for row in withdrawals[1:]] == [[str(withdrawal.id), "USDT", "50.000000", "1.000000"]]
     assert none_later == [withdrawals[0]]
+
+
+EXPORTS = [
+    "/activity/export/",
+    "/orders/export/",
+    "/fills/export/",
+    "/wallet/deposits/export/",
+    "/wallet/withdrawals/export/",
+]
+
+
+@pytest.mark.parametrize("path", ["/activity/", *EXPORTS])
+def test_an_end_date_whose_next_day_no_datetime_holds_is_refused_naming_end(trader, client, path):
+    """A range is read up to the midnight after its last day: 9999-12-31 has none (``OverflowError``, a 500 on the
+    page and every export, review); the last end date is 9999-12-30."""
+    client.force_login(trader)
+
+    response = client.get(path, {"end": "9999-12-31"})
+    last = client.get(path, {"start": "9999-12-30", "end": "9999-12-30"})
+
+    assert response.status_code == 400
+    errors = response.context["form"].errors if path == "/activity/" else response.json()["error"]["fields"]
+    assert list(errors) == ["end"]
+    assert "Must be on or before 9999-12-30." in str(errors["end"])
+    assert last.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/activity/", *EXPORTS])
+@pytest.mark.parametrize("start", ["0001-01-01", "9999-12-31"])
+def test_a_start_date_at_either_end_of_the_calendar_is_read(trader, client, path, start):
+    client.force_login(trader)
+
+    response = client.get(path, {"start": start})
+
+    assert response.status_code == 200
+    if path != "/activity/":
+        fundings = 2 if start == "0001-01-01" and path == "/activity/export/" else 0  # the trader's USDT and BTC
+        assert len(rows(response)) == 1 + fundings  # the header, and every row from that day on
