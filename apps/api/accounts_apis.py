@@ -1,6 +1,8 @@
 """REST API of the accounts app: exchanging a password (and a second factor) for an API key."""
 
 from django.contrib.auth import authenticate
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import AuthenticationFailed
@@ -45,6 +47,7 @@ class TokenOut(serializers.Serializer):
     expires_at = ApiTime(source="key.expires_at", allow_null=True)
 
 
+@method_decorator(never_cache, name="dispatch")
 class TokenApi(APIView):
     """``POST /auth/token/``: a new API key for a valid username and password (API.md).
 
@@ -52,7 +55,8 @@ class TokenApi(APIView):
     scope (a user without a second factor gets ``second_factor_required``: enrol first), and for
     any scope once the user has a second factor (``invalid_otp`` when missing or wrong). The key
     is permanent unless ``expires_in`` (seconds) is given. Wrong passwords count towards the
-    log-in lockout (django-axes) and the ``login`` rate.
+    log-in lockout (django-axes) and the ``login`` rate. The answer shows the key's secret: ``Cache-Control:
+    no-store`` (``never_cache``), so no browser or proxy cache keeps it.
     """
 
     authentication_classes = [ApiKeyAuthentication]  # gives 401s their WWW-Authenticate header

@@ -1,9 +1,12 @@
 """REST API of a trader's second factor (API.md "Second factor for traders"): enrol an authenticator, confirm it.
 
 Both need the ``withdraw`` scope (a browser session has it), so a read-only or trading key
-cannot turn a second factor on or replace it.
+cannot turn a second factor on or replace it. Their answers show a secret (the authenticator's, the recovery
+codes) and carry ``Cache-Control: no-store`` (``never_cache``): no browser or proxy cache keeps them.
 """
 
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -46,6 +49,7 @@ class ConfirmOut(serializers.Serializer):
     )
 
 
+@method_decorator(never_cache, name="dispatch")
 class OtpEnrolApi(ScopedApiView):
     """``POST /account/otp/``: a new authenticator secret to enrol; with a second factor on, ``otp`` is required."""
 
@@ -64,6 +68,7 @@ class OtpEnrolApi(ScopedApiView):
         return Response(EnrolmentOut(enrolment).data)
 
 
+@method_decorator(never_cache, name="dispatch")
 class OtpConfirmApi(ScopedApiView):
     """``POST /account/otp/confirm/`` with ``otp`` from the new authenticator turns the second factor on."""
 

@@ -1,6 +1,7 @@
 """The route table of ``/api/v3/`` (Binance's spot REST paths, no trailing slash); the last route catches the rest."""
 
 from django.urls import path, re_path
+from django.views.decorators.cache import never_cache
 
 from . import market_data as md
 from . import trading, user_stream
@@ -57,10 +58,12 @@ urlpatterns = [
     path("account/commission", route(GET=trading.account_commission), name="binance-account-commission"),
     path(
         "userDataStream",
-        route(
-            POST=user_stream.listen_key_create,
-            PUT=user_stream.listen_key_keepalive,
-            DELETE=user_stream.listen_key_close,
+        never_cache(  # the listenKey opens the user's stream: Cache-Control: no-store
+            route(
+                POST=user_stream.listen_key_create,
+                PUT=user_stream.listen_key_keepalive,
+                DELETE=user_stream.listen_key_close,
+            )
         ),
         name="binance-user-data-stream",
     ),

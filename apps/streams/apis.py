@@ -3,9 +3,12 @@
 Like Binance's listenKey: ``POST`` creates one (shown once), ``PUT`` keeps it alive another
 ``STREAMS_TOKEN_TTL`` seconds, ``DELETE`` revokes it. A browser session or an API key with
 the ``read`` scope may ask; the key opens that user's stream at ``/ws/<token>``. One made with an API key
-lives no longer than that API key (revoked or expired, it opens nothing and its streams are closed).
+lives no longer than that API key (revoked or expired, it opens nothing and its streams are closed). Answers
+that show the key carry ``Cache-Control: no-store`` (``never_cache``).
 """
 
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import never_cache
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -29,6 +32,7 @@ class StreamTokenOut(serializers.Serializer):
     expires_at = ApiTime()
 
 
+@method_decorator(never_cache, name="dispatch")
 class StreamTokenApi(ScopedApiView):
     """The caller's user stream key: create, keep alive, revoke."""
 

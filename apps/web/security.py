@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 from django.utils.safestring import mark_safe
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from apps.accounts.email_address import (
@@ -69,10 +70,12 @@ def _render(request, *, form=None, start_form=None, remove_form=None, email_form
     return render(request, "web/security.html", context)
 
 
+@never_cache
 @login_required
 def security(request):
     """The second factor's state, and the set-up (QR code, secret, confirmation) while one is pending; a form
-    refused on the last POST is shown again once, with its errors."""
+    refused on the last POST is shown again once, with its errors. ``Cache-Control: no-store`` (``never_cache``):
+    no browser or proxy cache keeps the pending secret."""
     return _render(
         request,
         form=refused_form_pop(request, key=CONFIRM_FORM, form_class=OtpForm),
@@ -134,10 +137,12 @@ def second_factor_start(request):
     return redirect("web:security")
 
 
+@never_cache
 @login_required
 @require_POST
 def second_factor_confirm_view(request):
-    """Turn the second factor on with a code from the new authenticator; show the recovery codes once."""
+    """Turn the second factor on with a code from the new authenticator; show the recovery codes once (in an
+    answer no cache keeps: ``Cache-Control: no-store``)."""
     form = OtpForm(request.POST)
     if form.is_valid():
         try:

@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.email_address import email_confirmation_send
@@ -388,13 +389,15 @@ def withdrawals_export(request):
     return csv_response("withdrawals.csv", exports.WITHDRAWAL_HEADER, rows)
 
 
+@never_cache
 @login_required
 def api_keys(request):
     """The user's API keys (name, scopes, expiry, IP allow-list, last use) and the form to create one; a new
     key and its signing secret are shown once, on the answer to the POST that created it (they are never kept in
     the session). A refused form goes back to this page (post/redirect/get) with each refusal next to its field.
     A key needs the second factor's code when it is on (the withdraw scope needs it on), and the account's password
-    when it is off (:func:`~apps.accounts.reauthentication.password_confirm`): a session alone makes no key."""
+    when it is off (:func:`~apps.accounts.reauthentication.password_confirm`): a session alone makes no key. The
+    page carries ``Cache-Control: no-store`` (``never_cache``): no browser or proxy cache keeps a secret shown."""
     created = None
     if request.method == "POST":
         form = ApiKeyForm(request.POST)

@@ -297,3 +297,23 @@ def test_a_code_of_digits_int_cannot_read_is_a_wrong_code(user, client, code):
 
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_otp" and "otp" in response.json()["error"]["fields"]
+
+
+def test_answers_showing_a_new_authenticator_or_recovery_codes_are_never_stored(user, client):
+    """Review: the pending authenticator's secret (API and security page) and the recovery codes (API and the page
+    answering the confirmation) carry ``Cache-Control: no-store``, so no browser or proxy cache keeps them."""
+    client.force_login(user)
+    started = client.post("/api/v1/account/otp/", {"password": PASSWORD}, content_type="application/json")
+    page = client.get("/security/")
+    device = TOTPDevice.objects.get(user=user, confirmed=False)
+    confirmed = client.post("/api/v1/account/otp/confirm/", {"otp": totp_code(device)}, content_type="application/json")
+    second_factor_enrol(user_id=user.id, otp=user_code(user))
+    replacement = TOTPDevice.objects.get(user=user, confirmed=False)
+    confirmed_on_the_page = client.post("/security/second-factor/confirm/", {"otp": totp_code(replacement)})
+
+    assert started.status_code == 200 and started.json()["secret"]
+    assert page.context["pending"] is not None
+    assert confirmed.status_code == 200 and confirmed.json()["recovery_codes"]
+    assert confirmed_on_the_page.status_code == 200 and confirmed_on_the_page.context["recovery_codes"]
+    for response in (started, page, confirmed, confirmed_on_the_page):
+        assert "no-store" in response.get("Cache-Control", ""), response.request["PATH_INFO"]

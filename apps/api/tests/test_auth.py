@@ -192,3 +192,15 @@ def test_a_post_that_shows_a_secret_once_refuses_an_idempotency_key_and_writes_n
     assert response.json()["error"]["code"] == "invalid_request"
     assert list(response.json()["error"]["fields"]) == ["Idempotency-Key"]
     assert (ApiKey.objects.count(), list(TOTPDevice.objects.values_list("id", "key", "confirmed"))) == before
+
+
+def test_the_answer_showing_a_new_key_and_its_secret_is_never_stored(db, api):
+    """Review: a browser or proxy could keep the key and its signing secret; ``Cache-Control: no-store``."""
+    UserFactory(username="alice")
+
+    response = api.post(
+        "/api/v1/auth/token/", {"username": "alice", "password": "correct horse battery staple"}, format="json"
+    )
+
+    assert response.status_code == 200 and response.json()["secret"]
+    assert "no-store" in response.get("Cache-Control", "")

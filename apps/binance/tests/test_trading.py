@@ -492,6 +492,7 @@ def test_listen_key_create_keep_alive_close(client, trader, signing_key):
     assert created.status_code == 200, created.content
     key = created.json()["listenKey"]
     assert len(key) == 64
+    assert "no-store" in created.get("Cache-Control", "")  # the key opens the user's stream: no cache keeps it
     assert client.put("/api/v3/userDataStream", f"listenKey={key}", **form).json() == {}
     assert client.delete(f"/api/v3/userDataStream?listenKey={key}", **headers).json() == {}
     gone = client.put("/api/v3/userDataStream", f"listenKey={key}", **form)

@@ -84,3 +84,13 @@ def test_an_idempotency_key_is_refused_as_the_stream_key_is_shown_once(api_as, u
     assert response.json()["error"]["code"] == "invalid_request"
     assert list(response.json()["error"]["fields"]) == ["Idempotency-Key"]
     assert not StreamToken.objects.exists()
+
+
+def test_answers_showing_a_stream_key_are_never_stored(api_as, user):
+    """The key opens the user's private stream: ``Cache-Control: no-store`` on the answers that show it."""
+    client = api_as(user, "read")
+    created = client.post(URL)
+    kept_alive = client.put(URL, {"token": created.json()["token"]}, format="json")
+
+    assert (created.status_code, kept_alive.status_code) == (201, 200)
+    assert "no-store" in created.get("Cache-Control", "") and "no-store" in kept_alive.get("Cache-Control", "")
