@@ -2,7 +2,8 @@
 
 One function decides it for every rule that depends on who is asking: the API's rate limits
 (``apps.api.throttles``), the log-in lockouts (django-axes ``AXES_CLIENT_IP_CALLABLE``) and
-API keys' IP allow-lists. ``X-Forwarded-For`` is trusted only as far as the setting
+API keys' IP allow-lists; and for the address a log-in notice reports (e-mail and user stream,
+``apps.accounts.notifications.login_details``). ``X-Forwarded-For`` is trusted only as far as the setting
 ``TRUSTED_PROXY_COUNT`` (API.md; default 0) says: each of the N proxies in front of the app
 appends the address it received the connection from, so the client is the N-th address from
 the right. Anything a client wrote itself sits further left and is ignored.

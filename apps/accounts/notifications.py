@@ -15,6 +15,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from apps.core.commit import on_commit_robust
+from exchange.client_ip import client_ip
 
 log = logging.getLogger(__name__)
 
@@ -51,15 +52,21 @@ def email_address_on_commit(*, to: str, template: str, context: dict) -> None:
     on_commit_robust(_queue, to, subject.strip(), body.strip() + "\n")
 
 
+def login_details(request) -> dict[str, str]:
+    """A log-in's ``{"ip_address", "user_agent"}`` (the user agent cut to 200 characters), for its notices.
+
+    The address is the client's as the rate limits and log-in lockouts see it (:func:`exchange.client_ip.client_ip`:
+    behind ``TRUSTED_PROXY_COUNT`` proxies, the one they report, not the proxy's own ``REMOTE_ADDR``, nor what the
+    client wrote in ``X-Forwarded-For``); both empty without a request.
+    """
+    if getattr(request, "META", None) is None:
+        return {"ip_address": "", "user_agent": ""}
+    return {"ip_address": client_ip(request), "user_agent": request.META.get("HTTP_USER_AGENT", "")[:200]}
+
+
 def login_notify(sender, request, user, **kwargs) -> None:
-    """``user_logged_in`` receiver: e-mail the user about a new log-in (time, IP address, browser)."""
-    meta = getattr(request, "META", {})
+    """``user_logged_in`` receiver: e-mail the user about a new log-in (time, IP address, browser:
+    :func:`login_details`)."""
     email_user_on_commit(
-        user_id=user.pk,
-        template="new_login",
-        context={
-            "time": timezone.now(),
-            "ip_address": meta.get("REMOTE_ADDR", ""),
-            "user_agent": meta.get("HTTP_USER_AGENT", "")[:200],
-        },
+        user_id=user.pk, template="new_login", context={"time": timezone.now(), **login_details(request)}
     )

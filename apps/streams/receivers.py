@@ -8,6 +8,8 @@ Connected in :meth:`apps.streams.apps.StreamsConfig.ready`. The signals: :data:`
 
 from django.conf import settings
 
+from apps.accounts.notifications import login_details
+
 from .services import book_event_record, book_events_statement, user_event_record, user_notice_record
 
 
@@ -38,10 +40,6 @@ def api_key_created(sender, *, user_id: int, name: str, scopes: list[str], **kwa
 
 
 def user_logged_in(sender, request, user, **kwargs) -> None:
-    """An ``accountNotice`` of the log-in on the user's stream: its IP address and browser."""
-    meta = getattr(request, "META", {})
-    user_notice_record(
-        user_id=user.pk,
-        notice="login",
-        details={"ip_address": meta.get("REMOTE_ADDR", ""), "user_agent": meta.get("HTTP_USER_AGENT", "")[:200]},
-    )
+    """An ``accountNotice`` of the log-in on the user's stream: its IP address and browser
+    (:func:`apps.accounts.notifications.login_details`, as the e-mail gives them)."""
+    user_notice_record(user_id=user.pk, notice="login", details=login_details(request))

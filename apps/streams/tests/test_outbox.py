@@ -246,6 +246,24 @@ def test_a_new_log_in_and_a_new_api_key_reach_only_their_users_stream(client, us
     ]
 
 
+def test_a_log_in_behind_the_trusted_proxy_is_noticed_with_the_clients_address(client, user, settings):
+    """Review: the notice gave ``REMOTE_ADDR``, the proxy's own address behind one (README, "Behind the proxy":
+    ``TRUSTED_PROXY_COUNT=1``); it is the client's, as the rate limits and lockouts see it (``exchange.client_ip``),
+    never what the client wrote in ``X-Forwarded-For`` itself."""
+    settings.TRUSTED_PROXY_COUNT = 1
+    client.post(
+        "/accounts/login/",
+        {"username": user.username, "password": "correct horse battery staple"},
+        REMOTE_ADDR="10.0.0.2",  # the proxy
+        HTTP_X_FORWARDED_FOR="198.51.100.66, 203.0.113.9",  # what the client wrote, then what the proxy appended
+        HTTP_USER_AGENT="pytest-browser",
+    )
+
+    notices = [message["data"] for _, message in relay_messages() if message["data"]["e"] == "accountNotice"]
+
+    assert [(notice["notice"], notice["ip_address"]) for notice in notices] == [("login", "203.0.113.9")]
+
+
 def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(traders, btc_usdt):
     from apps.marketdata.selectors import ticker_24h
     from apps.streams import events

@@ -110,6 +110,29 @@ def test_a_rejection_tells_the_operators_reason_and_a_log_in_is_reported(mail_wo
     assert "127.0.0.1 (Firefox/140)" in body(login)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_log_in_behind_the_trusted_proxy_is_reported_with_the_clients_address(
+    mail_worker, smtp_server, client, settings
+):
+    """Review: the e-mail gave ``REMOTE_ADDR``, the proxy's own address behind one (README, "Behind the proxy":
+    ``TRUSTED_PROXY_COUNT=1``); it is the client's, as the rate limits and lockouts see it (``exchange.client_ip``),
+    never what the client wrote in ``X-Forwarded-For`` itself."""
+    settings.TRUSTED_PROXY_COUNT = 1
+    user = UserFactory(email="proxied-trader@example.com")
+
+    response = client.post(
+        "/accounts/login/",
+        {"username": user.username, "password": "correct horse battery staple"},
+        REMOTE_ADDR="10.0.0.2",  # the proxy
+        HTTP_X_FORWARDED_FOR="198.51.100.66, 203.0.113.9",  # what the client wrote, then what the proxy appended
+        HTTP_USER_AGENT="Firefox/140",
+    )
+
+    assert response.status_code == 302
+    (login,) = messages_to(smtp_server, "New log-in", "proxied-trader@example.com")
+    assert "from 203.0.113.9 (Firefox/140)" in body(login)
+
+
 def sign_up(client, username: str, email: str) -> None:
     response = client.post(
         "/signup/",
