@@ -31,9 +31,10 @@ class CallbackRefused(DomainError):
 
 
 class PayloadTooLarge(DomainError):
-    """A custody callback body above ``settings.CUSTODY_WEBHOOK_MAX_BODY``: HTTP 413."""
+    """A custody callback body above ``settings.CUSTODY_WEBHOOK_MAX_BODY``: HTTP 413 ``payload_too_large`` (API.md's
+    code for it, as the API's bodies over their limit)."""
 
-    code = "invalid_request"
+    code = "payload_too_large"
     status = 413
 
 

@@ -2,7 +2,7 @@
 
 The body is authenticated (signature and timestamp skew, by the custody adapter), validated
 and stored in the inbox, and committed, before the 200; processing follows on a Celery
-worker. 401: bad signature or stale timestamp; 400: malformed body; 413: body too large;
+worker. 401: bad signature or stale timestamp; 400: malformed body; 413 ``payload_too_large``: body too large;
 409: a known event id with other content; 503 (``Retry-After: 1``): the database cannot be reached. Nothing is stored
 when it is refused.
 """

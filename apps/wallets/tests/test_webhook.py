@@ -245,6 +245,12 @@ def test_body_above_the_limit_gets_413_and_nothing_is_stored(client, address, se
     response = send(client, *signed(payload))
 
     assert response.status_code == 413
+    # The stable code of API.md for 413 (review: it was invalid_request, the code of a malformed body).
+    assert response.json()["error"] == {
+        "code": "payload_too_large",
+        "message": "The body is larger than 1024 bytes.",
+        "fields": {},
+    }
     assert not CustodyEvent.objects.exists()
 
 
