@@ -150,6 +150,9 @@ AXES_CLIENT_IP_CALLABLE = "exchange.client_ip.client_ip"
 # How long an e-mailed password-reset link works (Django's default is three days).
 PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_SECONDS", default=3600)
 OTP_TOTP_ISSUER = "Exchange back office"
+# django-otp's admin never shows a device's secret or its QR code, not even to a superuser: a trader's second factor
+# is theirs alone.
+OTP_ADMIN_HIDE_SENSITIVE_DATA = True
 # django-otp's throttle after a wrong code (apps/accounts/second_factor.py): every code is refused for
 # factor * 2**(failures - 1) seconds (1, 2, 4, 8 ...: locked for longer after each), a right code resets it; 0 is off.
 OTP_TOTP_THROTTLE_FACTOR = env.int("OTP_TOTP_THROTTLE_FACTOR", default=1)

@@ -125,3 +125,21 @@ def test_the_admin_is_closed_to_anyone_without_staff_status(back_office):
     assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.AWAITING_APPROVAL
     assert Adjustment.objects.get(pk=adjustment.pk).status == adjustment.status
     assert (ReconciliationRun.objects.count(), AuditLogEntry.objects.count()) == (runs, audits)
+
+
+def test_no_one_in_the_back_office_sees_a_traders_authenticator_secret(client, db):
+    """Review: django-otp's admin showed any trader's TOTP key and QR code to staff allowed to view devices."""
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    from apps.accounts.tests.otp import enrol_device
+
+    device = enrol_device(UserFactory(username="trader"))
+    login_with_second_factor(client, UserFactory(username="root", is_staff=True, is_superuser=True))
+
+    page = client.get(f"/admin/otp_totp/totpdevice/{device.pk}/change/")
+
+    assert page.status_code == 200
+    shown = page.content.decode()
+    assert device.key not in shown and device.key.upper() not in shown
+    assert f"/admin/otp_totp/totpdevice/{device.pk}/config/" not in shown  # no QR code link either
+    assert TOTPDevice.objects.filter(pk=device.pk, key=device.key).exists()
