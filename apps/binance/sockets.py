@@ -31,6 +31,7 @@ from apps.streams.consumers import (
     request_id_valid,
 )
 from apps.streams.groups import user_group
+from exchange.client_ip import scope_client_ip
 
 from .errors import (
     BAD_API_KEY_FMT,
@@ -137,8 +138,7 @@ class WsApiConsumer(AsyncWebsocketConsumer):
             elif method == "time":
                 await self._answer(request_id, 200, result={"serverTime": int(time.time() * 1000)})
             elif method == "userDataStream.subscribe.signature":
-                client = (self.scope.get("client") or ("", 0))[0]
-                key = await database_sync_to_async(_signed_key)(params, client)
+                key = await database_sync_to_async(_signed_key)(params, scope_client_ip(self.scope))
                 subscription_id = len(self.subscriptions)
                 group = user_group(key.user_id)
                 await self.channel_layer.group_add(group, self.channel_name)

@@ -108,3 +108,17 @@ def test_behind_a_proxy_log_in_lockouts_are_per_forwarded_client(db, client):
     )
     assert locked == [200, 429, 429]
     assert other.status_code == 200
+
+
+def test_a_websockets_client_is_decided_by_the_same_rule(settings):
+    from exchange.client_ip import scope_client_ip
+
+    settings.TRUSTED_PROXY_COUNT = 2
+    scope = {
+        "client": ("10.0.0.2", 50000),
+        "headers": [(b"x-forwarded-for", b"6.6.6.6, 203.0.113.9"), (b"host", b"x"), (b"x-forwarded-for", b"10.0.0.1")],
+    }
+    assert scope_client_ip(scope) == "203.0.113.9"  # two headers are one list; the 2nd address from the right
+    settings.TRUSTED_PROXY_COUNT = 0
+    assert scope_client_ip(scope) == "10.0.0.2"
+    assert scope_client_ip({"headers": []}) == ""  # no peer (a test scope): nothing to allow

@@ -132,3 +132,27 @@ def test_a_subscription_ends_when_the_api_key_that_signed_it_is_revoked(tmp_path
         web_process.stop()
     assert ended["subscriptionId"] == 0 and ended["event"]["e"] == "eventStreamTerminated"
     assert closed.value.rcvd.code == 4401
+
+
+def test_an_ip_allow_list_sees_the_client_behind_the_proxies_as_rest_does(tmp_path, signing_key):
+    """Review: a signed subscription checked the key's allow-list against the socket's peer, the proxy's address
+    behind one on another host, not the client ``TRUSTED_PROXY_COUNT`` names, as REST does."""
+    from apps.accounts.models import ApiKey
+    from apps.streams.tests.processes import start_web
+
+    # uvicorn trusts no proxy header itself (FORWARDED_ALLOW_IPS: the proxy is another host than 127.0.0.1).
+    env = {"TRUSTED_PROXY_COUNT": "1", "FORWARDED_ALLOW_IPS": "192.0.2.1"}
+    web_process, web = start_web(tmp_path, "ws-api-proxy", env=env)
+    user = UserFactory()
+    raw_key, secret = signing_key(user, "read")
+    ApiKey.objects.filter(user=user).update(allowed_ips=["203.0.113.9/32"])
+    try:
+        answers = []
+        for forwarded in ("198.51.100.7, 203.0.113.9", "203.0.113.9, 198.51.100.7"):  # the proxy appends the client
+            headers = {"X-Forwarded-For": forwarded}
+            with connect(f"ws://{web}/ws-api/v3", open_timeout=10, additional_headers=headers) as socket:
+                answers.append(ask(socket, "userDataStream.subscribe.signature", subscribe_params(raw_key, secret)))
+    finally:
+        web_process.stop()
+    assert answers[0]["result"] == {"subscriptionId": 0}
+    assert answers[1]["status"] == 401 and answers[1]["error"]["code"] == -2015  # the client is 198.51.100.7
