@@ -17,24 +17,21 @@ from apps.accounts.second_factor import second_factor_refusal, second_factor_ver
 from apps.api.throttles import LoginRateThrottle
 
 from .forms import OtpForm
+from .throttled import ThrottledPostMixin
 
 PENDING_LOGIN = "pending_login"
 # How long the password step stays good for the second step, in seconds.
 PENDING_LOGIN_SECONDS = 300
 
 
-class LoginView(auth_views.LoginView):
+class LoginView(ThrottledPostMixin, auth_views.LoginView):
     """``/accounts/login/``: username and password (django-axes counts failures per username and address); a user
     with a second factor is sent to the second step instead of being logged in. The form's POSTs are limited per
     client IP as the API's log-ins are (``API_RATE_LOGIN``; 429 past it), so one address cannot try a password
     on username after username."""
 
-    def post(self, request, *args, **kwargs):
-        if not LoginRateThrottle().allow_request(request, None):
-            form = self.get_form()
-            form.add_error(None, "Too many log-ins from your network: try again in a minute.")
-            return render(request, self.template_name, {"form": form}, status=429)
-        return super().post(request, *args, **kwargs)
+    throttle = LoginRateThrottle
+    throttled_message = "Too many log-ins from your network: try again in a minute."
 
     def form_valid(self, form):
         user = form.get_user()

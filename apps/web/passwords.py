@@ -9,11 +9,12 @@ out); each change is audited in its own transaction and e-mailed to the trader
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.db import transaction
-from django.shortcuts import render
 from django.urls import reverse_lazy
 
 from apps.accounts.password_resets import CHANGED, RESET, PasswordResetForm, password_change_record
 from apps.api.throttles import PasswordResetRateThrottle
+
+from .throttled import ThrottledPostMixin
 
 
 class PasswordChangeView(auth_views.PasswordChangeView):
@@ -30,20 +31,15 @@ class PasswordChangeView(auth_views.PasswordChangeView):
         return response
 
 
-class PasswordResetView(auth_views.PasswordResetView):
+class PasswordResetView(ThrottledPostMixin, auth_views.PasswordResetView):
     """``/accounts/password/reset/``: an address to send a reset link to; the answer never says whether an account
     has it. 429 past the per-IP rate."""
 
     form_class = PasswordResetForm
     template_name = "registration/password_reset.html"
     success_url = reverse_lazy("password-reset-sent")
-
-    def post(self, request, *args, **kwargs):
-        if not PasswordResetRateThrottle().allow_request(request, None):
-            form = self.get_form()
-            form.add_error(None, "Too many reset requests from your network: try again later.")
-            return render(request, self.template_name, {"form": form}, status=429)
-        return super().post(request, *args, **kwargs)
+    throttle = PasswordResetRateThrottle
+    throttled_message = "Too many reset requests from your network: try again later."
 
 
 class PasswordResetSentView(auth_views.PasswordResetDoneView):
