@@ -10,5 +10,7 @@ class AccountsConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_in
 
         from .notifications import login_notify
+        from .sessions import session_end_fix
 
         user_logged_in.connect(login_notify, dispatch_uid="accounts.login_notify")
+        user_logged_in.connect(session_end_fix, dispatch_uid="accounts.session_end_fix")

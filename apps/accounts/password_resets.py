@@ -8,14 +8,23 @@ password and the last log-in; valid ``PASSWORD_RESET_TIMEOUT`` seconds); :class:
 sends it the way every message of ours goes (:mod:`apps.accounts.notifications`).
 """
 
+import hashlib
+import logging
+
+import redis
 from django.conf import settings
+from django.contrib.auth import authenticate
 from django.contrib.auth import forms as auth_forms
+from django.core.cache import cache
+from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.services import audit_record
 
 from .notifications import email_address_on_commit, email_user_on_commit, site_url
+
+log = logging.getLogger(__name__)
 
 CHANGED, RESET = "password.changed", "password.reset"
 
@@ -28,13 +37,50 @@ def password_change_record(*, user_id: int, action: str) -> None:
     email_user_on_commit(user_id=user_id, template="password_changed", context={"time": timezone.now()})
 
 
+class PasswordChangeForm(auth_forms.PasswordChangeForm):
+    """Django's, the current password checked by ``authenticate`` (``request`` given), as a log-in's is: a wrong one
+    counts as a failed log-in (django-axes), and a username locked out from the address is refused here too. Django's
+    own form only compared it, so a stolen session could guess the password without limit (review)."""
+
+    def __init__(self, user, *args, request=None, **kwargs):
+        self.request = request
+        super().__init__(user, *args, **kwargs)
+
+    def clean_old_password(self) -> str:
+        old_password = self.cleaned_data["old_password"]
+        if authenticate(self.request, username=self.user.get_username(), password=old_password) is None:
+            raise ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
+        return old_password
+
+
+RESET_MAILS_PER_HOUR = 3
+"""Reset links sent to one address in an hour, whoever asks (the form's per-IP rate does not stop many addresses
+asking for one victim's); past it the request is answered alike and nothing is sent (logged)."""
+
+
+def _reset_mail_allowed(address: str) -> bool:
+    """Count a reset mail to ``address`` (in the cache, an hour); False past :data:`RESET_MAILS_PER_HOUR`. True when
+    the cache cannot be reached: the link still goes out."""
+    key = "password_reset_to:" + hashlib.sha256(address.lower().encode()).hexdigest()
+    try:
+        cache.add(key, 0, timeout=3600)
+        return cache.incr(key) <= RESET_MAILS_PER_HOUR
+    except (redis.RedisError, ValueError):  # ValueError: the count expired between add and incr
+        log.warning("accounts.password_reset_count_unavailable", exc_info=True)
+        return True
+
+
 class PasswordResetForm(auth_forms.PasswordResetForm):
     """Django's reset request (the same answer whether or not an account has the address; accounts with no
-    usable password are left out), its link sent as ``emails/password_reset.txt`` through the Celery queue."""
+    usable password are left out), its link sent as ``emails/password_reset.txt`` through the Celery queue, at most
+    :data:`RESET_MAILS_PER_HOUR` an hour to one address."""
 
     def send_mail(
         self, subject_template_name, email_template_name, context, from_email, to_email, html_email_template_name=None
     ):
+        if not _reset_mail_allowed(to_email):
+            log.warning("accounts.password_reset_not_sent", extra={"reason": "address_cap"})
+            return
         link = site_url(reverse("password-reset-confirm", args=[context["uid"], context["token"]]))
         hours = settings.PASSWORD_RESET_TIMEOUT // 3600
         message = {"username": context["user"].get_username(), "link": link, "hours": hours}

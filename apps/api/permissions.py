@@ -27,7 +27,7 @@ class HasScope(BasePermission):
     second factor: it was granted with a code, and a second factor turned off (by the user, or reset by an
     operator) takes that away from every key, as from the browser (raises
     :class:`~apps.accounts.errors.SecondFactorRequired`: 403 ``second_factor_required``). Cancelling a withdrawal
-    or deleting an address (``DELETE``) lowers the risk and stays open to the key.
+    or deleting an address (``DELETE``) lowers the risk and stays open to the key; only ``POST`` adds any.
     """
 
     message = "This API key lacks the scope this operation needs."
@@ -39,7 +39,10 @@ class HasScope(BasePermission):
         self.message = f"This API key lacks the {scope} scope this operation needs."  # a new instance per request
         if scope not in request_scopes(request):
             return False
-        if scope == Scope.WITHDRAW and request.method != "DELETE" and isinstance(request.auth, ApiKey):
+        if scope == Scope.WITHDRAW and request.method == "POST" and isinstance(request.auth, ApiKey):
             if not user_has_second_factor(user_id=request.user.id):
-                raise SecondFactorRequired("Withdrawals with an API key need a second factor: set one up again.")
+                raise SecondFactorRequired(
+                    "This key's withdraw scope works only while the account has a second factor: set one up again "
+                    "from the security page."
+                )
         return True

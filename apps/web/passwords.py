@@ -11,7 +11,13 @@ from django.contrib.auth import views as auth_views
 from django.db import transaction
 from django.urls import reverse_lazy
 
-from apps.accounts.password_resets import CHANGED, RESET, PasswordResetForm, password_change_record
+from apps.accounts.password_resets import (
+    CHANGED,
+    RESET,
+    PasswordChangeForm,
+    PasswordResetForm,
+    password_change_record,
+)
 from apps.api.throttles import PasswordResetRateThrottle
 
 from .throttled import ThrottledPostMixin
@@ -20,8 +26,12 @@ from .throttled import ThrottledPostMixin
 class PasswordChangeView(auth_views.PasswordChangeView):
     """``/accounts/password/change/``: the current password, then the new one twice; back to the security page."""
 
+    form_class = PasswordChangeForm
     template_name = "registration/password_change.html"
     success_url = reverse_lazy("web:security")
+
+    def get_form_kwargs(self):
+        return {**super().get_form_kwargs(), "request": self.request}
 
     @transaction.atomic
     def form_valid(self, form):

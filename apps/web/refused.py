@@ -14,8 +14,9 @@ from django.http import QueryDict
 
 _PREFIX = "refused-form:"
 F = TypeVar("F", bound=forms.Form)
-# Never carried over to the page: the page's own form renders a fresh token.
-_DROPPED = ("csrfmiddlewaretoken",)
+# Never carried over to the page: the page's own form renders a fresh token, and a password is never stored (the
+# session is a database row; a review found the password asked again before a security change kept there).
+_DROPPED = ("csrfmiddlewaretoken", "password", "old_password", "new_password1", "new_password2")
 # Longer values are not kept (no field of these forms takes one): a crafted POST does not grow the session.
 KEPT_VALUE_MAX = 1000
 

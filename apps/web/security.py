@@ -54,14 +54,17 @@ def qr_code_svg(data: str) -> str:
     return image.to_string(encoding="unicode")
 
 
-def _render(request, *, form=None, start_form=None, remove_form=None, email_form=None, recovery_codes=None):
-    pending = second_factor_pending(user_id=request.user.id)
+def _render(
+    request, *, form=None, start_form=None, remove_form=None, email_form=None, recovery_codes=None, enrolment=None
+):
+    """The page; ``enrolment`` (the set-up just started) shows its secret and QR code, in that answer only."""
     context = {
         "email_form": email_form or EmailForm(),
         "email_request": email_request_open(user_id=request.user.id),
         "enabled": user_has_second_factor(user_id=request.user.id),
-        "pending": pending,
-        "qr_svg": mark_safe(qr_code_svg(pending.otpauth_url)) if pending else None,  # noqa: S308 (made here)
+        "pending": second_factor_pending(user_id=request.user.id) is not None,
+        "enrolment": enrolment,
+        "qr_svg": mark_safe(qr_code_svg(enrolment.otpauth_url)) if enrolment else None,  # noqa: S308 (made here)
         "form": form or OtpForm(),
         "start_form": start_form or SecondFactorStartForm(),
         "remove_form": remove_form or OtpForm(),
@@ -73,9 +76,9 @@ def _render(request, *, form=None, start_form=None, remove_form=None, email_form
 @never_cache
 @login_required
 def security(request):
-    """The second factor's state, and the set-up (QR code, secret, confirmation) while one is pending; a form
-    refused on the last POST is shown again once, with its errors. ``Cache-Control: no-store`` (``never_cache``):
-    no browser or proxy cache keeps the pending secret."""
+    """The second factor's state, and the confirmation of a set-up while one is pending (never its secret: that is
+    shown once, in the answer to the POST that started it, :func:`second_factor_start`); a form refused on the last
+    POST is shown again once, with its errors. ``Cache-Control: no-store`` (``never_cache``)."""
     return _render(
         request,
         form=refused_form_pop(request, key=CONFIRM_FORM, form_class=OtpForm),
@@ -120,20 +123,24 @@ def email_confirm_view(request, token: str):
     return confirm_page(request, token, what="e-mail address", confirm=email_address_confirm, read=email_link_read)
 
 
+@never_cache
 @login_required
 @require_POST
 def second_factor_start(request):
     """Begin enrolling an authenticator: with one on already, a current code from it is required; with none, the
-    account's password (:func:`~apps.accounts.reauthentication.password_confirm`)."""
+    account's password (:func:`~apps.accounts.reauthentication.password_confirm`). The new secret and its QR code
+    are shown in this answer only (no cache keeps it): a later page of the same session, a stolen cookie's
+    included, shows only the confirmation form, so only who gave the password or code can confirm."""
     form = SecondFactorStartForm(request.POST)
     if form.is_valid():
         try:
             password_confirm(request, password=form.cleaned_data["password"])
-            second_factor_enrol(user_id=request.user.id, otp=form.cleaned_data["otp"] or None)
+            enrolment = second_factor_enrol(user_id=request.user.id, otp=form.cleaned_data["otp"] or None)
         except DomainError as error:
             add_domain_error(form, error)
-    if form.errors:
-        refused_form_keep(request, key=START_FORM, form=form)
+        else:
+            return _render(request, enrolment=enrolment)
+    refused_form_keep(request, key=START_FORM, form=form)
     return redirect("web:security")
 
 

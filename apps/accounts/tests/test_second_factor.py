@@ -221,13 +221,17 @@ def test_security_page_shows_the_qr_code_and_secret_then_recovery_codes_once(use
     refused = client.get("/security/")
     assert refused.context["start_form"].errors["password"] == ["That is not your password."]
     assert not TOTPDevice.objects.filter(user=user).exists()
-    assert client.post("/security/second-factor/", {"password": PASSWORD}).status_code == 302
-    page = client.get("/security/").content.decode()
+    started = client.post("/security/second-factor/", {"password": PASSWORD})
+    assert started.status_code == 200 and "no-store" in started["Cache-Control"]
+    page = started.content.decode()
     device = TOTPDevice.objects.get(user=user, confirmed=False)
     secret = base64.b32encode(device.bin_key).decode()
     assert f'<code class="secret" id="otp-secret">{secret}</code>' in page
     qr = page.split('id="otp-qr">')[1].split("</div>")[0]
     assert qr.startswith("<svg") and "<path" in qr and "<script" not in qr
+    # Shown once: a later page of the session (a stolen cookie's too) asks for the code, never shows the secret.
+    later = client.get("/security/").content.decode()
+    assert secret not in later and 'id="otp-qr"' not in later and 'id="set-up-pending"' in later
 
     confirmed = client.post("/security/second-factor/confirm/", {"otp": totp_code(device)})
     assert confirmed.status_code == 200

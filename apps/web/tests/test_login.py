@@ -107,7 +107,7 @@ def test_a_user_without_a_second_factor_logs_in_with_the_password(client, bob):
     assert client.get("/api-keys/").status_code == 200
 
 
-def test_a_session_ends_twelve_hours_after_its_log_in(client, bob, settings):
+def test_a_session_ends_twelve_hours_after_its_log_in_whatever_is_written_to_it(client, bob, settings):
     from datetime import timedelta
 
     from django.contrib.sessions.models import Session
@@ -117,6 +117,10 @@ def test_a_session_ends_twelve_hours_after_its_log_in(client, bob, settings):
     session = Session.objects.get(session_key=client.session.session_key)
     assert timedelta(seconds=settings.SESSION_COOKIE_AGE) == timedelta(hours=12)
     assert abs(session.expire_date - (timezone.now() + timedelta(hours=12))) < timedelta(seconds=30)
+
+    client.post("/security/email/", {"email": "not an address"})  # a refused form written to the session
+    kept = Session.objects.get(pk=session.pk)
+    assert kept.get_decoded().keys() > {"refused-form:security-email"} and kept.expire_date == session.expire_date
 
     Session.objects.filter(pk=session.pk).update(expire_date=timezone.now() - timedelta(seconds=1))
     assert client.get("/wallet/")["Location"].startswith("/accounts/login/")

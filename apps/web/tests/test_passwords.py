@@ -1,6 +1,8 @@
 """Changing a password (signed in) and resetting it by an e-mailed link (Django's views): other sessions logged out,
 each change audited and told by e-mail, reset requests that never say whether an account has the address."""
 
+import hashlib
+
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
@@ -37,6 +39,21 @@ def test_a_change_needs_the_current_password_logs_out_other_sessions_and_is_audi
     user.refresh_from_db()
     assert user.check_password(NEW) and not user.check_password(PASSWORD)
     assert AuditLogEntry.objects.filter(actor=user, action="password.changed", object_id=str(user.id)).count() == 1
+
+
+def test_wrong_current_passwords_count_as_failed_log_ins_and_a_lockout_refuses_the_right_one(client, db, settings):
+    """Review: Django's form only compared the password, so a stolen session guessed it without limit."""
+    user = UserFactory()
+    client.force_login(user)
+    guess = {"old_password": "guess", "new_password1": NEW, "new_password2": NEW}
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        client.post("/accounts/password/change/", guess)
+
+    locked = client.post("/accounts/password/change/", {**guess, "old_password": PASSWORD})
+
+    assert locked.status_code == 429
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD)
 
 
 def test_the_change_page_needs_a_log_in(client, db):
@@ -87,4 +104,22 @@ def test_reset_requests_and_log_ins_are_rate_limited_per_client_ip(client, db, s
     assert [r.status_code for r in resets] == [302, 302, 429]
     assert [r.status_code for r in log_ins] == [200, 200, 429]  # two refused passwords, then the address's cap
     assert "Too many log-ins from your network" in log_ins[2].content.decode()
+    assert "Please enter a correct username" not in log_ins[2].content.decode()  # refused unchecked (review)
     assert not get_user_model().objects.exists()
+
+
+def test_reset_links_to_one_address_are_capped_whoever_asks(client, db, django_capture_on_commit_callbacks):
+    """Review: the per-IP rate let many addresses mail-bomb one victim."""
+    from apps.accounts.password_resets import RESET_MAILS_PER_HOUR
+
+    UserFactory(email="victim@example.com")
+    cache.delete("password_reset_to:" + hashlib.sha256(b"victim@example.com").hexdigest())
+    sent = []
+    for n in range(RESET_MAILS_PER_HOUR + 2):
+        with django_capture_on_commit_callbacks() as mails:
+            answer = client.post(
+                "/accounts/password/reset/", {"email": "victim@example.com"}, REMOTE_ADDR=f"198.51.100.{n}"
+            )
+        assert answer.status_code == 302  # answered alike
+        sent.append(len(mails))
+    assert sent == [1] * RESET_MAILS_PER_HOUR + [0, 0]
