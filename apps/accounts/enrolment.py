@@ -73,10 +73,10 @@ def second_factor_enrol(*, user_id: int, otp: str | None = None) -> Enrolment:
     return _enrolment(device)
 
 
-def second_factor_pending(*, user_id: int) -> Enrolment | None:
-    """The authenticator being enrolled (its secret and URI, to show again), or ``None``."""
-    device = TOTPDevice.objects.filter(user_id=user_id, confirmed=False).order_by("-id").first()
-    return _enrolment(device) if device else None
+def second_factor_pending(*, user_id: int) -> bool:
+    """Whether an authenticator waits for its first code (:func:`second_factor_confirm`). Its secret is never read
+    again: it is shown once, by the caller of :func:`second_factor_enrol`."""
+    return TOTPDevice.objects.filter(user_id=user_id, confirmed=False).exists()
 
 
 def second_factor_confirm(*, user_id: int, otp: str | None) -> list[str]:

@@ -13,7 +13,6 @@ import logging
 
 import redis
 from django.conf import settings
-from django.contrib.auth import authenticate
 from django.contrib.auth import forms as auth_forms
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
@@ -23,6 +22,7 @@ from django.utils import timezone
 from apps.audit.services import audit_record
 
 from .notifications import email_address_on_commit, email_user_on_commit, site_url
+from .reauthentication import password_is_right
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class PasswordChangeForm(auth_forms.PasswordChangeForm):
 
     def clean_old_password(self) -> str:
         old_password = self.cleaned_data["old_password"]
-        if authenticate(self.request, username=self.user.get_username(), password=old_password) is None:
+        if not password_is_right(self.request, password=old_password):
             raise ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
         return old_password
 

@@ -15,6 +15,12 @@ from .errors import InvalidPassword
 from .second_factor import user_has_second_factor
 
 
+def password_is_right(request, *, password: str) -> bool:
+    """Whether ``password`` is the signed-in user's, checked by ``authenticate`` as a log-in is: a wrong one counts as
+    a failed log-in (django-axes), and every one is refused while the username is locked out from this address."""
+    return authenticate(request, username=request.user.get_username(), password=password) is not None
+
+
 def password_confirm(request, *, password: str | None) -> None:
     """Check ``password`` against the signed-in user of ``request`` (a Django ``HttpRequest``) when they have no
     second factor; with one on, return at once (the change's own code is the proof).
@@ -28,5 +34,5 @@ def password_confirm(request, *, password: str | None) -> None:
         return
     if not password:
         raise InvalidPassword()
-    if authenticate(request, username=user.get_username(), password=password) is None:
+    if not password_is_right(request, password=password):
         raise InvalidPassword("That is not your password.")

@@ -62,7 +62,7 @@ def _render(
         "email_form": email_form or EmailForm(),
         "email_request": email_request_open(user_id=request.user.id),
         "enabled": user_has_second_factor(user_id=request.user.id),
-        "pending": second_factor_pending(user_id=request.user.id) is not None,
+        "pending": second_factor_pending(user_id=request.user.id),
         "enrolment": enrolment,
         "qr_svg": mark_safe(qr_code_svg(enrolment.otpauth_url)) if enrolment else None,  # noqa: S308 (made here)
         "form": form or OtpForm(),

@@ -316,7 +316,7 @@ def test_answers_showing_a_new_authenticator_or_recovery_codes_are_never_stored(
     confirmed_on_the_page = client.post("/security/second-factor/confirm/", {"otp": totp_code(replacement)})
 
     assert started.status_code == 200 and started.json()["secret"]
-    assert page.context["pending"] is not None
+    assert page.context["pending"] is True
     assert confirmed.status_code == 200 and confirmed.json()["recovery_codes"]
     assert confirmed_on_the_page.status_code == 200 and confirmed_on_the_page.context["recovery_codes"]
     for response in (started, page, confirmed, confirmed_on_the_page):
