@@ -3,8 +3,10 @@
 ``--users`` users (default 1,000,000) each hold three assets (BTC 8, ETH 18, USDT 6 decimals;
 a fifth of the balances zero, a tenth of the users with held funds as well). The fixture rows
 (users and accounts with their balances) are written straight into a scratch database
-(``bench_liabilities`` on the server of ``DATABASE_URL``) by SQL: they are what the snapshot
-reads, not a ledger to reconcile. One real entry is posted and sealed so there is a block.
+(``bench_liabilities`` on the server of ``DATABASE_URL``) by SQL, each non-zero balance backed by one
+posting of an opening entry (:data:`_OPENING`), as the snapshot checks before it builds (stored balances
+against postings: a cost ``build`` includes). The fixture, its sealing included, is made in a child process, so
+the peak memory measured is the snapshot's.
 
 Figures, one JSON line each (``{"bench": "liabilities", ...}``):
 
@@ -17,6 +19,7 @@ Figures, one JSON line each (``{"bench": "liabilities", ...}``):
 
 import argparse
 import json
+import multiprocessing
 import random
 import resource
 import statistics
@@ -41,10 +44,41 @@ _USERS = """
 _ACCOUNTS = """
     INSERT INTO ledger_account (kind, owner_id, asset_id, shard, balance, version, created_at)
     SELECT %s, u.id, a.id, 0,
-           CASE WHEN random() < %s THEN 0 ELSE round((random() * %s)::numeric, a.decimals) END, 1, now()
+           CASE WHEN random() < %s THEN 0 ELSE round((random() * %s)::numeric, a.decimals) END, 0, now()
     FROM auth_user u CROSS JOIN ledger_asset a
     WHERE u.username LIKE 'bench%%' AND u.id %% %s = 0
 """
+# Every non-zero customer balance of one asset credited by an opening entry per OPENING_CHUNK accounts, each debiting
+# the asset's equity account by its total (one statement: entries and postings together, as the ledger's triggers
+# require); then the accounts' versions and the equity balance follow their postings (reconciliation's invariant 2).
+_OPENING = """
+    WITH legs AS (
+        SELECT a.id AS account_id, a.balance, (row_number() OVER (ORDER BY a.id) - 1) / %(chunk)s AS chunk
+        FROM ledger_account a
+        WHERE a.asset_id = %(asset)s AND a.owner_id IS NOT NULL AND a.balance <> 0
+    ), chunks AS (
+        SELECT chunk, sum(balance) AS total, sum(sum(balance)) OVER (ORDER BY chunk) AS running
+        FROM legs GROUP BY chunk
+    ), entries AS (
+        INSERT INTO ledger_journalentry (idempotency_key, reason, reference_type, reference_id, metadata,
+                                         payload_hash, created_at)
+        SELECT 'bench:opening:' || %(asset)s || ':' || chunk, 'adjustment', 'bench', chunk::text, '{}', '', now()
+        FROM chunks
+        RETURNING id, reference_id::bigint AS chunk
+    )
+    INSERT INTO ledger_posting (entry_id, account_id, asset_id, amount, balance_after)
+    SELECT e.id, l.account_id, %(asset)s, -l.balance, l.balance FROM legs l JOIN entries e USING (chunk)
+    UNION ALL
+    SELECT e.id, %(equity)s, %(asset)s, c.total, -c.running FROM chunks c JOIN entries e USING (chunk)
+"""
+_OPENED = """
+    UPDATE ledger_account a SET version = 1 WHERE a.asset_id = %(asset)s AND a.owner_id IS NOT NULL AND a.balance <> 0;
+    UPDATE ledger_account a
+    SET balance = -t.total, version = t.postings
+    FROM (SELECT sum(amount) AS total, count(*) AS postings FROM ledger_posting WHERE account_id = %(equity)s) t
+    WHERE a.id = %(equity)s
+"""
+OPENING_CHUNK = 10_000
 
 
 def peak_rss_mb() -> float:
@@ -67,6 +101,14 @@ def prepare(users: int) -> None:
         cursor.execute(_USERS, [users])
         cursor.execute(_ACCOUNTS, [AccountKind.USER_AVAILABLE, 0.2, 1000, 1])
         cursor.execute(_ACCOUNTS, [AccountKind.USER_HELD, 0.5, 100, 10])
+        for asset in Asset.objects.all():
+            opening = {
+                "asset": asset.id,
+                "equity": system_account(AccountKind.EQUITY, asset).id,
+                "chunk": OPENING_CHUNK,
+            }
+            cursor.execute(_OPENING, opening)
+            cursor.execute(_OPENED, opening)
         cursor.execute("ANALYZE")
     usdt = Asset.objects.get(code="USDT")
     funded = get_user_model().objects.create(username="funded")
@@ -80,6 +122,13 @@ def prepare(users: int) -> None:
             ],
         )
     journal_seal()
+
+
+def prepare_in_child(url: str, users: int) -> None:
+    """:func:`prepare` in a child process: sealing the opening entries loads their postings, a peak of memory
+    that is not the snapshot's."""
+    setup_django(url)
+    prepare(users)
 
 
 def read_reference() -> float:
@@ -105,8 +154,12 @@ def main() -> None:
 
     admin_url, bench_url = bench_database_url("_bench_liabilities")
     recreate_database(admin_url, bench_url)
+    preparing = multiprocessing.get_context("spawn").Process(target=prepare_in_child, args=(bench_url, args.users))
+    preparing.start()
+    preparing.join()
+    if preparing.exitcode != 0:
+        raise SystemExit(f"preparing the fixture failed (exit {preparing.exitcode})")
     setup_django(bench_url)
-    prepare(args.users)
 
     from django.db import connections
 

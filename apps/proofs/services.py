@@ -9,6 +9,7 @@ from apps.core.errors import InvalidState
 from apps.ledger.amounts import format_amount
 from apps.ledger.merkle import EMPTY_ROOT
 from apps.ledger.models import Asset, JournalBlock
+from apps.ledger.reconciliation import ROW_LIMIT
 from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.selectors import customer_balances_not_matching_postings
 from apps.ledger.signing import sign
@@ -99,19 +100,26 @@ def liabilities_snapshot_take() -> LiabilitySnapshot:
         )
 
 
+_MISMATCHES_NAMED = 5
+"""How many mismatched accounts a refused snapshot's message names."""
+
+
 def _balances_match_postings() -> None:
-    """Raise :class:`InvalidState` naming every customer account whose stored balance is not the sum of its
-    postings, as seen by the snapshot's own read."""
+    """Raise :class:`InvalidState` when a customer account's stored balance is not the sum of its postings, as
+    seen by the snapshot's own read, naming the first :data:`_MISMATCHES_NAMED` of them (reconcile lists them
+    all)."""
     mismatched = customer_balances_not_matching_postings()
     if mismatched:
         accounts = "; ".join(
             f"account {row['account']} (user {row['owner']}, {row['asset']} {row['kind']}): stored "
             f"{row['stored_balance']}, postings {row['postings_balance']}"
-            for row in mismatched
+            for row in mismatched[:_MISMATCHES_NAMED]
         )
+        more = len(mismatched) - _MISMATCHES_NAMED
+        count = f"{len(mismatched)} or more" if len(mismatched) == ROW_LIMIT else str(len(mismatched))
         raise InvalidState(
-            f"No snapshot taken: {len(mismatched)} customer account(s) have a stored balance that is not the sum "
-            f"of their postings (run manage.py reconcile): {accounts}."
+            f"No snapshot taken: {count} customer account(s) have a stored balance that is not the sum "
+            f"of their postings (run manage.py reconcile): {accounts}{f'; and {more} more' if more > 0 else ''}."
         )
 
 

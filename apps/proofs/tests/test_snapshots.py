@@ -13,7 +13,7 @@ from apps.ledger.reconciliation import reconcile
 from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.services import funds_hold
-from apps.ledger.tests.factories import fund
+from apps.ledger.tests.factories import UserFactory, fund
 from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
 from apps.proofs.models import LiabilityLeaf, LiabilityNode, LiabilitySnapshot
 from apps.proofs.services import liabilities_snapshot_take
@@ -194,6 +194,25 @@ def test_a_snapshot_is_refused_when_a_stored_balance_differs_from_its_postings(f
     with pytest.raises(InvalidState, match=f"account {account.id} "):
         liabilities_snapshot_scheduled()  # what beat runs daily
     assert not LiabilitySnapshot.objects.exists() and not LiabilityNode.objects.exists()
+
+
+def test_a_refusal_names_the_first_five_mismatched_accounts_and_counts_the_rest(funded, btc):
+    """A fixture written without postings had its 1,000 accounts spelled out in one message (bench/liabilities.py)."""
+    others = [UserFactory(username=f"more{n}") for n in range(3)]
+    for user in others:
+        fund(user, btc, "0.1")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE ledger_account SET balance = balance + 1 WHERE kind = 'user_available' RETURNING id")
+        bumped = sorted(row[0] for row in cursor.fetchall())
+
+    with pytest.raises(InvalidState) as refused:
+        liabilities_snapshot_take()
+
+    message = str(refused.value)
+    assert len(bumped) == 7
+    assert message.startswith("No snapshot taken: 7 customer account(s) have a stored balance")
+    assert [f"account {account_id} " in message for account_id in bumped] == [True] * 5 + [False] * 2
+    assert message.endswith("; and 2 more.")
 
 
 def test_a_negative_balance_is_a_clean_refusal_not_a_traceback(funded, btc):
