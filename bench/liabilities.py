@@ -12,7 +12,9 @@ Figures, one JSON line each (``{"bench": "liabilities", ...}``):
 
 - ``build``: ``liabilities_snapshot_take()`` wall time and the process's peak resident memory,
   against a reference measured in the same run: reading the same account rows through a
-  server-side cursor into Python (the floor any builder pays); targets 60 s and 2 GB at 1M users;
+  server-side cursor into Python (the floor any builder pays); targets 60 s and 2 GB at 1M users.
+  ``balance_check_s`` is the share of the build spent checking stored balances against postings, timed on its own
+  before it;
 - ``path_lookup``: p50/p99 of ``liabilities_proof(user)`` for random users, each proof then
   checked by ``tools/verify_liabilities.py``.
 """
@@ -164,12 +166,17 @@ def main() -> None:
     from django.db import connections
 
     from apps.ledger.seal.keys import public_keys
+    from apps.ledger.selectors import customer_balances_not_matching_postings
     from apps.proofs.models import LiabilityLeaf
     from apps.proofs.selectors import liabilities_proof
     from apps.proofs.services import liabilities_snapshot_take
     from tools.verify_liabilities import verify
 
     reference = read_reference()
+    started = time.perf_counter()
+    if customer_balances_not_matching_postings():
+        raise SystemExit("the fixture's stored balances are not the sums of its postings")
+    balance_check = time.perf_counter() - started
     memory_before = peak_rss_mb()
     started = time.perf_counter()
     snapshot = liabilities_snapshot_take()
@@ -184,6 +191,7 @@ def main() -> None:
                 "leaves": snapshot.leaf_count,
                 "build_s": round(build, 2),
                 "read_reference_s": round(reference, 2),
+                "balance_check_s": round(balance_check, 2),  # part of build_s, measured once on its own first
                 "ratio_to_reference": round(build / reference, 2),
                 "peak_rss_mb": round(peak_rss_mb(), 1),
                 "peak_rss_before_build_mb": round(memory_before, 1),
