@@ -7,11 +7,13 @@ class BackofficeConfig(AppConfig):
     verbose_name = "Back office"
 
     def ready(self) -> None:
-        """Audit log-ins, failed log-ins and second-factor enrolments (:mod:`apps.backoffice.login_audit`)."""
+        """Audit log-ins, failed log-ins and second-factor enrolments (:mod:`apps.backoffice.login_audit`); register
+        the reconciliation check of manual adjustments (:mod:`apps.backoffice.checks`)."""
         from django.contrib.auth.signals import user_logged_in, user_login_failed
         from django.db.models.signals import post_save
         from django_otp import device_classes
 
+        from . import checks  # noqa: F401  (registers invariant 8's backing of adjustment entries)
         from .login_audit import record_login, record_login_failed, record_second_factor_enrolment
 
         user_logged_in.connect(record_login, dispatch_uid="backoffice.audit.login")

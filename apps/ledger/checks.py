@@ -1,4 +1,12 @@
-"""The ledger's reconciliation checks: invariants 1, 2, 3, 6 and 7 of DESIGN.md section 5.
+"""The ledger's reconciliation checks: invariants 1, 2, 3, 6 and 7 of DESIGN.md section 5, and the ledger's part
+of invariant 8's backing rule.
+
+Backing (invariant 8, the direction from the journal to the business): every journal entry is backed by the
+business record of its reason, the record that names it: a trade, an order, a credited deposit, a withdrawal in
+the matching state, an approved manual adjustment. The app that keeps each record checks its reasons
+(:func:`~apps.ledger.reconciliation.register_backed_reasons`); the ledger flags the entries of every other reason,
+which no business record can justify. So a balanced entry forged into the journal (written past the services, or
+posted by a bug with no business event behind it) fails reconciliation.
 
 Each check is a query for the rows that break the invariant; an empty result passes.
 Amounts in the details are strings of the asset's precision.
@@ -10,8 +18,10 @@ from decimal import Decimal
 from .amounts import format_amount
 from .models import DEBIT_NORMAL_KINDS, USER_KINDS, AccountKind
 from .reconciliation import (
+    ENTRY_IN_SCOPE,
     ROW_LIMIT,
     Scope,
+    backed_reasons,
     format_amounts,
     hold_sources,
     query_rows,
@@ -237,6 +247,30 @@ def idempotency_keys_unique(scope: Scope) -> list[dict]:
         [ROW_LIMIT],
     )
     return problems
+
+
+@register_check(invariant=8, name="entry_reasons_backed")
+def entry_reasons_backed(scope: Scope) -> list[dict]:
+    """Journal entries whose reason no app backs with a business record (invariant 8, backing: see the module).
+
+    ``transfer``, ``hold`` and ``release`` are such reasons: no production code posts them (``transfer_create`` is
+    called by the ledger benchmarks only; ``funds_hold`` and ``funds_release`` are called with the withdrawal reasons),
+    and no model records a transfer between users, so an entry of one has nothing behind it. So is a reason outside
+    :class:`~apps.ledger.models.EntryReason`, which only a write past the services can store.
+
+    Reads every journal entry (a sequential scan filtered on its reason: no index leads with it), and for a
+    filtered report one index lookup of its postings per offending entry.
+    """
+    return query_rows(
+        f"""
+        SELECT e.id AS entry, e.idempotency_key, e.reason, e.reference_type, e.reference_id,
+               'no business record backs this reason' AS problem
+        FROM ledger_journalentry e
+        WHERE e.reason <> ALL(%s) AND {ENTRY_IN_SCOPE}
+        ORDER BY e.id LIMIT %s
+        """,
+        [sorted(backed_reasons()), *scope.entry_params, ROW_LIMIT],
+    )
 
 
 @register_asset_figures

@@ -35,6 +35,23 @@ class Scope:
     def asset_ids(self) -> list[int]:
         return [asset.id for asset in self.assets]
 
+    @property
+    def entry_params(self) -> list:
+        """The parameters of :data:`ENTRY_IN_SCOPE`, in its order."""
+        return [self.filtered, self.asset_ids]
+
+
+ENTRY_IN_SCOPE = (
+    "(NOT %s OR EXISTS (SELECT 1 FROM ledger_posting sp WHERE sp.entry_id = e.id AND sp.asset_id = ANY(%s)))"
+)
+"""A check's condition that the journal entry ``e`` is in scope: any entry when the report is unfiltered, else one
+with a posting in the report's assets (one index lookup by ``entry_id``); its parameters are
+:attr:`Scope.entry_params`."""
+
+REFERENCE_NUMBER = r"CASE WHEN e.reference_id ~ '^[0-9]{1,18}$' THEN e.reference_id::bigint END"
+"""SQL: the journal entry ``e``'s ``reference_id`` as a ``bigint`` when it is a number, else NULL (never a cast error
+on a reference written by hand): joined with a business record's primary key, one index lookup per entry."""
+
 
 @dataclass
 class CheckResult:
@@ -85,6 +102,7 @@ class _Check:
 _checks: list[_Check] = []
 _figures: list[FiguresFunction] = []
 _hold_sources: list[HoldSource] = []
+_backed_reasons: set[str] = set()
 
 
 def query_rows(sql: str, params: list) -> list[dict]:
@@ -139,6 +157,20 @@ def register_hold_source(function: HoldSource) -> HoldSource:
 def hold_sources() -> list[HoldSource]:
     """The registered hold sources (see :func:`register_hold_source`)."""
     return list(_hold_sources)
+
+
+def register_backed_reasons(*reasons: str) -> None:
+    """Declare that a registered check looks from every journal entry of these :class:`~apps.ledger.models.EntryReason`
+    values back to the business record that justifies it (an app backs the reasons its services post).
+
+    The ledger's check ``entry_reasons_backed`` flags every entry of a reason no app backs.
+    """
+    _backed_reasons.update(reasons)
+
+
+def backed_reasons() -> set[str]:
+    """The reasons some app's check backs (see :func:`register_backed_reasons`)."""
+    return set(_backed_reasons)
 
 
 def registered_invariants() -> set[int]:

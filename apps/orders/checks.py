@@ -5,20 +5,32 @@
 - Invariant 8: an ended order has no remaining hold; every order's hold, fills and
   release add up (held amount = what its fills consumed + what was released + what it
   still holds); every trade is settled by its own ``trade:<id>`` entry.
+- Invariant 8, backing (see :mod:`apps.ledger.checks`): every journal entry of the reasons ``trade``,
+  ``order_hold`` and ``order_release`` is the entry of the trade or order it names, posted by its recipe
+  (DESIGN.md section 4), so an entry forged with a made-up or a real order's or trade's reference is found.
 
 Each check is one query for the offending rows; amounts are strings at the asset's precision.
 """
 
 from decimal import Decimal
 
+from apps.ledger.models import EntryReason
 from apps.ledger.reconciliation import (
+    ENTRY_IN_SCOPE,
+    REFERENCE_NUMBER,
     ROW_LIMIT,
     Scope,
     format_amounts,
     query_rows,
+    register_backed_reasons,
     register_check,
     register_hold_source,
 )
+
+from .models import OPEN_STATUSES
+
+ORDER_REASONS = (EntryReason.TRADE, EntryReason.ORDER_HOLD, EntryReason.ORDER_RELEASE)
+register_backed_reasons(*ORDER_REASONS)
 
 
 @register_hold_source
@@ -128,4 +140,67 @@ def trades_settled_by_their_entry(scope: Scope) -> list[dict]:
         ORDER BY t.created_at, t.id LIMIT %s
         """,
         [scope.asset_ids, scope.asset_ids, scope.asset_ids, scope.asset_ids, ROW_LIMIT],
+    )
+
+
+@register_check(invariant=8, name="order_entries_backed")
+def order_entries_backed(scope: Scope) -> list[dict]:
+    """Journal entries of the reasons ``trade``, ``order_hold`` and ``order_release`` that no trade or order backs.
+
+    A ``trade`` entry must be the entry of a trade (``orders_trade.entry_id``, unique, so of exactly one) keyed
+    ``trade:<trade id>`` with the reference ``trade``/``<trade id>``. An ``order_hold`` or ``order_release`` entry
+    must name an existing order (reference ``order``/``<order id>``) under the order's own key
+    ``order:<id>:hold`` or ``order:<id>:release`` (a release only once the order has ended: open and partially
+    filled orders still hold), and every posting must be on its owner's accounts of the asset
+    the order holds: a hold debits available and credits held by the order's ``held_amount``, a release debits
+    held and credits available (how much is :func:`order_holds_add_up`'s to check). A trade entry's amounts are
+    :func:`trades_settled_by_their_entry`'s to check. Rows: entry, key, reason, reference and the problem.
+
+    Reads every journal entry (a sequential scan filtered on the three reasons); per trade entry one lookup of the
+    unique index on ``orders_trade.entry_id`` (or a hash anti-join over the trades, as the planner prefers); per
+    hold or release entry one order by primary key and its two postings (index on ``ledger_posting.entry_id``)
+    with their accounts by primary key.
+    """
+    return query_rows(
+        f"""
+        WITH judged AS (
+            SELECT e.id, e.idempotency_key, e.reason, e.reference_type, e.reference_id, t.id AS trade, o.id AS order_id,
+                   o.status,
+                   e.reference_type = 'order'
+                   AND e.idempotency_key = 'order:' || o.id || CASE e.reason WHEN 'order_hold' THEN ':hold'
+                                                                             ELSE ':release' END AS keyed,
+                   e.reason = 'order_hold' OR o.status <> ALL(%s) AS in_state,
+                   CASE WHEN o.id IS NOT NULL THEN NOT EXISTS (
+                       SELECT 1 FROM ledger_posting p JOIN ledger_account a ON a.id = p.account_id
+                       WHERE p.entry_id = e.id AND (
+                           a.owner_id = o.user_id AND p.asset_id = o.held_asset_id
+                           AND CASE e.reason
+                               WHEN 'order_hold' THEN (a.kind = 'user_available' AND p.amount = o.held_amount)
+                                                   OR (a.kind = 'user_held' AND p.amount = -o.held_amount)
+                               ELSE (a.kind = 'user_held' AND p.amount > 0)
+                                 OR (a.kind = 'user_available' AND p.amount < 0)
+                           END
+                       ) IS NOT TRUE
+                   ) END AS postings_match
+            FROM ledger_journalentry e
+            LEFT JOIN orders_trade t
+                   ON e.reason = 'trade' AND t.entry_id = e.id
+                  AND e.idempotency_key = 'trade:' || t.id AND e.reference_type = 'trade' AND e.reference_id = t.id
+            LEFT JOIN orders_order o ON e.reason <> 'trade' AND o.id = {REFERENCE_NUMBER}
+            WHERE e.reason = ANY(%s) AND {ENTRY_IN_SCOPE}
+        )
+        SELECT id AS entry, idempotency_key, reason, reference_type, reference_id,
+               CASE
+                   WHEN reason = 'trade' THEN 'no trade is settled by this entry under its key'
+                   WHEN order_id IS NULL THEN 'no such order'
+                   WHEN NOT keyed THEN 'not the order''s own key'
+                   WHEN NOT in_state THEN 'a release of an order still ' || status
+                   ELSE 'a posting is not the order''s on its owner''s accounts'
+               END AS problem
+        FROM judged
+        WHERE CASE WHEN reason = 'trade' THEN trade IS NULL
+                   ELSE order_id IS NULL OR NOT keyed OR NOT in_state OR NOT postings_match END
+        ORDER BY id LIMIT %s
+        """,
+        [list(OPEN_STATUSES), list(ORDER_REASONS), *scope.entry_params, ROW_LIMIT],
     )

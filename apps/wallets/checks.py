@@ -3,7 +3,10 @@
 - invariant 4: pending withdrawals are a hold source (their remaining holds explain held funds);
 - invariant 5: per asset, the ledger's custody balance equals what the custody provider reports;
 - invariant 8: a deposit is credited at most once (and a credited one exactly once); a withdrawal
-  is completed or released exactly once when it has ended, and neither while pending.
+  is completed or released exactly once when it has ended, and neither while pending;
+- invariant 8, backing (see :mod:`apps.ledger.checks`): every journal entry of a deposit or withdrawal reason is
+  the entry its deposit or withdrawal's recipe posted (DESIGN.md section 4), so an entry forged with a made-up or
+  a real deposit's or withdrawal's reference is found.
 
 Each check returns the offending rows; amounts are strings at the asset's precision.
 """
@@ -13,12 +16,15 @@ from decimal import Decimal
 from django.db.models import Sum
 
 from apps.ledger.amounts import format_amount, is_exact
-from apps.ledger.models import Account, AccountKind
+from apps.ledger.models import Account, AccountKind, EntryReason
 from apps.ledger.reconciliation import (
+    ENTRY_IN_SCOPE,
+    REFERENCE_NUMBER,
     ROW_LIMIT,
     Scope,
     query_rows,
     register_asset_figures,
+    register_backed_reasons,
     register_check,
     register_hold_source,
 )
@@ -26,7 +32,15 @@ from apps.ledger.reconciliation import (
 from . import selectors
 from .custody import get_adapter
 from .custody.base import CustodyError
-from .models import WITHDRAWAL_FINAL, WithdrawalStatus
+from .models import WITHDRAWAL_FINAL, WITHDRAWAL_RELEASED, DepositStatus, WithdrawalStatus
+
+WITHDRAWAL_REASONS = (
+    EntryReason.WITHDRAWAL_HOLD,
+    EntryReason.WITHDRAWAL_COMPLETE,
+    EntryReason.WITHDRAWAL_RELEASE,
+    EntryReason.NETWORK_FEE,
+)
+register_backed_reasons(EntryReason.DEPOSIT, *WITHDRAWAL_REASONS)
 
 
 def _format(value: Decimal, decimals: int) -> str:
@@ -188,3 +202,97 @@ def withdrawals_ended_once(scope: Scope) -> list[dict]:
         [scope.asset_ids, ROW_LIMIT],
     )
     return rows
+
+
+@register_check(invariant=8, name="wallet_entries_backed")
+def wallet_entries_backed(scope: Scope) -> list[dict]:
+    """Journal entries of a deposit or withdrawal reason that no deposit or withdrawal backs.
+
+    A ``deposit`` entry must be the ``entry`` of a credited deposit (``wallets_deposit.entry_id``, unique), keyed
+    ``deposit:<network>:<txid>:<vout>`` with the reference ``deposit``/``<deposit id>``, and post exactly its credit:
+    Dr custody and Cr the owner's available funds, each by the deposit's amount of its asset.
+
+    A withdrawal entry must name an existing withdrawal (reference ``withdrawal``/``<id>``) under the key of its
+    step (``withdrawal:<id>:hold|complete|release|network-fee``), the withdrawal must be in a state that step
+    leads to (``withdrawal_hold``: any, every withdrawal is held once; ``withdrawal_complete``: completed;
+    ``withdrawal_release``: rejected, cancelled, failed or expired; ``network_fee``: completed, with that network
+    fee), and every posting must be the step's leg on the asset of the withdrawal (``A`` its amount, ``F`` its
+    fee, ``N`` its network fee): hold Dr the owner's available / Cr held ``A+F``; complete Dr the owner's held
+    ``A+F`` / Cr custody ``A`` / Cr fee revenue ``F``; release Dr held / Cr available ``A+F``; network fee Dr
+    network fee expense / Cr custody ``N``. Rows: entry, key, reason, reference and the problem.
+
+    Reads every journal entry (a sequential scan filtered on the five reasons); per entry one deposit by the unique
+    index on ``wallets_deposit.entry_id`` or one withdrawal by primary key, then its two or three postings (index
+    on ``ledger_posting.entry_id``) with their accounts by primary key.
+    """
+    return query_rows(
+        f"""
+        WITH judged AS (
+            SELECT e.id, e.idempotency_key, e.reason, e.reference_type, e.reference_id, d.id AS deposit, d.status,
+                   w.id AS withdrawal, w.status AS withdrawal_status,
+                   CASE WHEN d.id IS NOT NULL
+                       THEN e.reference_type = 'deposit' AND e.reference_id = d.id::text
+                            AND e.idempotency_key = 'deposit:' || d.network || ':' || d.txid || ':' || d.vout
+                       ELSE e.reference_type = 'withdrawal'
+                            AND e.idempotency_key = 'withdrawal:' || w.id || ':' || CASE e.reason
+                                WHEN 'withdrawal_hold' THEN 'hold' WHEN 'withdrawal_complete' THEN 'complete'
+                                WHEN 'withdrawal_release' THEN 'release' ELSE 'network-fee' END
+                   END AS keyed,
+                   CASE e.reason
+                       WHEN 'deposit' THEN d.status = %s
+                       WHEN 'withdrawal_hold' THEN true
+                       WHEN 'withdrawal_complete' THEN w.status = %s
+                       WHEN 'withdrawal_release' THEN w.status = ANY(%s)
+                       ELSE w.status = %s AND w.network_fee > 0
+                   END AS in_state,
+                   CASE WHEN d.id IS NOT NULL OR w.id IS NOT NULL THEN NOT EXISTS (
+                       SELECT 1 FROM ledger_posting p JOIN ledger_account a ON a.id = p.account_id
+                       WHERE p.entry_id = e.id AND (
+                           p.asset_id = COALESCE(d.asset_id, w.asset_id)
+                           AND CASE e.reason
+                               WHEN 'deposit' THEN (a.kind = 'custody' AND p.amount = d.amount)
+                                   OR (a.kind = 'user_available' AND a.owner_id = d.user_id AND p.amount = -d.amount)
+                               WHEN 'withdrawal_hold' THEN a.owner_id = w.user_id
+                                   AND ((a.kind = 'user_available' AND p.amount = w.amount + w.fee)
+                                        OR (a.kind = 'user_held' AND p.amount = -(w.amount + w.fee)))
+                               WHEN 'withdrawal_complete' THEN
+                                   (a.kind = 'user_held' AND a.owner_id = w.user_id AND p.amount = w.amount + w.fee)
+                                   OR (a.kind = 'custody' AND p.amount = -w.amount)
+                                   OR (a.kind = 'fee_revenue' AND p.amount = -w.fee)
+                               WHEN 'withdrawal_release' THEN a.owner_id = w.user_id
+                                   AND ((a.kind = 'user_held' AND p.amount = w.amount + w.fee)
+                                        OR (a.kind = 'user_available' AND p.amount = -(w.amount + w.fee)))
+                               ELSE (a.kind = 'network_fee_expense' AND p.amount = w.network_fee)
+                                   OR (a.kind = 'custody' AND p.amount = -w.network_fee)
+                           END
+                       ) IS NOT TRUE
+                   ) END AS postings_match
+            FROM ledger_journalentry e
+            LEFT JOIN wallets_deposit d ON e.reason = 'deposit' AND d.entry_id = e.id
+            LEFT JOIN wallets_withdrawal w ON e.reason <> 'deposit' AND w.id = {REFERENCE_NUMBER}
+            WHERE e.reason = ANY(%s) AND {ENTRY_IN_SCOPE}
+        )
+        SELECT id AS entry, idempotency_key, reason, reference_type, reference_id,
+               CASE
+                   WHEN reason = 'deposit' AND deposit IS NULL THEN 'no deposit is credited by this entry'
+                   WHEN reason <> 'deposit' AND withdrawal IS NULL THEN 'no such withdrawal'
+                   WHEN NOT keyed THEN 'not the key or reference of its ' || CASE WHEN deposit IS NULL
+                                       THEN 'withdrawal''s step' ELSE 'deposit' END
+                   WHEN NOT in_state THEN 'its ' || CASE WHEN deposit IS NULL THEN 'withdrawal' ELSE 'deposit' END
+                                          || ' is ' || COALESCE(status, withdrawal_status)
+                   ELSE 'a posting is not its recipe''s leg'
+               END AS problem
+        FROM judged
+        WHERE (deposit IS NULL AND withdrawal IS NULL) OR NOT keyed OR NOT in_state OR NOT postings_match
+        ORDER BY id LIMIT %s
+        """,
+        [
+            DepositStatus.CREDITED,
+            WithdrawalStatus.COMPLETED,
+            list(WITHDRAWAL_RELEASED),
+            WithdrawalStatus.COMPLETED,
+            [EntryReason.DEPOSIT, *WITHDRAWAL_REASONS],
+            *scope.entry_params,
+            ROW_LIMIT,
+        ],
+    )
