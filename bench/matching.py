@@ -91,12 +91,12 @@ def prepare(case_markets: int, shared_users: bool) -> dict:
     Returns ``{symbol: [user ids]}``.
     """
     from django.core.management import call_command
-    from django.db import transaction
 
-    from apps.ledger.models import AccountKind, Asset, EntryReason
-    from apps.ledger.services import credit, debit, entry_post, system_account, user_account, user_accounts
+    from apps.ledger.models import AccountKind, Asset
+    from apps.ledger.services import credit, debit, system_account, user_account, user_accounts
     from apps.orders.models import FeeSchedule
     from apps.orders.services import market_create
+    from bench._funding import capital_grant
 
     call_command("flush", "--no-input", verbosity=0)
     FeeSchedule.objects.create(name="default", maker_rate=D("0.001"), taker_rate=D("0.001"), is_default=True)
@@ -118,15 +118,13 @@ def prepare(case_markets: int, shared_users: bool) -> dict:
         for user_id in user_ids:
             for asset, amount in ((base, D("1000000")), (usdt, D("100000000000"))):
                 user_accounts(user_id, asset)
-                with transaction.atomic():
-                    entry_post(  # owner capital, not a deposit: custody (invariant 5) stays untouched
-                        idempotency_key=f"funding:bench:{uuid.uuid4()}",
-                        reason=EntryReason.ADJUSTMENT,
-                        legs=[
-                            debit(system_account(AccountKind.EQUITY, asset), amount),
-                            credit(user_account(user_id, asset), amount),
-                        ],
-                    )
+                capital_grant(  # owner capital, not a deposit: custody (invariant 5) stays untouched
+                    legs=[
+                        debit(system_account(AccountKind.EQUITY, asset), amount),
+                        credit(user_account(user_id, asset), amount),
+                    ],
+                    memo="Benchmark funding",
+                )
     return plan
 
 
