@@ -1,5 +1,6 @@
 from decimal import Decimal
 
+from apps.backoffice.models import Adjustment
 from apps.ledger.models import EntryReason
 from apps.ledger.services import funds_hold
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
@@ -51,11 +52,12 @@ def test_ledger_entries_show_only_the_users_own_postings(db, usdt, api_as):
     )
 
     rows = api_as(alice, "read").get("/api/v1/ledger/entries/").json()
+    funding = Adjustment.objects.get(memo=f"Test funding of {alice.username}")  # fund() records it
 
     assert [(r["account"], r["amount"], r["balance_after"], r["reason"], r["reference"]) for r in rows] == [
         ("held", "30.000000", "30.000000", "order_hold", "order:9"),
         ("available", "-30.000000", "70.000000", "order_hold", "order:9"),
-        ("available", "100.000000", "100.000000", "adjustment", ""),
+        ("available", "100.000000", "100.000000", "adjustment", f"adjustment:{funding.id}"),
     ]
     assert rows[0]["time"].endswith("Z")
     bob_rows = api_as(bob, "read").get("/api/v1/ledger/entries/?asset=USDT").json()

@@ -122,12 +122,13 @@ def test_planted_hold_that_no_open_order_explains_is_found(db, usdt, user):
     from apps.ledger.services import funds_hold
 
     fund(user, usdt, "10")
-    funds_hold(user_id=user.id, asset=usdt, amount=Decimal("4"), idempotency_key="order:404:hold")
+    hold = funds_hold(user_id=user.id, asset=usdt, amount=Decimal("4"), idempotency_key="order:404:hold")
 
     run = reconciliation_run()
 
     held = user_account(user.id, usdt, AccountKind.USER_HELD)
-    assert [check["name"] for check in run.failed_checks] == ["held_matches_open_holds"]
+    assert [check["name"] for check in run.failed_checks] == ["held_matches_open_holds", "entry_reasons_backed"]
+    assert [row["entry"] for row in run.failed_checks[1]["details"]] == [hold.id]  # no order backs it either
     assert run.failed_checks[0]["details"] == [
         {"account": held.id, "owner": user.id, "asset": "USDT", "held": "4.000000", "open_holds": "0.000000"}
     ]

@@ -72,8 +72,8 @@ def test_the_entry_digest_is_the_hash_of_the_documented_entry(db, usdt, user):
         "id": entry.id,
         "idempotency_key": entry.idempotency_key,
         "reason": EntryReason.ADJUSTMENT,
-        "reference_type": "",
-        "reference_id": "",
+        "reference_type": "adjustment",  # fund() posts an approved adjustment
+        "reference_id": entry.reference_id,
         "created_at": entry.created_at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "postings": [
             {"id": postings[0].id, "account_id": postings[0].account_id, "asset": "USDT",

@@ -10,6 +10,7 @@ from apps.ledger.models import AccountKind, EntryReason, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import funds_hold, system_account
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.ledger.tests.forgery import flagged_entries
 from apps.orders.models import Order, OrderStatus, Trade
 from apps.orders.services import order_cancel
 from apps.orders.tests.helpers import balance, place, refreshed
@@ -99,7 +100,7 @@ def test_s4_funds_held_by_an_order_cannot_be_withdrawn(btc_usdt, usdt, pending_w
             idempotency_key="withdrawal:1:hold",
             reason=EntryReason.WITHDRAWAL_HOLD,
         )
-    funds_hold(
+    withdrawal_hold = funds_hold(
         user_id=user.id,
         asset=usdt,
         amount=D("20"),
@@ -110,7 +111,9 @@ def test_s4_funds_held_by_an_order_cannot_be_withdrawn(btc_usdt, usdt, pending_w
 
     assert balance(user, usdt) == (D("0"), D("100"))
     assert refreshed(order).held_remaining == D("80")
-    assert reconcile().ok
+    # The hold stands in for a withdrawal's (pending_withdrawals explains it), so no withdrawal backs its entry.
+    assert flagged_entries(reconcile()) == {withdrawal_hold.id: "no such withdrawal"}
+    assert [check.name for check in reconcile().checks if not check.ok] == ["wallet_entries_backed"]
 
 
 def test_s9_a_rejected_order_leaves_no_trace_in_balances(btc_usdt, usdt):
