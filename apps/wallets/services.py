@@ -1011,13 +1011,20 @@ def withdrawal_confirm(*, token: str) -> Withdrawal:
 
     Single-use and state-guarded: raises :class:`InvalidState` once it was confirmed, cancelled or
     expired, :class:`~apps.wallets.links.InvalidLink` for a bad token or one older than
-    ``WITHDRAWAL_CONFIRMATION_MAX_AGE`` seconds, :class:`NotFound`.
+    ``WITHDRAWAL_CONFIRMATION_MAX_AGE`` seconds, :class:`NotFound`. What :func:`withdrawal_request` checked is
+    checked again, since the link may be opened up to that age later: it raises
+    :class:`~apps.accounts.errors.WithdrawalsBlocked` while an operator blocks the account's withdrawals and
+    :class:`~apps.wallets.address_book.AddressNotAllowed` when the address is no longer active in the user's book
+    (the withdrawal still awaits confirmation, and expires).
     """
     withdrawal_id = withdrawal_link_read(token=token)
     withdrawal = Withdrawal.objects.select_related("asset").filter(pk=withdrawal_id).first()
     if withdrawal is None:
         raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"token": "Unknown withdrawal."})
     _lock_user_asset(withdrawal.user_id, withdrawal.asset_id)
+    if withdrawals_blocked(user_id=withdrawal.user_id):
+        raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
+    withdrawal_address_require_active(user_id=withdrawal.user_id, asset=withdrawal.asset, address=withdrawal.address)
     return _withdrawal_route(withdrawal, from_state=WithdrawalStatus.AWAITING_CONFIRMATION)
 
 

@@ -5,13 +5,18 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import Group
 
+from apps.accounts.errors import WithdrawalsBlocked
+from apps.accounts.restrictions import account_withdrawals_block
 from apps.core.errors import InvalidState
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import user_accounts
+from apps.ledger.tests.factories import UserFactory
+from apps.wallets.address_book import AddressNotAllowed, withdrawal_address_delete
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.links import InvalidLink, link_token_make
-from apps.wallets.models import Withdrawal, WithdrawalStatus
+from apps.wallets.models import Withdrawal, WithdrawalAddress, WithdrawalStatus
 from apps.wallets.selectors import withdrawals_awaiting_approval
 from apps.wallets.services import (
     withdrawal_cancel,
@@ -211,3 +216,35 @@ def test_the_threshold_setting_takes_amounts_and_refuses_anything_else():
     for bad in ("abc", "-1", "NaN", "Infinity", ""):
         with pytest.raises(ImproperlyConfigured, match="X: BTC="):
             amounts_by_asset({"BTC": bad}, name="X")
+
+
+# A link is opened up to WITHDRAWAL_CONFIRMATION_MAX_AGE after the request: what the request checked is checked again.
+
+
+def _still_waiting(withdrawal: Withdrawal, holder, usdt) -> None:
+    withdrawal.refresh_from_db()
+    assert withdrawal.status == WithdrawalStatus.AWAITING_CONFIRMATION
+    assert balances(holder, usdt) == (Decimal(350), Decimal(150))  # the hold stays until it is cancelled or expires
+
+
+def test_a_link_confirms_nothing_while_an_operator_blocks_the_accounts_withdrawals(holder, usdt):
+    operator = UserFactory(is_staff=True)
+    operator.groups.add(Group.objects.get(name="operators"))
+    withdrawal = request(holder, "150")
+    account_withdrawals_block(user_id=holder.id, operator_id=operator.id, blocked=True, reason="chargeback")
+
+    with pytest.raises(WithdrawalsBlocked):
+        withdrawal_confirm(token=token(withdrawal))
+
+    _still_waiting(withdrawal, holder, usdt)
+
+
+def test_a_link_confirms_nothing_once_the_address_left_the_address_book(holder, usdt):
+    withdrawal = request(holder, "150")
+    entry = WithdrawalAddress.objects.get(user=holder, address=withdrawal.address)
+    withdrawal_address_delete(user_id=holder.id, entry_id=entry.id)
+
+    with pytest.raises(AddressNotAllowed):
+        withdrawal_confirm(token=token(withdrawal))
+
+    _still_waiting(withdrawal, holder, usdt)
