@@ -2,7 +2,8 @@
 
 The flags live in :class:`~apps.accounts.models.AccountRestriction`; the services that honour
 them read :mod:`apps.accounts.selectors` (``order_place`` refuses with ``trading_frozen``,
-``withdrawal_request`` and ``withdrawal_approve`` with ``withdrawals_blocked``).
+``withdrawal_request``, ``withdrawal_confirm`` and ``withdrawal_approve`` with ``withdrawals_blocked``;
+``withdrawal_submit`` holds an approved withdrawal back until the block is lifted).
 """
 
 from django.contrib.auth import get_user_model
@@ -89,9 +90,10 @@ def account_trading_freeze(*, user_id: int, operator_id: int, frozen: bool, reas
 def account_withdrawals_block(*, user_id: int, operator_id: int, blocked: bool, reason: str) -> AccountRestriction:
     """Block (``blocked=True``) or unblock the user's withdrawals, with a ``reason``; audited in the same transaction.
 
-    While blocked, :func:`apps.wallets.services.withdrawal_request` and ``withdrawal_approve``
-    refuse with ``withdrawals_blocked`` (pending withdrawals can still be rejected or
-    cancelled). Raises as :func:`account_trading_freeze` (:class:`InvalidState` for unblocking an account whose
+    While blocked, :func:`apps.wallets.services.withdrawal_request`, ``withdrawal_confirm`` and
+    ``withdrawal_approve`` refuse with ``withdrawals_blocked`` (pending withdrawals can still be rejected or
+    cancelled), and an approved withdrawal not yet sent stays approved, held, until the block is lifted
+    (:func:`apps.wallets.services.withdrawal_submit`). Raises as :func:`account_trading_freeze` (:class:`InvalidState` for unblocking an account whose
     withdrawals are not blocked).
     """
     return _restriction_set(

@@ -1125,7 +1125,10 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     A withdrawal to one of our own deposit addresses never goes to custody: it is settled at
     once as an internal transfer (:func:`_withdrawal_settle_internally`). Call it outside a
     transaction (the custody call must not hold locks). Anything but an
-    approved withdrawal is returned untouched, so a duplicate task is harmless. When custody
+    approved withdrawal is returned untouched, so a duplicate task is harmless. While an operator
+    blocks the account's withdrawals (:func:`apps.accounts.restrictions.account_withdrawals_block`)
+    nothing is sent: the withdrawal stays approved with its hold, ``last_error`` says why, and
+    the sweep (:func:`withdrawals_requeue_submission`) submits it once the block is lifted. When custody
     does not answer it raises :class:`CustodyUnavailable` and keeps the hold: the caller
     retries with the same id and custody sends it at most once. A definite refusal by
     custody fails the withdrawal and releases its hold. Raises :class:`NotFound`.
@@ -1135,6 +1138,8 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
         raise NotFound(f"Unknown withdrawal {withdrawal_id}.")
     if withdrawal.status != WithdrawalStatus.APPROVED:
         return withdrawal
+    if withdrawals_blocked(user_id=withdrawal.user_id):
+        return _withdrawal_held_back(withdrawal)
     try:
         recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
     except InvalidAddress as exc:
@@ -1157,6 +1162,20 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     except CustodyRejected as exc:
         return _withdrawal_refused_by_custody(withdrawal_id=withdrawal.pk, reason=str(exc))
     return _withdrawal_submitted(withdrawal_id=withdrawal.pk, reference=receipt.reference)
+
+
+WITHDRAWALS_BLOCKED_HELD = "Not sent: the account's withdrawals are blocked; it goes out once they are unblocked."
+"""The ``last_error`` of an approved withdrawal :func:`withdrawal_submit` holds back while the account is blocked."""
+
+
+def _withdrawal_held_back(withdrawal: Withdrawal) -> Withdrawal:
+    """Record on an approved withdrawal of a blocked account why it was not sent (nothing else changes)."""
+    log.warning("withdrawal %s held back: the account's withdrawals are blocked", withdrawal.pk)
+    Withdrawal.objects.filter(pk=withdrawal.pk, status=WithdrawalStatus.APPROVED).update(
+        last_error=WITHDRAWALS_BLOCKED_HELD, updated_at=timezone.now()
+    )
+    withdrawal.refresh_from_db()
+    return withdrawal
 
 
 def _own_deposit_address(asset: Asset, address: str) -> DepositAddress | None:

@@ -5,9 +5,11 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import Group
 from django.db import connections
 from django.utils import timezone
 
+from apps.accounts.restrictions import account_withdrawals_block
 from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound, PermissionDenied
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds
 from apps.ledger.models import AccountKind, EntryReason, JournalEntry
@@ -21,6 +23,7 @@ from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.errors import EventNotReady, WithdrawalLimit
 from apps.wallets.models import CustodyEvent, EventState, Withdrawal, WithdrawalStatus
 from apps.wallets.services import (
+    WITHDRAWALS_BLOCKED_HELD,
     custody_event_process,
     custody_event_receive,
     withdrawal_approve,
@@ -507,6 +510,35 @@ def test_custody_not_answering_at_all_keeps_the_hold_and_nothing_reaches_custody
     assert not SimWithdrawal.objects.exists()
     assert balances(user, usdt) == (Decimal(70), Decimal(30))
     assert withdrawal_submit(withdrawal_id=withdrawal.pk).status == WithdrawalStatus.SUBMITTED
+
+
+def test_an_approved_withdrawal_is_not_sent_while_the_account_is_blocked_and_goes_once_unblocked(usdt, user):
+    deposit_through_custody(user, usdt, "100")
+    withdrawal = request(user, "30")  # approved at once: its submission waits for the worker
+    blocker = UserFactory(is_staff=True)
+    blocker.groups.add(Group.objects.get(name="operators"))
+    account_withdrawals_block(user_id=user.id, operator_id=blocker.id, blocked=True, reason="account taken over")
+
+    held = withdrawal_submit(withdrawal_id=withdrawal.pk)
+
+    assert (held.status, held.submit_attempts, held.last_error) == (
+        WithdrawalStatus.APPROVED,
+        0,
+        WITHDRAWALS_BLOCKED_HELD,
+    )
+    assert not SimWithdrawal.objects.exists()  # custody never heard of it
+    assert balances(user, usdt) == (Decimal(70), Decimal(30))  # still held
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(decided_at=timezone.now() - timedelta(minutes=10))
+    assert withdrawals_requeue_submission(older_than=timedelta(minutes=5)) == [withdrawal.pk]  # the sweep retries
+
+    account_withdrawals_block(user_id=user.id, operator_id=blocker.id, blocked=False, reason="owner verified")
+    sent = withdrawal_submit(withdrawal_id=withdrawal.pk)
+
+    assert (sent.status, sent.submit_attempts, sent.last_error) == (WithdrawalStatus.SUBMITTED, 1, "")
+    assert SimWithdrawal.objects.get().client_reference == str(withdrawal.pk)
+    deliver_custody_callbacks()
+    assert balances(user, usdt) == (Decimal(70), Decimal(0))
+    assert reconcile().ok
 
 
 def test_submitting_again_once_submitted_does_nothing(usdt, user):
