@@ -684,3 +684,28 @@ def test_an_operators_cancel_through_the_sequencer_is_audited_in_the_batch_that_
         order_cancel_by_operator(order_id=resting.id, operator_id=operator.id, reason="again")
     assert AuditLogEntry.objects.filter(action="order.cancel_by_operator").count() == 1
     assert reconcile().ok
+
+
+def _pending_read_plans() -> tuple[int, int]:
+    """``(generic, custom)`` plans PostgreSQL made so far of this connection's prepared pending read."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) FROM pg_prepared_statements"
+            " WHERE statement LIKE '%%LATERAL%%orders_command%%'"
+        )
+        return cursor.fetchone()
+
+
+def test_a_sequencers_prepared_statements_are_planned_once_not_at_every_execution(btc_usdt):
+    sequencer = Sequencer([btc_usdt.id])
+    sequencer.acquire()
+    try:
+        generic, custom = _pending_read_plans()
+        assert sequencer.run_once() == 0 and sequencer.run_once() == 0
+        # PostgreSQL's default (auto) plans the first five executions afresh: these two reuse the generic plan.
+        assert _pending_read_plans() == (generic + 2, custom)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+            cursor.execute("RESET plan_cache_mode")
+        sequencer.doorbell.close()
