@@ -41,7 +41,6 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -126,12 +125,12 @@ def timed(call, repeat: int) -> list[float]:
 def prepare() -> tuple:
     """Assets, the market, the default fee schedule and two funded users: ``(market, maker id, taker id)``."""
     from django.contrib.auth import get_user_model
-    from django.db import transaction
 
-    from apps.ledger.models import AccountKind, Asset, EntryReason
-    from apps.ledger.services import credit, debit, entry_post, system_account, user_account, user_accounts
+    from apps.ledger.models import AccountKind, Asset
+    from apps.ledger.services import credit, debit, system_account, user_account, user_accounts
     from apps.orders.models import FeeSchedule
     from apps.orders.services import market_create
+    from bench._funding import capital_grant
 
     FeeSchedule.objects.update_or_create(  # the migrations made a default schedule: 0.1 % both ways
         is_default=True, defaults={"name": "default", "maker_rate": D("0.001"), "taker_rate": D("0.001")}
@@ -145,15 +144,13 @@ def prepare() -> tuple:
     for user_id in users:
         for asset, amount in ((btc, D("1000000")), (usdt, D("100000000000"))):
             user_accounts(user_id, asset)
-            with transaction.atomic():
-                entry_post(  # owner capital, not a deposit
-                    idempotency_key=f"funding:bench:{uuid.uuid4()}",
-                    reason=EntryReason.ADJUSTMENT,
-                    legs=[
-                        debit(system_account(AccountKind.EQUITY, asset), amount),
-                        credit(user_account(user_id, asset), amount),
-                    ],
-                )
+            capital_grant(  # owner capital, not a deposit
+                legs=[
+                    debit(system_account(AccountKind.EQUITY, asset), amount),
+                    credit(user_account(user_id, asset), amount),
+                ],
+                memo="bench: owner capital",
+            )
     return market, users[0], users[1]
 
 

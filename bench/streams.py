@@ -48,12 +48,12 @@ BLOCK = 100  # placements per alternating block of the placement-cost case
 def prepare() -> tuple[int, int]:
     """Assets, BTC-USDT, the default fee schedule and two users funded from equity; their ids."""
     from django.contrib.auth import get_user_model
-    from django.db import transaction
 
-    from apps.ledger.models import AccountKind, Asset, EntryReason
-    from apps.ledger.services import credit, debit, entry_post, system_account, user_account
+    from apps.ledger.models import AccountKind, Asset
+    from apps.ledger.services import credit, debit, system_account, user_account
     from apps.orders.models import FeeSchedule
     from apps.orders.services import market_create
+    from bench._funding import capital_grant
 
     FeeSchedule.objects.update_or_create(
         is_default=True, defaults={"name": "default", "maker_rate": D("0.001"), "taker_rate": D("0.001")}
@@ -72,15 +72,13 @@ def prepare() -> tuple[int, int]:
     users = [get_user_model().objects.create(username=name) for name in ("maker", "taker")]
     for user in users:
         for asset in (btc, usdt):
-            with transaction.atomic():
-                entry_post(
-                    idempotency_key=f"funding:bench:{uuid.uuid4()}",
-                    reason=EntryReason.ADJUSTMENT,
-                    legs=[
-                        debit(system_account(AccountKind.EQUITY, asset), D("100000000")),
-                        credit(user_account(user.id, asset), D("100000000")),
-                    ],
-                )
+            capital_grant(
+                legs=[
+                    debit(system_account(AccountKind.EQUITY, asset), D("100000000")),
+                    credit(user_account(user.id, asset), D("100000000")),
+                ],
+                memo="bench: owner capital",
+            )
     return users[0].id, users[1].id
 
 
