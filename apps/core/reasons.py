@@ -4,6 +4,8 @@ It goes to the audit log and, for some actions (a withdrawal's rejection), to th
 and bounded.
 """
 
+import unicodedata
+
 from .errors import DomainError
 
 MAX_REASON_LENGTH = 500
@@ -11,11 +13,15 @@ MAX_REASON_LENGTH = 500
 
 def reason_checked(reason, *, field: str = "reason") -> str:
     """``reason`` without its surrounding whitespace. Raises :class:`DomainError` naming ``field`` when it is not a
-    string, blank, or longer than :data:`MAX_REASON_LENGTH` characters."""
+    string, blank, longer than :data:`MAX_REASON_LENGTH` characters, or holds a control character other than a
+    line break or tab (PostgreSQL text cannot store NUL, and the others hide what the customer or auditor reads)."""
     if not isinstance(reason, str) or not reason.strip():
         raise DomainError("A reason is required.", fields={field: "A reason is required."})
     reason = reason.strip()
     if len(reason) > MAX_REASON_LENGTH:
         message = f"At most {MAX_REASON_LENGTH} characters."
+        raise DomainError(message, fields={field: message})
+    if any(unicodedata.category(character) == "Cc" and character not in "\n\r\t" for character in reason):
+        message = "Control characters are not allowed."
         raise DomainError(message, fields={field: message})
     return reason

@@ -172,6 +172,17 @@ def test_blocking_withdrawals_refuses_requests_and_approvals(client, operator, a
     assert audit(customer) == [("account.withdrawals_block", "olga"), ("account.withdrawals_unblock", "olga")]
 
 
+@pytest.mark.parametrize("reason", ["fraud\x00review", "fraud\x1b[2Jreview"])
+def test_a_reason_with_a_control_character_is_refused_and_nothing_is_written(client, operator, customer, reason):
+    client.force_login(operator)
+
+    response = restrict(client, customer, "withdrawals", "on", reason=reason)
+
+    assert [str(shown) for shown in response.context["messages"]] == ["Control characters are not allowed."]
+    assert not AccountRestriction.objects.filter(user=customer).exists()
+    assert audit(customer) == []
+
+
 def test_restrictions_need_the_permission_a_reason_and_another_persons_account(client, customer, operator):
     outsider = UserFactory(username="ivan", is_staff=True)
     outsider.groups.add(Group.objects.get(name="approvers"))  # approvers alone may not restrict accounts
