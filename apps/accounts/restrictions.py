@@ -3,7 +3,8 @@
 The flags live in :class:`~apps.accounts.models.AccountRestriction`; the services that honour
 them read :mod:`apps.accounts.selectors` (``order_place`` refuses with ``trading_frozen``,
 ``withdrawal_request``, ``withdrawal_confirm`` and ``withdrawal_approve`` with ``withdrawals_blocked``;
-``withdrawal_submit`` holds an approved withdrawal back until the block is lifted).
+``withdrawal_submit`` holds an approved withdrawal back until the block is lifted or an operator rejects it).
+A block is ordered against those steps by the lock of :mod:`apps.accounts.locks`.
 """
 
 from django.contrib.auth import get_user_model
@@ -13,6 +14,7 @@ from apps.audit.services import audit_record
 from apps.core.errors import InvalidState, NotFound, PermissionDenied
 from apps.core.reasons import reason_checked
 
+from .locks import withdrawals_lock
 from .models import AccountRestriction
 
 CHANGE_PERMISSION = "accounts.change_accountrestriction"
@@ -54,6 +56,8 @@ def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bo
         raise PermissionDenied("Operators cannot change the restrictions of their own account.")
     if not get_user_model().objects.filter(pk=user_id).exists():
         raise NotFound("No such user.", fields={"user": "No such user."})
+    if restriction == "withdrawals":
+        withdrawals_lock(user_id=user_id, shared=False)  # waits for the withdrawal steps under way
     row, _ = AccountRestriction.objects.select_for_update().get_or_create(
         user_id=user_id, defaults={"updated_by_id": operator_id}
     )
@@ -92,8 +96,9 @@ def account_withdrawals_block(*, user_id: int, operator_id: int, blocked: bool, 
 
     While blocked, :func:`apps.wallets.services.withdrawal_request`, ``withdrawal_confirm`` and
     ``withdrawal_approve`` refuse with ``withdrawals_blocked`` (pending withdrawals can still be rejected or
-    cancelled), and an approved withdrawal not yet sent stays approved, held, until the block is lifted
-    (:func:`apps.wallets.services.withdrawal_submit`). Raises as :func:`account_trading_freeze` (:class:`InvalidState` for unblocking an account whose
+    cancelled), and an approved withdrawal not yet handed to custody stays approved, held, until the block is
+    lifted or an operator rejects it (:func:`apps.wallets.services.withdrawal_submit`). It waits for the withdrawal
+    steps under way to commit (:mod:`apps.accounts.locks`), so once it returns no withdrawal passes. Raises as :func:`account_trading_freeze` (:class:`InvalidState` for unblocking an account whose
     withdrawals are not blocked).
     """
     return _restriction_set(

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from .locks import withdrawals_lock
 from .models import AccountRestriction, EmailRequest
 
 
@@ -21,8 +22,15 @@ def account_restriction(*, user_id: int) -> AccountRestriction | None:
 TRADING_FROZEN_SQL = f"SELECT 1 FROM {AccountRestriction._meta.db_table} WHERE user_id = %s AND trading_frozen"
 
 
-def withdrawals_blocked(*, user_id: int) -> bool:
-    """Whether an operator blocked the user's withdrawals (new withdrawals and approvals are refused)."""
+def withdrawals_blocked(*, user_id: int, until_commit: bool = False) -> bool:
+    """Whether an operator blocked the user's withdrawals (new withdrawals and approvals are refused).
+
+    With ``until_commit`` (inside a transaction) it first takes the user's withdrawal-block lock shared
+    (:mod:`apps.accounts.locks`), so no block can be committed before this transaction ends: a withdrawal step
+    that read "not blocked" this way is done before any block takes effect.
+    """
+    if until_commit:
+        withdrawals_lock(user_id=user_id, shared=True)
     return AccountRestriction.objects.filter(user_id=user_id, withdrawals_blocked=True).exists()
 
 

@@ -23,8 +23,8 @@ from apps.ledger.selectors import balances_for_user, user_postings
 from apps.ledger.services import Leg, system_account, user_account
 from apps.wallets.selectors import (
     deposits_for_user,
-    withdrawals_awaiting_approval,
     withdrawals_for_user,
+    withdrawals_to_decide,
 )
 
 from . import customer_admin, fee_admin, user_admin  # noqa: F401 (their screens register on import)
@@ -340,9 +340,10 @@ class AuditLogEntryAdmin(ReadOnlyAdmin):
 
 @admin.register(WithdrawalApproval)
 class WithdrawalApprovalAdmin(ReadOnlyAdmin):
-    """The approval queue, oldest first: each withdrawal with the user's balances and recent activity."""
+    """The approval queue, oldest first: each withdrawal with the user's balances and recent activity; with them
+    the approved withdrawals a block on the account's withdrawals holds back, which can only be rejected."""
 
-    list_display = ("id", "created_at", "user", "asset", "amount_display", "fee_display", "address")
+    list_display = ("id", "created_at", "user", "asset", "amount_display", "fee_display", "address", "status")
     list_select_related = ("user", "asset")
     # At the asset's ledger precision, trailing zeros trimmed: the amount decided on, never cut (nor 18 places).
     amount_display = amount_column("amount", lambda withdrawal: withdrawal.asset, "amount", exact=True)
@@ -352,7 +353,7 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
     actions = ["approve_selected"]
 
     def get_queryset(self, request):
-        return withdrawals_awaiting_approval()
+        return withdrawals_to_decide()
 
     def get_actions(self, request):
         actions = super().get_actions(request)

@@ -197,7 +197,8 @@ class SecondFactorReset(MakerCheckerDraft):
 
 
 class WithdrawalApproval(Withdrawal):
-    """The approval queue: withdrawals awaiting an operator's decision (a proxy of wallets' Withdrawal)."""
+    """The approval queue: withdrawals awaiting an operator's decision, and approved ones held back by a block
+    (a proxy of wallets' Withdrawal; :func:`apps.wallets.selectors.withdrawals_to_decide`)."""
 
     class Meta:
         proxy = True

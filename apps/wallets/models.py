@@ -96,7 +96,8 @@ class Deposit(models.Model):
 class WithdrawalStatus(models.TextChoices):
     """DESIGN.md section 8: requested -> awaiting_confirmation | awaiting_approval | approved;
     awaiting_confirmation -> awaiting_approval | approved | expired; awaiting_approval -> approved | rejected;
-    requested/awaiting_confirmation/awaiting_approval -> cancelled; approved -> submitted -> completed | failed."""
+    requested/awaiting_confirmation/awaiting_approval -> cancelled; approved -> submitted -> completed | failed;
+    approved -> rejected while never handed to custody (held back by a block on the account's withdrawals)."""
 
     REQUESTED = "requested", "Requested"
     AWAITING_CONFIRMATION = "awaiting_confirmation", "Waiting for e-mail confirmation"

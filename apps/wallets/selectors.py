@@ -4,7 +4,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum
 
 from .models import (
     WITHDRAWAL_PENDING,
@@ -32,10 +32,13 @@ def withdrawals_for_user(*, user_id: int) -> QuerySet[Withdrawal]:
     return Withdrawal.objects.filter(user_id=user_id).select_related("asset").order_by("-id")
 
 
-def withdrawals_awaiting_approval() -> QuerySet[Withdrawal]:
-    """The operators' approval queue, oldest first."""
+def withdrawals_to_decide() -> QuerySet[Withdrawal]:
+    """The operators' queue, oldest first: withdrawals awaiting approval, and approved ones held back because the
+    account's withdrawals are blocked (never handed to custody; they can be rejected:
+    :func:`apps.wallets.services.withdrawal_reject`)."""
+    held_back = Q(status=WithdrawalStatus.APPROVED, submit_attempts=0, user__restriction__withdrawals_blocked=True)
     return (
-        Withdrawal.objects.filter(status=WithdrawalStatus.AWAITING_APPROVAL)
+        Withdrawal.objects.filter(Q(status=WithdrawalStatus.AWAITING_APPROVAL) | held_back)
         .select_related("asset", "user")
         .order_by("id")
     )

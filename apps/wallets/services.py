@@ -10,6 +10,7 @@ Calls to the custody provider and Celery tasks happen outside transactions that 
 Amounts are ``Decimal`` in units of the asset, exact multiples of its precision.
 """
 
+import enum
 import hashlib
 import json
 import logging
@@ -887,7 +888,7 @@ def withdrawal_request(
     Nothing is written when it raises (also :class:`~apps.accounts.errors.WithdrawalsBlocked`
     when an operator blocked the account's withdrawals). Keeps invariants 3 and 4.
     """
-    if withdrawals_blocked(user_id=user_id):
+    if withdrawals_blocked(user_id=user_id, until_commit=True):
         raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
     asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
     if asset is None:
@@ -1021,9 +1022,9 @@ def withdrawal_confirm(*, token: str) -> Withdrawal:
     withdrawal = Withdrawal.objects.select_related("asset").filter(pk=withdrawal_id).first()
     if withdrawal is None:
         raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"token": "Unknown withdrawal."})
-    _lock_user_asset(withdrawal.user_id, withdrawal.asset_id)
-    if withdrawals_blocked(user_id=withdrawal.user_id):
+    if withdrawals_blocked(user_id=withdrawal.user_id, until_commit=True):
         raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
+    _lock_user_asset(withdrawal.user_id, withdrawal.asset_id)
     withdrawal_address_require_active(user_id=withdrawal.user_id, asset=withdrawal.asset, address=withdrawal.address)
     return _withdrawal_route(withdrawal, from_state=WithdrawalStatus.AWAITING_CONFIRMATION)
 
@@ -1051,7 +1052,7 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     while the owner's withdrawals are blocked (it can still be rejected).
     """
     owner_id = _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
-    if withdrawals_blocked(user_id=owner_id):
+    if withdrawals_blocked(user_id=owner_id, until_commit=True):
         raise WithdrawalsBlocked("The customer's withdrawals are blocked: reject it or unblock them first.")
     withdrawal = _transition(
         withdrawal_id,
@@ -1066,16 +1067,22 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
 
 @retrying_atomic
 def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> Withdrawal:
-    """An operator rejects a withdrawal awaiting approval; its hold (``amount + fee``) is released once.
+    """An operator rejects a withdrawal awaiting approval, or one approved but never handed to custody (held back
+    while the account's withdrawals are blocked: :func:`withdrawal_submit`); its hold (``amount + fee``) is released
+    once and the user is told the ``reason``.
 
-    Raises :class:`PermissionDenied`, :class:`InvalidState` unless it awaits approval,
-    :class:`NotFound`, :class:`DomainError` without a ``reason``. Keeps invariants 4 and 8.
+    Raises :class:`PermissionDenied`, :class:`InvalidState` in any other state (also once handed to custody: its
+    outcome is custody's), :class:`NotFound`, :class:`DomainError` without a ``reason``. The withdrawal's row is
+    locked before it is judged, so a rejection and a submission never both happen. Keeps invariants 4 and 8.
     """
     reason = reason_checked(reason)
     _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
+    current = Withdrawal.objects.select_for_update(no_key=True).only("status", "submit_attempts").get(pk=withdrawal_id)
+    if current.status == WithdrawalStatus.APPROVED and current.submit_attempts:
+        raise InvalidState(f"Withdrawal #{withdrawal_id} was handed to custody: it can no longer be rejected.")
     withdrawal = _transition(
         withdrawal_id,
-        from_states=(WithdrawalStatus.AWAITING_APPROVAL,),
+        from_states=(WithdrawalStatus.AWAITING_APPROVAL, WithdrawalStatus.APPROVED),
         to=WithdrawalStatus.REJECTED,
         **_ended(decided_by_id=operator_id, decided_at=timezone.now(), reason=reason),
     )
@@ -1122,32 +1129,28 @@ def withdrawal_cancel(*, withdrawal_id: int, user_id: int) -> Withdrawal:
 def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     """Submit an approved withdrawal to custody, with its id as the custody idempotency key; mark it submitted.
 
-    A withdrawal to one of our own deposit addresses never goes to custody: it is settled at
-    once as an internal transfer (:func:`_withdrawal_settle_internally`). Call it outside a
-    transaction (the custody call must not hold locks). Anything but an
-    approved withdrawal is returned untouched, so a duplicate task is harmless. While an operator
-    blocks the account's withdrawals (:func:`apps.accounts.restrictions.account_withdrawals_block`)
-    nothing is sent: the withdrawal stays approved with its hold, ``last_error`` says why, and
-    the sweep (:func:`withdrawals_requeue_submission`) submits it once the block is lifted. When custody
-    does not answer it raises :class:`CustodyUnavailable` and keeps the hold: the caller
-    retries with the same id and custody sends it at most once. A definite refusal by
-    custody fails the withdrawal and releases its hold. Raises :class:`NotFound`.
+    Call it outside a transaction (the custody call must not hold locks). First, in one transaction
+    (:func:`_withdrawal_claim`), it reads the account's withdrawal block under the block's lock and either hands
+    the withdrawal over (``submit_attempts`` counts the hand-overs) or settles it at once, when it goes to one of
+    our own deposit addresses, as an internal transfer (:func:`_withdrawal_settle_internally`). Anything but an
+    approved withdrawal is returned untouched, so a duplicate task is harmless. While an operator blocks the
+    account's withdrawals (:func:`apps.accounts.restrictions.account_withdrawals_block`) nothing new is sent: a
+    withdrawal never handed to custody stays approved with its hold, ``last_error`` says why, and the sweep
+    (:func:`withdrawals_requeue_submission`) submits it once the block is lifted (or an operator rejects it:
+    :func:`withdrawal_reject`). One handed over before the block, whose answer was lost, is finished only if custody
+    has it (:meth:`~apps.wallets.custody.base.CustodyAdapter.withdrawal_status`), so its outcome can be recorded.
+    When custody does not answer it raises :class:`CustodyUnavailable` and keeps the hold: the caller retries with
+    the same id and custody sends it at most once. A definite refusal by custody fails the withdrawal and releases
+    its hold. Raises :class:`NotFound`.
     """
-    withdrawal = Withdrawal.objects.select_related("asset").filter(pk=withdrawal_id).first()
-    if withdrawal is None:
-        raise NotFound(f"Unknown withdrawal {withdrawal_id}.")
-    if withdrawal.status != WithdrawalStatus.APPROVED:
+    withdrawal, submission = _withdrawal_claim(withdrawal_id=withdrawal_id)
+    if submission is _Submission.NONE:
         return withdrawal
-    if withdrawals_blocked(user_id=withdrawal.user_id):
-        return _withdrawal_held_back(withdrawal)
+    adapter = get_adapter()
+    if submission is _Submission.IF_AT_CUSTODY and adapter.withdrawal_status(withdrawal_id=str(withdrawal.pk)) is None:
+        return _withdrawal_held_back(withdrawal.pk)
     try:
-        recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
-    except InvalidAddress as exc:
-        return _withdrawal_refused_by_custody(withdrawal_id=withdrawal.pk, reason=exc.message)
-    if recipient is not None:
-        return _withdrawal_settle_internally(withdrawal_id=withdrawal.pk, recipient=recipient)
-    try:
-        receipt = get_adapter().submit_withdrawal(
+        receipt = adapter.submit_withdrawal(
             withdrawal_id=str(withdrawal.pk),
             network=withdrawal.network,
             asset_code=withdrawal.asset.code,
@@ -1156,7 +1159,7 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
         )
     except CustodyUnavailable as exc:
         Withdrawal.objects.filter(pk=withdrawal.pk, status=WithdrawalStatus.APPROVED).update(
-            submit_attempts=F("submit_attempts") + 1, last_error=str(exc)[:1000], updated_at=timezone.now()
+            last_error=str(exc)[:1000], updated_at=timezone.now()
         )
         raise
     except CustodyRejected as exc:
@@ -1164,18 +1167,57 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     return _withdrawal_submitted(withdrawal_id=withdrawal.pk, reference=receipt.reference)
 
 
+class _Submission(enum.Enum):
+    """What :func:`withdrawal_submit` does after :func:`_withdrawal_claim`."""
+
+    NONE = "none"  # nothing to send: not approved, held back, settled internally or refused
+    SEND = "send"  # handed over to custody in the claim
+    IF_AT_CUSTODY = "if_at_custody"  # blocked after a hand-over whose answer was lost: finish it if custody has it
+
+
+@retrying_atomic
+def _withdrawal_claim(*, withdrawal_id: int) -> tuple[Withdrawal, _Submission]:
+    """Decide, in one transaction holding the withdrawal's row and the account's block lock shared, whether an
+    approved withdrawal goes to custody now; a block committed later waits for this transaction, and a rejection
+    (:func:`withdrawal_reject`) for the row. Holds it back, settles it internally, or counts the hand-over."""
+    withdrawal = (
+        Withdrawal.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("asset")
+        .filter(pk=withdrawal_id)
+        .first()
+    )
+    if withdrawal is None:
+        raise NotFound(f"Unknown withdrawal {withdrawal_id}.")
+    if withdrawal.status != WithdrawalStatus.APPROVED:
+        return withdrawal, _Submission.NONE
+    blocked = withdrawals_blocked(user_id=withdrawal.user_id, until_commit=True)
+    if blocked and not withdrawal.submit_attempts:
+        return _withdrawal_held_back(withdrawal.pk), _Submission.NONE
+    try:
+        recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
+    except InvalidAddress as exc:
+        return _withdrawal_refused_by_custody(withdrawal_id=withdrawal.pk, reason=exc.message), _Submission.NONE
+    if recipient is not None:  # never handed over: an internal transfer is settled in the claim that hands it over
+        return _withdrawal_settle_internally(withdrawal_id=withdrawal.pk, recipient=recipient), _Submission.NONE
+    if blocked:
+        return withdrawal, _Submission.IF_AT_CUSTODY
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(
+        submit_attempts=F("submit_attempts") + 1, updated_at=timezone.now()
+    )
+    return withdrawal, _Submission.SEND
+
+
 WITHDRAWALS_BLOCKED_HELD = "Not sent: the account's withdrawals are blocked; it goes out once they are unblocked."
 """The ``last_error`` of an approved withdrawal :func:`withdrawal_submit` holds back while the account is blocked."""
 
 
-def _withdrawal_held_back(withdrawal: Withdrawal) -> Withdrawal:
+def _withdrawal_held_back(withdrawal_id: int) -> Withdrawal:
     """Record on an approved withdrawal of a blocked account why it was not sent (nothing else changes)."""
-    log.warning("withdrawal %s held back: the account's withdrawals are blocked", withdrawal.pk)
-    Withdrawal.objects.filter(pk=withdrawal.pk, status=WithdrawalStatus.APPROVED).update(
+    log.warning("withdrawal %s held back: the account's withdrawals are blocked", withdrawal_id)
+    Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
         last_error=WITHDRAWALS_BLOCKED_HELD, updated_at=timezone.now()
     )
-    withdrawal.refresh_from_db()
-    return withdrawal
+    return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
 
 
 def _own_deposit_address(asset: Asset, address: str) -> DepositAddress | None:
@@ -1241,7 +1283,6 @@ def _withdrawal_submitted(*, withdrawal_id: int, reference: str) -> Withdrawal:
         submitted_at=now,
         custody_reference=reference[:128],
         last_error="",
-        submit_attempts=F("submit_attempts") + 1,
         updated_at=now,
     )
     return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
@@ -1253,7 +1294,6 @@ def _withdrawal_refused_by_custody(*, withdrawal_id: int, reason: str) -> Withdr
     changed = Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
         status=WithdrawalStatus.SUBMITTED,
         submitted_at=now,
-        submit_attempts=F("submit_attempts") + 1,
         last_error=reason[:1000],
         updated_at=now,
     )

@@ -17,12 +17,13 @@ from apps.backoffice.models import ChangeStatus, SecondFactorReset
 from apps.backoffice.services import second_factor_reset_approve, second_factor_reset_request
 from apps.backoffice.tests.logins import login_with_second_factor
 from apps.core.errors import DomainError, InvalidState, PermissionDenied
+from apps.ledger.selectors import available_balance
 from apps.ledger.tests.factories import UserFactory
 from apps.orders.models import OrderStatus
 from apps.orders.services import market_create, order_cancel, order_place
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import WithdrawalStatus
-from apps.wallets.services import withdrawal_approve, withdrawal_request
+from apps.wallets.services import withdrawal_approve, withdrawal_request, withdrawal_submit
 from apps.wallets.tests.factories import book_address, deposit_through_custody
 from exchange.tests.html import amt
 
@@ -170,6 +171,36 @@ def test_blocking_withdrawals_refuses_requests_and_approvals(client, operator, a
     restrict(client, customer, "withdrawals", "off", reason="documents received")
     assert withdrawal_approve(withdrawal_id=pending.id, operator_id=approver.id).status == WithdrawalStatus.APPROVED
     assert audit(customer) == [("account.withdrawals_block", "olga"), ("account.withdrawals_unblock", "olga")]
+
+
+def test_a_withdrawal_approved_before_the_block_waits_in_the_queue_where_it_can_only_be_rejected(
+    client, operator, approver, customer
+):
+    withdrawal = withdrawal_request(user_id=customer.id, asset_code="USDT", amount="50", address=booked(customer))
+    assert withdrawal.status == WithdrawalStatus.APPROVED  # within the auto-approval limit
+    client.force_login(operator)
+    restrict(client, customer, "withdrawals", "on")
+    assert withdrawal_submit(withdrawal_id=withdrawal.id).status == WithdrawalStatus.APPROVED  # held back
+    approver_client = login_with_second_factor(Client(), approver)
+
+    queue = approver_client.get("/admin/backoffice/withdrawalapproval/").content.decode()
+    approval_page = approver_client.get(f"/admin/backoffice/withdrawalapproval/{withdrawal.id}/change/")
+
+    assert f"/admin/backoffice/withdrawalapproval/{withdrawal.id}/change/" in queue
+    shown = approval_page.content.decode()
+    assert "approved before the block and is held back, never sent" in shown
+    assert 'value="Approve"' not in shown and 'value="Reject"' in shown
+    approver_client.post(
+        f"/admin/backoffice/withdrawalapproval/{withdrawal.id}/decide/",
+        {"decision": "reject", "reason": "account taken over"},
+    )
+    rejected = customer.withdrawals.get()
+    assert (rejected.status, rejected.reason) == (WithdrawalStatus.REJECTED, "account taken over")
+    assert available_balance(user_id=customer.id, asset_id=rejected.asset_id) == D(900)  # 100 held by the order
+    assert (
+        f"/withdrawalapproval/{withdrawal.id}/change/"
+        not in approver_client.get("/admin/backoffice/withdrawalapproval/").content.decode()
+    )
 
 
 @pytest.mark.parametrize("reason", ["fraud\x00review", "fraud\x1b[2Jreview"])

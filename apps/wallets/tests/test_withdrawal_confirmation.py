@@ -17,7 +17,7 @@ from apps.wallets.address_book import AddressNotAllowed, withdrawal_address_dele
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.links import InvalidLink, link_token_make
 from apps.wallets.models import Withdrawal, WithdrawalAddress, WithdrawalStatus
-from apps.wallets.selectors import withdrawals_awaiting_approval
+from apps.wallets.selectors import withdrawals_to_decide
 from apps.wallets.services import (
     withdrawal_cancel,
     withdrawal_confirm,
@@ -59,7 +59,7 @@ def test_above_the_threshold_the_hold_is_taken_and_the_withdrawal_waits_for_its_
 
     assert withdrawal.status == WithdrawalStatus.AWAITING_CONFIRMATION
     assert balances(holder, usdt) == (Decimal(350), Decimal(150))
-    assert not withdrawals_awaiting_approval().exists()
+    assert not withdrawals_to_decide().exists()
 
     confirmed = withdrawal_confirm(token=token(withdrawal))
 
@@ -77,7 +77,7 @@ def test_a_confirmed_withdrawal_above_the_auto_approval_limit_awaits_an_operator
     withdrawal = request(holder, "150")
 
     assert withdrawal_confirm(token=token(withdrawal)).status == WithdrawalStatus.AWAITING_APPROVAL
-    assert list(withdrawals_awaiting_approval()) == [withdrawal]
+    assert list(withdrawals_to_decide()) == [withdrawal]
 
 
 def test_an_unconfirmed_withdrawal_can_be_cancelled_and_its_link_then_does_nothing(holder, usdt):

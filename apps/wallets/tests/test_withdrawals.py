@@ -5,10 +5,11 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import Group
-from django.db import connections
+from django.contrib.auth.models import Permission
+from django.db import connections, transaction
 from django.utils import timezone
 
+from apps.accounts.errors import WithdrawalsBlocked
 from apps.accounts.restrictions import account_withdrawals_block
 from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound, PermissionDenied
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds
@@ -22,6 +23,7 @@ from apps.wallets.custody.simulator.models import SimWithdrawal
 from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.errors import EventNotReady, WithdrawalLimit
 from apps.wallets.models import CustodyEvent, EventState, Withdrawal, WithdrawalStatus
+from apps.wallets.selectors import withdrawals_to_decide
 from apps.wallets.services import (
     WITHDRAWALS_BLOCKED_HELD,
     custody_event_process,
@@ -36,7 +38,7 @@ from apps.wallets.services import (
     withdrawals_requeue_submission,
 )
 
-from .conftest import make_operator
+from .conftest import backend_pids, make_operator, wait_for
 from .factories import book_address, deliver_custody_callbacks, deposit_through_custody, signed
 
 DESTINATION = new_address()
@@ -512,12 +514,26 @@ def test_custody_not_answering_at_all_keeps_the_hold_and_nothing_reaches_custody
     assert withdrawal_submit(withdrawal_id=withdrawal.pk).status == WithdrawalStatus.SUBMITTED
 
 
+def make_blocker():
+    """A staff user who may restrict accounts (the permission itself: a transactional test has no groups)."""
+    blocker = UserFactory(is_staff=True)
+    blocker.user_permissions.add(
+        Permission.objects.get(content_type__app_label="accounts", codename="change_accountrestriction")
+    )
+    return type(blocker).objects.get(pk=blocker.pk)
+
+
+def block_withdrawals(user, *, blocked: bool = True) -> None:
+    """An operator blocks (or unblocks) the user's withdrawals."""
+    account_withdrawals_block(
+        user_id=user.id, operator_id=make_blocker().id, blocked=blocked, reason="account taken over"
+    )
+
+
 def test_an_approved_withdrawal_is_not_sent_while_the_account_is_blocked_and_goes_once_unblocked(usdt, user):
     deposit_through_custody(user, usdt, "100")
     withdrawal = request(user, "30")  # approved at once: its submission waits for the worker
-    blocker = UserFactory(is_staff=True)
-    blocker.groups.add(Group.objects.get(name="operators"))
-    account_withdrawals_block(user_id=user.id, operator_id=blocker.id, blocked=True, reason="account taken over")
+    block_withdrawals(user)
 
     held = withdrawal_submit(withdrawal_id=withdrawal.pk)
 
@@ -531,7 +547,7 @@ def test_an_approved_withdrawal_is_not_sent_while_the_account_is_blocked_and_goe
     Withdrawal.objects.filter(pk=withdrawal.pk).update(decided_at=timezone.now() - timedelta(minutes=10))
     assert withdrawals_requeue_submission(older_than=timedelta(minutes=5)) == [withdrawal.pk]  # the sweep retries
 
-    account_withdrawals_block(user_id=user.id, operator_id=blocker.id, blocked=False, reason="owner verified")
+    block_withdrawals(user, blocked=False)
     sent = withdrawal_submit(withdrawal_id=withdrawal.pk)
 
     assert (sent.status, sent.submit_attempts, sent.last_error) == (WithdrawalStatus.SUBMITTED, 1, "")
@@ -539,6 +555,165 @@ def test_an_approved_withdrawal_is_not_sent_while_the_account_is_blocked_and_goe
     deliver_custody_callbacks()
     assert balances(user, usdt) == (Decimal(70), Decimal(0))
     assert reconcile().ok
+
+
+def test_a_withdrawal_custody_got_before_the_block_is_recorded_submitted_and_its_outcome_applied(usdt, user):
+    """Custody took it, its answer was lost, then the block: custody sends it whatever we do, so the resubmission
+    records it submitted (sending nothing more) and custody's report completes it; the books stay reconciled."""
+    deposit_through_custody(user, usdt, "100")
+    SimulatedCustody().fault_add(operation="submit", kind="timeout", address=DESTINATION)
+    withdrawal = request(user, "30")
+    with pytest.raises(CustodyUnavailable):
+        withdrawal_submit(withdrawal_id=withdrawal.pk)
+    block_withdrawals(user)
+
+    finished = withdrawal_submit(withdrawal_id=withdrawal.pk)
+
+    assert (finished.status, finished.submit_attempts, finished.last_error) == (WithdrawalStatus.SUBMITTED, 1, "")
+    assert SimWithdrawal.objects.get().requests == 2  # the same withdrawal, sent once
+    deliver_custody_callbacks()
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED
+    assert balances(user, usdt) == (Decimal(70), Decimal(0))
+    assert reconcile().ok
+
+
+def test_a_withdrawal_custody_never_got_is_held_back_by_a_block_even_after_a_failed_attempt(usdt, user):
+    deposit_through_custody(user, usdt, "100")
+    SimulatedCustody().fault_add(operation="submit", kind="unavailable", address=DESTINATION)
+    withdrawal = request(user, "30")
+    with pytest.raises(CustodyUnavailable):
+        withdrawal_submit(withdrawal_id=withdrawal.pk)
+    block_withdrawals(user)
+
+    held = withdrawal_submit(withdrawal_id=withdrawal.pk)
+
+    assert (held.status, held.submit_attempts, held.last_error) == (
+        WithdrawalStatus.APPROVED,
+        1,
+        WITHDRAWALS_BLOCKED_HELD,
+    )
+    assert not SimWithdrawal.objects.exists()
+    block_withdrawals(user, blocked=False)
+    sent = withdrawal_submit(withdrawal_id=withdrawal.pk)
+    assert (sent.status, sent.submit_attempts) == (WithdrawalStatus.SUBMITTED, 2)
+    assert SimWithdrawal.objects.get().requests == 1
+
+
+def test_an_operator_rejects_a_withdrawal_held_back_by_a_block_and_its_hold_is_released(usdt, user, operator):
+    deposit_through_custody(user, usdt, "100")
+    withdrawal = request(user, "30")
+    block_withdrawals(user)
+    withdrawal_submit(withdrawal_id=withdrawal.pk)
+    assert list(withdrawals_to_decide()) == [Withdrawal.objects.get(pk=withdrawal.pk)]
+
+    rejected = withdrawal_reject(withdrawal_id=withdrawal.pk, operator_id=operator.id, reason="stolen account")
+
+    assert (rejected.status, rejected.reason, rejected.hold_remaining) == (
+        WithdrawalStatus.REJECTED,
+        "stolen account",
+        Decimal(0),
+    )
+    assert balances(user, usdt) == (Decimal(100), Decimal(0))
+    assert entries(withdrawal) == ["hold", "release"]
+    assert not withdrawals_to_decide().exists()
+    block_withdrawals(user, blocked=False)
+    assert withdrawal_submit(withdrawal_id=withdrawal.pk).status == WithdrawalStatus.REJECTED
+    assert not SimWithdrawal.objects.exists()
+    assert reconcile().ok
+
+
+def test_a_withdrawal_handed_to_custody_cannot_be_rejected(usdt, user, operator):
+    deposit_through_custody(user, usdt, "100")
+    SimulatedCustody().fault_add(operation="submit", kind="timeout", address=DESTINATION)
+    withdrawal = request(user, "30")
+    with pytest.raises(CustodyUnavailable):
+        withdrawal_submit(withdrawal_id=withdrawal.pk)  # custody has it: its outcome is custody's
+    block_withdrawals(user)
+
+    with pytest.raises(InvalidState, match="handed to custody"):
+        withdrawal_reject(withdrawal_id=withdrawal.pk, operator_id=operator.id, reason="too late")
+
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.APPROVED
+    assert balances(user, usdt) == (Decimal(70), Decimal(30))
+    assert entries(withdrawal) == ["hold"]
+
+
+def advisory_lock_waiters() -> list[int]:
+    """The sessions of this test's database waiting on an advisory lock."""
+    return backend_pids("datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_block_waits_for_a_withdrawal_under_way_which_is_then_held_back_not_sent(usdt, user):
+    """A request that read "not blocked" commits before the block does; its submission then sees the block."""
+    fund(user, usdt, "100")
+    book_address(user, "USDT", DESTINATION)
+    requested, commit = threading.Event(), threading.Event()
+    outcome = {}
+
+    def request_then_wait():
+        try:
+            with transaction.atomic():
+                outcome["withdrawal"] = withdrawal_request(
+                    user_id=user.id, asset_code="USDT", amount="30", address=DESTINATION
+                )
+                requested.set()
+                commit.wait(timeout=60)
+        finally:
+            connections.close_all()
+
+    def block():
+        try:
+            block_withdrawals(user)
+            outcome["blocked"] = True
+        finally:
+            connections.close_all()
+
+    requesting, blocking = threading.Thread(target=request_then_wait), threading.Thread(target=block)
+    requesting.start()
+    assert requested.wait(timeout=60)
+    blocking.start()
+    wait_for(advisory_lock_waiters, message="the block to wait for the request under way")
+    assert "blocked" not in outcome
+    commit.set()
+    requesting.join()
+    blocking.join()
+
+    assert outcome["blocked"]
+    withdrawal = outcome["withdrawal"]
+    assert withdrawal.status == WithdrawalStatus.APPROVED
+    held = withdrawal_submit(withdrawal_id=withdrawal.pk)
+    assert (held.status, held.last_error) == (WithdrawalStatus.APPROVED, WITHDRAWALS_BLOCKED_HELD)
+    assert not SimWithdrawal.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_waiting_while_a_block_commits_is_refused(usdt, user):
+    fund(user, usdt, "100")
+    book_address(user, "USDT", DESTINATION)
+    blocker = make_blocker()
+    outcome = {}
+
+    def request_withdrawal():
+        try:
+            outcome["withdrawal"] = withdrawal_request(
+                user_id=user.id, asset_code="USDT", amount="30", address=DESTINATION
+            )
+        except WithdrawalsBlocked as exc:
+            outcome["refused"] = exc.code
+        finally:
+            connections.close_all()
+
+    requesting = threading.Thread(target=request_withdrawal)
+    with transaction.atomic():
+        account_withdrawals_block(user_id=user.id, operator_id=blocker.id, blocked=True, reason="account taken over")
+        requesting.start()
+        wait_for(advisory_lock_waiters, message="the request to wait for the block")
+    requesting.join()
+
+    assert outcome == {"refused": "withdrawals_blocked"}
+    assert not Withdrawal.objects.exists()
+    assert balances(user, usdt) == (Decimal(100), Decimal(0))
 
 
 def test_submitting_again_once_submitted_does_nothing(usdt, user):
