@@ -9,19 +9,21 @@ import unicodedata
 from .errors import DomainError
 
 MAX_REASON_LENGTH = 500
+HIDDEN = frozenset({"Cc", "Cf", "Cs"})  # Unicode categories: control, format (bidi overrides, zero widths), surrogate
 
 
 def reason_checked(reason, *, field: str = "reason") -> str:
     """``reason`` without its surrounding whitespace. Raises :class:`DomainError` naming ``field`` when it is not a
-    string, blank, longer than :data:`MAX_REASON_LENGTH` characters, or holds a control character other than a
-    line break or tab (PostgreSQL text cannot store NUL, and the others hide what the customer or auditor reads)."""
+    string, blank, longer than :data:`MAX_REASON_LENGTH` characters, or holds a control or format character other
+    than a line break or tab (Unicode categories Cc, Cf, Cs: PostgreSQL text cannot store NUL, and the others, such as
+    a right-to-left override or a zero-width space, hide or disguise what the customer or auditor reads)."""
     if not isinstance(reason, str) or not reason.strip():
         raise DomainError("A reason is required.", fields={field: "A reason is required."})
     reason = reason.strip()
     if len(reason) > MAX_REASON_LENGTH:
         message = f"At most {MAX_REASON_LENGTH} characters."
         raise DomainError(message, fields={field: message})
-    if any(unicodedata.category(character) == "Cc" and character not in "\n\r\t" for character in reason):
-        message = "Control characters are not allowed."
+    if any(unicodedata.category(character) in HIDDEN and character not in "\n\r\t" for character in reason):
+        message = "Control and invisible formatting characters are not allowed."
         raise DomainError(message, fields={field: message})
     return reason

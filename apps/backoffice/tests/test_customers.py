@@ -203,13 +203,15 @@ def test_a_withdrawal_approved_before_the_block_waits_in_the_queue_where_it_can_
     )
 
 
-@pytest.mark.parametrize("reason", ["fraud\x00review", "fraud\x1b[2Jreview"])
+@pytest.mark.parametrize("reason", ["fraud\x00review", "fraud\x1b[2Jreview", "ok\u202etxt.exe", "\u200b\u200b"])
 def test_a_reason_with_a_control_character_is_refused_and_nothing_is_written(client, operator, customer, reason):
     client.force_login(operator)
 
     response = restrict(client, customer, "withdrawals", "on", reason=reason)
 
-    assert [str(shown) for shown in response.context["messages"]] == ["Control characters are not allowed."]
+    assert [str(shown) for shown in response.context["messages"]] == [
+        "Control and invisible formatting characters are not allowed."
+    ]
     assert not AccountRestriction.objects.filter(user=customer).exists()
     assert audit(customer) == []
 
