@@ -97,7 +97,7 @@ class WithdrawalStatus(models.TextChoices):
     """DESIGN.md section 8: requested -> awaiting_confirmation | awaiting_approval | approved;
     awaiting_confirmation -> awaiting_approval | approved | expired; awaiting_approval -> approved | rejected;
     requested/awaiting_confirmation/awaiting_approval -> cancelled; approved -> submitted -> completed | failed;
-    approved -> rejected while never handed to custody (held back by a block on the account's withdrawals)."""
+    approved -> rejected while custody does not have it (``handed_over`` false: held back by a block)."""
 
     REQUESTED = "requested", "Requested"
     AWAITING_CONFIRMATION = "awaiting_confirmation", "Waiting for e-mail confirmation"
@@ -171,7 +171,11 @@ class Withdrawal(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     reason = models.TextField(blank=True, help_text="Why it was rejected or failed.")
     custody_reference = models.CharField(max_length=128, blank=True)
-    submit_attempts = models.PositiveIntegerField(default=0)
+    submit_attempts = models.PositiveIntegerField(default=0, help_text="How many times it was handed to custody.")
+    handed_over = models.BooleanField(
+        default=False,
+        help_text="Custody may have it: handed over, and custody has not answered that it never received it.",
+    )
     last_error = models.TextField(blank=True)
     requeued_at = models.DateTimeField(null=True, blank=True)
     submitted_at = models.DateTimeField(null=True, blank=True)

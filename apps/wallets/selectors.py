@@ -34,9 +34,9 @@ def withdrawals_for_user(*, user_id: int) -> QuerySet[Withdrawal]:
 
 def withdrawals_to_decide() -> QuerySet[Withdrawal]:
     """The operators' queue, oldest first: withdrawals awaiting approval, and approved ones held back because the
-    account's withdrawals are blocked (never handed to custody; they can be rejected:
+    account's withdrawals are blocked (custody does not have them; they can be rejected:
     :func:`apps.wallets.services.withdrawal_reject`)."""
-    held_back = Q(status=WithdrawalStatus.APPROVED, submit_attempts=0, user__restriction__withdrawals_blocked=True)
+    held_back = Q(status=WithdrawalStatus.APPROVED, handed_over=False, user__restriction__withdrawals_blocked=True)
     return (
         Withdrawal.objects.filter(Q(status=WithdrawalStatus.AWAITING_APPROVAL) | held_back)
         .select_related("asset", "user")

@@ -1067,24 +1067,25 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
 
 @retrying_atomic
 def withdrawal_reject(*, withdrawal_id: int, operator_id: int, reason: str) -> Withdrawal:
-    """An operator rejects a withdrawal awaiting approval, or one approved but never handed to custody (held back
-    while the account's withdrawals are blocked: :func:`withdrawal_submit`); its hold (``amount + fee``) is released
-    once and the user is told the ``reason``.
+    """An operator rejects a withdrawal awaiting approval, or one approved that custody does not have (never handed
+    over, or custody answered it never received it: ``handed_over`` is false), held back while the account's
+    withdrawals are blocked (:func:`withdrawal_submit`); its hold (``amount + fee``) is released once and the user is
+    told the ``reason``.
 
-    Raises :class:`PermissionDenied`, :class:`InvalidState` in any other state (also once handed to custody: its
+    Raises :class:`PermissionDenied`, :class:`InvalidState` in any other state (also while custody may have it: its
     outcome is custody's), :class:`NotFound`, :class:`DomainError` without a ``reason``. The withdrawal's row is
     locked before it is judged, so a rejection and a submission never both happen. Keeps invariants 4 and 8.
     """
     reason = reason_checked(reason)
     _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
-    current = Withdrawal.objects.select_for_update(no_key=True).only("status", "submit_attempts").get(pk=withdrawal_id)
-    if current.status == WithdrawalStatus.APPROVED and current.submit_attempts:
+    current = Withdrawal.objects.select_for_update(no_key=True).only("status", "handed_over").get(pk=withdrawal_id)
+    if current.status == WithdrawalStatus.APPROVED and current.handed_over:
         raise InvalidState(f"Withdrawal #{withdrawal_id} was handed to custody: it can no longer be rejected.")
     withdrawal = _transition(
         withdrawal_id,
         from_states=(WithdrawalStatus.AWAITING_APPROVAL, WithdrawalStatus.APPROVED),
         to=WithdrawalStatus.REJECTED,
-        **_ended(decided_by_id=operator_id, decided_at=timezone.now(), reason=reason),
+        **_ended(decided_by_id=operator_id, decided_at=timezone.now(), reason=reason, last_error=""),
     )
     _release(withdrawal)
     _email_withdrawal_outcome(withdrawal, template="withdrawal_rejected")
@@ -1131,14 +1132,16 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
 
     Call it outside a transaction (the custody call must not hold locks). First, in one transaction
     (:func:`_withdrawal_claim`), it reads the account's withdrawal block under the block's lock and either hands
-    the withdrawal over (``submit_attempts`` counts the hand-overs) or settles it at once, when it goes to one of
+    the withdrawal over (``submit_attempts`` counts the hand-overs, ``handed_over`` says custody may have it) or settles it at once, when it goes to one of
     our own deposit addresses, as an internal transfer (:func:`_withdrawal_settle_internally`). Anything but an
     approved withdrawal is returned untouched, so a duplicate task is harmless. While an operator blocks the
     account's withdrawals (:func:`apps.accounts.restrictions.account_withdrawals_block`) nothing new is sent: a
-    withdrawal never handed to custody stays approved with its hold, ``last_error`` says why, and the sweep
+    withdrawal custody does not have stays approved with its hold, ``last_error`` says why, and the sweep
     (:func:`withdrawals_requeue_submission`) submits it once the block is lifted (or an operator rejects it:
     :func:`withdrawal_reject`). One handed over before the block, whose answer was lost, is finished only if custody
-    has it (:meth:`~apps.wallets.custody.base.CustodyAdapter.withdrawal_status`), so its outcome can be recorded.
+    has it (:meth:`~apps.wallets.custody.base.CustodyAdapter.withdrawal_status`), so its outcome can be recorded; when
+    custody answers it never received it, it is held back like one never sent (and can be rejected). A refusal of a
+    resubmission is believed only when custody does not have an earlier hand-over either.
     When custody does not answer it raises :class:`CustodyUnavailable` and keeps the hold: the caller retries with
     the same id and custody sends it at most once. A definite refusal by custody fails the withdrawal and releases
     its hold. Raises :class:`NotFound`.
@@ -1148,7 +1151,7 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
         return withdrawal
     adapter = get_adapter()
     if submission is _Submission.IF_AT_CUSTODY and adapter.withdrawal_status(withdrawal_id=str(withdrawal.pk)) is None:
-        return _withdrawal_held_back(withdrawal.pk)
+        return _withdrawal_held_back(withdrawal.pk, disproved_hand_overs=withdrawal.submit_attempts)
     try:
         receipt = adapter.submit_withdrawal(
             withdrawal_id=str(withdrawal.pk),
@@ -1163,6 +1166,12 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
         )
         raise
     except CustodyRejected as exc:
+        earlier = (
+            adapter.withdrawal_status(withdrawal_id=str(withdrawal.pk)) if withdrawal.submit_attempts > 1 else None
+        )
+        if earlier is not None:  # an earlier hand-over reached custody: its outcome comes by callback
+            log.warning("withdrawal %s: custody refused a resubmission but has it: %s", withdrawal.pk, exc)
+            return _withdrawal_submitted(withdrawal_id=withdrawal.pk, reference=earlier.reference)
         return _withdrawal_refused_by_custody(withdrawal_id=withdrawal.pk, reason=str(exc))
     return _withdrawal_submitted(withdrawal_id=withdrawal.pk, reference=receipt.reference)
 
@@ -1191,7 +1200,7 @@ def _withdrawal_claim(*, withdrawal_id: int) -> tuple[Withdrawal, _Submission]:
     if withdrawal.status != WithdrawalStatus.APPROVED:
         return withdrawal, _Submission.NONE
     blocked = withdrawals_blocked(user_id=withdrawal.user_id, until_commit=True)
-    if blocked and not withdrawal.submit_attempts:
+    if blocked and not withdrawal.handed_over:
         return _withdrawal_held_back(withdrawal.pk), _Submission.NONE
     try:
         recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
@@ -1201,9 +1210,9 @@ def _withdrawal_claim(*, withdrawal_id: int) -> tuple[Withdrawal, _Submission]:
         return _withdrawal_settle_internally(withdrawal_id=withdrawal.pk, recipient=recipient), _Submission.NONE
     if blocked:
         return withdrawal, _Submission.IF_AT_CUSTODY
-    Withdrawal.objects.filter(pk=withdrawal.pk).update(
-        submit_attempts=F("submit_attempts") + 1, updated_at=timezone.now()
-    )
+    withdrawal.submit_attempts += 1
+    withdrawal.handed_over = True
+    withdrawal.save(update_fields=["submit_attempts", "handed_over", "updated_at"])
     return withdrawal, _Submission.SEND
 
 
@@ -1211,12 +1220,18 @@ WITHDRAWALS_BLOCKED_HELD = "Not sent: the account's withdrawals are blocked; it 
 """The ``last_error`` of an approved withdrawal :func:`withdrawal_submit` holds back while the account is blocked."""
 
 
-def _withdrawal_held_back(withdrawal_id: int) -> Withdrawal:
-    """Record on an approved withdrawal of a blocked account why it was not sent (nothing else changes)."""
+def _withdrawal_held_back(withdrawal_id: int, *, disproved_hand_overs: int | None = None) -> Withdrawal:
+    """Record on an approved withdrawal of a blocked account why it was not sent. With ``disproved_hand_overs``
+    (custody answered it never received the withdrawal, handed over that many times) it is no longer
+    ``handed_over``, so an operator may reject it, unless it was handed over again since (the count moved on)."""
     log.warning("withdrawal %s held back: the account's withdrawals are blocked", withdrawal_id)
-    Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
-        last_error=WITHDRAWALS_BLOCKED_HELD, updated_at=timezone.now()
-    )
+    held = Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED)
+    if disproved_hand_overs is None:
+        held.update(last_error=WITHDRAWALS_BLOCKED_HELD, updated_at=timezone.now())
+    else:
+        held.filter(submit_attempts=disproved_hand_overs).update(
+            last_error=WITHDRAWALS_BLOCKED_HELD, handed_over=False, updated_at=timezone.now()
+        )
     return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
 
 
@@ -1253,6 +1268,7 @@ def _withdrawal_settle_internally(*, withdrawal_id: int, recipient: DepositAddre
         custody_reference="internal",
         last_error="",
         submit_attempts=F("submit_attempts") + 1,
+        handed_over=True,
         updated_at=now,
     )
     if not claimed:

@@ -593,10 +593,58 @@ def test_a_withdrawal_custody_never_got_is_held_back_by_a_block_even_after_a_fai
         WITHDRAWALS_BLOCKED_HELD,
     )
     assert not SimWithdrawal.objects.exists()
+    assert not held.handed_over  # custody answered it never got it
+    assert list(withdrawals_to_decide()) == [held]  # an operator may reject it
     block_withdrawals(user, blocked=False)
     sent = withdrawal_submit(withdrawal_id=withdrawal.pk)
-    assert (sent.status, sent.submit_attempts) == (WithdrawalStatus.SUBMITTED, 2)
+    assert (sent.status, sent.submit_attempts, sent.handed_over) == (WithdrawalStatus.SUBMITTED, 2, True)
     assert SimWithdrawal.objects.get().requests == 1
+
+
+def test_a_withdrawal_whose_worker_died_before_custody_heard_of_it_can_be_rejected_during_a_block(usdt, user, operator):
+    """The claim committed (handed over, counted) and the worker was killed before its custody call."""
+    deposit_through_custody(user, usdt, "100")
+    withdrawal = request(user, "30")
+    Withdrawal.objects.filter(pk=withdrawal.pk).update(submit_attempts=1, handed_over=True)
+    block_withdrawals(user)
+    with pytest.raises(InvalidState, match="handed to custody"):  # custody may have it: not yet
+        withdrawal_reject(withdrawal_id=withdrawal.pk, operator_id=operator.id, reason="stolen account")
+
+    held = withdrawal_submit(withdrawal_id=withdrawal.pk)  # the retry asks custody first
+
+    assert (held.status, held.handed_over, held.last_error) == (
+        WithdrawalStatus.APPROVED,
+        False,
+        WITHDRAWALS_BLOCKED_HELD,
+    )
+    rejected = withdrawal_reject(withdrawal_id=withdrawal.pk, operator_id=operator.id, reason="stolen account")
+    assert (rejected.status, rejected.last_error) == (WithdrawalStatus.REJECTED, "")
+    assert balances(user, usdt) == (Decimal(100), Decimal(0))
+    assert not SimWithdrawal.objects.exists()
+    assert reconcile().ok
+
+
+def test_a_refused_resubmission_fails_nothing_custody_already_has(usdt, user):
+    """Custody took it, its answer was lost, and it refuses the resubmission: the refusal is not believed (custody
+    sends it anyway), the hold stays and custody's report completes it."""
+    deposit_through_custody(user, usdt, "100")
+    SimulatedCustody().fault_add(operation="submit", kind="timeout", address=DESTINATION)
+    withdrawal = request(user, "30")
+    with pytest.raises(CustodyUnavailable):
+        withdrawal_submit(withdrawal_id=withdrawal.pk)
+    SimulatedCustody().fault_add(operation="submit", kind="reject", address=DESTINATION)
+
+    resubmitted = withdrawal_submit(withdrawal_id=withdrawal.pk)
+
+    assert resubmitted.status == WithdrawalStatus.SUBMITTED
+    assert (
+        resubmitted.custody_reference
+        == SimulatedCustody().withdrawal_status(withdrawal_id=str(withdrawal.pk)).reference
+    )
+    assert balances(user, usdt) == (Decimal(70), Decimal(30))
+    deliver_custody_callbacks()
+    assert Withdrawal.objects.get(pk=withdrawal.pk).status == WithdrawalStatus.COMPLETED
+    assert reconcile().ok
 
 
 def test_an_operator_rejects_a_withdrawal_held_back_by_a_block_and_its_hold_is_released(usdt, user, operator):
