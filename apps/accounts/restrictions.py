@@ -96,10 +96,11 @@ def account_withdrawals_block(*, user_id: int, operator_id: int, blocked: bool, 
 
     While blocked, :func:`apps.wallets.services.withdrawal_request`, ``withdrawal_confirm`` and
     ``withdrawal_approve`` refuse with ``withdrawals_blocked`` (pending withdrawals can still be rejected or
-    cancelled), and an approved withdrawal not yet handed to custody stays approved, held, until the block is
-    lifted or an operator rejects it (:func:`apps.wallets.services.withdrawal_submit`). It waits for the withdrawal
-    steps under way to commit (:mod:`apps.accounts.locks`), so once it returns no withdrawal passes. Raises as :func:`account_trading_freeze` (:class:`InvalidState` for unblocking an account whose
-    withdrawals are not blocked).
+    cancelled), and an approved withdrawal custody does not have stays approved, held, until the block is lifted
+    or an operator rejects it (:func:`apps.wallets.services.withdrawal_submit`). It waits for the withdrawal steps
+    under way to commit (:mod:`apps.accounts.locks`), so once it returns no withdrawal passes. Raises as
+    :func:`account_trading_freeze` (:class:`InvalidState` for unblocking an account whose withdrawals are not
+    blocked).
     """
     return _restriction_set(
         user_id=user_id, operator_id=operator_id, restriction="withdrawals", on=blocked, reason=reason

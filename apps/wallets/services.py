@@ -1131,20 +1131,23 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     """Submit an approved withdrawal to custody, with its id as the custody idempotency key; mark it submitted.
 
     Call it outside a transaction (the custody call must not hold locks). First, in one transaction
-    (:func:`_withdrawal_claim`), it reads the account's withdrawal block under the block's lock and either hands
-    the withdrawal over (``submit_attempts`` counts the hand-overs, ``handed_over`` says custody may have it) or settles it at once, when it goes to one of
-    our own deposit addresses, as an internal transfer (:func:`_withdrawal_settle_internally`). Anything but an
-    approved withdrawal is returned untouched, so a duplicate task is harmless. While an operator blocks the
-    account's withdrawals (:func:`apps.accounts.restrictions.account_withdrawals_block`) nothing new is sent: a
-    withdrawal custody does not have stays approved with its hold, ``last_error`` says why, and the sweep
-    (:func:`withdrawals_requeue_submission`) submits it once the block is lifted (or an operator rejects it:
-    :func:`withdrawal_reject`). One handed over before the block, whose answer was lost, is finished only if custody
-    has it (:meth:`~apps.wallets.custody.base.CustodyAdapter.withdrawal_status`), so its outcome can be recorded; when
-    custody answers it never received it, it is held back like one never sent (and can be rejected). A refusal of a
-    resubmission is believed only when custody does not have an earlier hand-over either.
+    (:func:`_withdrawal_claim`), it reads the account's withdrawal block under the block's lock and either hands the
+    withdrawal over (``submit_attempts`` counts the hand-overs, ``handed_over`` says custody may have it) or settles
+    it at once, when it goes to one of our own deposit addresses, as an internal transfer
+    (:func:`_withdrawal_settle_internally`). Anything but an approved withdrawal is returned untouched, so a
+    duplicate task is harmless.
+
+    While an operator blocks the account's withdrawals (:func:`apps.accounts.restrictions.account_withdrawals_block`)
+    nothing new is sent: a withdrawal custody does not have stays approved with its hold, ``last_error`` says why,
+    and the sweep (:func:`withdrawals_requeue_submission`) submits it once the block is lifted (or an operator
+    rejects it: :func:`withdrawal_reject`). One handed over before the block, whose answer was lost, is finished only
+    if custody has it (:meth:`~apps.wallets.custody.base.CustodyAdapter.withdrawal_status`), so its outcome can be
+    recorded; when custody answers it never received it, it is held back like one never sent (and can be rejected).
+
     When custody does not answer it raises :class:`CustodyUnavailable` and keeps the hold: the caller retries with
     the same id and custody sends it at most once. A definite refusal by custody fails the withdrawal and releases
-    its hold. Raises :class:`NotFound`.
+    its hold, unless custody has an earlier hand-over of it (then it is recorded submitted and custody's report
+    decides). Raises :class:`NotFound`.
     """
     withdrawal, submission = _withdrawal_claim(withdrawal_id=withdrawal_id)
     if submission is _Submission.NONE:
