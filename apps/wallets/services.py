@@ -1154,7 +1154,7 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
         return withdrawal
     adapter = get_adapter()
     if submission is _Submission.IF_AT_CUSTODY and adapter.withdrawal_status(withdrawal_id=str(withdrawal.pk)) is None:
-        return _withdrawal_held_back(withdrawal.pk, disproved_hand_overs=withdrawal.submit_attempts)
+        return _withdrawal_held_back(withdrawal)
     try:
         receipt = adapter.submit_withdrawal(
             withdrawal_id=str(withdrawal.pk),
@@ -1204,7 +1204,7 @@ def _withdrawal_claim(*, withdrawal_id: int) -> tuple[Withdrawal, _Submission]:
         return withdrawal, _Submission.NONE
     blocked = withdrawals_blocked(user_id=withdrawal.user_id, until_commit=True)
     if blocked and not withdrawal.handed_over:
-        return _withdrawal_held_back(withdrawal.pk), _Submission.NONE
+        return _withdrawal_held_back(withdrawal), _Submission.NONE
     try:
         recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
     except InvalidAddress as exc:
@@ -1223,19 +1223,15 @@ WITHDRAWALS_BLOCKED_HELD = "Not sent: the account's withdrawals are blocked; it 
 """The ``last_error`` of an approved withdrawal :func:`withdrawal_submit` holds back while the account is blocked."""
 
 
-def _withdrawal_held_back(withdrawal_id: int, *, disproved_hand_overs: int | None = None) -> Withdrawal:
-    """Record on an approved withdrawal of a blocked account why it was not sent. With ``disproved_hand_overs``
-    (custody answered it never received the withdrawal, handed over that many times) it is no longer
-    ``handed_over``, so an operator may reject it, unless it was handed over again since (the count moved on)."""
-    log.warning("withdrawal %s held back: the account's withdrawals are blocked", withdrawal_id)
-    held = Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED)
-    if disproved_hand_overs is None:
-        held.update(last_error=WITHDRAWALS_BLOCKED_HELD, updated_at=timezone.now())
-    else:
-        held.filter(submit_attempts=disproved_hand_overs).update(
-            last_error=WITHDRAWALS_BLOCKED_HELD, handed_over=False, updated_at=timezone.now()
-        )
-    return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
+def _withdrawal_held_back(withdrawal: Withdrawal) -> Withdrawal:
+    """Record on an approved withdrawal of a blocked account why it was not sent; custody does not have it (never
+    handed over, or custody answered it never received it), so it is not ``handed_over`` and an operator may reject
+    it. Nothing changes when it was handed over again since ``withdrawal`` was read (its count moved on)."""
+    log.warning("withdrawal %s held back: the account's withdrawals are blocked", withdrawal.pk)
+    Withdrawal.objects.filter(
+        pk=withdrawal.pk, status=WithdrawalStatus.APPROVED, submit_attempts=withdrawal.submit_attempts
+    ).update(last_error=WITHDRAWALS_BLOCKED_HELD, handed_over=False, updated_at=timezone.now())
+    return Withdrawal.objects.select_related("asset").get(pk=withdrawal.pk)
 
 
 def _own_deposit_address(asset: Asset, address: str) -> DepositAddress | None:

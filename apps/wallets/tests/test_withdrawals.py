@@ -557,14 +557,21 @@ def test_an_approved_withdrawal_is_not_sent_while_the_account_is_blocked_and_goe
     assert reconcile().ok
 
 
-def test_a_withdrawal_custody_got_before_the_block_is_recorded_submitted_and_its_outcome_applied(usdt, user):
-    """Custody took it, its answer was lost, then the block: custody sends it whatever we do, so the resubmission
-    records it submitted (sending nothing more) and custody's report completes it; the books stay reconciled."""
+def first_submission_unanswered(user, usdt, *, fault: str) -> Withdrawal:
+    """An approved withdrawal of 30 USDT (of 100 deposited) whose first submission got no answer: custody took it
+    and the answer was lost (``timeout``), or custody never got it (``unavailable``)."""
     deposit_through_custody(user, usdt, "100")
-    SimulatedCustody().fault_add(operation="submit", kind="timeout", address=DESTINATION)
+    SimulatedCustody().fault_add(operation="submit", kind=fault, address=DESTINATION)
     withdrawal = request(user, "30")
     with pytest.raises(CustodyUnavailable):
         withdrawal_submit(withdrawal_id=withdrawal.pk)
+    return withdrawal
+
+
+def test_a_withdrawal_custody_got_before_the_block_is_recorded_submitted_and_its_outcome_applied(usdt, user):
+    """Custody took it, its answer was lost, then the block: custody sends it whatever we do, so the resubmission
+    records it submitted (sending nothing more) and custody's report completes it; the books stay reconciled."""
+    withdrawal = first_submission_unanswered(user, usdt, fault="timeout")
     block_withdrawals(user)
 
     finished = withdrawal_submit(withdrawal_id=withdrawal.pk)
@@ -578,11 +585,7 @@ def test_a_withdrawal_custody_got_before_the_block_is_recorded_submitted_and_its
 
 
 def test_a_withdrawal_custody_never_got_is_held_back_by_a_block_even_after_a_failed_attempt(usdt, user):
-    deposit_through_custody(user, usdt, "100")
-    SimulatedCustody().fault_add(operation="submit", kind="unavailable", address=DESTINATION)
-    withdrawal = request(user, "30")
-    with pytest.raises(CustodyUnavailable):
-        withdrawal_submit(withdrawal_id=withdrawal.pk)
+    withdrawal = first_submission_unanswered(user, usdt, fault="unavailable")
     block_withdrawals(user)
 
     held = withdrawal_submit(withdrawal_id=withdrawal.pk)
@@ -627,11 +630,7 @@ def test_a_withdrawal_whose_worker_died_before_custody_heard_of_it_can_be_reject
 def test_a_refused_resubmission_fails_nothing_custody_already_has(usdt, user):
     """Custody took it, its answer was lost, and it refuses the resubmission: the refusal is not believed (custody
     sends it anyway), the hold stays and custody's report completes it."""
-    deposit_through_custody(user, usdt, "100")
-    SimulatedCustody().fault_add(operation="submit", kind="timeout", address=DESTINATION)
-    withdrawal = request(user, "30")
-    with pytest.raises(CustodyUnavailable):
-        withdrawal_submit(withdrawal_id=withdrawal.pk)
+    withdrawal = first_submission_unanswered(user, usdt, fault="timeout")
     SimulatedCustody().fault_add(operation="submit", kind="reject", address=DESTINATION)
 
     resubmitted = withdrawal_submit(withdrawal_id=withdrawal.pk)
@@ -671,11 +670,7 @@ def test_an_operator_rejects_a_withdrawal_held_back_by_a_block_and_its_hold_is_r
 
 
 def test_a_withdrawal_handed_to_custody_cannot_be_rejected(usdt, user, operator):
-    deposit_through_custody(user, usdt, "100")
-    SimulatedCustody().fault_add(operation="submit", kind="timeout", address=DESTINATION)
-    withdrawal = request(user, "30")
-    with pytest.raises(CustodyUnavailable):
-        withdrawal_submit(withdrawal_id=withdrawal.pk)  # custody has it: its outcome is custody's
+    withdrawal = first_submission_unanswered(user, usdt, fault="timeout")  # custody has it: its outcome is custody's
     block_withdrawals(user)
 
     with pytest.raises(InvalidState, match="handed to custody"):
