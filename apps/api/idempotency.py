@@ -1,9 +1,13 @@
 """``Idempotency-Key`` on POST: the same key and body returns the original response (API.md).
 
 The key is claimed with ``INSERT ... ON CONFLICT DO NOTHING`` in the same
-transaction as the POST's effect, so concurrent duplicates queue on the unique
-index and then see the first one's stored response; a failed POST stores nothing
-and may be retried with the same key.
+transaction as the POST's effect; a failed POST stores nothing and may be retried with the same key.
+A duplicate sent while the first request is still being processed is refused at once with 409
+``idempotency_key_in_use`` (draft-ietf-httpapi-idempotency-key-header-07, "Error Scenarios": a retry
+while the original request is still being processed is a 409; Stripe's ``idempotency_key_in_use`` too): it holds no connection waiting for the first, which can take
+``ORDERS_ENGINE_WAIT_SECONDS`` when the matching engine is down, and then do the same wait again once that
+failed; a client retrying on a short timeout queued its duplicates one behind the other until the
+server ran out of database connections (break-it review).
 """
 
 import hashlib
@@ -21,6 +25,18 @@ from .models import IdempotencyRecord
 
 HEADER = "Idempotency-Key"
 
+_IN_USE = "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 0))"
+"""Take the key's lock for the claiming transaction, or answer false at once when another request holds it."""
+
+
+class IdempotencyKeyInUse(DomainError):
+    """Another request with this ``Idempotency-Key`` is still being processed: nothing was done; retry later to
+    get its answer (409 ``idempotency_key_in_use``)."""
+
+    code = "idempotency_key_in_use"
+    status = 409
+
+
 _CLAIM = """
     INSERT INTO api_idempotencyrecord (user_id, key, request_hash, created_at)
     VALUES (%s, %s, %s, now())
@@ -36,7 +52,8 @@ def idempotent(request, perform: Callable[[], Response], *, check: Callable[[], 
     unless the request replays a stored answer: a retry with the same key and body is answered as the first was,
     without checking again the one-time code that the first request used up. Without the header, ``check`` and
     ``perform`` run once, ``perform`` in a retrying transaction. Raises :class:`IdempotencyConflict` (409) when the
-    key was used for a different request, :class:`DomainError` for a malformed key, and what ``check`` raises.
+    key was used for a different request, :class:`IdempotencyKeyInUse` (409) while a request with the key is still
+    being processed, :class:`DomainError` for a malformed key, and what ``check`` raises.
     """
     key = request.headers.get(HEADER)
     if key is None:
@@ -74,6 +91,12 @@ def _claim_and_perform(user_id: int, key: str, request_hash: str, perform: Calla
     # The inner block undoes the claim with a failed request even inside a caller's transaction.
     with transaction.atomic():
         with connection.cursor() as cursor:
+            cursor.execute(_IN_USE, [f"idempotency-key:{user_id}:{key}"])
+            if not cursor.fetchone()[0]:
+                raise IdempotencyKeyInUse(
+                    "A request with this Idempotency-Key is still being processed; retry it later for its answer.",
+                    fields={HEADER: "In use."},
+                )
             cursor.execute(_CLAIM, [user_id, key, request_hash])
             claimed = cursor.fetchone()
         if claimed is None:

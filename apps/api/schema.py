@@ -44,7 +44,7 @@ ERROR_STATUSES = {
     "404": "Not found.",
     "405": "Method not allowed.",
     "406": "Not acceptable.",
-    "409": "Conflict: invalid state or idempotency conflict.",
+    "409": "Conflict: invalid state, idempotency conflict, or the Idempotency-Key's first request still running.",
     "415": "Unsupported media type.",
     "429": "Rate limited.",
 }
@@ -86,7 +86,8 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
     OpenApiParameter.HEADER,
     required=False,
     description="Up to 255 printable characters, unique per request you mean: the same key and body again "
-    "returns the original response; the same key with another body is a 409 idempotency_conflict.",
+    "returns the original response; the same key with another body is a 409 idempotency_conflict; the same key "
+    "while its first request is still being processed is a 409 idempotency_key_in_use (retry later).",
 )
 
 

@@ -13,7 +13,7 @@ from .common import HTTP_TIMEOUT, RETRY_WINDOW
 
 @dataclass
 class Answer:
-    """A definite HTTP answer (anything but a connection error, timeout, 5xx or 429)."""
+    """A definite HTTP answer (anything but a connection error, timeout, 5xx, 429 or 409 ``idempotency_key_in_use``)."""
 
     status: int
     body: Any  # the decoded JSON (any shape the endpoint returns) or the text of a non-JSON answer
@@ -85,7 +85,9 @@ class Http:
             else:
                 if on_response is not None:
                     on_response(response)
-                if response.status_code < 500 and response.status_code != 429:
+                if _in_use(response):
+                    self.stats["key_in_use"] += 1  # an earlier attempt is still being processed: ask again later
+                elif response.status_code < 500 and response.status_code != 429:
                     if attempt > 1:
                         self.stats["retried_operations"] += 1
                     replayed = response.headers.get("Idempotent-Replayed") == "true"
@@ -93,11 +95,21 @@ class Http:
                     return Answer(
                         response.status_code, _body(response), attempt, replayed, response.headers.get("Location", "")
                     )
-                self.stats["server_errors" if response.status_code >= 500 else "rate_limited"] += 1
+                else:
+                    self.stats["server_errors" if response.status_code >= 500 else "rate_limited"] += 1
             if time.monotonic() > deadline:
                 self.stats["gave_up"] += 1
                 return None
             time.sleep(min(0.1 * 2**attempt, 2.0) * self.rng.uniform(0.5, 1.0))
+
+
+def _in_use(response) -> bool:
+    """Whether ``response`` is 409 ``idempotency_key_in_use``: the same request, sent before, is still being
+    processed (API.md); its answer comes to a later retry."""
+    if response.status_code != 409:
+        return False
+    body = _body(response)
+    return isinstance(body, dict) and body.get("error", {}).get("code") == "idempotency_key_in_use"
 
 
 def _body(response):

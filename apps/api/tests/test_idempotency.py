@@ -3,11 +3,13 @@ import uuid
 from decimal import Decimal
 
 import pytest
-from django.db import connections
+from django.db import connections, transaction
 
 from apps.api.models import IdempotencyRecord
+from apps.ledger.models import Account
 from apps.ledger.selectors import balances_for_user
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.wallets.tests.conftest import backend_pids, wait_for
 
 pytestmark = pytest.mark.urls("apps.api.tests.urls_for_tests")
 
@@ -104,7 +106,64 @@ def test_concurrent_duplicates_create_one_effect(usdt, api_as):
     for thread in threads:
         thread.join()
 
-    assert [r.status_code for r in responses] == [201] * 8
-    assert len({r.json()["entry_id"] for r in responses}) == 1
+    # Each duplicate is answered as the first was (it came after) or refused as in use (it came during).
+    answered = [r for r in responses if r.status_code == 201]
+    in_use = [r for r in responses if r.status_code == 409]
+    assert len(answered) + len(in_use) == 8 and answered
+    assert len({r.json()["entry_id"] for r in answered}) == 1
+    assert {r.json()["error"]["code"] for r in in_use} <= {"idempotency_key_in_use"}
     assert available(alice) == Decimal("90")
     assert IdempotencyRecord.objects.filter(key="k-race").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_duplicate_while_the_first_is_processed_is_refused_at_once_not_queued(usdt, api_as):
+    """The first request is held inside its effect (alice's account locked elsewhere): a duplicate used to queue
+    behind it on the key's unique index, holding a connection for as long (break-it review: with the matching
+    engine down, 10 s each, one after the other, until PostgreSQL had no connection left)."""
+    alice, bob = UserFactory(), UserFactory()
+    fund(alice, usdt, "100")
+    body = {"to": bob.id, "amount": "10", "id": "held"}
+    locked, release = threading.Event(), threading.Event()
+    responses: dict[str, object] = {}
+
+    def hold_alices_account():
+        with transaction.atomic():
+            list(Account.objects.select_for_update().filter(owner_id=alice.id))
+            locked.set()
+            release.wait(timeout=60)
+        connections.close_all()
+
+    def post(name):
+        responses[name] = api_as(alice, "trade").post(
+            "/test/transfer/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-held"
+        )
+        connections.close_all()
+
+    holder = threading.Thread(target=hold_alices_account)
+    holder.start()
+    assert locked.wait(timeout=30)
+    first = threading.Thread(target=post, args=("first",))
+    first.start()
+    try:
+        wait_for(
+            lambda: backend_pids("wait_event_type = 'Lock' AND query LIKE %s", ["%ledger_transfer_post%"]),
+            message="the first request waiting for alice's account",
+        )
+        duplicate = threading.Thread(target=post, args=("duplicate",))
+        duplicate.start()
+        duplicate.join(timeout=30)
+        assert not duplicate.is_alive(), "the duplicate queued behind the first request"
+    finally:
+        release.set()
+        holder.join()
+        first.join()
+
+    assert responses["duplicate"].status_code == 409
+    assert responses["duplicate"].json()["error"]["code"] == "idempotency_key_in_use"
+    assert responses["duplicate"].json()["error"]["fields"] == {"Idempotency-Key": "In use."}
+    assert responses["first"].status_code == 201
+    retried = api_as(alice, "trade").post("/test/transfer/", body, format="json", HTTP_IDEMPOTENCY_KEY="k-held")
+    assert retried.status_code == 201 and retried.headers["Idempotent-Replayed"] == "true"
+    assert retried.json() == responses["first"].json()
+    assert available(alice) == Decimal("90")
