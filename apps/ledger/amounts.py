@@ -100,6 +100,14 @@ def format_amount(value: Decimal, decimals: int) -> str:
     return f"{value.quantize(quantum(decimals)):f}"
 
 
+def format_as_stored(value: Decimal, decimals: int) -> str:
+    """:func:`format_amount` of an amount exact at ``decimals`` places; any other (finer than the asset's precision:
+    only a row written past the database's checks) with every significant digit (:func:`format_exact`), never
+    rounded, so that a change below the asset's smallest unit still shows
+    (``format_as_stored(Decimal("0.000000004000"), 8) == "0.000000004"``)."""
+    return format_amount(value, decimals) if is_exact(value, decimals) else format_exact(value)
+
+
 def format_display(value: Decimal, decimals: int, *, trim: bool = True) -> str:
     """An amount as pages show it: cut (never rounded up) to ``decimals`` places, with thousands separators.
 

@@ -61,16 +61,23 @@ def entries_balanced(scope: Scope) -> list[dict]:
 
 @register_check(invariant=1, name="postings_referenced")
 def postings_referenced(scope: Scope) -> list[dict]:
-    """Postings whose journal entry does not exist, or whose account does not exist with the posting's asset
-    (the ``entry_balanced`` trigger refuses them at insert; this finds any written past it)."""
+    """Postings whose journal entry does not exist, whose account does not exist with the posting's asset, or whose
+    amount or balance after is finer than the asset's precision (the ``entry_balanced`` trigger refuses the first
+    three at insert; this finds any written past it: a change below the smallest unit moves no sum any check of
+    whole units sees)."""
     return query_rows(
         """
         SELECT p.id AS posting, p.entry_id AS entry, p.account_id AS account, p.asset_id,
-               CASE WHEN e.id IS NULL THEN 'no such journal entry' ELSE 'no account of this asset' END AS problem
+               CASE WHEN e.id IS NULL THEN 'no such journal entry'
+                    WHEN a.id IS NULL THEN 'no account of this asset'
+                    ELSE 'finer than the asset''s precision' END AS problem
         FROM ledger_posting p
         LEFT JOIN ledger_journalentry e ON e.id = p.entry_id
         LEFT JOIN ledger_account a ON a.id = p.account_id AND a.asset_id = p.asset_id
-        WHERE (e.id IS NULL OR a.id IS NULL) AND (NOT %s OR p.asset_id = ANY(%s))
+        LEFT JOIN ledger_asset s ON s.id = p.asset_id
+        WHERE (e.id IS NULL OR a.id IS NULL
+               OR round(p.amount, s.decimals) <> p.amount OR round(p.balance_after, s.decimals) <> p.balance_after)
+          AND (NOT %s OR p.asset_id = ANY(%s))
         ORDER BY p.id LIMIT %s
         """,
         [scope.filtered, scope.asset_ids, ROW_LIMIT],  # unfiltered: a posting of an unknown asset too

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 
 from apps.core.errors import NotFound
 
-from .amounts import format_amount
+from .amounts import format_as_stored
 from .models import Asset
 
 DETAILS_LIMIT = 100
@@ -114,12 +114,13 @@ def query_rows(sql: str, params: list) -> list[dict]:
 
 
 def format_amounts(rows: list[dict], *columns: str) -> list[dict]:
-    """Render the named Decimal columns at each row's asset precision (its ``decimals`` column, then dropped)."""
+    """Render the named Decimal columns at each row's asset precision (its ``decimals`` column, then dropped); a
+    value finer than that keeps every digit (:func:`~apps.ledger.amounts.format_as_stored`), never rounded away."""
     for row in rows:
         decimals = row.pop("decimals")
         for column in columns:
             if isinstance(row.get(column), Decimal):
-                row[column] = format_amount(row[column], decimals)
+                row[column] = format_as_stored(row[column], decimals)
     return rows
 
 

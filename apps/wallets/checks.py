@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from django.db.models import Sum
 
-from apps.ledger.amounts import format_amount, is_exact
+from apps.ledger.amounts import format_as_stored
 from apps.ledger.models import Account, AccountKind, EntryReason
 from apps.ledger.reconciliation import (
     ENTRY_IN_SCOPE,
@@ -41,10 +41,6 @@ WITHDRAWAL_REASONS = (
     EntryReason.NETWORK_FEE,
 )
 register_backed_reasons(EntryReason.DEPOSIT, *WITHDRAWAL_REASONS)
-
-
-def _format(value: Decimal, decimals: int) -> str:
-    return format_amount(value, decimals) if is_exact(value, decimals) else f"{value:f}"
 
 
 @register_hold_source
@@ -78,9 +74,9 @@ def custody_matches_provider(scope: Scope) -> list[dict]:
             problems.append(
                 {
                     "asset": asset.code,
-                    "ledger_custody": _format(ours, asset.decimals),
-                    "custody_reported": _format(theirs, asset.decimals),
-                    "difference": _format(ours - theirs, asset.decimals),
+                    "ledger_custody": format_as_stored(ours, asset.decimals),
+                    "custody_reported": format_as_stored(theirs, asset.decimals),
+                    "difference": format_as_stored(ours - theirs, asset.decimals),
                 }
             )
     if not scope.filtered:
@@ -106,7 +102,7 @@ def custody_figures(scope: Scope) -> dict[str, dict]:
     except CustodyError:
         return {}
     return {
-        asset.code: {"custody_reported": _format(reported.get(asset.code, Decimal(0)), asset.decimals)}
+        asset.code: {"custody_reported": format_as_stored(reported.get(asset.code, Decimal(0)), asset.decimals)}
         for asset in scope.assets
     }
 

@@ -1,6 +1,6 @@
 """The entry document ``E`` and the block header ``B`` of PROOFS.md section 1, built from the rows."""
 
-from ..amounts import format_amount
+from ..amounts import format_as_stored
 from ..canonical import canon_hash, proof_time
 from ..db import PreparedCursor
 from ..models import JournalBlock
@@ -22,7 +22,10 @@ _ENTRY_ROWS = """
 def entry_documents(entry_ids: list[int]) -> dict[int, dict]:
     """``{entry id: E}`` for the entries that exist among ``entry_ids`` (postings in posting id order).
 
-    Amounts are signed (debit positive) with exactly the asset's decimals.
+    Amounts are signed (debit positive) with exactly the asset's decimals. One finer than that (written past the
+    ``entry_balanced`` trigger) keeps every digit (:func:`~apps.ledger.amounts.format_as_stored`): rounded, a change
+    below the asset's smallest unit left the digest as sealed and ``journal_verify`` passed (break-it review); so
+    the digest differs, and an outside verifier refuses the document for its decimals.
     """
     documents: dict[int, dict] = {}
     with PreparedCursor() as cursor:
@@ -48,8 +51,8 @@ def entry_documents(entry_ids: list[int]) -> dict[int, dict]:
                     "id": posting_id,
                     "account_id": account_id,
                     "asset": code,
-                    "amount": format_amount(amount, decimals),
-                    "balance_after": format_amount(balance_after, decimals),
+                    "amount": format_as_stored(amount, decimals),
+                    "balance_after": format_as_stored(balance_after, decimals),
                 }
             )
     return documents

@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from apps.ledger.amounts import check_amount, format_amount, money, parse_amount
+from apps.ledger.amounts import check_amount, format_amount, format_as_stored, money, parse_amount
 from apps.ledger.errors import InvalidAmount
 
 
@@ -104,3 +104,10 @@ def test_every_thread_computes_amounts_with_80_digits():
     for total, checked in results:
         assert total == Decimal("12345678901234567890.123456789012345679")
         assert checked == huge
+
+
+def test_format_as_stored_rounds_nothing_away():
+    assert format_as_stored(Decimal("0.5"), 8) == "0.50000000"
+    assert format_as_stored(Decimal("-2"), 6) == "-2.000000"
+    assert format_as_stored(Decimal("0.000000004"), 8) == "0.000000004"
+    assert format_as_stored(Decimal("1.000000400000000000"), 6) == "1.0000004"

@@ -12,8 +12,9 @@ from django.utils import timezone
 
 from apps.ledger.canonical import canon
 from apps.ledger.merkle import root_from_audit_path, tree_hash
-from apps.ledger.models import BlockEntry, EntryReason, JournalBlock, Posting, SigningKey
+from apps.ledger.models import DEBIT_NORMAL_KINDS, BlockEntry, EntryReason, JournalBlock, Posting, SigningKey
 from apps.ledger.reconciliation import reconcile
+from apps.ledger.seal.documents import entry_documents
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.seal.verification import NOT_PINNED
 from apps.ledger.signing import key_id_for, private_key_generate_hex, private_key_load, public_key_hex, signature_valid
@@ -252,6 +253,35 @@ def test_a_changed_posting_amount_is_caught_and_named(db, usdt, user):
     }
     assert run_command("journal_verify")[1].startswith(f"FAIL block 0, entry {victim}:")
     assert _journal_sealed_details() == [{"block": 0, "entry": victim, "problem": result["discrepancy"]["problem"]}]
+
+
+def test_a_change_below_the_assets_smallest_unit_is_caught_and_named(db, usdt, user):
+    """Found by a break-it review: the entry document rounded each amount to the asset's decimals, so 0.0000004
+    USDT moved between two postings of a sealed entry (balances after and the accounts' balances kept in step)
+    left its digest as sealed, and journal_verify, reconcile and both verifiers passed."""
+    _sealed_ledger(usdt, user)
+    victim = BlockEntry.objects.get(block_id=0, position=1).entry_id
+    postings = list(Posting.objects.filter(entry_id=victim).order_by("id"))
+    shift = Decimal("0.0000004")
+    as_superuser_without_triggers(
+        *[
+            (
+                "UPDATE ledger_posting SET amount = amount + %s, balance_after = balance_after + %s WHERE id = %s",
+                [delta, delta if posting.account.kind in DEBIT_NORMAL_KINDS else -delta, posting.id],
+            )
+            for posting, delta in zip(postings, [shift, -shift], strict=False)
+        ]
+    )
+
+    code, result = verify_json()
+
+    assert code == 1
+    assert result["discrepancy"]["entry"] == victim
+    assert entry_documents([victim])[victim]["postings"][0]["amount"].endswith("0000004")
+    details = next(c for c in reconcile().checks if c.name == "postings_referenced").details
+    assert [(row["posting"], row["problem"]) for row in details] == [
+        (posting.id, "finer than the asset's precision") for posting in postings[:2]
+    ]
 
 
 def test_a_deleted_entry_is_caught_and_named(db, usdt, user):
