@@ -4,8 +4,9 @@ Every trigger function django-pgtrigger writes starts by asking ``_pgtrigger_sho
 the session setting ``pgtrigger.ignore``: any session that may write could ``SET LOCAL pgtrigger.ignore`` to a
 trigger's name and write past it, no privilege needed. Triggers built with these classes are installed from
 :class:`EnforcedTriggerSql`, django-pgtrigger's template without that question (and without re-creating
-``_pgtrigger_should_ignore``, which other triggers still use). Switching one off then takes ``ALTER TABLE ...
-DISABLE TRIGGER``, a table owner's right. Every invariant trigger of the project is built with them: the ledger's
+``_pgtrigger_should_ignore``, which other triggers still use), and enabled always
+(:class:`EnforcedAlwaysTriggerSql`), so a session in replica mode does not skip them. Switching one off then takes
+``ALTER TABLE ... DISABLE TRIGGER``, a table owner's right, which reconcile sees. Every invariant trigger of the project is built with them: the ledger's
 (append-only journal, balanced entries, postings that name their entry and account, permanent accounts), the
 append-only audit logs, trades and liability snapshots, and a market's fixed shape.
 """
@@ -41,12 +42,29 @@ class EnforcedTriggerSql(compiler.UpsertTriggerSql):
         """
 
 
+class EnforcedAlwaysTriggerSql(EnforcedTriggerSql):
+    """:class:`EnforcedTriggerSql`, the trigger then set to fire always (``ENABLE ALWAYS TRIGGER``), in replica
+    sessions too. Created plainly, a trigger fires only while ``session_replication_role`` is ``origin``: a session
+    allowed to set it to ``replica`` (a superuser) wrote past every invariant trigger, foreign keys included, and
+    turned it back, leaving no trace in ``pg_trigger`` for reconcile to see (break-it review). Switching one off
+    now takes ``ALTER TABLE ... DISABLE TRIGGER`` (or ``ENABLE TRIGGER``, back to origin-only), which reconcile's
+    ``journal_append_only`` sees while it lasts."""
+
+    def get_template(self) -> str:
+        return (
+            super().get_template()
+            + """
+            ALTER TABLE {table} ENABLE ALWAYS TRIGGER {pgid};
+        """
+        )
+
+
 class _Enforced:
-    """Compiles a django-pgtrigger trigger to :class:`EnforcedTriggerSql`."""
+    """Compiles a django-pgtrigger trigger to :class:`EnforcedAlwaysTriggerSql`."""
 
     def compile(self, model) -> compiler.Trigger:
         compiled = super().compile(model)  # type: ignore[misc]  # a mixin of pgtrigger.Trigger subclasses
-        return compiler.Trigger(name=compiled.name, sql=EnforcedTriggerSql(**compiled.sql.kwargs))
+        return compiler.Trigger(name=compiled.name, sql=EnforcedAlwaysTriggerSql(**compiled.sql.kwargs))
 
 
 class Trigger(_Enforced, pgtrigger.Trigger):

@@ -200,16 +200,21 @@ REQUIRED_TRIGGERS = {
 }
 
 
-_FIRING = ("O", "A")
-"""``pg_trigger.tgenabled`` of a trigger that fires in ordinary sessions: ``O`` (origin and local) or ``A`` (always);
-``D`` is disabled and ``R`` fires only on a replica (``ENABLE REPLICA TRIGGER``)."""
+_NOT_FIRING_ALWAYS = {
+    "D": "disabled",
+    "R": "fires only on a replica",
+    "O": "skipped by sessions with session_replication_role = replica (not ENABLE ALWAYS)",
+}
+"""``pg_trigger.tgenabled`` of a trigger that does not fire in every session, and what that means; ``A`` (always),
+as :class:`apps.core.triggers.EnforcedAlwaysTriggerSql` installs them, is the one state that passes."""
 
 
 @register_check(invariant=6, name="journal_append_only")
 def journal_append_only(scope: Scope) -> list[dict]:
     """The triggers that refuse UPDATE/DELETE of journal rows, blocks and keys (and check balance and each
     posting's entry and account), the deletion or re-keying of an account and a TRUNCATE that would leave postings
-    behind are installed and fire (neither disabled nor replica-only)."""
+    behind are installed and fire in every session (``ENABLE ALWAYS``: neither disabled, nor replica-only, nor
+    skipped by a session in replica mode)."""
     installed = query_rows(
         """
         SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled
@@ -221,10 +226,11 @@ def journal_append_only(scope: Scope) -> list[dict]:
     problems = []
     for table, prefix in sorted(REQUIRED_TRIGGERS):
         matches = [t for t in installed if t["table_name"] == table and t["trigger_name"].startswith(prefix)]
+        states = sorted({t["enabled"] for t in matches} - {"A"})
         if not matches:
             problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": "missing"})
-        elif any(t["enabled"] not in _FIRING for t in matches):
-            problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": "disabled"})
+        elif states:
+            problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": _NOT_FIRING_ALWAYS[states[0]]})
     return problems
 
 

@@ -101,17 +101,23 @@ def test_stored_balance_changed_with_raw_sql_is_found_and_named(db, usdt, user):
 
 
 @pytest.mark.parametrize(
-    ("table", "trigger", "alter"),
+    ("table", "trigger", "alter", "problem"),
     [
-        ("ledger_posting", "immutable", "DISABLE TRIGGER {name}"),
+        ("ledger_posting", "immutable", "DISABLE TRIGGER {name}", "disabled"),
         # Postings' references are checked once (at their insert): accounts must stay deletable by no one.
-        ("ledger_account", "permanent", "DISABLE TRIGGER {name}"),
-        ("ledger_account", "keys_fixed", "DISABLE TRIGGER {name}"),
-        ("ledger_account", "truncated_with_postings", "DISABLE TRIGGER {name}"),
-        ("ledger_posting", "entry_balanced", "ENABLE REPLICA TRIGGER {name}"),  # fires only on a replica
+        ("ledger_account", "permanent", "DISABLE TRIGGER {name}", "disabled"),
+        ("ledger_account", "keys_fixed", "DISABLE TRIGGER {name}", "disabled"),
+        ("ledger_account", "truncated_with_postings", "DISABLE TRIGGER {name}", "disabled"),
+        ("ledger_posting", "entry_balanced", "ENABLE REPLICA TRIGGER {name}", "fires only on a replica"),
+        (
+            "ledger_journalentry",
+            "immutable",
+            "ENABLE TRIGGER {name}",  # back to origin-only: a session in replica mode skips it
+            "skipped by sessions with session_replication_role = replica (not ENABLE ALWAYS)",
+        ),
     ],
 )
-def test_a_ledger_trigger_that_does_not_fire_is_found(db, usdt, user, table, trigger, alter):
+def test_a_ledger_trigger_that_does_not_fire_is_found(db, usdt, user, table, trigger, alter, problem):
     fund(user, usdt, "1")
     with connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
@@ -125,7 +131,7 @@ def test_a_ledger_trigger_that_does_not_fire_is_found(db, usdt, user, table, tri
     check = next(c for c in reconcile().checks if c.name == "journal_append_only")
 
     assert not check.ok
-    assert check.details == [{"table": table, "trigger": f"pgtrigger_{trigger}", "problem": "disabled"}]
+    assert check.details == [{"table": table, "trigger": f"pgtrigger_{trigger}", "problem": problem}]
 
 
 def test_postings_written_past_the_triggers_without_their_entry_or_account_are_found(db, usdt, btc, user):
