@@ -43,6 +43,7 @@ import datetime
 import decimal
 import hashlib
 import json
+import os
 import re
 import sys
 import urllib.request
@@ -221,9 +222,17 @@ def parse_assets(snapshot: dict) -> list[dict]:
     return assets
 
 
+def key_id_of(public_key: str) -> str:
+    """PROOFS.md's ``key_id`` of a public key (64 hex characters): the first 16 hex characters of the SHA-256 of
+    its 32 raw bytes."""
+    return sha256(bytes.fromhex(public_key)).hex()[:16]
+
+
 def published_keys(keys) -> dict:
     """The keys endpoint's ``{"keys": [{"key_id", "public_key", ...}, ...]}`` as ``{key_id: public key hex}``.
-    Raises :class:`Refused` for a document of another shape."""
+    Raises :class:`Refused` for a document of another shape, a ``key_id`` that is not the one its public key
+    gives (PROOFS.md: a verifier recomputes it and refuses a mismatch), or one named twice (which one would count
+    is the reader's choice)."""
     entries = keys.get("keys") if isinstance(keys, dict) else None
     if not isinstance(entries, list):
         raise Refused('the keys are not {"keys": [...]} as GET /api/v1/proofs/keys/ serves them')
@@ -231,8 +240,12 @@ def published_keys(keys) -> dict:
     for key in entries:
         key_id = key.get("key_id") if isinstance(key, dict) else None
         public_key = key.get("public_key") if isinstance(key, dict) else None
-        if not isinstance(key_id, str | int) or not isinstance(public_key, str) or not _HASH.fullmatch(public_key):
+        if not isinstance(key_id, str) or not isinstance(public_key, str) or not _HASH.fullmatch(public_key):
             raise Refused("a published key is not {key_id, public_key (64 lower-case hex characters)}")
+        if key_id != key_id_of(public_key):
+            raise Refused(f"the published key {key_id!r} is not the key_id of its public key ({key_id_of(public_key)})")
+        if key_id in published:
+            raise Refused(f"the key {key_id!r} is published twice")
         published[key_id] = public_key
     return published
 
@@ -244,7 +257,7 @@ def check_signature(proof: dict, keys: dict, document: str = "snapshot") -> None
     if sha256(canon(proof[document])) != stated:
         raise Refused(f"{document}_hash is not the SHA-256 of the {document}: the {document} was altered")
     key_id = proof.get("key_id")
-    public_key = published_keys(keys).get(key_id) if isinstance(key_id, str | int) else None
+    public_key = published_keys(keys).get(key_id) if isinstance(key_id, str) else None
     if public_key is None:
         raise Refused(f"key {key_id!r} is not among the exchange's published keys")
     signature = proof.get("signature")
@@ -427,12 +440,13 @@ def verify_entry(proof: dict, keys: dict) -> dict:
 
 
 def load_keys(source: str) -> dict:
-    """The keys endpoint's JSON from a URL (``http(s)://``) or a saved file."""
+    """The keys endpoint's JSON from a URL (``http(s)://``) or a saved file, read as strictly as a proof
+    (:func:`loads`)."""
     if source.startswith(("https://", "http://")):
         with urllib.request.urlopen(source, timeout=30) as response:  # noqa: S310 (the user's own choice)
-            return json.load(response)
+            return loads(response.read().decode("utf-8"))
     with open(source, encoding="utf-8") as file:
-        return json.load(file)
+        return loads(file.read())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -517,4 +531,10 @@ def _amount(text: str) -> decimal.Decimal:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the output piped to a reader that stopped (``| head``): no traceback
+        # Python's documented remedy (the signal module's "Note on SIGPIPE"): point stdout at devnull so that
+        # the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

@@ -201,3 +201,47 @@ def test_malformed_input_is_refused_never_a_traceback(verifier, proof, keys, tmp
     huge = copy.deepcopy(proof)
     huge["balances"][0] = "9" * 5000 + ".00000000"  # int() of it would raise ValueError (4,300 digits at most)
     assert "below 2**128" in refusal(verifier, huge, keys)
+
+
+def test_a_published_key_whose_key_id_is_not_its_own_is_refused(verifier, proof, keys):
+    """PROOFS.md: a verifier recomputes each ``key_id`` from its public key and refuses a mismatch (found by a break-it
+    review: the tool took any ``key_id`` the keys document paired with a real key)."""
+    real = keys["keys"][0]
+    renamed = {"keys": [{**real, "key_id": "deadbeefdeadbeef"}]}
+
+    assert "is not the key_id of its public key" in refusal(verifier, {**proof, "key_id": "deadbeefdeadbeef"}, renamed)
+    assert verifier.key_id_of(real["public_key"]) == real["key_id"]
+
+
+def test_a_key_published_twice_is_refused(verifier, proof, keys, tmp_path, capsys):
+    import json
+
+    assert "published twice" in refusal(verifier, proof, {"keys": keys["keys"] * 2})
+    repeated = tmp_path / "keys.json"  # a keys document naming a field twice: read as strictly as a proof
+    real = keys["keys"][0]
+    twice = f'"key_id": "{"0" * 16}", "key_id": "{real["key_id"]}", "public_key": "{real["public_key"]}"'
+    repeated.write_text('{"keys": [{' + twice + "}]}")
+    saved = tmp_path / "proof.json"
+    saved.write_text(json.dumps(proof))
+
+    assert verifier.main([str(saved), "--keys", str(repeated)]) == 1
+    assert "names a key twice" in capsys.readouterr().out
+
+
+def test_output_piped_to_a_reader_that_stopped_ends_without_a_traceback(verifier, tmp_path):
+    """``verify_liabilities.py ... | head`` printed a ``BrokenPipeError`` traceback (break-it review)."""
+    import subprocess
+    import sys
+
+    keys = tmp_path / "keys.json"
+    keys.write_text('{"keys": []}')
+    run = subprocess.Popen(
+        [sys.executable, verifier.__file__, str(keys), "--keys", str(keys)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    run.stdout.close()  # the reader stops before the verifier writes its verdict
+    errors = run.stderr.read().decode()
+
+    assert run.wait() == 1
+    assert errors == ""  # no traceback, nothing else
