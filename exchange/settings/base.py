@@ -289,6 +289,9 @@ LEDGER_SEAL_BATCH = env.int("LEDGER_SEAL_BATCH", default=5000)
 LEDGER_SEAL_INTERVAL = env.float("LEDGER_SEAL_INTERVAL", default=5.0)
 # Reconciliation (invariant 9) reports entries still unsealed this many seconds after they were posted.
 LEDGER_SEAL_GRACE = env.int("LEDGER_SEAL_GRACE", default=60)
+# The sealer records each block's height and hash in Redis and refuses to seal on a chain that lost that block
+# (apps/ledger/seal/witness.py); off, nothing is recorded or checked.
+LEDGER_SEAL_HEAD_WITNESS = env.bool("LEDGER_SEAL_HEAD_WITNESS", default=True)
 
 CELERY_BEAT_SCHEDULE: dict = {
     "reconcile-hourly": {"task": "apps.backoffice.tasks.reconcile_scheduled", "schedule": crontab(minute=0)},

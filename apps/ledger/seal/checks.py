@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from ..reconciliation import ROW_LIMIT, Scope, query_rows, register_check
 from .verification import journal_verify
+from .witness import witness_problem
 
 
 @register_check(invariant=9, name="journal_sealed")
@@ -14,7 +15,8 @@ def journal_sealed(scope: Scope) -> list[dict]:
     """Entries posted more than ``LEDGER_SEAL_GRACE`` seconds ago that are in no block, the first block
     (and entry) where recomputing the digests, roots, chain links and signatures (pinned keys only) from
     the rows fails, each key in the database that is not pinned, and each snapshot that does not verify
-    or records a block hash the chain does not have."""
+    or records a block hash the chain does not have, and a chain that lost or changed the block the sealer last
+    witnessed outside the database (:mod:`apps.ledger.seal.witness`)."""
     cutoff = timezone.now() - timedelta(seconds=settings.LEDGER_SEAL_GRACE)
     problems = query_rows(
         """
@@ -31,4 +33,7 @@ def journal_sealed(scope: Scope) -> list[dict]:
         problems.append({"block": found.height, "entry": found.entry, "problem": found.problem})
     problems.extend(result.key_problems)
     problems.extend(result.reference_problems)
+    regressed = witness_problem()
+    if regressed is not None:
+        problems.append({"problem": regressed})
     return problems

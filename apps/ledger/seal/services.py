@@ -19,6 +19,7 @@ from ..signing import sign
 from ..transactions import retrying_atomic
 from .documents import GENESIS_PREVIOUS_HASH, block_hash, entry_digest, entry_documents
 from .keys import signing_key_active
+from .witness import witness_check, witness_record_on_commit
 
 # pg_advisory_xact_lock key of the sealer ("seal" in ASCII).
 SEAL_LOCK_KEY = 0x7365616C
@@ -36,7 +37,8 @@ def journal_seal(*, max_blocks: int | None = None) -> list[JournalBlock]:
     Each block holds at most ``settings.LEDGER_SEAL_BATCH`` entries, in id order, and is
     committed on its own; nothing is sealed when nothing is waiting (no empty blocks).
     ``max_blocks`` stops after that many blocks. Raises ``ImproperlyConfigured`` without
-    a signing key.
+    a signing key, and :class:`~apps.ledger.seal.witness.JournalHeadRegressed` (sealing nothing) when the chain
+    no longer holds the head the sealer last witnessed (:mod:`apps.ledger.seal.witness`).
     """
     blocks: list[JournalBlock] = []
     while max_blocks is None or len(blocks) < max_blocks:
@@ -57,6 +59,7 @@ def _block_seal() -> JournalBlock | None:
         entry_ids = [row[0] for row in cursor.fetchall()]
     if not entry_ids:
         return None
+    witness_check()  # never build on a chain shorter than, or different from, one already signed
     documents = entry_documents(entry_ids)
     digests = [entry_digest(documents[entry_id]) for entry_id in entry_ids]
     previous = JournalBlock.objects.order_by("-height").first()
@@ -79,4 +82,5 @@ def _block_seal() -> JournalBlock | None:
             for position, entry_id in enumerate(entry_ids)
         ]
     )
+    witness_record_on_commit(block)
     return block
