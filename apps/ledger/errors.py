@@ -4,7 +4,7 @@ The shared classes (``DomainError``, ``InvalidState``, ``PermissionDenied``, ``N
 :mod:`apps.core.errors`, never from here.
 """
 
-from apps.core.errors import DomainError
+from apps.core.errors import DomainError, InvalidState
 
 
 class InvalidAmount(DomainError):
@@ -30,3 +30,10 @@ class IdempotencyConflict(DomainError):
 
     code = "idempotency_conflict"
     status = 409
+
+
+class SealRefused(InvalidState):
+    """The sealer will not build on the chain as it is: it lost or changed the block last witnessed outside the
+    database, or its newest block does not verify (:mod:`apps.ledger.seal.services`). Nothing was sealed."""
+
+    code = "seal_refused"

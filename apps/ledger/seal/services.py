@@ -9,17 +9,23 @@ with a higher id, so unsealed entries are found by their absence from block memb
 watermark.
 """
 
+import logging
+
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from ..errors import SealRefused
 from ..merkle import tree_hash
 from ..models import BlockEntry, JournalBlock
 from ..signing import sign
 from ..transactions import retrying_atomic
 from .documents import GENESIS_PREVIOUS_HASH, block_hash, entry_digest, entry_documents
-from .keys import signing_key_active
+from .keys import pinned_public_keys, signing_key_active
+from .verification import header_problem
 from .witness import witness_check, witness_record_on_commit
+
+log = logging.getLogger(__name__)
 
 # pg_advisory_xact_lock key of the sealer ("seal" in ASCII).
 SEAL_LOCK_KEY = 0x7365616C
@@ -37,8 +43,9 @@ def journal_seal(*, max_blocks: int | None = None) -> list[JournalBlock]:
     Each block holds at most ``settings.LEDGER_SEAL_BATCH`` entries, in id order, and is
     committed on its own; nothing is sealed when nothing is waiting (no empty blocks).
     ``max_blocks`` stops after that many blocks. Raises ``ImproperlyConfigured`` without
-    a signing key, and :class:`~apps.ledger.seal.witness.JournalHeadRegressed` (sealing nothing) when the chain
-    no longer holds the head the sealer last witnessed (:mod:`apps.ledger.seal.witness`).
+    a signing key, and :class:`~apps.ledger.errors.SealRefused` (sealing nothing) when the chain no longer holds the
+    head the sealer last witnessed (:mod:`apps.ledger.seal.witness`) or its newest block does not verify (a block
+    forged into the database: the real key would vouch for it by signing the next one).
     """
     blocks: list[JournalBlock] = []
     while max_blocks is None or len(blocks) < max_blocks:
@@ -63,6 +70,9 @@ def _block_seal() -> JournalBlock | None:
     documents = entry_documents(entry_ids)
     digests = [entry_digest(documents[entry_id]) for entry_id in entry_ids]
     previous = JournalBlock.objects.order_by("-height").first()
+    if previous is not None and (problem := header_problem(previous, pinned_public_keys())) is not None:
+        log.error("ledger.journal_head_unverified", extra={"height": previous.height, "problem": problem})
+        raise SealRefused(f"Refusing to seal on block {previous.height}: {problem}.")
     key = signing_key_active()
     block = JournalBlock(
         height=0 if previous is None else previous.height + 1,

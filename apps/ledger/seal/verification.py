@@ -139,14 +139,21 @@ def _block_discrepancy(block: JournalBlock, previous_hash: str, pinned: dict[str
         digests.append(digest)
     if tree_hash(digests).hex() != block.entries_root:
         return Discrepancy(block.height, None, "entries_root does not match the block's entries")
+    problem = header_problem(block, pinned)
+    return None if problem is None else Discrepancy(block.height, None, problem)
+
+
+def header_problem(block: JournalBlock, pinned: dict[str, str]) -> str | None:
+    """Why ``block``'s header does not verify on its own (its hash recomputed from the header, then its signature
+    by a key of ``pinned``, ``{key_id: public key hex}``), or ``None``. Its entries and link are not read."""
     digest = block_hash(block)
     if digest.hex() != block.block_hash:
-        return Discrepancy(block.height, None, "block_hash does not match the header")
+        return "block_hash does not match the header"
     public_key = pinned.get(block.key_id)
     if public_key is None:
-        return Discrepancy(block.height, None, f"the block is signed by key {block.key_id}, which is {NOT_PINNED}")
+        return f"the block is signed by key {block.key_id}, which is {NOT_PINNED}"
     if not signature_valid(public_key, digest, block.signature):
-        return Discrepancy(block.height, None, f"the signature does not verify with key {block.key_id}")
+        return f"the signature does not verify with key {block.key_id}"
     return None
 
 

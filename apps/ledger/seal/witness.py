@@ -5,7 +5,7 @@ entries they held, and let the sealer seal those again with the real key: every 
 verify, and only a head an auditor had saved would show it (break-it review). So after each block commits, its
 height and hash go to Redis (:func:`witness_record`: only ever forward); before sealing, and in reconcile, the block
 at the witnessed height must be in the database with that hash (:func:`witness_problem`). A regression stops the
-sealer (:class:`JournalHeadRegressed`) and fails reconcile's ``journal_sealed`` until an operator who restored the
+sealer (:class:`~apps.ledger.errors.SealRefused`) and fails reconcile's ``journal_sealed`` until an operator who restored the
 database on purpose accepts its head (``manage.py journal_head_accept``).
 
 The key names the PostgreSQL cluster and database (``pg_control_system()``'s system identifier and the database's
@@ -21,8 +21,7 @@ import redis
 from django.conf import settings
 from django.db import connection, transaction
 
-from apps.core.errors import InvalidState
-
+from ..errors import SealRefused
 from ..models import JournalBlock
 
 log = logging.getLogger(__name__)
@@ -35,12 +34,6 @@ end
 """
 """Record ``(height, block hash)`` unless the witness already holds a greater height (sealers commit in height
 order, but their post-commit calls may arrive out of it)."""
-
-
-class JournalHeadRegressed(InvalidState):
-    """The database's chain does not hold the block the witness recorded: blocks were deleted or rewritten."""
-
-    code = "journal_head_regressed"
 
 
 def _client() -> redis.Redis:
@@ -100,11 +93,11 @@ def witness_problem() -> str | None:
 
 
 def witness_check() -> None:
-    """Raise :class:`JournalHeadRegressed` when :func:`witness_problem` finds one (logged as an error too)."""
+    """Raise :class:`~apps.ledger.errors.SealRefused` when :func:`witness_problem` finds one (logged as an error)."""
     problem = witness_problem()
     if problem is not None:
         log.error("ledger.journal_head_regressed", extra={"problem": problem})
-        raise JournalHeadRegressed(f"Refusing to seal: {problem}.")
+        raise SealRefused(f"Refusing to seal: {problem}.")
 
 
 def witness_accept() -> tuple[int, str] | None:

@@ -11,13 +11,21 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.ledger.canonical import canon
+from apps.ledger.errors import SealRefused
 from apps.ledger.merkle import root_from_audit_path, tree_hash
 from apps.ledger.models import DEBIT_NORMAL_KINDS, BlockEntry, EntryReason, JournalBlock, Posting, SigningKey
 from apps.ledger.reconciliation import reconcile
-from apps.ledger.seal.documents import entry_documents
+from apps.ledger.seal.documents import block_hash, entry_documents
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.seal.verification import NOT_PINNED
-from apps.ledger.signing import key_id_for, private_key_generate_hex, private_key_load, public_key_hex, signature_valid
+from apps.ledger.signing import (
+    key_id_for,
+    private_key_generate_hex,
+    private_key_load,
+    public_key_hex,
+    sign,
+    signature_valid,
+)
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
 
@@ -137,7 +145,13 @@ def test_a_rotated_out_key_that_is_not_listed_fails_verification_and_is_not_publ
     old = journal_seal()[0]
     settings.LEDGER_SIGNING_KEY = private_key_generate_hex()
     fund(user, usdt, "2")
+
+    # The new key does not sign on top of a block it cannot verify (the old key must be listed first) ...
+    with pytest.raises(SealRefused, match=f"Refusing to seal on block 0: the block is signed by key {old.key_id}"):
+        journal_seal()
+    settings.LEDGER_TRUSTED_PUBLIC_KEYS = [old.key.public_key]
     new = journal_seal()[0]
+    settings.LEDGER_TRUSTED_PUBLIC_KEYS = []  # ... and un-listing it afterwards fails verification
 
     code, result = verify_json()
 
@@ -196,6 +210,32 @@ def test_a_chain_re_signed_with_a_key_added_to_the_database_fails_verification(d
         f"public key {NOT_PINNED}",
     ]
     assert [k["key_id"] for k in api.get("/api/v1/proofs/keys/").json()["keys"]] == [blocks[0].key_id]
+
+
+def test_the_sealer_does_not_build_on_a_block_forged_into_the_database(db, usdt, user):
+    """Found by a break-it review: a block signed by a key someone added to the database was detected by
+    journal_verify, but the sealer went on signing blocks on top of it, the real key vouching for the forgery."""
+    blocks = _sealed_ledger(usdt, user)
+    forger = private_key_load(private_key_generate_hex())
+    key = SigningKey.objects.create(
+        key_id=key_id_for(public_key_hex(forger)), public_key=public_key_hex(forger), created_at=timezone.now()
+    )
+    forged = JournalBlock(
+        height=2,
+        previous_hash=blocks[-1].block_hash,
+        entries_root=tree_hash([]).hex(),
+        entry_count=0,
+        sealed_at=timezone.now(),
+        key=key,
+    )
+    forged.block_hash = block_hash(forged).hex()
+    forged.signature = sign(forger, block_hash(forged))
+    forged.save(force_insert=True)
+    fund(user, usdt, "40")
+
+    with pytest.raises(SealRefused, match=f"Refusing to seal on block 2: the block is signed by key {key.key_id}"):
+        journal_seal()
+    assert JournalBlock.objects.order_by("-height").first().height == 2
 
 
 def test_a_key_row_added_to_the_database_fails_verification_even_unused(db, usdt, user):

@@ -5,12 +5,13 @@ with the real key; journal_verify, reconcile and the verifiers all passed."""
 import pytest
 from django.core.management import CommandError
 
+from apps.ledger.errors import SealRefused
 from apps.ledger.models import BlockEntry, JournalBlock, Posting
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.seal import witness
 from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.seal.services import journal_seal
-from apps.ledger.seal.witness import JournalHeadRegressed, witness_accept, witness_read, witness_record_on_commit
+from apps.ledger.seal.witness import witness_accept, witness_read, witness_record_on_commit
 from apps.ledger.tests.factories import fund
 from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
 
@@ -59,7 +60,7 @@ def test_deleted_top_blocks_stop_the_sealer_and_fail_reconcile(
     problem = f"the chain has no block 1, which was sealed with hash {blocks[1].block_hash}: blocks were deleted"
 
     assert verify_json()[0] == 0  # what is left of the chain verifies: only the witness knows
-    with pytest.raises(JournalHeadRegressed, match="Refusing to seal: the chain has no block 1"):
+    with pytest.raises(SealRefused, match="Refusing to seal: the chain has no block 1"):
         _seal(django_capture_on_commit_callbacks)
     assert not JournalBlock.objects.filter(height=1).exists()
     assert _journal_sealed_problems() == [problem]
