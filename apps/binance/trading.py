@@ -24,7 +24,7 @@ from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
 from apps.orders.errors import OrderStatusUnknown
 from apps.orders.models import Market, Order, OrderType, Side
-from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user
+from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user, placement_pending
 from apps.orders.services import open_orders_cancel, order_cancel, order_cancel_by_client_id, order_judge, order_place
 
 from . import limits
@@ -184,7 +184,8 @@ def order_test(call: Call) -> dict:
 
 
 def _find_order(call: Call, market: Market, *, missing: BinanceError) -> Order:
-    """The caller's order on ``market`` named by ``orderId`` or ``origClientOrderId``; ``missing`` otherwise."""
+    """The caller's order on ``market`` named by ``orderId`` or ``origClientOrderId``; ``missing`` otherwise, or -1007
+    status unknown (HTTP 504) while a placement under that ``origClientOrderId`` is still queued for the engine."""
     order_id = call.params.integer("orderId", minimum=1)
     client_id = call.params.text("origClientOrderId", pattern=ORIG_CLIENT_ORDER_ID)
     if order_id is None and client_id is None:
@@ -202,7 +203,10 @@ def _find_order(call: Call, market: Market, *, missing: BinanceError) -> Order:
             raise missing
     else:
         assert client_id is not None  # one of the two was sent (checked above)
+        pending = placement_pending(user_id=call.user_id, client_order_id=client_id)  # read before the order
         order = order_by_client_id(user_id=call.user_id, client_order_id=client_id)
+        if order is None and pending:  # queued for the engine: not "no such order", it may still be placed
+            raise status_unknown()
     if order is None or order.market_id != market.id:
         raise missing
     return order

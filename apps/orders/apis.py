@@ -23,6 +23,7 @@ from apps.core.errors import DomainError, NotFound
 from apps.ledger.amounts import format_amount
 from apps.ledger.errors import InsufficientFunds
 
+from .errors import OrderStatusUnknown
 from .models import (
     EndReason,
     Market,
@@ -42,6 +43,7 @@ from .selectors import (
     order_book_depth,
     order_for_user,
     orders_for_user,
+    placement_pending,
     recent_trades,
 )
 from .services import order_cancel, order_place
@@ -353,12 +355,21 @@ class OrderListApi(ScopedApiView):
         """The user's orders, newest first, optionally of one market, open or closed, with one ``client_order_id``,
         placed in [start, end)."""
         page = page_params(request, list_name="orders", scope=f"user:{request.user.id}", key=(int,))
+        client_order_id = text_param(request, "client_order_id")
+        pending = client_order_id is not None and placement_pending(
+            user_id=request.user.id, client_order_id=client_order_id
+        )
         orders = orders_for_user(
             user_id=request.user.id,
             market=_market_param(request),
             status=text_param(request, "status"),
-            client_order_id=text_param(request, "client_order_id"),
+            client_order_id=client_order_id,
         )
+        if pending and not orders.exists():
+            raise OrderStatusUnknown(
+                "The order is queued for the matching engine, neither placed nor refused yet: query it again.",
+                fields={"client_order_id": "Queued, not yet placed or refused."},
+            )
         markets = _markets_by_id()
         return page_response(
             page,

@@ -15,7 +15,18 @@ from django.db.models import Q, QuerySet
 from apps.core.errors import DomainError, NotFound
 
 from .errors import NoFeeSchedule
-from .models import ENDED_STATUSES, OPEN_STATUSES, FeeSchedule, Market, Order, Side, Trade
+from .models import (
+    ENDED_STATUSES,
+    OPEN_STATUSES,
+    Command,
+    CommandKind,
+    CommandStatus,
+    FeeSchedule,
+    Market,
+    Order,
+    Side,
+    Trade,
+)
 
 MAX_LIMIT = 1000
 
@@ -271,3 +282,17 @@ def fee_rates_for_user(*, user_id: int) -> tuple[Decimal, Decimal]:
     if schedule is None:
         raise NoFeeSchedule("Trading is paused: no default fee schedule is set.")
     return schedule.maker_rate, schedule.taker_rate
+
+
+def placement_pending(*, user_id: int, client_order_id: str) -> bool:
+    """Whether a placement of the user's with ``client_order_id`` is queued for its market's sequencer and not
+    applied yet: the order may still be placed, so a query for it must not answer "no such order" (break-it
+    review: a bot told so after a 504 placed the order again under a new id, and the first went live too).
+
+    Read it before the order itself: a command applied in between is then found as its order."""
+    return Command.objects.filter(
+        user_id=user_id,
+        kind=CommandKind.PLACE,
+        status=CommandStatus.PENDING,
+        payload__client_order_id=client_order_id,
+    ).exists()

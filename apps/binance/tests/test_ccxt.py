@@ -157,6 +157,12 @@ def test_an_order_or_cancel_whose_outcome_is_not_known_in_time_is_a_timeout_not_
     try:
         with pytest.raises(ccxt.RequestTimeout, match="-1007"):
             exchange.create_order(SYMBOL, "limit", "buy", 0.1, 40000, {"clientOrderId": "late-1"})
+        # Queried by its client id while queued: unknown again, never OrderNotFound (-2013), which made a bot place
+        # it again under a new id (break-it review).
+        with pytest.raises(ccxt.RequestTimeout, match="-1007"):
+            exchange.fetch_order(None, SYMBOL, {"origClientOrderId": "late-1"})
+        with pytest.raises(ccxt.OrderNotFound):
+            exchange.fetch_order(None, SYMBOL, {"origClientOrderId": "never-sent"})
         with pytest.raises(ccxt.RequestTimeout, match="-1007"):
             exchange.cancel_order(resting["id"], SYMBOL)
         with pytest.raises(ccxt.RequestTimeout, match="-1007"):

@@ -384,9 +384,18 @@ def test_a_wait_that_times_out_answers_status_unknown_and_the_order_is_placed_on
     assert response.status_code == 504
     assert response.json()["error"]["code"] == "order_status_unknown"
     assert not Order.objects.exists()
+    # Queried as the 504 says, while still queued: status unknown again, never "no such order" (break-it review:
+    # an empty list made a bot place it again under a new id, and both went live).
+    queried = api_as(buyer, "read").get(ORDERS, {"client_order_id": "late-1"})
+    assert queried.status_code == 504
+    assert queried.json()["error"]["code"] == "order_status_unknown"
+    assert queried.json()["error"]["fields"] == {"client_order_id": "Queued, not yet placed or refused."}
+    assert api_as(buyer, "read").get(ORDERS, {"client_order_id": "never-sent"}).json() == []
 
     engines("BTC-USDT")
     wait_for(lambda: Command.objects.filter(status=CommandStatus.DONE).exists(), message="the queued command applied")
+    placed = api_as(buyer, "read").get(ORDERS, {"client_order_id": "late-1"}).json()
+    assert [o["client_order_id"] for o in placed] == ["late-1"]
     order = Order.objects.get(user=buyer, client_order_id="late-1")
     assert order.status == OrderStatus.OPEN
     assert not Trade.objects.exists()
