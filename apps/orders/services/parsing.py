@@ -75,6 +75,9 @@ def request_parse(
         raise DomainError("Must be true or false.", fields={"post_only": "Must be true or false."})
     if not isinstance(client_order_id, str) or len(client_order_id) > 64:
         raise DomainError("At most 64 characters.", fields={"client_order_id": "At most 64 characters."})
+    if not client_order_id.isprintable():  # the API's rule, for every caller (the web form's hidden field too)
+        message = "Only printable characters (no controls, tabs or line breaks)."
+        raise DomainError(message, fields={"client_order_id": message})
 
     if type == OrderType.LIMIT:
         if price is None:
