@@ -27,6 +27,7 @@ from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.selectors import balances_for_user
 from apps.marketdata.models import Interval
 from apps.marketdata.selectors import Ticker, candles, ticker_24h, tickers_24h
+from apps.orders.errors import OrderStatusUnknown
 from apps.orders.models import Market, decimals_of
 from apps.orders.selectors import (
     fills_for_user,
@@ -141,6 +142,19 @@ def market(request, symbol: str):
     return _render_market(request, found, form=refused)
 
 
+PLACEMENT_UNKNOWN = (
+    "Your order was sent, but the matching engine has not answered yet: it may still be placed. Check your open "
+    "orders and history in a moment. Sending this same form again never places it twice."
+)
+"""The order form's answer to :class:`OrderStatusUnknown` (the form keeps its ``client_order_id``, so a resend is
+answered with the order the first placed, once the engine applies it)."""
+
+CANCEL_UNKNOWN = (
+    "The cancel of order #{order_id} was sent, but the matching engine has not answered yet: it may still be "
+    "cancelled (or fill first). Check your open orders in a moment."
+)
+
+
 def _order_form_key(market: Market) -> str:
     return f"order:{market.symbol}"
 
@@ -164,6 +178,8 @@ def order_place_view(request, symbol: str):
                 "this one too.",
                 market=found,
             )
+        except OrderStatusUnknown:
+            form.add_error(None, PLACEMENT_UNKNOWN)
         except DomainError as error:
             add_domain_error(form, error)
         else:
@@ -184,6 +200,8 @@ def order_cancel_view(request, order_id: int):
         target = reverse("web:markets")
     try:
         order = order_cancel(order_id=order_id, user_id=request.user.id)
+    except OrderStatusUnknown:
+        messages.warning(request, CANCEL_UNKNOWN.format(order_id=order_id))
     except DomainError as error:
         messages.error(request, error.message)
     else:

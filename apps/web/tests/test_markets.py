@@ -342,3 +342,60 @@ def test_the_24_hour_strip_shows_prices_at_the_tick_and_the_volume_at_display_pr
     assert '<dd data-field="last">60,000.00</dd>' in strip
     assert '<dd data-field="high">60,000.00</dd>' in strip and '<dd data-field="low">60,000.00</dd>' in strip
     assert f'<dd data-field="volume">{amt("0.1")}</dd>' in strip
+
+
+@pytest.mark.parametrize("client_order_id", ["a\tb", "line\nbreak", "ok\u202etxt", "zero\u200bwidth"])
+def test_an_unprintable_client_order_id_from_the_form_is_refused(trader, client, client_order_id):
+    """The hidden field, tampered: the API refused such an id, the form placed the order, and then no query could
+    name it (break-it review)."""
+    client.force_login(trader)
+
+    response = client.post(f"{MARKET}orders/", order_form(client_order_id=client_order_id), follow=True)
+
+    assert response.context["form"].errors["client_order_id"] == [
+        "Only printable characters (no controls, tabs or line breaks)."
+    ]
+    assert not Order.objects.exists()
+
+
+@pytest.fixture
+def engine_not_answering(settings):
+    """Sequencer mode with no engine running: commands stay queued and every wait ends in status unknown."""
+    from apps.orders.services import answers
+    from apps.orders.services.commands import queue_connection_close
+
+    settings.ORDERS_ENGINE, settings.ORDERS_ENGINE_WAIT_SECONDS = "sequencer", 0.2
+    yield
+    queue_connection_close()
+    answers.listener_close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_order_the_engine_has_not_answered_says_it_may_still_be_placed(trader, client, engine_not_answering):
+    """The page said only "Status unknown." (break-it review)."""
+    from apps.web.markets import PLACEMENT_UNKNOWN
+
+    client.force_login(trader)
+
+    response = client.post(f"{MARKET}orders/", order_form(client_order_id="late-web"), follow=True)
+
+    form = response.context["form"]
+    assert form.non_field_errors() == [PLACEMENT_UNKNOWN]
+    assert form["client_order_id"].value() == "late-web"  # the same key: sending it again places it once
+    assert not Order.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cancel_the_engine_has_not_answered_says_it_may_still_happen(trader, client, settings, engine_not_answering):
+    settings.ORDERS_ENGINE = "inline"
+    order = place(trader, side="buy", price="50000", qty="0.1")
+    settings.ORDERS_ENGINE = "sequencer"
+    client.force_login(trader)
+
+    response = client.post(f"/orders/{order.id}/cancel/", follow=True)
+
+    assert [str(m) for m in response.context["messages"]] == [
+        f"The cancel of order #{order.id} was sent, but the matching engine has not answered yet: it may still be "
+        "cancelled (or fill first). Check your open orders in a moment."
+    ]
+    assert Order.objects.get().status == OrderStatus.OPEN
