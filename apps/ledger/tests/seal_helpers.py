@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from apps.ledger.merkle import tree_hash
-from apps.ledger.models import BlockEntry, JournalBlock, SigningKey
+from apps.ledger.models import BlockEntry, JournalBlock, Posting, SigningKey
 from apps.ledger.seal.documents import GENESIS_PREVIOUS_HASH, block_hash, entry_digest, entry_documents
 from apps.ledger.signing import key_id_for, public_key_hex, sign
 
@@ -42,6 +42,16 @@ def as_superuser_without_triggers(*statements: tuple[str, list]) -> None:
             cursor.execute(sql, params)
         for table in tables:
             cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER ALL")
+
+
+def entry_amounts_shifted(entry_id: int) -> None:
+    """Move one unit from the entry's second posting to its first (the entry still balances), past the triggers:
+    what someone with database rights does to an entry's amounts. The test's transaction undoes it."""
+    first, second = Posting.objects.filter(entry_id=entry_id).order_by("id").values_list("id", flat=True)[:2]
+    as_superuser_without_triggers(
+        ("UPDATE ledger_posting SET amount = amount + 1 WHERE id = %s", [first]),
+        ("UPDATE ledger_posting SET amount = amount - 1 WHERE id = %s", [second]),
+    )
 
 
 def chain_rewrite(private_key: Ed25519PrivateKey) -> str:

@@ -27,7 +27,13 @@ from apps.ledger.signing import (
     signature_valid,
 )
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
+from apps.ledger.tests.seal_helpers import (
+    as_superuser_without_triggers,
+    chain_rewrite,
+    entry_amounts_shifted,
+    run_command,
+    verify_json,
+)
 
 
 def _verify_proof(proof: dict, keys: dict) -> bool:
@@ -181,11 +187,7 @@ def test_a_verifier_without_the_private_key_pins_the_public_keys(db, usdt, user,
 def test_a_chain_re_signed_with_a_key_added_to_the_database_fails_verification(db, usdt, user, api):
     blocks = _sealed_ledger(usdt, user)
     victim = BlockEntry.objects.get(block_id=0, position=1).entry_id
-    posting_ids = list(Posting.objects.filter(entry_id=victim).order_by("id").values_list("id", flat=True))
-    as_superuser_without_triggers(
-        ("UPDATE ledger_posting SET amount = amount + 1 WHERE id = %s", [posting_ids[0]]),
-        ("UPDATE ledger_posting SET amount = amount - 1 WHERE id = %s", [posting_ids[1]]),
-    )
+    entry_amounts_shifted(victim)
     forger = private_key_load(private_key_generate_hex())
     forged_key_id = chain_rewrite(forger)
 
@@ -277,11 +279,7 @@ def _journal_sealed_details() -> list[dict]:
 def test_a_changed_posting_amount_is_caught_and_named(db, usdt, user):
     _sealed_ledger(usdt, user)
     victim = BlockEntry.objects.get(block_id=0, position=1).entry_id
-    posting_ids = list(Posting.objects.filter(entry_id=victim).order_by("id").values_list("id", flat=True))
-    as_superuser_without_triggers(
-        ("UPDATE ledger_posting SET amount = amount + 1 WHERE id = %s", [posting_ids[0]]),
-        ("UPDATE ledger_posting SET amount = amount - 1 WHERE id = %s", [posting_ids[1]]),
-    )
+    entry_amounts_shifted(victim)
 
     code, result = verify_json()
 

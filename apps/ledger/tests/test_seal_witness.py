@@ -6,14 +6,20 @@ import pytest
 from django.core.management import CommandError
 
 from apps.ledger.errors import SealRefused
-from apps.ledger.models import BlockEntry, JournalBlock, Posting
+from apps.ledger.models import BlockEntry, JournalBlock
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.seal import witness
 from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.seal.witness import witness_accept, witness_read, witness_record_on_commit
 from apps.ledger.tests.factories import fund
-from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
+from apps.ledger.tests.seal_helpers import (
+    as_superuser_without_triggers,
+    chain_rewrite,
+    entry_amounts_shifted,
+    run_command,
+    verify_json,
+)
 
 
 @pytest.fixture
@@ -81,11 +87,7 @@ def test_a_chain_rewritten_and_re_signed_with_the_real_key_fails_reconcile(
 ):
     blocks = _two_blocks(django_capture_on_commit_callbacks, usdt, user)
     victim = BlockEntry.objects.get(block_id=1, position=0).entry_id
-    posting_ids = list(Posting.objects.filter(entry_id=victim).order_by("id").values_list("id", flat=True))
-    as_superuser_without_triggers(
-        ("UPDATE ledger_posting SET amount = amount + 1 WHERE id = %s", [posting_ids[0]]),
-        ("UPDATE ledger_posting SET amount = amount - 1 WHERE id = %s", [posting_ids[1]]),
-    )
+    entry_amounts_shifted(victim)
     chain_rewrite(signing_key_active().private_key)
     rewritten = JournalBlock.objects.get(height=1).block_hash
 

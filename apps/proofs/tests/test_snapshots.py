@@ -14,7 +14,13 @@ from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.services import funds_hold
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.ledger.tests.seal_helpers import as_superuser_without_triggers, chain_rewrite, run_command, verify_json
+from apps.ledger.tests.seal_helpers import (
+    as_superuser_without_triggers,
+    chain_rewrite,
+    entry_amounts_shifted,
+    run_command,
+    verify_json,
+)
 from apps.proofs.models import LiabilityLeaf, LiabilityNode, LiabilitySnapshot
 from apps.proofs.services import liabilities_snapshot_take
 from apps.proofs.tasks import liabilities_snapshot_scheduled
@@ -130,11 +136,7 @@ def test_a_history_rewritten_below_a_snapshot_is_caught_even_when_signed_with_th
     """Whoever holds the signing key (or the sealer's host) rewrites block 0 and re-signs it: every block verifies
     on its own, but the snapshot published at block 0 recorded the old hash."""
     victim = BlockEntry.objects.get(block_id=0, position=0).entry_id
-    posting_ids = list(Posting.objects.filter(entry_id=victim).order_by("id").values_list("id", flat=True))
-    as_superuser_without_triggers(
-        ("UPDATE ledger_posting SET amount = amount + 1 WHERE id = %s", [posting_ids[0]]),
-        ("UPDATE ledger_posting SET amount = amount - 1 WHERE id = %s", [posting_ids[1]]),
-    )
+    entry_amounts_shifted(victim)
     chain_rewrite(signing_key_active().private_key)
     rewritten = JournalBlock.objects.get(height=0).block_hash
 
