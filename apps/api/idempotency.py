@@ -1,13 +1,13 @@
 """``Idempotency-Key`` on POST: the same key and body returns the original response (API.md).
 
-The key is claimed with ``INSERT ... ON CONFLICT DO NOTHING`` in the same
-transaction as the POST's effect; a failed POST stores nothing and may be retried with the same key.
-A duplicate sent while the first request is still being processed is refused at once with 409
-``idempotency_key_in_use`` (draft-ietf-httpapi-idempotency-key-header-07, "Error Scenarios": a retry
-while the original request is still being processed is a 409; Stripe's ``idempotency_key_in_use`` too): it holds no connection waiting for the first, which can take
-``ORDERS_ENGINE_WAIT_SECONDS`` when the matching engine is down, and then do the same wait again once that
-failed; a client retrying on a short timeout queued its duplicates one behind the other until the
-server ran out of database connections (break-it review).
+The key is claimed with ``INSERT ... ON CONFLICT DO NOTHING`` in the same transaction as the POST's effect; a
+failed POST stores nothing and may be retried with the same key. A duplicate sent while the first request is
+still being processed is refused at once with 409 ``idempotency_key_in_use`` (draft-ietf-httpapi-idempotency-
+key-header-07, "Error Scenarios": a retry while the original request is still being processed is a 409; Stripe
+answers the same). It holds no connection waiting for the first, which can take ``ORDERS_ENGINE_WAIT_SECONDS``
+when the matching engine is down and then do the same wait again once that failed: a client retrying on a short
+timeout queued its duplicates one behind the other until the server ran out of database connections (break-it
+review).
 """
 
 import hashlib
