@@ -24,7 +24,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q, Value
-from django.db.models.functions import Mod, Replace
+from django.db.models.fields.json import KT
+from django.db.models.functions import Mod, NullIf, Replace
 
 from apps.core import triggers as enforced
 from apps.ledger.amounts import is_exact
@@ -526,6 +527,11 @@ class CommandStatus(models.TextChoices):
     DONE = "done", "Done"
 
 
+PENDING_CLIENT_ORDER_ID = NullIf(KT("payload__client_order_id"), Value(""), output_field=models.TextField())
+"""A placement command's ``client_order_id`` (its payload's), ``NULL`` when it has none: the expression of the
+``command_pending_client_order_id`` index, which a lookup must name alike to use it."""
+
+
 class Command(models.Model):
     """A placement, cancel, cancel of a user's open orders, halt or resume handed to its market's sequencer
     (``manage.py run_engine``).
@@ -561,6 +567,15 @@ class Command(models.Model):
         ]
         constraints = [
             models.UniqueConstraint(fields=["user", "key"], condition=~Q(key=""), name="command_key_per_user"),
+            # One queued placement per user and client order id: a second, for this or another market, waits for
+            # the first's outcome or is a conflict, and never reaches another sequencer's batch, where the
+            # orders' unique client id failed the whole batch (break-it review).
+            models.UniqueConstraint(
+                F("user"),
+                PENDING_CLIENT_ORDER_ID,
+                condition=Q(status="pending", kind="place"),
+                name="command_pending_client_order_id",
+            ),
             models.CheckConstraint(
                 condition=Q(status="pending", outcome__isnull=True, done_at__isnull=True)
                 | Q(status="done", outcome__isnull=False, done_at__isnull=False),

@@ -18,6 +18,7 @@ from .errors import NoFeeSchedule
 from .models import (
     ENDED_STATUSES,
     OPEN_STATUSES,
+    PENDING_CLIENT_ORDER_ID,
     Command,
     CommandKind,
     CommandStatus,
@@ -290,9 +291,8 @@ def placement_pending(*, user_id: int, client_order_id: str) -> bool:
     review: a bot told so after a 504 placed the order again under a new id, and the first went live too).
 
     Read it before the order itself: a command applied in between is then found as its order."""
-    return Command.objects.filter(
-        user_id=user_id,
-        kind=CommandKind.PLACE,
-        status=CommandStatus.PENDING,
-        payload__client_order_id=client_order_id,
-    ).exists()
+    return (
+        Command.objects.annotate(client_order_id=PENDING_CLIENT_ORDER_ID)
+        .filter(user_id=user_id, kind=CommandKind.PLACE, status=CommandStatus.PENDING, client_order_id=client_order_id)
+        .exists()
+    )

@@ -116,7 +116,8 @@ def command_submit(
     Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``; when published, an outcome naming an order
     also carries its row, ``"order"``, see :data:`apps.orders.store.commands.MARK_DONE`). A ``key`` already used by
     the user returns (or waits for) that command's outcome when the request is the same, and
-    raises :class:`IdempotencyConflict` when it differs. Raises :class:`DomainError` naming the field for a
+    raises :class:`IdempotencyConflict` when it differs; so does a placement whose ``client_order_id`` another
+    placement of the user's has queued (the same order to the same market, or a conflict naming the field). Raises :class:`DomainError` naming the field for a
     payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
     :class:`OrderStatusUnknown` (no outcome within the wait).
     """
@@ -152,11 +153,24 @@ def command_submit(
         raise NotFound(f"No market {market}.", fields={"market": "No such market."})
     if command_id is not None:
         doorbell.ring(queue.engine_channel(market_id))  # committed (autocommit): the sequencer reads it now
-    if command_id is None:  # sent before (this token), or the key was used: that command answers
+    if command_id is None:  # sent before (this token), its key used, or its client order id queued: that one answers
         existing = conn.execute(queue.BY_TOKEN, [token]).fetchone()
-        if existing is None:
+        if existing is None and key:
             existing = conn.execute(queue.BY_KEY, [user_id, key]).fetchone()
+        client_order_id = payload.get("client_order_id") if kind == CommandKind.PLACE else None
+        queued_id = existing is None and bool(client_order_id)
+        if queued_id:
+            existing = conn.execute(queue.BY_PENDING_CLIENT_ORDER_ID, [user_id, client_order_id]).fetchone()
+            if existing is None:  # applied since it blocked this one: submit again, the sequencer judges the reuse
+                return command_submit(
+                    market=market, kind=kind, user_id=user_id, payload=payload, key=key, wait_seconds=wait_seconds
+                )
         token, reply_to, first_hash, outcome = _one(existing)
+        if first_hash != request_hash and queued_id:
+            raise IdempotencyConflict(
+                f"client_order_id {client_order_id!r} was already used for another order.",
+                fields={"client_order_id": "Already used for another order."},
+            )
         if first_hash != request_hash:
             raise IdempotencyConflict(
                 "This Idempotency-Key was used for a different request.", fields={"Idempotency-Key": "Used."}

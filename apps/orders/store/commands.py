@@ -10,7 +10,7 @@ the row), so the caller needs no read to answer.
 
 from dataclasses import dataclass
 
-from ..models import Command, CommandStatus, Market, Order
+from ..models import Command, CommandKind, CommandStatus, Market, Order
 
 _TABLE = Command._meta.db_table
 
@@ -46,14 +46,21 @@ SUBMIT = f"""
     SELECT (SELECT id FROM market), id FROM (SELECT 1) one LEFT JOIN inserted ON true
 """
 """Insert a pending command for the market named by symbol. One row: ``(market id, command id)``: no market id for
-an unknown symbol, no command id when ``key`` was taken or ``token`` already inserted (a submission sent again after
-its connection broke)."""
+an unknown symbol, no command id when ``key`` was taken, ``token`` already inserted (a submission sent again after
+its connection broke) or, for a placement, its client order id is already queued."""
 
 BY_KEY = f"SELECT token, reply_to, request_hash, outcome FROM {_TABLE} WHERE user_id = %s AND key = %s"
 """The command a user already submitted under an idempotency key."""
 
 BY_TOKEN = f"SELECT token, reply_to, request_hash, outcome FROM {_TABLE} WHERE token = %s"
 """The command with this token (one sent again after a broken connection)."""
+
+BY_PENDING_CLIENT_ORDER_ID = f"""
+    SELECT token, reply_to, request_hash, outcome FROM {_TABLE}
+    WHERE user_id = %s AND kind = '{CommandKind.PLACE}' AND status = '{CommandStatus.PENDING}'
+      AND NULLIF(payload ->> 'client_order_id', '') = %s
+"""
+"""The user's queued placement with a client order id (the ``command_pending_client_order_id`` index's expression)."""
 
 STATUS = f"SELECT status, outcome FROM {_TABLE} WHERE token = %s"
 

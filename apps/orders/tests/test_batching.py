@@ -209,7 +209,6 @@ def test_a_batch_of_makers_takers_cancels_and_an_unfundable_order_gives_what_inl
         cancel_of(1, "0.3"),  # the bid resting since the first batch
         limit(3, "buy", "50000", "0.1"),  # cannot be held: 30 USDT available
         limit(2, "sell", "50020", "0.3", client_order_id="ask-3"),  # a replay of the first batch's order
-        limit(2, "sell", "50020", "0.4", client_order_id="ask-3"),  # the same client id for another order
         market_order(0, "sell", qty="0.15"),  # meets the bid at 49980 (its own: self-trade prevention)
         market_order(1, "sell", qty="0.1"),  # fills 0.1 of user 0's bid at 49980
         limit(0, "buy", "50030", "0.5", time_in_force="FOK"),  # 0.35 rests at or below: not fillable
@@ -223,16 +222,20 @@ def test_a_batch_of_makers_takers_cancels_and_an_unfundable_order_gives_what_inl
         limit(1, "buy", "50020", "0.05"),  # takes 0.05 at 50010 after the refusals
     ]
 
-    result = _compare(traders, btc_usdt, btc, usdt, [makers, mix])
+    # The same client id for another order, queued once the replay is applied (one placement per client id is
+    # queued at a time: the command_pending_client_order_id index).
+    reused = [limit(2, "sell", "50020", "0.4", client_order_id="ask-3")]
+
+    result = _compare(traders, btc_usdt, btc, usdt, [makers, mix, reused])
 
     codes = [o.get("error", {}).get("type", "").rsplit(":", 1)[-1] for o in result["outcomes"][len(makers) :]]
     assert codes[2] == "InsufficientFunds"
     assert codes[3] == ""  # the replay answers with the original order
     assert result["outcomes"][len(makers) + 3] == {"order": "0.2"}
-    assert codes[4] == "IdempotencyConflict"
-    assert codes[7:11] == ["FokNotFillable", "PostOnlyWouldTake", "", "InvalidQuantity"]
-    assert codes[11:13] == ["NotFound", "InvalidState"]
-    assert codes[14] == "InsufficientFunds"
+    assert codes[6:10] == ["FokNotFillable", "PostOnlyWouldTake", "", "InvalidQuantity"]
+    assert codes[10:12] == ["NotFound", "InvalidState"]
+    assert codes[13] == "InsufficientFunds"
+    assert codes[15] == "IdempotencyConflict"
     assert codes.count("") == 8
 
 

@@ -16,6 +16,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.db import connection, connections
 
+from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.models import Asset
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
@@ -405,6 +406,28 @@ def test_a_wait_that_times_out_answers_status_unknown_and_the_order_is_placed_on
     )
     assert again.id == order.id
     assert Order.objects.count() == 1
+
+
+def test_a_client_order_id_queued_once_is_never_queued_again_for_any_market(engines, traders, sequencer_mode):
+    """Found by a break-it review: the same client order id sent to two markets served by two sequencers reached
+    both batches, and the orders' unique client id failed the second batch whole (every user's commands in it
+    replayed one by one, the book reloaded)."""
+    buyer, _ = traders
+    _market("ETH")
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 0.3
+    with pytest.raises(OrderStatusUnknown):  # no engine runs yet: queued
+        order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", client_order_id="x-1")
+
+    with pytest.raises(IdempotencyConflict) as elsewhere:
+        order_place(user_id=buyer.id, market="ETH-USDT", side="buy", price="3000", qty="1", client_order_id="x-1")
+    with pytest.raises(OrderStatusUnknown):  # the same order again waits for the queued one's outcome
+        order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", client_order_id="x-1")
+
+    assert elsewhere.value.fields == {"client_order_id": "Already used for another order."}
+    assert Command.objects.filter(status=CommandStatus.PENDING).count() == 1
+    engines("BTC-USDT")
+    wait_for(lambda: not Command.objects.filter(status=CommandStatus.PENDING).exists(), message="the queue applied")
+    assert list(Order.objects.values_list("client_order_id", "market__symbol")) == [("x-1", "BTC-USDT")]
 
 
 def test_cancels_sent_after_timed_out_placements_cancel_them_when_the_engine_applies_the_queue(
