@@ -214,11 +214,12 @@ def journal_append_only(scope: Scope) -> list[dict]:
     """The triggers that refuse UPDATE/DELETE of journal rows, blocks and keys (and check balance and each
     posting's entry and account), the deletion or re-keying of an account and a TRUNCATE that would leave postings
     behind are installed and fire in every session (``ENABLE ALWAYS``: neither disabled, nor replica-only, nor
-    skipped by a session in replica mode)."""
+    skipped by a session in replica mode). The catalog is named with its schema: a ``search_path`` with another
+    schema first could otherwise answer with a view of someone's making."""
     installed = query_rows(
         """
         SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled
-        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
         WHERE c.relname = ANY(%s) AND NOT t.tgisinternal
         """,
         [sorted({table for table, _ in REQUIRED_TRIGGERS})],

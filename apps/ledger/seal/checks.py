@@ -33,7 +33,7 @@ def journal_sealed(scope: Scope) -> list[dict]:
         problems.append({"block": found.height, "entry": found.entry, "problem": found.problem})
     problems.extend(result.key_problems)
     problems.extend(result.reference_problems)
-    regressed = witness_problem()
+    regressed = witness_problem(sealed_before=cutoff)  # a block sealed since this snapshot is not in it
     if regressed is not None:
         problems.append({"problem": regressed})
     return problems
