@@ -42,6 +42,7 @@ import argparse
 import datetime
 import decimal
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -222,6 +223,52 @@ def parse_assets(snapshot: dict) -> list[dict]:
     return assets
 
 
+_P = 2**255 - 19
+_D = -121665 * pow(121666, -1, _P) % _P
+
+
+def _point(encoded: bytes) -> tuple[int, int, int, int] | None:
+    """The Ed25519 point an encoded public key names, in extended coordinates ``(X, Y, Z, T)``; ``None`` for an
+    encoding that names none or is not canonical (RFC 8032 section 5.1.3, decoding)."""
+    y = int.from_bytes(encoded, "little") & (2**255 - 1)
+    sign = encoded[31] >> 7
+    if y >= _P:
+        return None
+    u, v = (y * y - 1) % _P, (_D * y * y + 1) % _P
+    x = u * pow(v, 3, _P) * pow(u * pow(v, 7, _P), (_P - 5) // 8, _P) % _P
+    if v * x * x % _P == (-u) % _P:
+        x = x * pow(2, (_P - 1) // 4, _P) % _P
+    elif v * x * x % _P != u:
+        return None
+    if x == 0 and sign == 1:
+        return None
+    if x % 2 != sign:
+        x = _P - x
+    return x, y, 1, x * y % _P
+
+
+def _doubled(point: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """``point + point`` (RFC 8032 section 5.1.4's addition, complete on this curve)."""
+    x, y, z, t = point
+    a, b = (y - x) * (y - x) % _P, (y + x) * (y + x) % _P
+    c, d = t * 2 * _D * t % _P, z * 2 * z % _P
+    e, f, g, h = b - a, d - c, d + c, b + a
+    return e * f % _P, g * h % _P, f * g % _P, e * h % _P
+
+
+def _usable_public_key(public_key: str) -> bool:
+    """Whether ``public_key`` (64 hex characters) names a point of the curve, canonically encoded, of large order:
+    with a point of small order (the identity, or one of order 2, 4 or 8) a signature of all zeros but its first
+    byte verifies for ANY message, so a keys document listing one lets anyone forge a proof (break-it review)."""
+    point = _point(bytes.fromhex(public_key))
+    if point is None:
+        return False
+    for _ in range(3):  # [8]P: the identity exactly when P's order divides the cofactor 8
+        point = _doubled(point)
+    x, y, z, _ = point
+    return not (x == 0 and y == z)
+
+
 def key_id_of(public_key: str) -> str:
     """PROOFS.md's ``key_id`` of a public key (64 hex characters): the first 16 hex characters of the SHA-256 of
     its 32 raw bytes."""
@@ -242,6 +289,8 @@ def published_keys(keys) -> dict:
         public_key = key.get("public_key") if isinstance(key, dict) else None
         if not isinstance(key_id, str) or not isinstance(public_key, str) or not _HASH.fullmatch(public_key):
             raise Refused("a published key is not {key_id, public_key (64 lower-case hex characters)}")
+        if not _usable_public_key(public_key):
+            raise Refused(f"the published key {key_id!r} is not a usable Ed25519 public key (small order or invalid)")
         if key_id != key_id_of(public_key):
             raise Refused(f"the published key {key_id!r} is not the key_id of its public key ({key_id_of(public_key)})")
         if key_id in published:
@@ -463,7 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.proof, encoding="utf-8") as file:
             proof = loads(file.read())
         keys = load_keys(args.keys)
-    except (OSError, ValueError, RecursionError, Refused) as exc:  # RecursionError: JSON nested too deep
+    except (OSError, ValueError, RecursionError, http.client.HTTPException, Refused) as exc:  # RecursionError: JSON
+        # nested too deep; HTTPException: a keys URL answering a broken response (a short body, a bad status line)
         print(f"REFUSED: cannot read the proof or the keys: {exc}")
         return 1
     try:

@@ -245,3 +245,47 @@ def test_output_piped_to_a_reader_that_stopped_ends_without_a_traceback(verifier
 
     assert run.wait() == 1
     assert errors == ""  # no traceback, nothing else
+
+
+@pytest.mark.parametrize(
+    "public_key",
+    [
+        "01" + "00" * 31,  # the identity
+        "ec" + "ff" * 30 + "7f",  # order 2
+        "00" * 32,  # order 4
+        "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",  # order 8
+        "ed" + "ff" * 30 + "7f",  # y = p: not canonical
+    ],
+)
+def test_a_published_key_of_small_order_is_refused(verifier, proof, keys, public_key):
+    """Found by a break-it review: with the identity point listed as a key (its key_id right), the signature
+    ``01 00...00`` verified for any snapshot, so anyone could forge a proof without a private key."""
+    forged_keys = {"keys": [{"key_id": verifier.key_id_of(public_key), "public_key": public_key}]}
+    forged = {**proof, "key_id": verifier.key_id_of(public_key), "signature": "01" + "00" * 63}
+
+    assert "is not a usable Ed25519 public key" in refusal(verifier, forged, forged_keys)
+    assert verifier.verify(proof, keys)  # the exchange's own key is one
+
+
+def test_a_keys_url_with_a_broken_answer_is_refused_without_a_traceback(verifier, proof, tmp_path, capsys):
+    import json
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer_short():  # promises 100 bytes, sends 2, hangs up
+        connection, _ = server.accept()
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{}")
+        connection.close()
+
+    threading.Thread(target=answer_short, daemon=True).start()
+    saved = tmp_path / "proof.json"
+    saved.write_text(json.dumps(proof))
+
+    assert verifier.main([str(saved), "--keys", f"http://127.0.0.1:{server.getsockname()[1]}/keys"]) == 1
+    assert capsys.readouterr().out.startswith("REFUSED: cannot read the proof or the keys: IncompleteRead")
+    server.close()
