@@ -11,6 +11,8 @@ trigger's name and write past it, no privilege needed. Triggers built with these
 append-only audit logs, trades and liability snapshots, and a market's fixed shape.
 """
 
+from dataclasses import dataclass
+
 import pgtrigger
 from pgtrigger import compiler
 
@@ -82,3 +84,40 @@ class ReadOnly(_Enforced, pgtrigger.ReadOnly):
 def append_only(name: str = "immutable") -> Protect:
     """The trigger named ``name`` that refuses every UPDATE and DELETE of a table's rows."""
     return Protect(name=name, operation=pgtrigger.Update | pgtrigger.Delete)
+
+
+_FUNCTION_BODY = (
+    "\n                {declare}\n                BEGIN\n                    {func}\n                END;\n            "
+)
+"""The trigger function's body (``pg_proc.prosrc``) as :class:`EnforcedTriggerSql`'s template writes it."""
+
+_TIMING_BITS = {"BEFORE": 2, "AFTER": 0, "INSTEAD OF": 64}
+_EVENT_BITS = {"INSERT": 4, "DELETE": 8, "UPDATE": 16, "TRUNCATE": 32}
+"""``pg_trigger.tgtype``'s bits (PostgreSQL's ``TRIGGER_TYPE_*``, ``src/include/catalog/pg_trigger.h``; 1 is ROW)."""
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What the catalog holds for an enforced trigger as its migration installs it: the name of its function
+    (``pg_trigger.tgfoid``), that function's body, ``pg_trigger.tgtype`` (timing, level, events) and whether it has a
+    ``WHEN`` condition (``tgqual``)."""
+
+    function_name: str
+    function_body: str
+    tgtype: int
+    has_condition: bool
+
+
+def installed_form(model, name: str) -> Installed:
+    """:class:`Installed` of the enforced trigger ``name`` of ``model``, from what it compiles to. Raises
+    ``StopIteration`` when the model has no trigger of that name."""
+    trigger = next(trigger for trigger in model._meta.triggers if trigger.name == name)
+    sql = trigger.compile(model).sql.kwargs
+    tgtype = (1 if sql["level"] == "ROW" else 0) + _TIMING_BITS[sql["when"]]
+    tgtype += sum(_EVENT_BITS[event.strip()] for event in sql["operation"].split(" OR "))
+    return Installed(
+        function_name=sql["pgid"],
+        function_body=_FUNCTION_BODY.format(declare=sql["declare"], func=sql["func"]),
+        tgtype=tgtype,
+        has_condition=bool(sql["condition"].strip()),
+    )

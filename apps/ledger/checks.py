@@ -13,7 +13,12 @@ Amounts in the details are strings of the asset's precision.
 """
 
 from collections import defaultdict
+from dataclasses import asdict
 from decimal import Decimal
+
+from django.apps import apps as django_apps
+
+from apps.core.triggers import installed_form
 
 from .amounts import format_amount
 from .models import DEBIT_NORMAL_KINDS, USER_KINDS, AccountKind
@@ -213,25 +218,39 @@ as :class:`apps.core.triggers.EnforcedAlwaysTriggerSql` installs them, is the on
 def journal_append_only(scope: Scope) -> list[dict]:
     """The triggers that refuse UPDATE/DELETE of journal rows, blocks and keys (and check balance and each
     posting's entry and account), the deletion or re-keying of an account and a TRUNCATE that would leave postings
-    behind are installed and fire in every session (``ENABLE ALWAYS``: neither disabled, nor replica-only, nor
-    skipped by a session in replica mode). The catalog is named with its schema: a ``search_path`` with another
-    schema first could otherwise answer with a view of someone's making."""
+    behind are installed as their migrations install them (the same function, body, events, level and timing, a
+    ``WHEN`` condition only where the model has one) and fire in every session (``ENABLE ALWAYS``: neither
+    disabled, nor replica-only, nor skipped by a session in replica mode). A superuser could otherwise neuter one
+    and leave it looking in place: its function replaced by one that lets everything through, or the trigger
+    recreated ``WHEN (false)`` (break-it review). The catalog is named with its schema: a ``search_path`` with
+    another schema first could otherwise answer with a view of someone's making."""
     installed = query_rows(
         """
-        SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled
-        FROM pg_catalog.pg_trigger t JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+        SELECT c.relname AS table_name, t.tgname AS trigger_name, t.tgenabled AS enabled, t.tgtype AS tgtype,
+               t.tgqual IS NOT NULL AS has_condition, p.proname AS function_name, p.prosrc AS function_body
+        FROM pg_catalog.pg_trigger t
+        JOIN pg_catalog.pg_class c ON c.oid = t.tgrelid
+        JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
         WHERE c.relname = ANY(%s) AND NOT t.tgisinternal
         """,
         [sorted({table for table, _ in REQUIRED_TRIGGERS})],
     )
+    models = {model._meta.db_table: model for model in django_apps.get_models()}
     problems = []
     for table, prefix in sorted(REQUIRED_TRIGGERS):
         matches = [t for t in installed if t["table_name"] == table and t["trigger_name"].startswith(prefix)]
         states = sorted({t["enabled"] for t in matches} - {"A"})
+        expected = installed_form(models[table], prefix.removeprefix("pgtrigger_").rstrip("_"))
+        as_installed = asdict(expected)
+        problem = None
         if not matches:
-            problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": "missing"})
+            problem = "missing"
         elif states:
-            problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": _NOT_FIRING_ALWAYS[states[0]]})
+            problem = _NOT_FIRING_ALWAYS[states[0]]
+        elif any({name: t[name] for name in as_installed} != as_installed for t in matches):
+            problem = "changed: not the trigger its migration installs (function, events, level or condition)"
+        if problem is not None:
+            problems.append({"table": table, "trigger": prefix.rstrip("_"), "problem": problem})
     return problems
 
 

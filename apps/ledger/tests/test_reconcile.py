@@ -134,6 +134,46 @@ def test_a_ledger_trigger_that_does_not_fire_is_found(db, usdt, user, table, tri
     assert check.details == [{"table": table, "trigger": f"pgtrigger_{trigger}", "problem": problem}]
 
 
+@pytest.mark.parametrize("neuter", ["function_lets_everything_through", "recreated_when_false", "fewer_events"])
+def test_a_ledger_trigger_neutered_but_left_looking_in_place_is_found(db, usdt, user, neuter):
+    """Found by a break-it review: a superuser replaced the immutable trigger's function with one that returns
+    the row, or recreated the trigger under its name ``WHEN (false)``, enabled always: UPDATEs of postings went
+    through and reconcile said ``ok``."""
+    fund(user, usdt, "1")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # run the pending checks so the table can be altered
+        cursor.execute(
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = 'ledger_posting'::regclass AND tgname LIKE %s",
+            ["pgtrigger\\_immutable\\_%"],
+        )
+        ((name,),) = cursor.fetchall()
+        if neuter == "function_lets_everything_through":  # all undone by the test's rollback
+            cursor.execute(
+                f"CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN RETURN COALESCE(NEW, OLD); END; $$"
+            )
+        else:
+            events = "UPDATE OR DELETE" if neuter == "recreated_when_false" else "DELETE"
+            condition = "WHEN (false)" if neuter == "recreated_when_false" else ""
+            cursor.execute(f"DROP TRIGGER {name} ON ledger_posting")
+            cursor.execute(
+                f"CREATE TRIGGER {name} BEFORE {events} ON ledger_posting FOR EACH ROW {condition}"
+                f" EXECUTE FUNCTION {name}()"
+            )
+            cursor.execute(f"ALTER TABLE ledger_posting ENABLE ALWAYS TRIGGER {name}")
+        cursor.execute("UPDATE ledger_posting SET amount = amount WHERE false")  # the statement parses
+
+    check = next(c for c in reconcile().checks if c.name == "journal_append_only")
+
+    assert check.details == [
+        {
+            "table": "ledger_posting",
+            "trigger": "pgtrigger_immutable",
+            "problem": "changed: not the trigger its migration installs (function, events, level or condition)",
+        }
+    ]
+
+
 def test_postings_written_past_the_triggers_without_their_entry_or_account_are_found(db, usdt, btc, user):
     fund(user, usdt, "1")
     available = user_account(user.id, usdt)
