@@ -8,10 +8,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 
 def bench_database_url(suffix: str) -> tuple[str, str]:
-    """``(development URL, bench URL)``: the same server, database ``<name><suffix>``."""
+    """``(development URL, bench URL)``: the same server, database ``<name><suffix>``.
+
+    Also turns the sealer's head witness off (``LEDGER_SEAL_HEAD_WITNESS``) for this process and the engines it
+    starts: a benchmark flushes its database between cases, which the witness, rightly, takes for deleted blocks
+    and refuses to seal over (as in the test settings, whose rollbacks Redis outlives)."""
     from exchange.settings.environment import load_local_services_env
 
     load_local_services_env()
+    os.environ["LEDGER_SEAL_HEAD_WITNESS"] = "false"
     url = os.environ["DATABASE_URL"]
     parts = urlsplit(url)
     return url, urlunsplit(parts._replace(path=parts.path.rstrip("/") + suffix))
