@@ -709,13 +709,14 @@ def paced_receiver(count: int, ready, results) -> None:
     results.put((arrived, time.process_time() - cpu))
 
 
-def run_paced_case(name: str, rate: int, orders: int) -> dict:
+def run_paced_case(name: str, rate: int, orders: int, engine_profile: str | None = None) -> dict:
     """The engine fed at a fixed rate: a warm-up through the sequencer builds the book, then ``orders`` commands
     of the same mix are inserted at ``rate`` per second (one INSERT and one ring of the sequencer's doorbell every 2 ms: an open-loop load,
     as many independent clients make, costing the machine little), each naming one reply channel that a
     receiver process listens to. Latency is from a command's commit to its answer's arrival (what a caller
     waits, less its own CPU); orders per second is the commands divided by the time from the first commit to the
-    last answer."""
+    last answer. ``engine_profile``: the engine is started again after the warm-up, under cProfile, writing to
+    ``<engine_profile>.paced<rate>``."""
     from django.db import connections
 
     from apps.core import doorbell
@@ -723,6 +724,9 @@ def run_paced_case(name: str, rate: int, orders: int) -> dict:
     from apps.orders.store.commands import engine_channel
 
     (paced,), commands, (engine,) = _warmed_up_and_queued(orders, reply_to=PACED_REPLY)
+    if engine_profile:
+        processes_stop([engine])
+        (engine,) = start_engines([paced.symbol], profile=f"{engine_profile}.paced{rate}")
     try:
         context = multiprocessing.get_context("fork")
         ready, results = context.Event(), context.Queue()
@@ -783,7 +787,8 @@ def main() -> int:
     parser.add_argument(
         "--profile-engine",
         metavar="FILE",
-        help="cProfile the (first) run_engine process of each sequencer case into FILE.<engine> (CPU time)",
+        help="cProfile the (first) run_engine process of each sequencer case into FILE.<engine> (CPU time; the paced "
+        "cases: FILE.paced<rate>, from after the warm-up)",
     )
     parser.add_argument("--callers", type=int, default=8, help="caller processes per market in the sequencer cases")
     parser.add_argument(
@@ -829,7 +834,9 @@ def main() -> int:
             if engine == "backlog":
                 figures = run_backlog_case(name, args.orders, markets, args.profile_engine)
             elif engine == "paced":
-                figures = run_paced_case(name, rate=paced[name], orders=max(args.orders, paced[name] * 4))
+                figures = run_paced_case(
+                    name, rate=paced[name], orders=max(args.orders, paced[name] * 4), engine_profile=args.profile_engine
+                )
             else:
                 figures = run_case(
                     name, markets, workers, shared, args.orders, args.profile, engine, args.profile_engine
