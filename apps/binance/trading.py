@@ -203,10 +203,11 @@ def _find_order(call: Call, market: Market, *, missing: BinanceError) -> Order:
             raise missing
     else:
         assert client_id is not None  # one of the two was sent (checked above)
-        pending = placement_pending(user_id=call.user_id, client_order_id=client_id)  # read before the order
         order = order_by_client_id(user_id=call.user_id, client_order_id=client_id)
-        if order is None and pending:  # queued for the engine: not "no such order", it may still be placed
-            raise status_unknown()
+        if order is None:  # the queue is read only on a miss (placement_pending: then the order again)
+            if placement_pending(user_id=call.user_id, client_order_id=client_id):
+                raise status_unknown()  # queued for the engine: not "no such order", it may still be placed
+            order = order_by_client_id(user_id=call.user_id, client_order_id=client_id)
     if order is None or order.market_id != market.id:
         raise missing
     return order

@@ -290,7 +290,8 @@ def placement_pending(*, user_id: int, client_order_id: str) -> bool:
     applied yet: the order may still be placed, so a query for it must not answer "no such order" (break-it
     review: a bot told so after a 504 placed the order again under a new id, and the first went live too).
 
-    Read it before the order itself: a command applied in between is then found as its order."""
+    Read it before the order, or after a miss and then the order again: a command applied in between is then
+    found as its order."""
     return (
         Command.objects.annotate(client_order_id=PENDING_CLIENT_ORDER_ID)
         .filter(user_id=user_id, kind=CommandKind.PLACE, status=CommandStatus.PENDING, client_order_id=client_order_id)

@@ -8,6 +8,8 @@ from urllib.parse import urlencode
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block
 from apps.accounts.services import api_key_create
@@ -411,6 +413,22 @@ def test_an_order_placed_through_v1_is_found_and_cancelled_by_its_client_order_i
     assert (cancelled["orderId"], cancelled["status"]) == (placed.id, "CANCELED")
     too_long = signed("GET", "order", symbol="BTCUSDT", origClientOrderId="x" * 65)
     assert (too_long.status_code, too_long.json()["code"]) == (400, -1100)
+
+
+def test_an_order_found_by_its_client_order_id_is_answered_without_reading_the_engines_queue(trader):
+    """The queue of commands is read only when no order has the id (it may still be queued: -1007, not -2013)."""
+    user, signed = trader
+    placed = place(user, side="buy", price="49000", qty="0.01", client_order_id="bot-8")
+
+    with CaptureQueriesContext(connection) as found:
+        got = signed("GET", "order", symbol="BTCUSDT", origClientOrderId="bot-8")
+    with CaptureQueriesContext(connection) as missed:
+        absent = signed("GET", "order", symbol="BTCUSDT", origClientOrderId="bot-9")
+
+    assert (got.status_code, got.json()["orderId"]) == (200, placed.id)
+    assert (absent.status_code, absent.json()["code"]) == (400, -2013)
+    assert not [q for q in found.captured_queries if "orders_command" in q["sql"]]
+    assert [q for q in missed.captured_queries if "orders_command" in q["sql"]]
 
 
 def test_unknown_orders(trader):
