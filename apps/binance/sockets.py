@@ -4,7 +4,9 @@
   yet; ``SUBSCRIBE`` adds them. Binance's update-speed suffix (``btcusdt@depth@100ms``) names the same
   stream here: every book change is published as it commits.
 - ``/ws-api/v3``: Binance's WebSocket API, the part user-data clients need: ``ping``, ``time`` and
-  ``userDataStream.subscribe.signature`` / ``userDataStream.unsubscribe``. A subscription is signed
+  ``userDataStream.subscribe.signature`` / ``userDataStream.unsubscribe`` (of one ``subscriptionId``, or
+  of every subscription without it: Binance's WebSocket API, "Unsubscribe from User Data Stream"; ids are
+  not reused within a connection). A subscription is signed
   like a REST request, over ``name=value`` of the parameters sorted by name, joined with ``&``,
   values not percent-encoded (Binance's "SIGNED request security" of the WebSocket API); events then arrive as ``{"subscriptionId": n, "event": {...}}``
   (``executionReport``, ``outboundAccountPosition``), the user stream of apps.streams.
@@ -39,10 +41,11 @@ from .errors import (
     MANDATORY_PARAM_EMPTY_OR_MALFORMED,
     UNSUPPORTED_OPERATION,
     BinanceError,
+    illegal,
     rejected_key,
 )
 from .keys import key_authenticate, signing_secret
-from .params import Params
+from .params import MAX_INT64, Params
 from .signing import recv_window_check, signature_check
 
 _SPEED = re.compile(r"@(100|1000)ms$")
@@ -83,6 +86,21 @@ def _signed_key(params: dict, client_ip: str) -> ApiKey:
     return key
 
 
+def _subscription_ids(params: dict, active: list[int]) -> list[int]:
+    """The subscriptions a ``userDataStream.unsubscribe`` ends: every one in ``active`` without
+    ``subscriptionId``, else that one if it is active (none if not: Binance's "if it exists").
+
+    Raises :class:`BinanceError` -1100 when ``subscriptionId`` is not a whole number (a JSON number or digits).
+    """
+    if "subscriptionId" not in params:
+        return active
+    value = params["subscriptionId"]
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise illegal("subscriptionId", f"0..{MAX_INT64}")
+    subscription_id = Params([("subscriptionId", str(value))]).integer("subscriptionId", required=True)
+    return [subscription_id] if subscription_id in active else []
+
+
 def _key_expiry(key_id: int) -> float | None:
     """When API key ``key_id`` expires (epoch seconds, ``math.inf`` for never), or None when it is revoked,
     expired or gone: its subscriptions end."""
@@ -102,6 +120,7 @@ class WsApiConsumer(AsyncWebsocketConsumer):
 
     async def connect(self):
         self.subscriptions: dict[int, str] = {}  # subscription id -> group
+        self.next_subscription_id = 0
         self.subscription_keys: dict[int, int] = {}  # subscription id -> the id of the API key that signed it
         self.key_watch: asyncio.Task | None = None
         self.seen: dict[str, dict] = {}  # per group and sequence: the (update id, part) last sent
@@ -139,7 +158,8 @@ class WsApiConsumer(AsyncWebsocketConsumer):
                 await self._answer(request_id, 200, result={"serverTime": int(time.time() * 1000)})
             elif method == "userDataStream.subscribe.signature":
                 key = await database_sync_to_async(_signed_key)(params, scope_client_ip(self.scope))
-                subscription_id = len(self.subscriptions)
+                subscription_id = self.next_subscription_id
+                self.next_subscription_id += 1
                 group = user_group(key.user_id)
                 await self.channel_layer.group_add(group, self.channel_name)
                 self.subscriptions[subscription_id] = group
@@ -148,15 +168,20 @@ class WsApiConsumer(AsyncWebsocketConsumer):
                     self.key_watch = asyncio.create_task(self._watch_keys())
                 await self._answer(request_id, 200, result={"subscriptionId": subscription_id})
             elif method == "userDataStream.unsubscribe":
-                for group in self.subscriptions.values():
-                    await self.channel_layer.group_discard(group, self.channel_name)
-                self.subscriptions.clear()
-                self.subscription_keys.clear()
+                await self._unsubscribe(_subscription_ids(params, list(self.subscriptions)))
                 await self._answer(request_id, 200, result={})
             else:
                 raise BinanceError(UNSUPPORTED_OPERATION, "This operation is not supported.")
         except BinanceError as error:
             await self._answer(request_id, error.status, error=error.body())
+
+    async def _unsubscribe(self, subscription_ids: list[int]) -> None:
+        """End these subscriptions; a group is left once no remaining subscription reads it."""
+        for subscription_id in subscription_ids:
+            group = self.subscriptions.pop(subscription_id)
+            del self.subscription_keys[subscription_id]
+            if group not in self.subscriptions.values():
+                await self.channel_layer.group_discard(group, self.channel_name)
 
     async def stream_event(self, message):
         """A user event from the relay: sent once per subscription on its group; a repeat (a relay round

@@ -31,6 +31,18 @@ def ask(socket, method: str, params: dict | None = None, request_id: str = "1") 
     return json.loads(socket.recv(timeout=10))
 
 
+def place_buy(web: str, raw_key: str, secret: str) -> dict:
+    """A signed ``POST /api/v3/order``: a resting limit buy of 0.1 BTC at 50,000 USDT; Binance's answer."""
+    query = f"symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=50000&timestamp={int(time.time() * 1000)}"
+    signature = hmac.new(secret.encode(), query.encode(), hashlib.sha256).hexdigest()
+    return requests.post(
+        f"http://{web}/api/v3/order",
+        data=f"{query}&signature={signature}",
+        headers={"X-MBX-APIKEY": raw_key, "Content-Type": "application/x-www-form-urlencoded"},
+        timeout=30,
+    ).json()
+
+
 def test_signed_subscription_and_refusals(live_asgi, btc, usdt, btc_usdt, signing_key):
     user = UserFactory()
     fund(user, usdt, "100000")
@@ -49,14 +61,7 @@ def test_signed_subscription_and_refusals(live_asgi, btc, usdt, btc_usdt, signin
         ok = ask(socket, "userDataStream.subscribe.signature", subscribe_params(raw_key, secret), "2")
         assert ok == {"id": "2", "status": 200, "result": {"subscriptionId": 0}}
 
-        query = f"symbol=BTCUSDT&side=BUY&type=LIMIT&timeInForce=GTC&quantity=0.1&price=50000&timestamp={int(time.time() * 1000)}"
-        signature = hmac.new(secret.encode(), query.encode(), hashlib.sha256).hexdigest()
-        placed = requests.post(
-            f"http://{web}/api/v3/order",
-            data=f"{query}&signature={signature}",
-            headers={"X-MBX-APIKEY": raw_key, "Content-Type": "application/x-www-form-urlencoded"},
-            timeout=30,
-        ).json()
+        placed = place_buy(web, raw_key, secret)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             message = json.loads(socket.recv(timeout=30))
@@ -68,6 +73,48 @@ def test_signed_subscription_and_refusals(live_asgi, btc, usdt, btc_usdt, signin
             "NEW",
             placed["clientOrderId"],
         )
+
+
+def test_unsubscribing_one_subscription_id_keeps_the_others_and_ids_are_not_reused(
+    live_asgi, btc, usdt, btc_usdt, signing_key
+):
+    """Break-it review: ``userDataStream.unsubscribe`` ignored ``subscriptionId`` and ended every subscription
+    of the connection. Binance ends only the one named (none when it is not active) and all without it."""
+    alice, bob = UserFactory(), UserFactory()
+    keys = {}
+    for user in (alice, bob):
+        fund(user, usdt, "100000")
+        keys[user] = signing_key(user, "read", "trade")
+    with connect(f"ws://{live_asgi}/ws-api/v3", open_timeout=10) as socket:
+        for expected_id, user in enumerate((alice, bob)):
+            subscribed = ask(socket, "userDataStream.subscribe.signature", subscribe_params(*keys[user]))
+            assert subscribed["result"] == {"subscriptionId": expected_id}
+        for malformed in (True, "one", -1, 1.5, None):
+            refused = ask(socket, "userDataStream.unsubscribe", {"subscriptionId": malformed})
+            assert (refused["status"], refused["error"]["code"]) == (400, -1100), malformed
+        assert ask(socket, "userDataStream.unsubscribe", {"subscriptionId": 99}) == {
+            "id": "1",
+            "status": 200,
+            "result": {},
+        }
+        assert ask(socket, "userDataStream.unsubscribe", {"subscriptionId": 0})["status"] == 200
+
+        alices = place_buy(live_asgi, *keys[alice])
+        bobs = place_buy(live_asgi, *keys[bob])
+        events = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and bobs["orderId"] not in {event["event"].get("i") for event in events}:
+            events.append(json.loads(socket.recv(timeout=30)))
+        socket.send(
+            json.dumps(
+                {"id": "2", "method": "userDataStream.subscribe.signature", "params": subscribe_params(*keys[alice])}
+            )
+        )
+        while "id" not in (answer := json.loads(socket.recv(timeout=10))):
+            events.append(answer)  # bob's account update may follow his order's
+        assert answer["result"] == {"subscriptionId": 2}
+        assert {event["subscriptionId"] for event in events} == {1}
+        assert alices["orderId"] not in {event["event"].get("i") for event in events}
 
 
 def test_json_nested_too_deeply_is_refused_and_the_connection_stays_usable(live_asgi, btc_usdt):
