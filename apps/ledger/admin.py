@@ -17,7 +17,7 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from apps.core.csv_export import csv_response
+from apps.core.csv_export import csv_response, text_cell
 from apps.core.days import last_day_validator
 
 from .amounts import format_amount, format_display, format_exact
@@ -199,7 +199,7 @@ def export_rows(postings):
             p.id,
             p.account_id,
             p.account.kind,
-            p.account.owner.get_username() if p.account.owner_id else "",
+            text_cell(p.account.owner.get_username()) if p.account.owner_id else "",  # chosen at sign-up
             p.asset.code,
             format_amount(p.amount, decimals) if p.amount > 0 else "",
             format_amount(-p.amount, decimals) if p.amount < 0 else "",

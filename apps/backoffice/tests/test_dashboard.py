@@ -168,6 +168,20 @@ def test_the_journal_export_is_every_posting_of_the_days_asked_for(client, opera
     assert refused.status_code == 400 and "Must be on or after the start date." in refused.content.decode()
 
 
+def test_the_journal_export_writes_a_username_a_spreadsheet_would_run_as_a_formula_as_text(
+    client, operator, admin_login, usdt
+):
+    """Break-it review: sign-up allows ``-1+1`` and ``@name``; the accountants' export wrote them as they are,
+    which a spreadsheet evaluates (``-1+1`` showed as 0). They are prefixed with ``'`` as the traders' exports do."""
+    for username in ("-1+1", "@mallory", "+cmd"):
+        fund(UserFactory(username=username), usdt, "1")
+    admin_login(operator)
+    today = str(timezone.now().date())
+    exported = client.get(reverse("admin:ledger_journalentry_export"), {"start": today, "end": today})
+    rows = csv.DictReader(io.StringIO(b"".join(exported.streaming_content).decode()))
+    assert sorted(r["owner"] for r in rows if r["owner"]) == ["'+cmd", "'-1+1", "'@mallory"]
+
+
 def test_the_journal_export_refuses_an_end_date_whose_next_day_no_datetime_holds(client, operator, admin_login):
     """The export reads up to the midnight after its last day: 9999-12-31 has none (``OverflowError``, a 500)."""
     admin_login(operator)
