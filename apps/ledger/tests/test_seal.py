@@ -124,6 +124,28 @@ def test_blocks_chain_to_each_other_and_verify(db, usdt, user):
     assert run_command("journal_verify")[1].startswith("ok: 2 blocks, 2 entries, head 1")
 
 
+def test_verifying_from_past_the_head_is_a_usage_error_not_a_missing_block(db, usdt, user):
+    """Break-it review: with the head at 1, ``--from-height 2`` said "ok: 0 blocks ... head None" and
+    ``--from-height 3`` "FAIL block 2: block 2 is missing", on an intact chain."""
+    with pytest.raises(CommandError, match="nothing is sealed yet") as empty:
+        run_command("journal_verify", "--from-height", "1")
+    fund(user, usdt, "1")
+    journal_seal()
+    fund(user, usdt, "2")
+    journal_seal()
+    refusals = []
+    for height in ("2", "3", "99999999"):
+        with pytest.raises(CommandError) as refused:
+            run_command("journal_verify", "--from-height", height)
+        refusals.append((refused.value.returncode, str(refused.value)))
+
+    assert empty.value.returncode == 2
+    assert refusals == [
+        (2, f"No block at height {height}: the chain's head is block 1.") for height in ("2", "3", "99999999")
+    ]
+    assert verify_json("--from-height", "1")[0] == 0
+
+
 def test_a_block_holds_at_most_the_batch_and_the_rest_follows(db, usdt, user, settings):
     settings.LEDGER_SEAL_BATCH = 2
     for amount in ("1", "2", "3"):

@@ -3,7 +3,7 @@
 Exit 0 when every digest, root, chain link and signature verifies with a pinned key (``LEDGER_SIGNING_KEY``'s,
 ``LEDGER_TRUSTED_PUBLIC_KEYS``), every key in the database is pinned and every liabilities snapshot records the
 hash of the chain's block at its height; 1 naming the first block (and entry), and each key and snapshot, that
-does not. ``--json`` prints :meth:`~apps.ledger.seal.verification.VerifyResult.as_dict`.
+does not; 2 when ``--from-height`` is past the chain's head. ``--json`` prints :meth:`~apps.ledger.seal.verification.VerifyResult.as_dict`.
 """
 
 import json
@@ -11,7 +11,20 @@ import json
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.core.errors import NotFound
+from apps.ledger.seal.selectors import journal_head
 from apps.ledger.seal.verification import journal_verify
+
+
+def _check_sealed(height: int) -> None:
+    """:class:`CommandError` (exit 2, a usage error) when no block is sealed at ``height`` yet: past the head,
+    verifying from there is not a missing block."""
+    try:
+        head = journal_head().height
+    except NotFound:
+        raise CommandError(f"No block at height {height}: nothing is sealed yet.", returncode=2) from None
+    if height > head:
+        raise CommandError(f"No block at height {height}: the chain's head is block {head}.", returncode=2)
 
 
 class Command(BaseCommand):
@@ -27,6 +40,8 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["from_height"] < 0:
             raise CommandError("--from-height must be 0 or more.")
+        if options["from_height"] > 0:
+            _check_sealed(options["from_height"])
         try:
             result = journal_verify(from_height=options["from_height"])
         except ImproperlyConfigured as exc:
