@@ -13,7 +13,7 @@ Usage (the Makefile calls these)::
 
     python -m devtools.localservices exec -- CMD [ARGS...]   # ensure services, run CMD with the URLs set
     python -m devtools.localservices env                     # ensure services, print the URLs as shell exports
-    python -m devtools.localservices stop                    # stop what this folder started
+    python -m devtools.localservices stop                    # stop what this folder started (not under a make run)
     python -m devtools.localservices status                  # say whether they are still running
 
 The URLs are also written to ``<data>/services.env``, which the local settings
@@ -164,6 +164,22 @@ def stop() -> None:
     (folder / "services.env").unlink(missing_ok=True)
 
 
+RUN_LOCK = "run.lock"  # held by ``make run`` for its whole life (devtools.run.one_run_at_a_time)
+
+
+def run_in_progress(folder: Path) -> bool:
+    """Whether a ``make run`` holds ``folder``'s :data:`RUN_LOCK` (running, or still stopping)."""
+    lock = folder / RUN_LOCK
+    if not lock.exists():
+        return False
+    with open(lock) as handle:  # closing it releases the probe's own lock
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+    return False
+
+
 def status_message() -> str:
     """One line for the end of ``make test``: whether this folder's embedded services are left running."""
     if not running():
@@ -180,6 +196,13 @@ def main(argv: list[str]) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     if command == "stop":
+        if run_in_progress(data_dir()):
+            print(
+                f"A `make run` is using {data_dir()}: press Ctrl-C where it runs; it stops its processes, "
+                "then these services (stopping them under it would crash every process it runs).",
+                file=sys.stderr,
+            )
+            return 1
         stop()
         return 0
     if command == "status":

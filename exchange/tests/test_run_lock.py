@@ -1,5 +1,7 @@
-"""``make run`` holds its data folder for its whole life, clean-up included (devtools.run.one_run_at_a_time)."""
+"""``make run`` holds its data folder for its whole life, clean-up included (devtools.run.one_run_at_a_time), and
+``make stop`` leaves a running one's services alone."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -45,3 +47,21 @@ def test_a_second_run_waits_saying_so_until_the_first_has_stopped(tmp_path):
             if process.poll() is None:
                 process.kill()
             process.communicate(timeout=30)
+
+
+def test_make_stop_refuses_while_a_run_holds_the_folder_and_stops_once_it_has_ended(tmp_path):
+    """Break-it review: ``make stop`` beside a running ``make run`` stopped PostgreSQL and Redis under it, and
+    every process it ran failed with tracebacks."""
+    stop = [sys.executable, "-m", "devtools.localservices", "stop"]
+    env = {**os.environ, "LOCAL_DATA_DIR": str(tmp_path)}
+    run = _run(tmp_path)
+    try:
+        assert run.stdout.readline() == "entered\n"
+        refused = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        run.communicate("", timeout=30)
+    stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"A `make run` is using {tmp_path}: press Ctrl-C where it runs")
+    assert (stopped.returncode, stopped.stderr) == (0, "")
