@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATABASE_NAME = "exchange"
+RUN_LOCK = "run.lock"  # held by ``make run`` for its whole life (devtools.run.one_run_at_a_time)
 
 
 def data_dir() -> Path:
@@ -164,9 +165,6 @@ def stop() -> None:
     (folder / "services.env").unlink(missing_ok=True)
 
 
-RUN_LOCK = "run.lock"  # held by ``make run`` for its whole life (devtools.run.one_run_at_a_time)
-
-
 def run_in_progress(folder: Path) -> bool:
     """Whether a ``make run`` holds ``folder``'s :data:`RUN_LOCK` (running, or still stopping)."""
     lock = folder / RUN_LOCK
@@ -196,9 +194,10 @@ def main(argv: list[str]) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     if command == "stop":
-        if run_in_progress(data_dir()):
+        folder = data_dir()
+        if run_in_progress(folder):
             print(
-                f"A `make run` is using {data_dir()}: press Ctrl-C where it runs; it stops its processes, "
+                f"A `make run` is using {folder}: press Ctrl-C where it runs; it stops its processes, "
                 "then these services (stopping them under it would crash every process it runs).",
                 file=sys.stderr,
             )

@@ -26,10 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @contextmanager
 def one_run_at_a_time(folder: Path) -> Iterator[None]:
-    """Hold ``folder/run.lock`` (``flock``; ``make stop`` refuses while it is held) for the whole of a ``make run``, its clean-up included. A second run on
-    the same data folder waits, saying so, until the first has stopped: started while the first was still stopping
-    (after a crash), it saw the services up, so it would not start them, and the first then stopped them under it
-    (its migrate failed with a traceback and a redis-server was left behind)."""
+    """Hold ``folder/run.lock`` (``flock``) for the whole of a ``make run``, its clean-up included; ``make stop``
+    refuses while it is held. A second run on the same data folder waits, saying so, until the first has stopped:
+    started while the first was still stopping (after a crash), it saw the services up, so it would not start them,
+    and the first then stopped them under it (its migrate failed with a traceback and a redis-server was left
+    behind)."""
     with open(folder / localservices.RUN_LOCK, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

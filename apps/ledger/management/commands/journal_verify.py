@@ -3,7 +3,8 @@
 Exit 0 when every digest, root, chain link and signature verifies with a pinned key (``LEDGER_SIGNING_KEY``'s,
 ``LEDGER_TRUSTED_PUBLIC_KEYS``), every key in the database is pinned and every liabilities snapshot records the
 hash of the chain's block at its height; 1 naming the first block (and entry), and each key and snapshot, that
-does not; 2 when ``--from-height`` is past the chain's head. ``--json`` prints :meth:`~apps.ledger.seal.verification.VerifyResult.as_dict`.
+does not; 2 when ``--from-height`` is past the chain's head. ``--json`` prints
+:meth:`~apps.ledger.seal.verification.VerifyResult.as_dict`.
 """
 
 import json
