@@ -36,7 +36,9 @@ machine's cores: its ceiling when the callers run on other hosts); ``4 markets, 
 does the same with the mix dealt to four markets, an engine process each (what the second core adds). The cases
 ``1 market, sequencer, paced N/s`` offer the same mix at a fixed rate (``PACED_RATES``), an open-loop load
 as many independent clients make: commands are inserted every 2 ms and answered on one reply channel that
-a receiver process listens to; latency is from a command's commit to its answer's arrival.
+a receiver process listens to; latency is from a command's commit to its answer's arrival. These cases and the
+backlog ones also give ``machine_busy``, the share of all cores busy during the timed phase (every process, from
+/proc/stat): how much room the machine had left.
 
 It runs in its own database (``<name>_bench``, created and dropped here), never in the
 development database.
@@ -261,6 +263,21 @@ def tree_cpu_seconds(pid: int) -> float:
     except OSError:
         children = []
     return backend_cpu_seconds(pid, reaped=True) + sum(tree_cpu_seconds(int(child)) for child in children)
+
+
+def machine_cpu_jiffies(stat: str | None = None) -> tuple[int, int]:
+    """``(busy, total)`` clock ticks of every core since boot, from the ``cpu`` line of ``stat`` (the text of
+    /proc/stat, read when not given; ``(0, 0)`` where unavailable). Busy is all but idle and iowait; guest time is
+    left out of the total, being counted in user time already (proc(5))."""
+    try:
+        text = Path("/proc/stat").read_text() if stat is None else stat
+        ticks = [int(value) for value in text.split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0
+    if len(ticks) < 5:
+        return 0, 0
+    total = sum(ticks)
+    return total - ticks[3] - ticks[4], total
 
 
 ENGINE_APP_NAME = "bench-engine"  # the engines' PostgreSQL application_name (PGAPPNAME)
@@ -602,12 +619,14 @@ def processes_stop(processes: list[subprocess.Popen]) -> None:
 
 class _EngineCpu:
     """CPU seconds of engine processes, of their PostgreSQL backends and of the whole server, from when it is made;
-    :meth:`spent` gives ``(engines, their backends, PostgreSQL)`` since then."""
+    :meth:`spent` gives ``(engines, their backends, PostgreSQL)`` since then, and :meth:`machine_busy` the share of
+    all the machine's cores busy meanwhile (every process: callers, Redis and the kernel too)."""
 
     def __init__(self, engines: list[subprocess.Popen]) -> None:
         self.engines = engines
         self.postgres, self.backends = postgres_pids()
         self.before = self._now()
+        self.machine_before = machine_cpu_jiffies()
 
     def _now(self) -> tuple[float, float, float]:
         backends = sum(backend_cpu_seconds(pid) for pid in self.backends)
@@ -617,6 +636,11 @@ class _EngineCpu:
     def spent(self) -> tuple[float, float, float]:
         engines, backends, postgres = self._now()
         return engines - self.before[0], backends - self.before[1], postgres - self.before[2]
+
+    def machine_busy(self) -> float | None:
+        """The share (0 to 1) of all cores' time busy since this was made; ``None`` without /proc/stat."""
+        busy, total = (now - before for now, before in zip(machine_cpu_jiffies(), self.machine_before, strict=True))
+        return round(busy / total, 3) if total else None
 
 
 def run_backlog_case(name: str, orders: int, markets: int, engine_profile: str | None) -> dict:
@@ -646,7 +670,7 @@ def run_backlog_case(name: str, orders: int, markets: int, engine_profile: str |
         while Command.objects.filter(status=CommandStatus.PENDING).exists():
             time.sleep(0.01)
         elapsed = time.perf_counter() - began
-        spent = reading.spent()
+        spent, machine_busy = reading.spent(), reading.machine_busy()
         connections.close_all()
     finally:
         processes_stop(engines)
@@ -660,6 +684,7 @@ def run_backlog_case(name: str, orders: int, markets: int, engine_profile: str |
         "orders": applied,
         "orders_per_s": round(applied / elapsed, 1),
         "batch": settings.ORDERS_ENGINE_BATCH,
+        "machine_busy": machine_busy,
         **_engine_figures(spent, applied),
     }
 
@@ -751,7 +776,7 @@ def run_paced_case(name: str, rate: int, orders: int, engine_profile: str | None
             time.sleep(max(0.0, began + sent / rate - time.monotonic(), tick / 4))
         arrived, receiver_cpu = results.get(timeout=120)
         receiver.join()
-        spent = reading.spent()
+        spent, machine_busy = reading.spent(), reading.machine_busy()
         generator_cpu = time.process_time() - cpu + receiver_cpu
     finally:
         processes_stop([engine])
@@ -770,6 +795,7 @@ def run_paced_case(name: str, rate: int, orders: int, engine_profile: str | None
         "p50_ms": round(statistics.median(latencies) * 1000, 2),
         "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
         "app_cpu_ms": round(generator_cpu / count * 1000, 3),  # the load generator and the receiver
+        "machine_busy": machine_busy,  # the share of both cores busy: what is left for the engine to grow into
         **_engine_figures(spent, count),
     }
 
