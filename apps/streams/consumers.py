@@ -39,6 +39,11 @@ CLOSE_INVALID = 4400  # a stream name or message that names nothing
 CLOSE_EXPIRED = 4401  # the user stream's key expired or was revoked: create a new one
 CLOSE_GAP = 4409  # an event was lost: resubscribe and take a fresh snapshot
 
+# Binance's error codes of the market streams' answers ("WebSocket Streams", "Error Messages"): clients such as
+# ccxt.pro read ``error.code`` as a number.
+INVALID_REQUEST = 2  # a request or stream name that names nothing
+INVALID_JSON = 3  # a message that is not JSON
+
 
 def first_delivery(seen: dict, message: dict) -> bool:
     """Whether a relay ``message`` with update ids comes after what was sent of its sequence (``seen``: sequence ->
@@ -106,7 +111,10 @@ class StreamConsumer(AsyncWebsocketConsumer):
         try:
             request = json.loads(text_data or "")
         except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
-            request = None
+            await self._error(
+                None, 'Invalid JSON: send {"method": ..., "params": [...], "id": ...}.', "method", INVALID_JSON
+            )
+            return
         if not isinstance(request, dict) or "method" not in request:
             await self._error(None, 'Send {"method": ..., "params": [...], "id": ...}.', "method")
             return
@@ -219,8 +227,13 @@ class StreamConsumer(AsyncWebsocketConsumer):
         await self._error(None, message, field)
         await self.close(code=CLOSE_INVALID)
 
-    async def _error(self, request_id, message: str, field: str) -> None:
-        body = {"error": {"code": "invalid_request", "message": message, "fields": {field: message}}, "id": request_id}
+    async def _error(self, request_id, message: str, field: str, code: int = INVALID_REQUEST) -> None:
+        """Binance's error answer, ``{"error": {"code": 2, "msg": ...}, "id": ...}`` (:data:`INVALID_REQUEST`, or
+        :data:`INVALID_JSON`), with the same text as ``message`` and the field it is about in ``fields``."""
+        body = {
+            "error": {"code": code, "msg": message, "message": message, "fields": {field: message}},
+            "id": request_id,
+        }
         await self.send(text_data=json.dumps(body))
 
     async def _result(self, request_id, result) -> None:

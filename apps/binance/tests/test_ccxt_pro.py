@@ -7,6 +7,7 @@ reading the test database; REST goes to the same process as the streams.
 
 import asyncio
 
+import ccxt
 import ccxt.pro
 import pytest
 
@@ -130,3 +131,26 @@ def test_watched_book_and_orders_agree_with_rest(live_asgi, btc_usdt, funded_use
 
 def test_watched_trades_agree_with_rest(live_asgi, btc_usdt, funded_user, signing_key):
     _trade_and_watch(live_asgi, funded_user, signing_key, ("trades",))
+
+
+def test_a_stream_the_server_does_not_serve_is_a_ccxt_error_that_bots_catch(
+    live_asgi, btc_usdt, funded_user, signing_key
+):
+    """A refusal with a text code (``"invalid_request"``) made ccxt's error handler raise a bare ``ValueError`` ("too
+    many values to unpack"), which a bot catching ``ccxt.BaseError`` does not expect: Binance's code is a number."""
+    exchange = pro_client(live_asgi, *signing_key(funded_user(usdt="1"), "read"))
+
+    async def refused_watch() -> Exception:
+        await exchange.load_markets()
+        try:
+            await asyncio.wait_for(exchange.watch_ohlcv(SYMBOL, "1s"), 20)  # no kline_1s stream here
+        except Exception as exc:
+            return exc
+        finally:
+            await exchange.close()
+        raise AssertionError("watching kline_1s was not refused")
+
+    error = asyncio.run(refused_watch())
+
+    assert isinstance(error, ccxt.BaseError), repr(error)
+    assert "No stream 'kline_1s'" in str(error)

@@ -105,7 +105,8 @@ def test_an_unknown_stream_key_or_stream_name_is_refused_with_the_reason(stream_
             reader.thread.join(timeout=10)
         finally:
             reader.close()
-        assert error["error"]["code"] == "invalid_request" and field in error["error"]["fields"]
+        assert error["error"]["code"] == 2 and field in error["error"]["fields"]  # Binance's "Invalid request"
+        assert error["error"]["msg"] == error["error"]["message"]
         assert reader.closed_code == 4400
 
 
