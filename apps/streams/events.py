@@ -344,3 +344,12 @@ def ticker_24h(market: MarketInfo, ticker, now_ms: int) -> dict:
         "L": -1 if ticker.last_trade is None else ticker.last_trade,
         "n": ticker.trades,
     }
+
+
+_MINI_TICKER_FIELDS = ("E", "s", "c", "o", "h", "l", "v", "q")
+
+
+def mini_ticker(ticker: dict) -> dict:
+    """``24hrMiniTicker`` of a :func:`ticker_24h` event: its time, symbol, last (``c``), open, high, low and base and
+    quote volumes of the window (Binance's "Individual Symbol Mini Ticker Stream")."""
+    return {"e": "24hrMiniTicker", **{key: ticker[key] for key in _MINI_TICKER_FIELDS}}

@@ -4,12 +4,21 @@ from apps.marketdata.models import Interval
 
 # The public streams a market has (Binance's names after the ``@``).
 KLINE_STREAMS = tuple(f"kline_{interval}" for interval in Interval.values)
-MARKET_STREAMS = ("depth", "trade", "bookTicker", "ticker", *KLINE_STREAMS)
+MARKET_STREAMS = ("depth", "trade", "bookTicker", "ticker", "miniTicker", *KLINE_STREAMS)
+
+# The array streams of every market, by their names: each message is the array of the markets' events that
+# changed since the last one (Binance: "All Market Mini Tickers Stream", and the all-market tickers).
+ALL_MARKETS_STREAMS = {"!miniTicker@arr": "miniTicker", "!ticker@arr": "ticker"}
 
 
 def market_group(stream_symbol: str, stream: str) -> str:
     """``btcusdt``, ``depth`` -> ``market.btcusdt.depth``."""
     return f"market.{stream_symbol}.{stream}"
+
+
+def all_markets_group(stream: str) -> str:
+    """``miniTicker`` -> ``markets.all.miniTicker``: the group of an array stream of every market."""
+    return f"markets.all.{stream}"
 
 
 def user_group(user_id: int) -> str:

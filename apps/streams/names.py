@@ -1,9 +1,9 @@
-"""Stream names as Binance spells them: ``<symbol>@<stream>``, or a user stream key."""
+"""Stream names as Binance spells them: ``<symbol>@<stream>``, an all-market array stream, or a user stream key."""
 
 import re
 from dataclasses import dataclass
 
-from .groups import MARKET_STREAMS, market_group
+from .groups import ALL_MARKETS_STREAMS, MARKET_STREAMS, all_markets_group, market_group
 
 MAX_STREAMS = 200  # per connection
 _KEY = re.compile(r"^[0-9a-f]{64}$")
@@ -15,24 +15,24 @@ class InvalidStream(ValueError):
 
 @dataclass(frozen=True)
 class PublicStream:
-    """``btcusdt@depth``: ``symbol`` as in stream names, ``stream`` what follows the ``@``."""
+    """``btcusdt@depth`` or ``!miniTicker@arr``: ``stream`` is Binance's kind (``depth``, ``miniTicker``), ``group``
+    the channel-layer group carrying it (one market's, or every market's for an array stream)."""
 
     name: str
-    symbol: str
     stream: str
-
-    @property
-    def group(self) -> str:
-        return market_group(self.symbol, self.stream)
+    group: str
 
 
 def parse_stream(name: str, symbols: set[str]) -> PublicStream | str:
     """A :class:`PublicStream`, or the user stream key ``name`` is; raises :class:`InvalidStream`.
 
-    ``symbols`` are the markets' stream symbols (``btcusdt``). A key is 64 lower-case hex
-    characters (:func:`apps.streams.services.stream_token_create`); whether it is valid is
-    for the caller to check.
+    ``symbols`` are the markets' stream symbols (``btcusdt``). The array streams of every market are
+    :data:`~apps.streams.groups.ALL_MARKETS_STREAMS`. A key is 64 lower-case hex characters
+    (:func:`apps.streams.services.stream_token_create`); whether it is valid is for the caller to check.
     """
+    if name in ALL_MARKETS_STREAMS:
+        stream = ALL_MARKETS_STREAMS[name]
+        return PublicStream(name, stream, all_markets_group(stream))
     if "@" not in name:
         if _KEY.match(name):
             return name
@@ -41,5 +41,7 @@ def parse_stream(name: str, symbols: set[str]) -> PublicStream | str:
     if symbol not in symbols:
         raise InvalidStream(f"No market {symbol[:40]!r} (symbols are lower case without a dash: btcusdt).")
     if stream not in MARKET_STREAMS:
-        raise InvalidStream(f"No stream {stream[:40]!r}: one of {', '.join(MARKET_STREAMS)}.")
-    return PublicStream(name, symbol, stream)
+        raise InvalidStream(
+            f"No stream {stream[:40]!r}: one of {', '.join(MARKET_STREAMS)}, or {', '.join(ALL_MARKETS_STREAMS)}."
+        )
+    return PublicStream(name, stream, market_group(symbol, stream))

@@ -42,7 +42,7 @@ from apps.wallets.apis import WithdrawalOut
 from apps.wallets.models import Deposit, Withdrawal
 
 from . import events
-from .groups import market_group, user_group
+from .groups import all_markets_group, market_group, user_group
 from .models import RELAY_CHANNEL, StreamEventKind
 
 log = logging.getLogger(__name__)
@@ -190,7 +190,9 @@ class Relay:
             log.exception("stream relay tickers failed")
 
     def publish_tickers(self) -> None:
-        """``24hrTicker`` of each market whose book changed, at most once per ``TICKER_SECONDS`` (Binance: 1 s)."""
+        """``24hrTicker`` and ``24hrMiniTicker`` of each market whose book changed, at most once per ``TICKER_SECONDS``
+        (Binance: 1 s), on the market's ``ticker`` and ``miniTicker`` streams and, as one array of them all, on
+        ``!ticker@arr`` and ``!miniTicker@arr``."""
         now = time.monotonic()
         if not self.tickers_due or now - self.tickers_sent < TICKER_SECONDS:
             return
@@ -198,10 +200,17 @@ class Relay:
         due, self.tickers_due = self.tickers_due, set()
         stamp = now_ms()
         messages = []
+        tickers, minis = [], []
         for market_id in sorted(due):
             market = self.market(market_id)
             ticker = events.ticker_24h(market, ticker_24h(market=market.symbol), stamp)
+            mini = events.mini_ticker(ticker)
             messages.append((market_group(market.stream_symbol, "ticker"), _message(ticker)))
+            messages.append((market_group(market.stream_symbol, "miniTicker"), _message(mini)))
+            tickers.append(ticker)
+            minis.append(mini)
+        messages.append((all_markets_group("ticker"), _message(tickers)))
+        messages.append((all_markets_group("miniTicker"), _message(minis)))
         self.loop.run_until_complete(self.publish(messages))
 
     def klines(self) -> None:
@@ -279,7 +288,7 @@ class Relay:
 
 
 def _message(
-    data: dict, first: int | None = None, last: int | None = None, part: int = 0, sequence: int | None = None
+    data: dict | list, first: int | None = None, last: int | None = None, part: int = 0, sequence: int | None = None
 ) -> dict:
     """A channel-layer message: the event serialised once (consumers forward the text), with its update ids and,
     for the several events one update makes on a stream (its trades, its execution reports), its ``part``

@@ -154,3 +154,44 @@ def test_a_stream_the_server_does_not_serve_is_a_ccxt_error_that_bots_catch(
 
     assert isinstance(error, ccxt.BaseError), repr(error)
     assert "No stream 'kline_1s'" in str(error)
+
+
+def test_watched_tickers_of_one_market_and_of_all_markets_carry_the_last_trade(
+    live_asgi, btc_usdt, funded_user, signing_key
+):
+    """ccxt.pro's defaults: ``watch_ticker`` and ``watch_tickers([...])`` subscribe to ``<symbol>@miniTicker``,
+    ``watch_tickers()`` to ``!miniTicker@arr`` (every market), ``name: ticker`` to ``!ticker@arr``; none was served."""
+    maker, trader = funded_user(btc="1"), funded_user(usdt="100000")
+    place(maker, side="sell", price="60500", qty="0.2")
+    exchange = pro_client(live_asgi, *signing_key(trader, "read", "trade"))
+
+    async def traded(watch) -> dict:
+        """The first ticker ``watch`` gives that counts the trade (the maker's order may be published before it)."""
+        while True:
+            ticker = await watch()
+            if ticker.get(SYMBOL, ticker).get("last") is not None:
+                return ticker
+
+    async def watch_and_trade() -> list:
+        await exchange.load_markets()
+        watches = [
+            asyncio.create_task(traded(lambda: exchange.watch_ticker(SYMBOL))),
+            asyncio.create_task(traded(exchange.watch_tickers)),
+            asyncio.create_task(traded(lambda: exchange.watch_tickers(None, {"name": "ticker"}))),
+        ]
+        try:
+            await asyncio.sleep(1)  # subscribed before the trade, whose ticker is published once
+            await exchange.create_order(SYMBOL, "limit", "buy", 0.1, 60500)
+            return await asyncio.wait_for(asyncio.gather(*watches), 20)
+        finally:
+            for watch in watches:
+                watch.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+            await exchange.close()
+
+    mini, every_mini, every_full = asyncio.run(watch_and_trade())
+
+    assert (mini["symbol"], mini["last"], mini["baseVolume"], mini["quoteVolume"]) == (SYMBOL, 60500, 0.1, 6050)
+    assert (every_mini[SYMBOL]["last"], every_mini[SYMBOL]["baseVolume"]) == (60500, 0.1)
+    full = every_full[SYMBOL]
+    assert (full["last"], full["ask"], full["askVolume"], full["baseVolume"]) == (60500, 60500, 0.1, 0.1)
