@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 NO_LISTENER_POLL_SECONDS = 0.1
 """How often a caller reads its command's status from the database when Redis cannot be reached."""
 
+APPLIED_POLL_SECONDS = 0.02
+"""How often a placement held back by another one queued under its client order id reads whether that one is
+applied (a sequencer applies a batch in a few to a few tens of milliseconds)."""
+
 _local = threading.local()
 
 
@@ -116,8 +120,11 @@ def command_submit(
     Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``; when published, an outcome naming an order
     also carries its row, ``"order"``, see :data:`apps.orders.store.commands.MARK_DONE`). A ``key`` already used by
     the user returns (or waits for) that command's outcome when the request is the same, and
-    raises :class:`IdempotencyConflict` when it differs; so does a placement whose ``client_order_id`` another
-    placement of the user's has queued (the same order to the same market, or a conflict naming the field). Raises :class:`DomainError` naming the field for a
+    raises :class:`IdempotencyConflict` when it differs. A placement whose ``client_order_id`` another request of
+    the user's has queued returns (or waits for) that one's outcome when it is the same request; when it differs,
+    it waits (within its wait) for the queued one to be applied and is then submitted again for the sequencer to
+    judge against the stored order (the same order: that order; another one: a conflict naming the field), and is a
+    conflict naming the field if the queued one is still pending at the end of its wait. Raises :class:`DomainError` naming the field for a
     payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
     :class:`OrderStatusUnknown` (no outcome within the wait).
     """
@@ -167,6 +174,15 @@ def command_submit(
                 )
         token, reply_to, first_hash, outcome = _one(existing)
         if first_hash != request_hash and queued_id:
+            # Another request under this client order id is queued; the order it names may already exist as this
+            # request asks (an exact retry that arrived behind a different request with the same id): once the
+            # queued one is applied, the sequencer judges this one against the stored order.
+            started, seconds = time.monotonic(), _wait_seconds(wait_seconds)
+            if _applied_within(token, seconds):
+                left = max(0.0, seconds - (time.monotonic() - started))
+                return command_submit(
+                    market=market, kind=kind, user_id=user_id, payload=payload, key=key, wait_seconds=left
+                )
             raise IdempotencyConflict(
                 f"client_order_id {client_order_id!r} was already used for another order.",
                 fields={"client_order_id": "Already used for another order."},
@@ -179,7 +195,24 @@ def command_submit(
             return outcome
         if listening is not None and reply_to != listening.channel:
             listening = None  # the first command's answer goes to its own caller: this one reads the database
-    return _wait(listening, token, settings.ORDERS_ENGINE_WAIT_SECONDS if wait_seconds is None else wait_seconds)
+    return _wait(listening, token, _wait_seconds(wait_seconds))
+
+
+def _wait_seconds(wait_seconds: float | None) -> float:
+    """A caller's wait: ``wait_seconds``, or ``settings.ORDERS_ENGINE_WAIT_SECONDS`` when not given."""
+    return settings.ORDERS_ENGINE_WAIT_SECONDS if wait_seconds is None else wait_seconds
+
+
+def _applied_within(token: str, seconds: float) -> bool:
+    """Whether the command ``token`` is applied within ``seconds`` (its status read every
+    :data:`APPLIED_POLL_SECONDS`, at least once)."""
+    deadline = time.monotonic() + seconds
+    while _status(token) is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(left, APPLIED_POLL_SECONDS))
+    return True
 
 
 def _listening() -> answers.Listener | None:

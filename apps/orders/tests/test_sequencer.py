@@ -741,3 +741,48 @@ def test_a_sequencers_prepared_statements_are_planned_once_not_at_every_executio
             cursor.execute("SELECT pg_advisory_unlock_all()")
             cursor.execute("RESET plan_cache_mode")
         sequencer.doorbell.close()
+
+
+def test_an_exact_retry_queued_behind_another_request_with_its_client_order_id_gets_its_order(
+    engines, traders, sequencer_mode
+):
+    """Found by a break-it review: a retry of the order ``g-1`` that found no order yet (its replay read came
+    before the first request was applied) and then met a different request under ``g-1`` queued (the engine's to
+    refuse) was told "already used for another order" (409): a bot would take its own order for failed and send it
+    again under a new id. It now waits for the queued request, and the sequencer answers it with its order."""
+    buyer, _ = traders
+    engine = engines("BTC-USDT")
+    placed = order_place(
+        user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.1", client_order_id="g-1"
+    )
+    first = Command.objects.get()
+    kill(engine)
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 0.3
+    with pytest.raises(OrderStatusUnknown):  # another order under g-1: queued, the engine's to refuse
+        order_place(user_id=buyer.id, market="BTC-USDT", side="buy", price="40000", qty="0.2", client_order_id="g-1")
+    sequencer_mode.ORDERS_ENGINE_WAIT_SECONDS = 20
+    retried: list[object] = []
+
+    def retry() -> None:  # the retry's submission, past its replay read (which found no order then)
+        try:
+            retried.append(
+                engine_commands.command_submit(
+                    market="BTC-USDT", kind=CommandKind.PLACE, user_id=buyer.id, payload=first.payload
+                )
+            )
+        except Exception as exc:  # collected for the asserts
+            retried.append(exc)
+        finally:
+            engine_commands.queue_connection_close()
+            connections.close_all()
+
+    caller = threading.Thread(target=retry)
+    caller.start()
+    time.sleep(1)  # the retry is held back by the queued request before an engine applies it
+    engines("BTC-USDT")
+    caller.join(timeout=60)
+
+    assert [outcome.get("order_id") if isinstance(outcome, dict) else outcome for outcome in retried] == [placed.id]
+    refused = Command.objects.exclude(id=first.id).order_by("id").first()
+    assert (refused.payload["qty"], refused.outcome["error"]["type"].split(":")[1]) == ("0.2", "IdempotencyConflict")
+    assert Order.objects.count() == 1
