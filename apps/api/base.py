@@ -6,10 +6,9 @@ from datetime import UTC, datetime
 
 from rest_framework.views import APIView
 
-from apps.core.errors import DomainError, NotFound
+from apps.core.errors import DomainError, DuplicateField, NotFound
 from exchange.converters import MAX_ID
 
-from .exceptions import DuplicateField
 from .permissions import HasScope
 from .schema import ScopedAutoSchema
 

@@ -25,24 +25,6 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "payload_too_large"
 
 
-class DuplicateField(DomainError):
-    """A field given twice: twice in one JSON object, or a query parameter repeated (400 ``duplicate_field``).
-
-    Refused rather than letting one value win, so that ``{"qty": "0.01", "qty": "50"}`` cannot mean the
-    50 a proxy or a log did not show (/api/v3 answers -1101 for the same).
-    """
-
-    code = "duplicate_field"
-
-    def __init__(self, names):
-        names = sorted(set(names))
-        noun = "field" if len(names) == 1 else "fields"
-        super().__init__(
-            f"Duplicate {noun}: {', '.join(names)} (give each once).",
-            fields=dict.fromkeys(names, "Given more than once."),
-        )
-
-
 class UnknownField(DomainError):
     """A body field the endpoint does not take (400 ``unknown_field``, each named in ``fields``).
 

@@ -1,5 +1,4 @@
 import json
-from collections import Counter
 from decimal import Decimal
 
 from django.conf import settings
@@ -7,15 +6,9 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils.json import strict_constant
 
-from .exceptions import DuplicateField, PayloadTooLarge
+from apps.core.errors import object_without_duplicates
 
-
-def _object_without_duplicates(pairs: list[tuple[str, object]]) -> dict:
-    """One JSON object as a dict; :class:`DuplicateField` naming every key given more than once."""
-    counts = Counter(key for key, _ in pairs)
-    if len(counts) != len(pairs):
-        raise DuplicateField([key for key, count in counts.items() if count > 1])
-    return dict(pairs)
+from .exceptions import PayloadTooLarge
 
 
 class DecimalJSONParser(JSONParser):
@@ -38,7 +31,7 @@ class DecimalJSONParser(JSONParser):
                 raw.decode(encoding),
                 parse_float=Decimal,
                 parse_constant=strict_constant,
-                object_pairs_hook=_object_without_duplicates,
+                object_pairs_hook=object_without_duplicates,
             )
         except ValueError as exc:
             raise ParseError(f"JSON parse error: {exc}") from None

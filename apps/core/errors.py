@@ -6,6 +6,8 @@ Every app raises subclasses of :class:`DomainError`; the API's exception handler
 (``apps.ledger.errors``, ``apps.orders.errors``, ``apps.wallets.errors``).
 """
 
+from collections import Counter
+
 
 class DomainError(Exception):
     """A refused request: nothing was written. ``fields`` maps input field names to messages."""
@@ -17,6 +19,33 @@ class DomainError(Exception):
         super().__init__(message)
         self.message = message
         self.fields = fields or {}
+
+
+class DuplicateField(DomainError):
+    """A field given twice: twice in one JSON object, or a query parameter repeated (400 ``duplicate_field``).
+
+    Refused rather than letting one value win, so that ``{"qty": "0.01", "qty": "50"}`` cannot mean the
+    50 a proxy or a log did not show (/api/v3 answers -1101 for the same).
+    """
+
+    code = "duplicate_field"
+
+    def __init__(self, names):
+        names = sorted(set(names))
+        noun = "field" if len(names) == 1 else "fields"
+        super().__init__(
+            f"Duplicate {noun}: {', '.join(names)} (give each once).",
+            fields=dict.fromkeys(names, "Given more than once."),
+        )
+
+
+def object_without_duplicates(pairs: list[tuple[str, object]]) -> dict:
+    """One JSON object as a dict (``json.loads``'s ``object_pairs_hook``); :class:`DuplicateField` naming every key
+    given more than once."""
+    counts = Counter(key for key, _ in pairs)
+    if len(counts) != len(pairs):
+        raise DuplicateField([key for key, count in counts.items() if count > 1])
+    return dict(pairs)
 
 
 class InvalidState(DomainError):

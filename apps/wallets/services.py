@@ -32,7 +32,14 @@ from apps.accounts.errors import WithdrawalsBlocked
 from apps.accounts.notifications import email_user_on_commit, site_url
 from apps.accounts.selectors import withdrawals_blocked
 from apps.core.addresses import address_validate
-from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound, PermissionDenied
+from apps.core.errors import (
+    DomainError,
+    InvalidAddress,
+    InvalidState,
+    NotFound,
+    PermissionDenied,
+    object_without_duplicates,
+)
 from apps.core.reasons import reason_checked
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount
@@ -152,10 +159,11 @@ def _amount(data: dict, name: str, errors: dict, asset: Asset | None, *, require
 def _event_fields(body: bytes) -> dict:
     """Validate a callback body (API.md "Custody webhook"); return the inbox row's fields.
 
-    Raises :class:`DomainError` (400) naming every malformed field.
+    Raises :class:`DomainError` (400) naming every malformed field, and
+    :class:`~apps.core.errors.DuplicateField` (400 ``duplicate_field``) for a field given twice.
     """
     try:
-        data = json.loads(body)
+        data = json.loads(body, object_pairs_hook=object_without_duplicates)  # a field twice: DuplicateField
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise DomainError("The body must be a JSON object.", fields={"body": "Not valid JSON."}) from None
     if not isinstance(data, dict):

@@ -211,6 +211,19 @@ def test_bodies_that_are_not_a_callback_get_400(client, btc, body):
     assert not CustodyEvent.objects.exists()
 
 
+def test_a_field_given_twice_is_refused_naming_it_and_nothing_is_stored(client, address):
+    """Found by a break-it review: ``{"amount": "0.01", "amount": "100"}`` credited 100 (the last one won), where a
+    proxy or a log reading the first would have shown 0.01; /api/v1 refuses the same with ``duplicate_field``."""
+    body = json.dumps(deposit_payload(address, "0.01", txid="d2"))[:-1] + ', "amount": "100"}'
+
+    response = send(client, *_signed_raw(body.encode()))
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "duplicate_field"
+    assert response.json()["error"]["fields"] == {"amount": "Given more than once."}
+    assert not CustodyEvent.objects.exists()
+
+
 def _signed_raw(body: bytes) -> tuple[bytes, dict]:
     from django.conf import settings
 
