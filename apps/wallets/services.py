@@ -136,7 +136,7 @@ def _count(data: dict, name: str, errors: dict) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
-        errors[name] = "Must be a whole number, 0 or more."
+        errors[name] = f"Must be a whole number from 0 to {MAX_COUNT}."
         return None
     return value
 

@@ -179,6 +179,7 @@ def test_timestamp_within_the_allowed_skew_is_accepted(client, address, settings
         ({"vout": -1}, "vout"),
         ({"vout": "0"}, "vout"),
         ({"vout": True}, "vout"),
+        ({"vout": 2**31}, "vout"),
         ({"confirmations": -2}, "confirmations"),
         ({"address": None}, "address"),
         ({"address": "sim1" + "0" * 40}, "address"),  # bad checksum

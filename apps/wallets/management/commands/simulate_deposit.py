@@ -20,7 +20,7 @@ from apps.ledger.models import Asset
 from apps.wallets.custody.base import CustodyError
 from apps.wallets.custody.simulator.models import SimCallback
 from apps.wallets.custody.simulator.required import simulated_custody_required
-from apps.wallets.services import TXID, deposit_address_get_or_create
+from apps.wallets.services import MAX_COUNT, TXID, deposit_address_get_or_create
 
 
 class Command(BaseCommand):
@@ -49,8 +49,8 @@ class Command(BaseCommand):
         asset = Asset.objects.filter(code=options["asset"]).first()
         if asset is None:
             raise CommandError(f"No asset {options['asset']!r}.")
-        if options["vout"] < 0:
-            raise CommandError("--vout must be 0 or more.")
+        if not 0 <= options["vout"] <= MAX_COUNT:
+            raise CommandError(f"--vout must be from 0 to {MAX_COUNT}.")
         if options["txid"] is not None and not TXID.fullmatch(options["txid"]):
             raise CommandError("--txid must be letters, digits, '.', '_' or '-'.")
         try:
