@@ -12,6 +12,7 @@ run started are stopped too (the data stays in the data folder until ``make rese
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -44,6 +45,20 @@ def one_run_at_a_time(folder: Path) -> Iterator[None]:
         yield
 
 
+def ports_in_use(ports: list[int], host: str = "127.0.0.1") -> list[int]:
+    """Those of ``ports`` on ``host`` that a server already listens on (binding them fails; ``SO_REUSEADDR`` so
+    that connections of a server that has just stopped do not count)."""
+    taken = []
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError:
+                taken.append(port)
+    return taken
+
+
 def main() -> int:
     try:
         with one_run_at_a_time(localservices.data_dir()):
@@ -56,6 +71,17 @@ def _run() -> int:
     port = os.environ.setdefault("WEB_PORT", "8000")
     streams_port = os.environ.setdefault("STREAMS_PORT", str(int(port) + 1))
     os.environ.setdefault("STREAMS_URL", f"ws://127.0.0.1:{streams_port}")  # where the pages open the streams
+    taken = ports_in_use(sorted({int(port), int(streams_port)}))
+    if taken:
+        # Started anyway, the web server died at once and honcho stopped everything, but not before this run's
+        # custody simulator had sent its signed callbacks to the other server (the same development secret).
+        print(
+            f"Port {' and '.join(map(str, taken))} on 127.0.0.1 is in use (another `make run`, or another server): "
+            f"stop it, or choose other ports, e.g. `WEB_PORT={int(port) + 100} make run` (the streams take the "
+            "next port).",
+            file=sys.stderr,
+        )
+        return 1
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
     os.environ.setdefault("ORDERS_ENGINE", "sequencer")  # placements go to the Procfile's engine process
     os.environ.setdefault("LOCAL_DATA_DIR", str(localservices.data_dir()))

@@ -1,10 +1,13 @@
-"""``make run`` holds its data folder for its whole life, clean-up included (devtools.run.one_run_at_a_time), and
-``make stop`` leaves a running one's services alone."""
+"""``make run`` holds its data folder for its whole life, clean-up included (devtools.run.one_run_at_a_time),
+``make stop`` leaves a running one's services alone, and ``make run`` refuses ports another server holds."""
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+from devtools.localservices import RUN_LOCK
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -65,3 +68,25 @@ def test_make_stop_refuses_while_a_run_holds_the_folder_and_stops_once_it_has_en
     assert refused.returncode == 1
     assert refused.stderr.startswith(f"A `make run` is using {tmp_path}: press Ctrl-C where it runs")
     assert (stopped.returncode, stopped.stderr) == (0, "")
+
+
+def test_make_run_refuses_ports_another_server_listens_on_before_starting_anything(tmp_path):
+    """A CCXT review: with port 8000 taken by another copy of the exchange, ``make run`` printed its addresses,
+    its web server died and honcho stopped everything, but its custody simulator had already delivered its signed
+    callbacks to the other copy (same development secret), which took them as its own."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        env = {**os.environ, "LOCAL_DATA_DIR": str(tmp_path), "WEB_PORT": str(port), "STREAMS_PORT": str(port)}
+        env.pop("DATABASE_URL", None)
+        env.pop("REDIS_URL", None)
+
+        run = subprocess.run(
+            [sys.executable, "-m", "devtools.run"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+
+    assert run.returncode == 1
+    assert f"Port {port} on 127.0.0.1 is in use" in run.stderr
+    assert "Traceback" not in run.stderr and "Exchange:" not in run.stdout
+    assert sorted(path.name for path in tmp_path.iterdir()) == [RUN_LOCK]  # no database, no Redis started
