@@ -1,9 +1,10 @@
 from django.conf import settings
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from apps.backoffice.second_factor import second_factor
+from apps.binance.endpoint import unsupported
 from apps.web.urls import auth_urlpatterns
 
 from .health import healthz
@@ -15,6 +16,8 @@ urlpatterns = [
     path("custody/callbacks/", include("apps.wallets.urls")),
     path("api/v1/", include("exchange.api_urls")),
     path("api/v3/", include("apps.binance.urls")),
+    # Where README's CCXT configuration points Binance's other products (sapi, fapi, ...): -1020 "not supported".
+    re_path(r"^not-served/", unsupported),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("accounts/", include(auth_urlpatterns)),

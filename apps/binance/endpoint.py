@@ -217,7 +217,9 @@ def not_found(request: HttpRequest, *args, **kwargs) -> HttpResponse:
 
 @csrf_exempt
 def unsupported(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-    """A Binance spot path we do not serve (order lists, cancel-replace, SOR, amendments): 400 -1020, so that a bot
-    learns the operation is unsupported rather than that the path does not exist (``exchangeInfo`` says so too:
-    ``cancelReplaceAllowed``, ``ocoAllowed`` and the others are false)."""
+    """A Binance spot path we do not serve (order lists, cancel-replace, SOR, amendments), or any path of the other
+    products' URL families README's CCXT configuration points at ``/not-served/`` (wallet, margin, futures): 400
+    -1020, so that a bot learns the operation is unsupported rather than that the path does not exist
+    (``exchangeInfo`` says so too: ``cancelReplaceAllowed``, ``ocoAllowed`` and the others are false). CCXT raises
+    it as ``NotSupported`` or ``BadRequest``; a 404 page was ``ExchangeNotAvailable``, which bots retry as an outage."""
     return error_response(BinanceError(UNSUPPORTED_OPERATION, "This operation is not supported.", status=400))

@@ -180,3 +180,20 @@ def test_an_order_or_cancel_whose_outcome_is_not_known_in_time_is_a_timeout_not_
     assert not Order.objects.filter(client_order_id="late-1").exists()  # queued, not placed: no engine ran
     assert Order.objects.get(id=resting["id"]).status == OrderStatus.OPEN
     assert Command.objects.filter(status=CommandStatus.PENDING).count() == 4
+
+
+def test_calls_of_the_families_not_served_are_refused_as_not_supported_never_as_an_outage(exchange):
+    """A CCXT review: ``fetch_trading_fees``, ``fetch_status`` and the wallet calls reached ``/not-served/...`` and
+    got an HTML 404, which CCXT raises as ``ExchangeNotAvailable``: a bot retries that as an outage for ever."""
+    calls = {
+        "fetch_trading_fees": exchange.fetch_trading_fees,
+        "fetch_status": exchange.fetch_status,
+        "fetch_deposit_address": lambda: exchange.fetch_deposit_address("BTC"),
+        "withdraw": lambda: exchange.withdraw("BTC", 0.1, "bcrt1qexample"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ccxt.BaseError) as refused:
+            call()
+        assert isinstance(refused.value, ccxt.NotSupported | ccxt.BadRequest), (name, repr(refused.value))
+        assert not isinstance(refused.value, ccxt.NetworkError), name  # ExchangeNotAvailable is one
+        assert "This operation is not supported." in str(refused.value), name
