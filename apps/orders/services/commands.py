@@ -119,14 +119,15 @@ def command_submit(
 
     Returns the outcome (``{"order_id": n}`` or ``{"error": {...}}``; when published, an outcome naming an order
     also carries its row, ``"order"``, see :data:`apps.orders.store.commands.MARK_DONE`). A ``key`` already used by
-    the user returns (or waits for) that command's outcome when the request is the same, and
-    raises :class:`IdempotencyConflict` when it differs. A placement whose ``client_order_id`` another request of
-    the user's has queued returns (or waits for) that one's outcome when it is the same request; when it differs,
-    it waits (within its wait) for the queued one to be applied and is then submitted again for the sequencer to
-    judge against the stored order (the same order: that order; another one: a conflict naming the field), and is a
-    conflict naming the field if the queued one is still pending at the end of its wait. Raises :class:`DomainError` naming the field for a
-    payload string ``jsonb`` cannot hold (a NUL, a lone surrogate), :class:`NotFound` (no such market) and
-    :class:`OrderStatusUnknown` (no outcome within the wait).
+    the user returns (or waits for) that command's outcome when the request is the same, and raises
+    :class:`IdempotencyConflict` when it differs. A placement whose ``client_order_id`` another request of the
+    user's has queued returns (or waits for) that one's outcome when it is the same request; when it differs, it
+    waits (within its wait) for the queued one to be applied and is then submitted again, for the sequencer to judge
+    against the stored order (the same order: that order; another one: a conflict naming the field), and is that
+    conflict when the queued one is still pending at the end of its wait.
+
+    Raises :class:`DomainError` naming the field for a payload string ``jsonb`` cannot hold (a NUL, a lone
+    surrogate), :class:`NotFound` (no such market) and :class:`OrderStatusUnknown` (no outcome within the wait).
     """
     payload = _payload_checked(payload)
     request_hash = hashlib.sha256(json.dumps([kind, market, payload], sort_keys=True).encode()).hexdigest()

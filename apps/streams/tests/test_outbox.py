@@ -322,16 +322,9 @@ def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(trade
         "b": "0.000000",
         "n": 2,
     }
-    assert events.mini_ticker(ticker) == {
-        "e": "24hrMiniTicker",
-        **{k: ticker[k] for k in ("E", "s")},
-        "c": "102.000000",
-        "o": "100.000000",
-        "h": "102.000000",
-        "l": "100.000000",
-        "v": "0.70000000",
-        "q": "70.400000",
-    }
+    # Binance's mini ticker: the same window's time, symbol, last, open, high, low and volumes (checked above)
+    mini = events.mini_ticker(ticker)
+    assert mini == {"e": "24hrMiniTicker", **{k: ticker[k] for k in ("E", "s", "c", "o", "h", "l", "v", "q")}}
     assert {k: ticker[k] for k in ("x", "Q", "F", "L")} == {
         "x": "0.000000",  # no trade before the window
         "Q": "0.20000000",  # the last fill's quantity
