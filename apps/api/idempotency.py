@@ -102,7 +102,9 @@ def _claim_and_perform(user_id: int, key: str, request_hash: str, perform: Calla
         if claimed is None:
             record = IdempotencyRecord.objects.get(user_id=user_id, key=key)
             if record.request_hash != request_hash:
-                raise IdempotencyConflict("This Idempotency-Key was used for a different request.")
+                raise IdempotencyConflict(
+                    "This Idempotency-Key was used for a different request.", fields={HEADER: "Used."}
+                )
             return Response(record.response_body, status=record.status_code, headers={"Idempotent-Replayed": "true"})
         response = perform()
         IdempotencyRecord.objects.filter(id=claimed[0]).update(

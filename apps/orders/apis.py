@@ -152,9 +152,15 @@ class OrderIn(InputSerializer):
         printable=True,
         required=False,
         allow_blank=True,
+        allow_null=True,
         default="",
-        help_text="Unique per user: the same order again returns the original, another order with it is a 409.",
+        help_text="Unique per user: the same order again returns the original, another order with it is a 409. "
+        "Empty or null: none (as an order without one shows it).",
     )
+
+    def validate_client_order_id(self, value: str | None) -> str:
+        """``null`` is no client order id, as ``""`` is (an order without one shows ``null``)."""
+        return value or ""
 
 
 class OrderOut(serializers.Serializer):

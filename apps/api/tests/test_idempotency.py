@@ -52,6 +52,7 @@ def test_same_key_with_a_different_body_is_409(alice_and_bob, api_as):
 
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "idempotency_conflict"
+    assert response.json()["error"]["fields"] == {"Idempotency-Key": "Used."}  # as orders name it (break-it review)
     assert available(alice) == Decimal("90")
 
 

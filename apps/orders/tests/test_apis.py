@@ -39,6 +39,16 @@ def limit_buy(**overrides) -> dict:
     return {"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "60000", "qty": "0.5", **overrides}
 
 
+def test_a_null_client_order_id_is_none_as_an_order_without_one_shows_it(trader, api_as):
+    """A break-it review: ``time_in_force: null`` was taken as the default and ``client_order_id: null`` was a 400,
+    although an order without a client order id shows ``null``."""
+    response = api_as(trader, "trade").post(ORDERS, limit_buy(client_order_id=None), format="json")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["client_order_id"] is None
+    assert Order.objects.get().client_order_id == ""
+
+
 # Public market data ------------------------------------------------------------------------------------
 
 

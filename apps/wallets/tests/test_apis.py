@@ -263,6 +263,7 @@ def test_idempotency_key_replays_and_refuses_another_body(holder, usdt, api_as):
     assert again.json() == first.json()
     assert other.status_code == 409
     assert other.json()["error"]["code"] == "idempotency_conflict"
+    assert other.json()["error"]["fields"] == {"Idempotency-Key": "Used."}  # it was {} (break-it review)
     assert Withdrawal.objects.count() == 1
     assert balances(holder, usdt) == (Decimal("400"), Decimal("100"))
 
