@@ -19,6 +19,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.views import APIView
 
 from apps.accounts.services import api_key_create
+from apps.binance.endpoint import unsupported
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import market_create, order_place
 from apps.wallets.custody.simnet import new_address
@@ -47,7 +48,9 @@ def test_csrf_is_checked_on_every_view_but_the_webhook_and_the_token_api():
     """The middleware is on, and the only views exempt from it are the custody webhook (signed instead), DRF
     views, which check CSRF themselves for session log-ins (``SessionAuthentication``, asserted below), and the
     Binance-compatible ``/api/v3/``, which no cookie authenticates (``X-MBX-APIKEY`` and a signature;
-    apps/binance/tests/test_trading.py checks that a logged-in session gets nothing there)."""
+    apps/binance/tests/test_trading.py checks that a logged-in session gets nothing there), and ``/not-served/``,
+    which answers every request "not supported" and reads nothing of it (a bot's POST there must get that answer,
+    not a CSRF page)."""
     assert "django.middleware.csrf.CsrfViewMiddleware" in settings.MIDDLEWARE
     exempt = {}
     for route, view in url_views():
@@ -56,6 +59,9 @@ def test_csrf_is_checked_on_every_view_but_the_webhook_and_the_token_api():
     assert "custody/callbacks/" in exempt
     for route, view in exempt.items():
         if route == "custody/callbacks/" or route.startswith("api/v3/"):
+            continue
+        if route == "^not-served/":
+            assert view is unsupported, route
             continue
         cls = getattr(view, "cls", None)
         assert cls is not None and issubclass(cls, APIView), f"{route} skips CSRF"
