@@ -58,10 +58,6 @@ log = logging.getLogger(__name__)
 NO_LISTENER_POLL_SECONDS = 0.1
 """How often a caller reads its command's status from the database when Redis cannot be reached."""
 
-APPLIED_POLL_SECONDS = 0.02
-"""How often a placement held back by another one queued under its client order id reads whether that one is
-applied (a sequencer applies a batch in a few to a few tens of milliseconds)."""
-
 _local = threading.local()
 
 
@@ -179,14 +175,16 @@ def command_submit(
             # request asks (an exact retry that arrived behind a different request with the same id): once the
             # queued one is applied, the sequencer judges this one against the stored order.
             started, seconds = time.monotonic(), _wait_seconds(wait_seconds)
-            if _applied_within(token, seconds):
-                left = max(0.0, seconds - (time.monotonic() - started))
-                return command_submit(
-                    market=market, kind=kind, user_id=user_id, payload=payload, key=key, wait_seconds=left
-                )
-            raise IdempotencyConflict(
-                f"client_order_id {client_order_id!r} was already used for another order.",
-                fields={"client_order_id": "Already used for another order."},
+            try:
+                _wait(None, token, seconds)  # its answer goes to its own caller: read from the database
+            except OrderStatusUnknown:
+                raise IdempotencyConflict(
+                    f"client_order_id {client_order_id!r} was already used for another order.",
+                    fields={"client_order_id": "Already used for another order."},
+                ) from None
+            left = max(0.0, seconds - (time.monotonic() - started))
+            return command_submit(
+                market=market, kind=kind, user_id=user_id, payload=payload, key=key, wait_seconds=left
             )
         if first_hash != request_hash:
             raise IdempotencyConflict(
@@ -202,18 +200,6 @@ def command_submit(
 def _wait_seconds(wait_seconds: float | None) -> float:
     """A caller's wait: ``wait_seconds``, or ``settings.ORDERS_ENGINE_WAIT_SECONDS`` when not given."""
     return settings.ORDERS_ENGINE_WAIT_SECONDS if wait_seconds is None else wait_seconds
-
-
-def _applied_within(token: str, seconds: float) -> bool:
-    """Whether the command ``token`` is applied within ``seconds`` (its status read every
-    :data:`APPLIED_POLL_SECONDS`, at least once)."""
-    deadline = time.monotonic() + seconds
-    while _status(token) is None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        time.sleep(min(left, APPLIED_POLL_SECONDS))
-    return True
 
 
 def _listening() -> answers.Listener | None:
