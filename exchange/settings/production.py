@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .deployed import *  # noqa: F403
 from .deployed import env
-from .environment import SIMULATED_CUSTODY_ADAPTER
+from .environment import SIMULATED_CUSTODY_ADAPTER, amounts_by_asset
 
 CUSTODY_ADAPTER = env("CUSTODY_ADAPTER")  # no default: "Set the CUSTODY_ADAPTER environment variable"
 if CUSTODY_ADAPTER.strip().startswith(SIMULATED_CUSTODY_ADAPTER.rsplit(".", 2)[0]):  # the simulator's package
@@ -20,3 +20,15 @@ if CUSTODY_ADAPTER.strip().startswith(SIMULATED_CUSTODY_ADAPTER.rsplit(".", 2)[0
 
 # Every operator confirms a second factor in the back office, not only approvers.
 STAFF_SECOND_FACTOR_REQUIRED = env.bool("STAFF_SECOND_FACTOR_REQUIRED", default=True)
+
+# Withdrawals above these amounts wait for an e-mailed link before anyone approves or sends them (README): a stolen
+# session or withdraw key alone then moves at most that much. Base's default (none) is for development; a live
+# exchange names its own thresholds, or starts no more ("Set the WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE ...").
+WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE = amounts_by_asset(
+    env.dict("WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE"), name="WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE"
+)
+if not WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE:
+    raise ImproperlyConfigured(
+        "Set the WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE environment variable to at least one asset's threshold "
+        "(BTC=0.5,USDT=10000): withdrawals above it wait for an e-mailed link."
+    )

@@ -24,6 +24,7 @@ PRODUCTION_ENV = {
     # a deployment's own adapter for its custody provider (settings only name it; nothing here imports it)
     "CUSTODY_ADAPTER": "custody_provider.adapter.ProviderCustody",
     "LEDGER_SIGNING_KEY": private_key_generate_hex(),
+    "WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE": "BTC=0.5,USDT=10000",
 }
 
 
@@ -31,7 +32,7 @@ def manage(*args: str, env: dict) -> subprocess.CompletedProcess:
     clean = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_", "API_", "LEDGER_"))
+        if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_", "API_", "LEDGER_", "WITHDRAWAL_"))
     }
     clean["LOCAL_DATA_DIR"] = "/nonexistent"  # production never reads the embedded services' file
     return subprocess.run(
@@ -62,6 +63,7 @@ def test_check_deploy_is_clean_with_production_settings():
         "CUSTODY_ADAPTER",
         "API_SECRET_ENCRYPTION_KEY",
         "LEDGER_SIGNING_KEY",
+        "WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE",
     ],
 )
 def test_production_refuses_to_start_without_a_secret(missing):
@@ -223,3 +225,10 @@ def test_an_explicit_stream_channels_prefix_wins():
     result = manage("shell", "-c", code, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "exchange-eu"
+
+
+def test_production_refuses_to_start_with_no_withdrawal_confirmation_threshold():
+    """Set but empty is no threshold at all: every withdrawal would go out without an e-mailed link (review)."""
+    result = manage("check", env={**PRODUCTION_ENV, "WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE": ""})
+    assert result.returncode != 0
+    assert "to at least one asset's threshold (BTC=0.5,USDT=10000)" in result.stderr
