@@ -30,7 +30,8 @@ from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, violated_constraint
 from apps.core.links import signed_id_read, signed_token_make
 
-from .models import EMAIL_UNIQUE_INDEX, EmailRequest
+from .holds import withdrawals_hold
+from .models import EMAIL_UNIQUE_INDEX, EmailRequest, HoldReason
 from .notifications import email_address_on_commit, site_url
 from .second_factor import second_factor_check_if_enrolled
 from .selectors import EMAIL_IN_USE
@@ -206,8 +207,11 @@ def email_address_confirm(*, token: str):
         actor_id=user.pk, action="email.confirmed", object_type="auth.user", object_id=user.pk,
         before={"email": was}, after={"email": request.email},
     )  # fmt: skip
-    if was:
+    if was:  # a replaced address, not the first one set: whoever replaced it may have taken the account over
+        held_until = withdrawals_hold(user_id=user.pk, reason=HoldReason.EMAIL_CHANGED)
         email_address_on_commit(
-            to=was, template="email_changed", context={"username": user.username, "email": request.email}
+            to=was,
+            template="email_changed",
+            context={"username": user.username, "email": request.email, "held_until": held_until},
         )
     return user

@@ -5,7 +5,8 @@ codes (django-otp's static device), shown once. Changing a second factor that is
 (enrolling another authenticator, removing it) needs a current code; enrolling the first one needs the
 password again, which the callers check (:mod:`apps.accounts.reauthentication`). Each step is recorded
 in the back office's audit log in the same transaction, with the trader as the actor, and turning the
-second factor on or off is e-mailed to the trader.
+second factor on or off is e-mailed to the trader. Replacing or removing a second factor pauses withdrawals
+(:mod:`apps.accounts.holds`); setting up the first one does not.
 """
 
 import base64
@@ -18,6 +19,8 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.audit.services import audit_record
 
+from .holds import withdrawals_hold
+from .models import HoldReason
 from .notifications import email_user_on_commit
 from .second_factor import (
     InvalidOtp,
@@ -111,7 +114,10 @@ def _second_factor_turn_on(*, user_id: int, device_id: int) -> list[str]:
     codes = [StaticToken.random_token() for _ in range(RECOVERY_CODE_COUNT)]
     StaticToken.objects.bulk_create([StaticToken(device=recovery, token=code) for code in codes])
     _audit(user_id, "second_factor.confirm", before=before, after=True)
-    email_user_on_commit(user_id=user_id, template="second_factor_on", context={"time": timezone.now()})
+    held_until = withdrawals_hold(user_id=user_id, reason=HoldReason.SECOND_FACTOR_REPLACED) if before else None
+    email_user_on_commit(
+        user_id=user_id, template="second_factor_on", context={"time": timezone.now(), "held_until": held_until}
+    )
     return codes
 
 
@@ -126,4 +132,7 @@ def second_factor_remove(*, user_id: int, otp: str | None) -> None:
         TOTPDevice.objects.filter(user_id=user_id).delete()
         StaticDevice.objects.filter(user_id=user_id).delete()
         _audit(user_id, "second_factor.remove", before=True, after=False)
-        email_user_on_commit(user_id=user_id, template="second_factor_off", context={"time": timezone.now()})
+        held_until = withdrawals_hold(user_id=user_id, reason=HoldReason.SECOND_FACTOR_REMOVED)
+        email_user_on_commit(
+            user_id=user_id, template="second_factor_off", context={"time": timezone.now(), "held_until": held_until}
+        )

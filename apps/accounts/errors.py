@@ -59,6 +59,20 @@ class WithdrawalsBlocked(DomainError):
     status = 403
 
 
+class WithdrawalsOnHold(DomainError):
+    """The account's withdrawals are paused after a change of how it is secured (:mod:`apps.accounts.holds`)."""
+
+    code = "withdrawals_on_hold"
+    status = 403
+
+    def __init__(self, until: datetime):
+        super().__init__(
+            f"Withdrawals are paused until {until:%Y-%m-%d %H:%M} UTC after a change of this account's password, "
+            "second factor or e-mail address, a safeguard against account takeover. Contact support if you did "
+            "not make that change."
+        )
+
+
 class InvalidPassword(DomainError):
     """The account's password, asked again before a security change, is missing or wrong (HTTP 400, field
     ``password``)."""

@@ -96,6 +96,33 @@ class AccountRestriction(models.Model):
         return f"restrictions of {self.user}"
 
 
+class HoldReason(models.TextChoices):
+    """What changed in how an account is secured, pausing its withdrawals (:class:`WithdrawalHold`)."""
+
+    PASSWORD_CHANGED = "password_changed", "password changed"
+    PASSWORD_RESET = "password_reset", "password reset"
+    SECOND_FACTOR_REPLACED = "second_factor_replaced", "second factor replaced"
+    SECOND_FACTOR_REMOVED = "second_factor_removed", "second factor removed"
+    EMAIL_CHANGED = "email_changed", "e-mail address changed"
+
+
+class WithdrawalHold(models.Model):
+    """The user's withdrawals are paused until ``until``, after the latest change of how the account is secured
+    (``reason``): whoever took an account over by changing its password, second factor or e-mail address cannot
+    withdraw at once, and the owner, told by e-mail, has that long to react (as Binance pauses withdrawals for 24
+    hours after such changes). One row per user, moved forward by each change (:mod:`apps.accounts.holds`)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="withdrawal_hold"
+    )
+    until = models.DateTimeField()
+    reason = models.CharField(max_length=32, choices=HoldReason.choices)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"withdrawals of {self.user_id} paused until {self.until:%Y-%m-%d %H:%M} ({self.reason})"
+
+
 class EmailRequestQuerySet(models.QuerySet):
     def open(self) -> "EmailRequestQuerySet":
         """The requests whose link may still work: neither used nor retired (their age is the token's to judge)."""

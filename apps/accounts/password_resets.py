@@ -1,5 +1,6 @@
 """What follows a trader's password change or reset (the change itself is Django's forms and views): the audit
-row, in the change's transaction, and the e-mail telling the account's address once it commits.
+row, the pause of withdrawals and, after a reset, the revocation of the API keys, in the change's transaction, and
+the e-mail telling the account's address once it commits.
 
 Django logs out every other session of the account by itself: a session keeps the hash of the password it
 logged in with, and a new password no longer matches it (``SessionAuthenticationMiddleware``'s check, on by
@@ -21,8 +22,11 @@ from django.utils import timezone
 
 from apps.audit.services import audit_record
 
+from .holds import withdrawals_hold
+from .models import HoldReason
 from .notifications import email_address_on_commit, email_user_on_commit, site_url
 from .reauthentication import password_is_right
+from .services import api_keys_revoke_all
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +35,21 @@ CHANGED, RESET = "password.changed", "password.reset"
 
 def password_change_record(*, user_id: int, action: str) -> None:
     """Audit ``action`` (:data:`CHANGED` by the signed-in trader, :data:`RESET` by an e-mailed link) with the trader
-    as actor, and e-mail them (``emails/password_changed.txt``) when the caller's transaction commits. Call it in
-    the transaction that set the password. Raises nothing of its own."""
+    as actor, pause the account's withdrawals (:func:`~apps.accounts.holds.withdrawals_hold`), after a reset revoke
+    every API key (:func:`~apps.accounts.services.api_keys_revoke_all`: a reset means the old password may be known
+    to someone else, who may have made keys with it), and e-mail the trader (``emails/password_changed.txt``) when
+    the caller's transaction commits. Call it in the transaction that set the password. Raises nothing of its own."""
+    reset = action == RESET
     audit_record(actor_id=user_id, action=action, object_type="auth.user", object_id=user_id, before={}, after={})
-    email_user_on_commit(user_id=user_id, template="password_changed", context={"time": timezone.now()})
+    held_until = withdrawals_hold(
+        user_id=user_id, reason=HoldReason.PASSWORD_RESET if reset else HoldReason.PASSWORD_CHANGED
+    )
+    revoked = api_keys_revoke_all(user_id=user_id) if reset else []
+    email_user_on_commit(
+        user_id=user_id,
+        template="password_changed",
+        context={"time": timezone.now(), "reset": reset, "keys_revoked": len(revoked), "held_until": held_until},
+    )
 
 
 class PasswordChangeForm(auth_forms.PasswordChangeForm):

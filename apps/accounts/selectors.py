@@ -1,14 +1,14 @@
 """Reads of the accounts app: the restrictions operators set on an account, whether an e-mail address is taken,
 the e-mail address change waiting for its link."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from .locks import withdrawals_lock
-from .models import AccountRestriction, EmailRequest
+from .models import AccountRestriction, EmailRequest, WithdrawalHold
 
 
 def account_restriction(*, user_id: int) -> AccountRestriction | None:
@@ -32,6 +32,14 @@ def withdrawals_blocked(*, user_id: int, until_commit: bool = False) -> bool:
     if until_commit:
         withdrawals_lock(user_id=user_id, shared=True)
     return AccountRestriction.objects.filter(user_id=user_id, withdrawals_blocked=True).exists()
+
+
+def withdrawals_held_until(*, user_id: int) -> datetime | None:
+    """When the pause of the user's withdrawals after a security change ends (:mod:`apps.accounts.holds`), or None
+    when they are not paused. Call :func:`withdrawals_blocked` with ``until_commit`` first in a withdrawal step: its
+    shared lock orders this read after any pause being committed."""
+    until = WithdrawalHold.objects.filter(user_id=user_id).values_list("until", flat=True).first()
+    return until if until is not None and until > timezone.now() else None
 
 
 EMAIL_IN_USE = "This e-mail address is already in use."

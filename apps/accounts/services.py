@@ -11,6 +11,7 @@ from typing import NamedTuple
 from django.conf import settings
 from django.utils import timezone
 
+from apps.audit.services import audit_record
 from apps.core.addresses import address_validate
 from apps.core.errors import DomainError, InvalidAddress, NotFound, PermissionDenied
 
@@ -157,6 +158,30 @@ def api_key_revoke(*, user_id: int, key_id: int) -> ApiKey:
         ApiKey.objects.filter(id=key.id, revoked_at__isnull=True).update(revoked_at=timezone.now())
         key.refresh_from_db()
     return key
+
+
+def api_keys_revoke_all(*, user_id: int) -> list[int]:
+    """Revoke every key of the user not revoked yet, in the caller's transaction, each revocation audited (the user
+    as actor); return the ids revoked. A password reset calls it: whoever knew the old password may have made keys.
+    Raises nothing of its own."""
+    now = timezone.now()
+    revoked = list(
+        ApiKey.objects.filter(user_id=user_id, revoked_at__isnull=True)
+        .select_for_update()
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    ApiKey.objects.filter(id__in=revoked).update(revoked_at=now)
+    for key_id in revoked:
+        audit_record(
+            actor_id=user_id,
+            action="api_key.revoked",
+            object_type="accounts.apikey",
+            object_id=key_id,
+            before={"revoked_at": None},
+            after={"revoked_at": now.isoformat(), "reason": "password_reset"},
+        )
+    return revoked
 
 
 def api_key_authenticate(raw_key: str, *, client_ip: str) -> ApiKey | None:

@@ -13,6 +13,8 @@ from django.db.models import Q
 from django.utils import timezone
 from django_otp import devices_for_user
 
+from apps.accounts.holds import withdrawals_hold
+from apps.accounts.models import HoldReason
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
 from apps.core.reasons import reason_checked
@@ -576,6 +578,7 @@ def _decide_reset(*, reset_id: int, approver_id: int, approve: bool, note: str) 
             for device in devices_for_user(reset.user, confirmed=None):
                 removed.append(device.persistent_id)
                 device.delete()
+            withdrawals_hold(user_id=reset.user_id, reason=HoldReason.SECOND_FACTOR_REMOVED)
         return _Applied(after={"removed_devices": removed})
 
     return _draft_decide(_RESET, reset_id, approver_id, approve=approve, note=note, apply=apply)
@@ -583,7 +586,8 @@ def _decide_reset(*, reset_id: int, approver_id: int, approve: bool, note: str) 
 
 @retrying_atomic
 def second_factor_reset_approve(*, reset_id: int, approver_id: int) -> SecondFactorReset:
-    """Approve a reset: every one-time password device of the customer is deleted (they enrol again). Audited.
+    """Approve a reset: every one-time password device of the customer is deleted (they enrol again) and their
+    withdrawals are paused (:mod:`apps.accounts.holds`). Audited.
 
     The approver needs ``backoffice.approve_secondfactorreset`` and is neither the requester
     nor the customer. Raises :class:`PermissionDenied`, :class:`InvalidState`, :class:`NotFound`.

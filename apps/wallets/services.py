@@ -28,9 +28,9 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from apps.accounts.errors import WithdrawalsBlocked
+from apps.accounts.errors import WithdrawalsBlocked, WithdrawalsOnHold
 from apps.accounts.notifications import email_user_on_commit, site_url
-from apps.accounts.selectors import withdrawals_blocked
+from apps.accounts.selectors import withdrawals_blocked, withdrawals_held_until
 from apps.core.addresses import address_validate
 from apps.core.errors import (
     DomainError,
@@ -871,6 +871,17 @@ def _check_funds(*, user_id: int, asset: Asset, amount: Decimal) -> None:
         raise InsufficientFunds(message, fields={"amount": message})
 
 
+def _withdrawals_allowed(user_id: int) -> None:
+    """Refuse a trader's withdrawal step while an operator blocks the account's withdrawals
+    (:class:`~apps.accounts.errors.WithdrawalsBlocked`) or a security change paused them
+    (:class:`~apps.accounts.errors.WithdrawalsOnHold`); the block's lock is held until the caller's commit."""
+    if withdrawals_blocked(user_id=user_id, until_commit=True):
+        raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
+    held_until = withdrawals_held_until(user_id=user_id)
+    if held_until is not None:
+        raise WithdrawalsOnHold(held_until)
+
+
 @retrying_atomic
 def withdrawal_request(
     *, user_id: int, asset_code: str, amount: str | Decimal, address: str, request_key: str = ""
@@ -894,10 +905,10 @@ def withdrawal_request(
     ``request_key`` (the client's idempotency key): the same key with the same asset, amount
     and address returns the first withdrawal; with others it raises :class:`IdempotencyConflict`.
     Nothing is written when it raises (also :class:`~apps.accounts.errors.WithdrawalsBlocked`
-    when an operator blocked the account's withdrawals). Keeps invariants 3 and 4.
+    when an operator blocked the account's withdrawals, :class:`~apps.accounts.errors.WithdrawalsOnHold` while a
+    change of its password, second factor or e-mail address pauses them). Keeps invariants 3 and 4.
     """
-    if withdrawals_blocked(user_id=user_id, until_commit=True):
-        raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
+    _withdrawals_allowed(user_id)
     asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
     if asset is None:
         raise DomainError(unknown_asset_message(asset_code), fields={"asset": UNKNOWN_ASSET})
@@ -1022,7 +1033,8 @@ def withdrawal_confirm(*, token: str) -> Withdrawal:
     expired, :class:`~apps.wallets.links.InvalidLink` for a bad token or one older than
     ``WITHDRAWAL_CONFIRMATION_MAX_AGE`` seconds, :class:`NotFound`. What :func:`withdrawal_request` checked is
     checked again, since the link may be opened up to that age later: it raises
-    :class:`~apps.accounts.errors.WithdrawalsBlocked` while an operator blocks the account's withdrawals and
+    :class:`~apps.accounts.errors.WithdrawalsBlocked` while an operator blocks the account's withdrawals,
+    :class:`~apps.accounts.errors.WithdrawalsOnHold` while a security change pauses them and
     :class:`~apps.wallets.address_book.AddressNotAllowed` when the address is no longer active in the user's book
     (the withdrawal still awaits confirmation, and expires).
     """
@@ -1030,8 +1042,7 @@ def withdrawal_confirm(*, token: str) -> Withdrawal:
     withdrawal = Withdrawal.objects.select_related("asset").filter(pk=withdrawal_id).first()
     if withdrawal is None:
         raise NotFound(f"Unknown withdrawal {withdrawal_id}.", fields={"token": "Unknown withdrawal."})
-    if withdrawals_blocked(user_id=withdrawal.user_id, until_commit=True):
-        raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
+    _withdrawals_allowed(withdrawal.user_id)
     _lock_user_asset(withdrawal.user_id, withdrawal.asset_id)
     withdrawal_address_require_active(user_id=withdrawal.user_id, asset=withdrawal.asset, address=withdrawal.address)
     return _withdrawal_route(withdrawal, from_state=WithdrawalStatus.AWAITING_CONFIRMATION)

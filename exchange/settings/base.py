@@ -376,6 +376,9 @@ EMAIL_REQUESTS_PER_DAY = env.int("EMAIL_REQUESTS_PER_DAY", default=5)
 # confirmation link is valid for WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE seconds.
 WITHDRAWAL_ADDRESS_COOLING_OFF_SECONDS = env.int("WITHDRAWAL_ADDRESS_COOLING_OFF_SECONDS", default=86400)
 WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE = env.int("WITHDRAWAL_ADDRESS_CONFIRMATION_MAX_AGE", default=86400)
+# Withdrawals are paused this long after a password change or reset, a second factor replaced or removed, or an
+# e-mail address replaced (apps.accounts.holds; Binance pauses them 24 h); 0 turns the pause off.
+WITHDRAWAL_SECURITY_HOLD_SECONDS = env.int("WITHDRAWAL_SECURITY_HOLD_SECONDS", default=86400)
 # A withdrawal of more than this amount ({asset code: amount}, e.g. BTC=0.5,USDT=10000) waits for a
 # confirmation by e-mail link before it is held for approval; it expires (hold released) when not
 # confirmed within WITHDRAWAL_CONFIRMATION_MAX_AGE seconds. Assets not listed need none.
