@@ -279,7 +279,10 @@ def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(trade
         messages = relay.messages(sorted(cursor.fetchall()))
 
     klines = {group: json.loads(m["data"])["k"] for group, m in messages if ".kline_" in group}
-    assert set(klines) == {f"market.btcusdt.kline_{i}" for i in ("1m", "5m", "15m", "1h", "4h", "1d")}
+    assert set(klines) == {
+        f"market.btcusdt.kline_{i}"
+        for i in ("1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d", "3d", "1w", "1M")
+    }
     one_minute = klines["market.btcusdt.kline_1m"]
     assert {k: one_minute[k] for k in ("i", "o", "h", "l", "c", "v", "q", "n", "x")} == {
         "i": "1m",
