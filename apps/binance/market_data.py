@@ -11,7 +11,7 @@ from typing import Literal, overload
 
 from django.utils import timezone
 
-from apps.marketdata.models import INTERVAL_WIDTHS, Interval
+from apps.marketdata.intervals import KLINE_INTERVALS, bucket_shift
 from apps.marketdata.selectors import candles_continuous, ticker_24h, tickers_24h
 from apps.orders.models import Market
 from apps.orders.selectors import market_list, order_book_depth
@@ -195,12 +195,13 @@ def aggregate_trades(call: Call) -> list:
 @endpoint(weight=2, params=("symbol", "interval", "startTime", "endTime", "limit", "timeZone"))
 def klines(call: Call) -> list:
     """Candles oldest first: ``[open time, open, high, low, close, volume, close time, quote volume, trades,
-    taker buy base volume, taker buy quote volume, "0"]``; intervals 1m 5m 15m 1h 4h 1d (others -1120). Every
-    bucket from the market's first trade on, a flat one with no volume where nothing traded, as Binance's
+    taker buy base volume, taker buy quote volume, "0"]``; Binance's intervals 1m 3m 5m 15m 30m 1h 2h 4h 6h 8h 12h 1d
+    3d 1w 1M (1s and others -1120), UTC, 1w opening on Mondays and 1M on the first of the month. Every bucket from
+    the market's first trade on, a flat one with no volume where nothing traded, as Binance's
     (:func:`~apps.marketdata.selectors.candles_continuous`)."""
     market = symbol_market(call.params)
     interval = call.params.choice(
-        "interval", Interval.values, required=True, error=BinanceError(BAD_INTERVAL, "Invalid interval.")
+        "interval", KLINE_INTERVALS, required=True, error=BinanceError(BAD_INTERVAL, "Invalid interval.")
     )
     if call.params.raw("timeZone") not in (None, "0", "+00:00", "0:00"):
         raise invalid_value("timeZone")
@@ -224,7 +225,7 @@ def klines(call: Call) -> list:
                 price_text(row.low, market),
                 price_text(row.close, market),
                 qty_text(row.volume, market),
-                ms(row.open_time + INTERVAL_WIDTHS[interval]) - 1,  # Binance: the candle's last millisecond
+                ms(bucket_shift(interval, row.open_time, 1)) - 1,  # Binance: the candle's last millisecond
                 price_text(row.quote_volume, market),
                 row.trades,
                 qty_text(row.taker_buy_volume, market),

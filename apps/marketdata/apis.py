@@ -17,7 +17,7 @@ from apps.api.pagination import time_window
 from apps.core.errors import DomainError
 from apps.orders.selectors import market_get
 
-from .models import Interval
+from .intervals import KLINE_INTERVALS
 from .selectors import DEFAULT_CANDLES, MAX_CANDLES, Ticker, candles, ticker_24h, tickers_24h
 
 
@@ -44,7 +44,7 @@ class CandleOut(serializers.Serializer):
 
     # context["market"] is the candle's market, with its assets.
     open_time = ApiTime()
-    close_time = ApiTime(help_text="The last instant inside the candle (open_time + interval - 1 µs).")
+    close_time = ApiTime(help_text="The last instant inside the candle (the next candle's open_time - 1 µs).")
     open = AmountOut(decimals=_quote)
     high = AmountOut(decimals=_quote)
     low = AmountOut(decimals=_quote)
@@ -104,7 +104,7 @@ class CandleListApi(ScopedApiView):
     @extend_schema(
         parameters=[
             _SYMBOL,
-            OpenApiParameter("interval", str, required=True, enum=Interval.values),
+            OpenApiParameter("interval", str, required=True, enum=list(KLINE_INTERVALS)),
             OpenApiParameter(
                 "start", OpenApiTypes.DATETIME, required=False, description="Candles opening at or after (ISO 8601)."
             ),

@@ -15,7 +15,7 @@ from apps.core.errors import DomainError, NotFound
 from apps.ledger.db import PreparedCursor
 from apps.orders.models import TRADE_NUMBER_BASE, Market
 
-from .models import INTERVAL_WIDTHS, Interval
+from .intervals import KLINE_INTERVALS, bucket_after_sql, bucket_ceil, bucket_open, bucket_shift, bucket_sql
 
 MAX_CANDLES = 1000
 DEFAULT_CANDLES = 500
@@ -49,8 +49,9 @@ class Kline(NamedTuple):
 
     @property
     def close_time(self) -> datetime:
-        """The last instant inside the candle (``open_time + interval - 1 µs``), as Binance's klines give it."""
-        return self.open_time + INTERVAL_WIDTHS[self.interval] - timedelta(microseconds=1)
+        """The last instant inside the candle (the next bucket's open time - 1 µs: a month's varies), as Binance's
+        klines give it."""
+        return bucket_shift(self.interval, self.open_time, 1) - timedelta(microseconds=1)
 
 
 # One statement for the market's id and its candles: a primary-key range (0.5 ms for 1,000 candles by
@@ -70,6 +71,28 @@ _CANDLES = """
 """
 _CANDLES_FROM_START = _CANDLES.format(columns=_CANDLE_COLUMNS, order="ASC")
 _CANDLES_TO_END = _CANDLES.format(columns=_CANDLE_COLUMNS, order="DESC")
+# A derived interval's candles (:mod:`apps.marketdata.intervals`): its source interval's candles summed by bucket,
+# open the first's and close the last's. The ``parts`` source candles nearest the window's edge (``limit`` times the
+# most one bucket holds) are as many as the ``limit`` buckets nearest it can hold: only a bucket beyond them can be
+# cut short, and with ``parts`` rows read there are more than ``limit`` buckets, so that one is left out.
+_DERIVED = """
+    WITH s AS (
+        SELECT * FROM marketdata_candle c
+        WHERE c.market_id = (SELECT id FROM orders_market WHERE symbol = %(market)s) AND c.interval = %(source)s
+          AND c.open_time >= COALESCE(%(start)s::timestamptz, '-infinity') AND c.open_time < COALESCE(%(end)s::timestamptz, 'infinity')
+        ORDER BY c.open_time {order} LIMIT %(parts)s
+    ), c AS (
+        SELECT %(interval)s::text AS interval, {bucket} AS open_time,
+               (array_agg(s.open ORDER BY s.open_time))[1] AS open, max(s.high) AS high, min(s.low) AS low,
+               (array_agg(s.close ORDER BY s.open_time DESC))[1] AS close, sum(s.volume) AS volume,
+               sum(s.quote_volume) AS quote_volume, sum(s.trades)::bigint AS trades,
+               sum(s.taker_buy_volume) AS taker_buy_volume, sum(s.taker_buy_quote_volume) AS taker_buy_quote_volume
+        FROM s GROUP BY 2
+    )
+    SELECT {columns} FROM c ORDER BY c.open_time {order} LIMIT %(limit)s
+""".replace("{bucket}", bucket_sql("s.open_time", "%(width)s::interval", "%(origin)s::timestamptz"))
+_DERIVED_FROM_START = _DERIVED.format(columns=_CANDLE_COLUMNS, order="ASC")
+_DERIVED_TO_END = _DERIVED.format(columns=_CANDLE_COLUMNS, order="DESC")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -80,8 +103,8 @@ def _klines(rows: list[tuple]) -> list[Kline]:
 
 
 def _check_query(interval: str, limit: int, start: datetime | None, end: datetime | None) -> None:
-    if interval not in Interval.values:
-        message = f"Must be one of {', '.join(Interval.values)}."
+    if interval not in KLINE_INTERVALS:
+        message = f"Must be one of {', '.join(KLINE_INTERVALS)}."
         raise DomainError(message, fields={"interval": message})
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_CANDLES:
         message = f"Must be a whole number from 1 to {MAX_CANDLES}."
@@ -105,27 +128,33 @@ def candles(
 ) -> list[Kline]:
     """The candles of ``market`` (symbol) for ``interval``, oldest first; buckets without trades are absent.
 
-    ``start`` (inclusive) and ``end`` (exclusive) bound the candles' ``open_time``. With a
-    ``start``: the first ``limit`` candles from it; otherwise the last ``limit`` before ``end``
-    (or up to now). ``limit`` is 1..1000. One prepared statement: an index range scan of the candle
-    table (its primary key), whatever the number of trades; rows are read as tuples into
+    ``interval`` is one of :data:`~apps.marketdata.intervals.KLINE_INTERVALS`: a stored one is read as stored, a
+    derived one (3m, 30m, 2h, 6h, 8h, 12h, 3d, 1w, 1M) summed in SQL from its source interval's candles (exact
+    NUMERIC sums; ``open`` the first source candle's, ``close`` the last's). ``start`` (inclusive) and ``end``
+    (exclusive) bound the candles' ``open_time``. With a ``start``: the first ``limit`` candles from it; otherwise
+    the last ``limit`` before ``end`` (or up to now). ``limit`` is 1..1000. One prepared statement: an index range
+    scan of the candle table (its primary key), of at most ``limit`` candles (stored) or ``limit`` times as many
+    as one bucket holds (derived: 31 days a month), whatever the number of trades; rows are read as tuples into
     :class:`Kline` (no model instances, no ORM). Raises :class:`NotFound` (market), :class:`DomainError`
     naming ``interval``, ``limit`` or ``end`` (not after ``start``).
     """
     _check_query(interval, limit, start, end)
-    params = {"market": market, "interval": interval, "start": start, "end": end, "limit": limit}
+    span = KLINE_INTERVALS[interval]
+    params: dict[str, object] = {"market": market, "interval": interval, "start": start, "end": end, "limit": limit}
+    if span.source == interval:
+        statement = _CANDLES_FROM_START if start is not None else _CANDLES_TO_END
+    else:  # the source candles of the buckets opening in [start, end)
+        params |= {"source": span.source, "width": span.width, "origin": span.origin, "parts": limit * span.parts}
+        params["start"] = None if start is None else bucket_ceil(interval, start)
+        params["end"] = None if end is None else bucket_ceil(interval, end)
+        statement = _DERIVED_FROM_START if start is not None else _DERIVED_TO_END
     with PreparedCursor() as cursor:
-        cursor.execute(_CANDLES_FROM_START if start is not None else _CANDLES_TO_END, params)
+        cursor.execute(statement, params)
         rows = cursor.fetchall()
     if not rows and not Market.objects.filter(symbol=market).exists():
         raise NotFound(f"No market {market}.", fields={"market": "No such market."})
     found = _klines(rows)
     return found if start is not None else found[::-1]
-
-
-def _bucket(moment: datetime, width: timedelta) -> datetime:
-    """The open time of the bucket of ``width`` (aligned on the epoch, UTC) that holds ``moment``."""
-    return _EPOCH + (moment - _EPOCH) // width * width
 
 
 def candles_continuous(
@@ -142,32 +171,31 @@ def candles_continuous(
     A bucket without trades is a flat candle at the close before it: ``open``, ``high``, ``low`` and ``close`` that
     price, volumes and ``trades`` 0. The buckets run up to the current one (still open) or the last opening before
     ``end``; none comes before the market's first candle. With ``start``: the first ``limit`` buckets opening at or
-    after it; otherwise the last ``limit``. At most three reads of the candle table's primary key (the candle
-    before the window, the first one after ``start`` when there is none before, the window). Raises as
-    :func:`candles`.
+    after it; otherwise the last ``limit``. Buckets of ``1M`` are calendar months (28 to 31 days). At most three
+    reads of the candle table's primary key (the candle before the window, the first one after ``start`` when there
+    is none before, the window). Raises as :func:`candles`.
     """
     _check_query(interval, limit, start, end)
-    width = INTERVAL_WIDTHS[interval]
-    last = _bucket(timezone.now() if end is None else min(timezone.now(), end - timedelta(microseconds=1)), width)
+    now = timezone.now()
+    last = bucket_open(interval, now if end is None else min(now, end - timedelta(microseconds=1)))
     if start is None:
-        first = last - (limit - 1) * width
+        first = bucket_shift(interval, last, 1 - limit)
     elif start > last:  # no bucket opens in the window (and none is computed near the year 9999)
-        first = last + width
+        first = bucket_shift(interval, last, 1)
     else:
-        first = _bucket(start - timedelta(microseconds=1), width) + width
+        first = bucket_ceil(interval, start)
     before = candles(market=market, interval=interval, end=first, limit=1)
     if end is not None and end <= first:
         return []
     if not before and start is not None:  # nothing before start: the window opens at the market's first candle
         head = candles(market=market, interval=interval, start=first, end=end, limit=1)
-        first = head[0].open_time if head else last + width
+        first = head[0].open_time if head else bucket_shift(interval, last, 1)
     if start is not None:
-        last = min(last, first + (limit - 1) * width)
+        last = min(last, bucket_shift(interval, first, limit - 1))
     if first > last:
         return []
-    stored = {
-        k.open_time: k for k in candles(market=market, interval=interval, start=first, end=last + width, limit=limit)
-    }
+    after = bucket_shift(interval, last, 1)
+    stored = {k.open_time: k for k in candles(market=market, interval=interval, start=first, end=after, limit=limit)}
     close = before[0].close if before else None
     filled: list[Kline] = []
     moment = first
@@ -178,7 +206,7 @@ def candles_continuous(
             filled.append(kline)
         elif close is not None:
             filled.append(_flat(interval, moment, close))
-        moment += width
+        moment = bucket_shift(interval, moment, 1)
     return filled
 
 
@@ -198,8 +226,7 @@ def candles_live(latest: Kline, since: datetime | None, now: datetime) -> list[K
     ``latest``'s close (no trade since it), as :func:`candles_continuous` fills a bucket without trades: Binance
     pushes the current kline every 2 s, trades or not. No database; raises nothing.
     """
-    width = INTERVAL_WIDTHS[latest.interval]
-    current = _bucket(now, width)
+    current = bucket_open(latest.interval, now)
     due = [since, current] if since is not None and since < current else [current]
     return [
         latest if open_time == latest.open_time else _flat(latest.interval, open_time, latest.close)
@@ -208,37 +235,58 @@ def candles_live(latest: Kline, since: datetime | None, now: datetime) -> list[K
     ]
 
 
-# The newest candle of every interval and the integer ids of its first and last trade: the trades of the
-# candle's bucket by time (index trade_market_time), first and last in matching order.
+# The newest candle of every interval and the integer ids of its first and last trade: the bucket holding the newest
+# candle of the interval's source (itself when stored), its source candles summed as :func:`candles` sums them, and
+# the trades of the bucket by time (index trade_market_time), first and last in matching order.
 _LATEST = """
     SELECT {columns}, first.number, last.number
-    FROM (VALUES ('1m', INTERVAL '1 minute', 1), ('5m', INTERVAL '5 minutes', 2), ('15m', INTERVAL '15 minutes', 3),
-                 ('1h', INTERVAL '1 hour', 4), ('4h', INTERVAL '4 hours', 5), ('1d', INTERVAL '1 day', 6))
-         AS i(name, width, rank)
+    FROM (VALUES {intervals}) AS i(name, source, width, origin, rank)
     CROSS JOIN LATERAL (
-        SELECT * FROM marketdata_candle c WHERE c.market_id = %(market)s AND c.interval = i.name
+        SELECT {bucket} AS open_time FROM marketdata_candle c WHERE c.market_id = %(market)s AND c.interval = i.source
         ORDER BY c.open_time DESC LIMIT 1
+    ) AS newest
+    CROSS JOIN LATERAL (SELECT newest.open_time, {after} AS close_after) AS b
+    CROSS JOIN LATERAL (
+        SELECT i.name AS interval, b.open_time, (array_agg(s.open ORDER BY s.open_time))[1] AS open,
+               max(s.high) AS high, min(s.low) AS low, (array_agg(s.close ORDER BY s.open_time DESC))[1] AS close,
+               sum(s.volume) AS volume, sum(s.quote_volume) AS quote_volume, sum(s.trades)::bigint AS trades,
+               sum(s.taker_buy_volume) AS taker_buy_volume, sum(s.taker_buy_quote_volume) AS taker_buy_quote_volume
+        FROM marketdata_candle s
+        WHERE s.market_id = %(market)s AND s.interval = i.source AND s.open_time >= b.open_time
+          AND s.open_time < b.close_after
     ) AS c
     LEFT JOIN LATERAL (
         SELECT t.taker_order_id * %(base)s::bigint + t.seq AS number FROM orders_trade t
-        WHERE t.market_id = c.market_id AND t.created_at >= c.open_time AND t.created_at < c.open_time + i.width
+        WHERE t.market_id = %(market)s AND t.created_at >= b.open_time AND t.created_at < b.close_after
         ORDER BY t.created_at, t.taker_order_id, t.seq LIMIT 1
     ) AS first ON true
     LEFT JOIN LATERAL (
         SELECT t.taker_order_id * %(base)s::bigint + t.seq AS number FROM orders_trade t
-        WHERE t.market_id = c.market_id AND t.created_at >= c.open_time AND t.created_at < c.open_time + i.width
+        WHERE t.market_id = %(market)s AND t.created_at >= b.open_time AND t.created_at < b.close_after
         ORDER BY t.created_at DESC, t.taker_order_id DESC, t.seq DESC LIMIT 1
     ) AS last ON true
     ORDER BY i.rank
-""".replace("{columns}", _CANDLE_COLUMNS)
+""".format(
+    columns=_CANDLE_COLUMNS,
+    intervals=", ".join(
+        f"('{name}', '{span.source}', "
+        + ("NULL::interval" if span.width is None else f"INTERVAL '{span.width.total_seconds():.0f} seconds'")
+        + f", TIMESTAMPTZ '{span.origin.isoformat()}', {rank})"
+        for rank, (name, span) in enumerate(KLINE_INTERVALS.items())
+    ),
+    bucket=bucket_sql("c.open_time", "i.width", "i.origin"),
+    after=bucket_after_sql("newest.open_time", "i.width"),
+)
 
 
 def candles_latest(*, market_id: int) -> list[Kline]:
-    """The newest candle of each interval of the market (by id), 1m first, with its ``first_trade`` and ``last_trade``.
+    """The newest candle of each interval of the market (by id), in the order of
+    :data:`~apps.marketdata.intervals.KLINE_INTERVALS` (1m first), with its ``first_trade`` and ``last_trade``.
 
-    What the ``kline_<interval>`` streams publish (Binance's ``f``/``L``); an interval without a candle
-    is absent. One statement: a primary-key probe per interval and two probes of the trades' time
-    index. Raises nothing of its own.
+    What the ``kline_<interval>`` streams publish (Binance's ``f``/``L``); an interval without a candle is
+    absent. A derived interval's is the bucket holding its source interval's newest candle, summed as
+    :func:`candles` sums it. One statement: per interval a primary-key probe, a primary-key range of at most 31
+    candles and two probes of the trades' time index. Raises nothing of its own.
     """
     with PreparedCursor() as cursor:
         cursor.execute(_LATEST, {"market": market_id, "base": TRADE_NUMBER_BASE})

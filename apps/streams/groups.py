@@ -1,9 +1,9 @@
 """Channel-layer group names of the streams (Channels allows ``[a-zA-Z0-9._-]`` only, no ``@``)."""
 
-from apps.marketdata.models import Interval
+from apps.marketdata.intervals import KLINE_INTERVALS
 
 # The public streams a market has (Binance's names after the ``@``).
-KLINE_STREAMS = tuple(f"kline_{interval}" for interval in Interval.values)
+KLINE_STREAMS = tuple(f"kline_{interval}" for interval in KLINE_INTERVALS)
 MARKET_STREAMS = ("depth", "trade", "bookTicker", "ticker", "miniTicker", *KLINE_STREAMS)
 
 # The array streams of every market, by their names: each message is the array of the markets' events that

@@ -89,6 +89,11 @@ def test_public_market_data(exchange):
         check_ohlcv(exchange, SKIP, "fetchOHLCV", candle, SYMBOL, now)
     assert candles[0][1:] == [60000, 60000, 60000, 60000, 0.1]
     assert [c[1:] for c in candles[1:]] in ([], [[60000, 60000, 60000, 60000, 0]])  # a minute has begun since: flat
+    half_hours = exchange.fetch_ohlcv(SYMBOL, "30m")  # summed from the 15m candles (freqtrade's 30m timeframe)
+    for candle in half_hours:
+        check_ohlcv(exchange, SKIP, "fetchOHLCV", candle, SYMBOL, now)
+    assert half_hours[0][0] % 1_800_000 == 0 and half_hours[0][1:] == [60000, 60000, 60000, 60000, 0.1]
+    assert [c[1:] for c in half_hours[1:]] in ([], [[60000, 60000, 60000, 60000, 0]])
 
 
 def test_balance_and_orders(exchange):

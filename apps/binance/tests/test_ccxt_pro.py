@@ -11,6 +11,7 @@ import ccxt
 import ccxt.pro
 import pytest
 
+from apps.orders.models import Trade
 from apps.orders.tests.helpers import place
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -154,6 +155,30 @@ def test_a_stream_the_server_does_not_serve_is_a_ccxt_error_that_bots_catch(
 
     assert isinstance(error, ccxt.BaseError), repr(error)
     assert "No stream 'kline_1s'" in str(error)
+
+
+def test_watched_two_hour_candles_carry_the_trade(live_asgi, btc_usdt, funded_user, signing_key):
+    """freqtrade on a 2h timeframe: ``watch_ohlcv(symbol, "2h")`` subscribes to ``kline_2h`` (summed from the 1h
+    candles), which was refused as no stream; the relay's 2 s push gives the trade's candle."""
+    maker, trader = funded_user(btc="1"), funded_user(usdt="100000")
+    place(maker, side="sell", price="60500", qty="0.2")
+    place(trader, side="buy", price="60500", qty="0.1")
+    two_hours = int(Trade.objects.get().created_at.timestamp() * 1000) // 7_200_000 * 7_200_000
+    exchange = pro_client(live_asgi, *signing_key(trader, "read"))
+
+    async def watched() -> list:
+        await exchange.load_markets()
+        try:
+            return await asyncio.wait_for(exchange.watch_ohlcv(SYMBOL, "2h"), 20)
+        finally:
+            await exchange.close()
+
+    candle = asyncio.run(watched())[-1]
+
+    if candle[0] == two_hours:  # the trade's two hours (else they had ended: the next two, flat)
+        assert candle[1:] == [60500, 60500, 60500, 60500, 0.1]
+    else:
+        assert candle == [two_hours + 7_200_000, 60500, 60500, 60500, 60500, 0]
 
 
 def test_watched_tickers_of_one_market_and_of_all_markets_carry_the_last_trade(

@@ -1,10 +1,14 @@
 """Public endpoints of /api/v3/ against Binance's documented shapes, with the values the fixture's trades give."""
 
 import time
+from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from apps.ledger.tests.factories import UserFactory
+from apps.marketdata.tests.helpers import record_calendar
 from apps.orders.models import Trade
 from apps.orders.services import market_halt
 
@@ -170,6 +174,95 @@ def test_klines_near_the_last_legal_time_and_over_a_reversed_range_are_empty(cli
     assert (reversed_range.status_code, reversed_range.json()) == (200, [])
 
 
+def ms_at(text: str) -> int:
+    """``2026-02-02T10:00`` (UTC) in milliseconds since the epoch."""
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+def kline_row(open_time: str, close_time: str, o: str, h: str, low: str, c: str, qty: str, quote: str, n: int) -> list:
+    """Binance's kline array up to the trade count, at BTC-USDT's precisions (prices and quote 6 places, base 8)."""
+    prices = [f"{Decimal(p):.6f}" for p in (o, h, low, c)]
+    return [ms_at(open_time), *prices, f"{Decimal(qty):.8f}", ms_at(close_time) - 1, f"{Decimal(quote):.6f}", n]
+
+
+def test_klines_of_the_derived_intervals_sum_the_stored_candles(client, btc_usdt):
+    """3m, 2h, 1w and 1M, which no candle row is stored for, read from 1m, 1h and 1d as Binance cuts them: UTC,
+    weeks from Monday, months from the 1st (February's closes after 28 days, March's after 31)."""
+    record_calendar(btc_usdt.id)
+
+    def klines(interval: str, **params) -> list:
+        response = get(client, "klines", symbol="BTCUSDT", interval=interval, **params)
+        assert response.status_code == 200, response.json()
+        return response.json()
+
+    three = klines("3m", startTime=ms_at("2026-02-02T10:00"), limit=2)
+    assert three == [
+        [ms_at("2026-02-02T10:00"), "92.000000", "92.000000", "90.000000", "90.000000", "2.00000000",
+         ms_at("2026-02-02T10:03") - 1, "182.000000", 2, "2.00000000", "182.000000", "0"],  # 10:00:05 and 10:02:30
+        [ms_at("2026-02-02T10:03"), "90.000000", "90.000000", "90.000000", "90.000000", "0.00000000",
+         ms_at("2026-02-02T10:06") - 1, "0.000000", 0, "0.00000000", "0.000000", "0"],  # no trade: flat
+    ]  # fmt: skip
+    two_hours = klines("2h", startTime=ms_at("2026-02-02T08:00"), limit=3)
+    assert [row[:9] for row in two_hours] == [
+        kline_row("2026-02-02T08:00", "2026-02-02T10:00", "110", "110", "110", "110", "0", "0", 0),
+        kline_row("2026-02-02T10:00", "2026-02-02T12:00", "92", "95", "90", "95", "3", "277", 3),
+        kline_row("2026-02-02T12:00", "2026-02-02T14:00", "97", "97", "97", "97", "0.5", "48.5", 1),
+    ]
+    weeks = klines("1w", startTime=ms_at("2026-01-01"), limit=3)
+    assert [row[:9] for row in weeks] == [
+        kline_row("2026-01-26", "2026-02-02", "100", "110", "100", "110", "3", "320", 2),
+        kline_row("2026-02-02", "2026-02-09", "92", "97", "90", "97", "3.5", "325.5", 4),
+        kline_row("2026-02-09", "2026-02-16", "97", "97", "97", "97", "0", "0", 0),
+    ]
+    assert weeks[0][9:] == ["1.00000000", "100.000000", "0"]  # the Sunday's 2 were sold by the taker
+    months = klines("1M", startTime=ms_at("2025-06-01"), limit=3)  # from the first trade's month
+    assert [row[:9] for row in months] == [
+        kline_row("2026-01-01", "2026-02-01", "100", "100", "100", "100", "1", "100", 1),
+        kline_row("2026-02-01", "2026-03-01", "110", "110", "90", "97", "5.5", "545.5", 5),
+        kline_row("2026-03-01", "2026-04-01", "120", "120", "120", "120", "1", "120", 1),
+    ]
+    assert [row[6] - row[0] + 1 for row in months] == [31 * 86_400_000, 28 * 86_400_000, 31 * 86_400_000]
+    assert get(client, "uiKlines", symbol="BTCUSDT", interval="1M", startTime=ms_at("2025-06-01"), limit=3).json() == (
+        months
+    )
+
+
+def test_klines_of_a_derived_interval_have_every_bucket_within_start_end_and_limit(client, btc_usdt):
+    """As the stored intervals': flat where nothing traded, from the first trade to the current bucket; ``startTime``
+    the first bucket opening at or after it, ``endTime`` (inclusive) the last opening at or before it."""
+    record_calendar(btc_usdt.id)
+
+    def open_close(interval: str, **params) -> list[tuple[int, str]]:
+        rows = get(client, "klines", symbol="BTCUSDT", interval=interval, **params).json()
+        return [(row[0], row[4]) for row in rows]
+
+    weeks = open_close("1w", startTime=ms_at("2026-02-02"), limit=10)
+    mondays = ["02-02", "02-09", "02-16", "02-23", "03-02", "03-09", "03-16", "03-23", "03-30", "04-06"]
+    assert weeks == [
+        (ms_at(f"2026-{monday}"), close)
+        for monday, close in zip(mondays, ["97.000000"] * 8 + ["120.000000"] * 2, strict=True)
+    ]
+    assert open_close("1w", startTime=ms_at("2026-01-28"), limit=1) == [(ms_at("2026-02-02"), "97.000000")]
+    assert open_close("3m", startTime=ms_at("2026-02-02T10:01"), limit=1) == [(ms_at("2026-02-02T10:03"), "90.000000")]
+    assert open_close("3m", endTime=ms_at("2026-02-02T12:00"), limit=3) == [
+        (ms_at("2026-02-02T11:54"), "90.000000"),
+        (ms_at("2026-02-02T11:57"), "95.000000"),
+        (ms_at("2026-02-02T12:00"), "97.000000"),  # opens at endTime: in
+    ]
+    assert open_close("1M", endTime=ms_at("2026-02-15"), limit=5) == [
+        (ms_at("2026-01-01"), "100.000000"),  # nothing before the first trade's month
+        (ms_at("2026-02-01"), "97.000000"),
+    ]
+    now = timezone.now()
+    this_month = datetime(now.year, now.month, 1, tzinfo=UTC)
+    last_month = datetime(now.year - (now.month == 1), (now.month - 2) % 12 + 1, 1, tzinfo=UTC)
+    latest = get(client, "klines", symbol="BTCUSDT", interval="1M", limit=2).json()
+    assert [(row[0], row[4], row[8]) for row in latest] == [
+        (int(last_month.timestamp() * 1000), "120.000000", 0),
+        (int(this_month.timestamp() * 1000), "120.000000", 0),  # the current month, still open
+    ]
+
+
 @pytest.mark.parametrize(
     ("path", "params", "code"),
     [
@@ -184,6 +277,8 @@ def test_klines_near_the_last_legal_time_and_over_a_reversed_range_are_empty(cli
         ("depth", {"symbol": "BTCUSDT", "limit": "²"}, -1100),
         ("depth", {"symbol": "BTCUSDT", "colour": "red"}, -1104),
         ("klines", {"symbol": "BTCUSDT", "interval": "2m"}, -1120),
+        ("klines", {"symbol": "BTCUSDT", "interval": "1s"}, -1120),  # Binance's, not served
+        ("uiKlines", {"symbol": "BTCUSDT", "interval": "1mo"}, -1120),
         ("klines", {"symbol": "BTCUSDT"}, -1102),
         ("ticker/price", {"symbols": "BTCUSDT"}, -1100),
         ("ticker/price", {"symbols": '["NOPE"]'}, -1121),

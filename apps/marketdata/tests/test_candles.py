@@ -1,6 +1,7 @@
 """Candles: exact figures from known trades, interval boundaries, empty intervals absent, the selector's window."""
 
 import importlib
+from collections import defaultdict
 from datetime import timedelta
 from decimal import Decimal
 
@@ -10,10 +11,11 @@ from django.utils import timezone
 
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.marketdata.intervals import KLINE_INTERVALS, bucket_open
 from apps.marketdata.models import Candle, Interval
 from apps.marketdata.selectors import Kline, candles, candles_continuous, candles_latest, candles_live
 from apps.marketdata.services import candles_record
-from apps.marketdata.tests.helpers import at, fill
+from apps.marketdata.tests.helpers import at, fill, record_calendar
 from apps.orders.models import Trade
 from apps.orders.tests.helpers import place
 
@@ -172,10 +174,110 @@ def test_window_and_limit(boundary_trades):
     assert times(end=at("2026-12-01T12:00")) == ["11:59"]
 
 
+@pytest.fixture
+def calendar(btc_usdt):
+    """:func:`~apps.marketdata.tests.helpers.record_calendar`'s placements, January to March 2026."""
+    record_calendar(btc_usdt.id)
+    return btc_usdt
+
+
+def test_derived_intervals_sum_their_source_candles_into_binance_buckets(calendar):
+    """Binance's 3m (from 1m), 2h (from 1h), 1w (from 1d, opening on Mondays) and 1M (from 1d, calendar months):
+    open the first source candle's, close the last's, high and low the extremes, volumes and trades summed."""
+
+    def rows(interval: str) -> list[tuple]:
+        return [all_figures(c) for c in candles(market="BTC-USDT", interval=interval)]
+
+    def one(time: str, price: str, qty: str, taker_bought: bool = True) -> tuple:
+        quote = D(price) * D(qty)
+        bought = (D(qty), quote) if taker_bought else (D(0), D(0))
+        return (at(time), D(price), D(price), D(price), D(price), D(qty), quote, 1, *bought)
+
+    assert rows("3m") == [
+        one("2026-01-31T22:09", "100", "1"),
+        one("2026-02-01T10:00", "110", "2", taker_bought=False),
+        (at("2026-02-02T10:00"), D(92), D(92), D(90), D(90), D(2), D(182), 2, D(2), D(182)),  # 10:00 and 10:02
+        one("2026-02-02T11:57", "95", "1"),
+        one("2026-02-02T12:00", "97", "0.5"),
+        one("2026-03-31T23:57", "120", "1"),
+    ]
+    assert rows("2h") == [
+        one("2026-01-31T22:00", "100", "1"),
+        one("2026-02-01T10:00", "110", "2", taker_bought=False),
+        (at("2026-02-02T10:00"), D(92), D(95), D(90), D(95), D(3), D(277), 3, D(3), D(277)),  # 10:00 and 11:00
+        one("2026-02-02T12:00", "97", "0.5"),
+        one("2026-03-31T22:00", "120", "1"),
+    ]
+    assert rows("1w") == [
+        (at("2026-01-26"), D(100), D(110), D(100), D(110), D(3), D(320), 2, D(1), D(100)),  # Saturday and Sunday
+        (at("2026-02-02"), D(92), D(97), D(90), D(97), D("3.5"), D("325.5"), 4, D("3.5"), D("325.5")),
+        one("2026-03-30", "120", "1"),
+    ]
+    assert rows("1M") == [
+        one("2026-01-01", "100", "1"),
+        (at("2026-02-01"), D(110), D(110), D(90), D(97), D("5.5"), D("545.5"), 5, D("3.5"), D("325.5")),
+        one("2026-03-01", "120", "1"),  # its last microsecond is March's
+    ]
+    months = candles(market="BTC-USDT", interval="1M")
+    assert [c.close_time for c in months] == [
+        at("2026-01-31T23:59:59.999999"),
+        at("2026-02-28T23:59:59.999999"),
+        at("2026-03-31T23:59:59.999999"),
+    ]
+    weeks = candles(market="BTC-USDT", interval="1w")
+    assert {c.open_time.weekday() for c in weeks} == {0}  # Mondays
+    assert weeks[0].close_time == at("2026-02-01T23:59:59.999999")
+    assert not Candle.objects.exclude(interval__in=Interval.values).exists()  # read, never stored
+
+
+@pytest.mark.parametrize("interval", [name for name, span in KLINE_INTERVALS.items() if span.source != name])
+def test_every_derived_interval_is_its_one_minute_candles_summed_by_bucket(calendar, interval):
+    """The SQL's buckets (date_bin, date_trunc) are the Python ones gap filling and the streams count on."""
+    by_bucket = defaultdict(list)
+    for minute in candles(market="BTC-USDT", interval="1m"):
+        by_bucket[bucket_open(interval, minute.open_time)].append(minute)
+    expected = [
+        (
+            open_time,
+            parts[0].open,
+            max(c.high for c in parts),
+            min(c.low for c in parts),
+            parts[-1].close,
+            sum(c.volume for c in parts),
+            sum(c.quote_volume for c in parts),
+            sum(c.trades for c in parts),
+            sum(c.taker_buy_volume for c in parts),
+            sum(c.taker_buy_quote_volume for c in parts),
+        )
+        for open_time, parts in sorted(by_bucket.items())
+    ]
+
+    assert [all_figures(c) for c in candles(market="BTC-USDT", interval=interval)] == expected
+
+
+def test_a_derived_candle_is_never_cut_short_by_the_limit(btc_usdt):
+    """The source candles are read up to ``limit`` buckets' worth: the bucket beyond them, partly read, is left out."""
+    for minute in ("00", "02", "03", "05"):  # two 3m buckets (12:00, 12:03) of two 1m candles each
+        candles_record(market_id=btc_usdt.id, time=at(f"2026-12-01T12:{minute}"), fills=[fill("100", "1")])
+    whole = {c.open_time: all_figures(c) for c in candles(market="BTC-USDT", interval="3m")}
+    assert [figures[7] for figures in whole.values()] == [2, 2]
+
+    latest = candles(market="BTC-USDT", interval="3m", limit=1)  # reads 12:05, 12:03 and 12:02
+    first = candles(market="BTC-USDT", interval="3m", start=at("2026-12-01T11:58"), limit=1)  # 12:00, 12:02, 12:03
+    before = candles(market="BTC-USDT", interval="3m", end=at("2026-12-01T12:03"), limit=1)
+
+    assert [all_figures(c) for c in latest] == [whole[at("2026-12-01T12:03")]]
+    assert [all_figures(c) for c in first] == [whole[at("2026-12-01T12:00")]]
+    assert [all_figures(c) for c in before] == [whole[at("2026-12-01T12:00")]]
+    later = candles(market="BTC-USDT", interval="3m", start=at("2026-12-01T12:01"), end=at("2026-12-01T12:04"))
+    assert [c.open_time for c in later] == [at("2026-12-01T12:03")]  # opens in [start, end)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
         ({"interval": "2m"}, "interval"),
+        ({"interval": "1s"}, "interval"),
         ({"interval": "1m", "limit": 0}, "limit"),
         ({"interval": "1m", "limit": 1001}, "limit"),
         ({"interval": "1m", "start": at("2026-12-01T12:00"), "end": at("2026-12-01T12:00")}, "end"),
@@ -301,8 +403,8 @@ def test_candles_latest_name_their_first_and_last_trade(btc_usdt, btc, usdt):
 
     latest = candles_latest(market_id=btc_usdt.id)
 
-    assert [c.interval for c in latest] == Interval.values
-    day = latest[-1]  # the three trades are in one day's candle, whatever the minute
+    assert [c.interval for c in latest] == list(KLINE_INTERVALS)  # stored and derived, in Binance's order
+    day = latest[list(KLINE_INTERVALS).index("1d")]  # the three trades are in one day's candle, whatever the minute
     assert (day.first_trade, day.last_trade, day.trades) == (numbers[0], numbers[-1], 3)
     for candle in latest:
         assert candle.last_trade == numbers[-1], candle.interval
@@ -328,3 +430,20 @@ def test_a_live_stream_pushes_the_current_bucket_and_once_the_bucket_it_left_clo
     assert candles_live(traded, None, at("2026-12-01T11:59:59")) == []  # a clock behind the trade's: nothing
     hourly = traded._replace(interval="1h")
     assert candles_live(hourly, at("2026-12-01T12:00"), at("2026-12-01T12:59:59")) == [hourly]
+
+
+def test_a_live_month_closes_on_its_last_day_and_the_next_opens_on_the_first():
+    """1M's buckets are calendar months: February 2026 closes after 28 days, March opens on the 1st."""
+    february = Kline("1M", at("2026-02-01"), D("100"), D("102"), D("99"), D("101"), D("0.7"), D("70.4"), 2)
+
+    assert candles_live(february, None, at("2026-02-28T23:59:59")) == [february]
+    left = candles_live(february, at("2026-02-01"), at("2026-03-01T00:00:01"))
+    assert [(k.open_time, k.close_time, k.close, k.trades) for k in left] == [
+        (at("2026-02-01"), at("2026-02-28T23:59:59.999999"), D("101"), 2),
+        (at("2026-03-01"), at("2026-03-31T23:59:59.999999"), D("101"), 0),
+    ]
+    weekly = february._replace(interval="1w", open_time=at("2026-02-02"))
+    assert [k.open_time for k in candles_live(weekly, at("2026-02-02"), at("2026-02-09T00:00"))] == [
+        at("2026-02-02"),
+        at("2026-02-09"),  # a Monday
+    ]

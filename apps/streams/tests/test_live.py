@@ -4,6 +4,7 @@ Orders arrive over HTTP at both web processes at once (real threads), so placeme
 cancels of one market commit from two processes; the depth stream is read from one of them.
 """
 
+import json
 import random
 import threading
 import time
@@ -233,3 +234,40 @@ def test_the_relay_pushes_the_current_candle_every_two_seconds_without_trades(st
     assert all(k["k"]["t"] >= traded_at // 60_000 * 60_000 for k in pushes)  # the trade's minute, or one after it
     first, second = open_pushes[-2:]
     assert second["E"] > first["E"]  # pushed again with no trade in between (its pace is not timed here: rule 8)
+
+
+def test_a_subscription_to_kline_30m_is_accepted_and_pushed_its_candle_and_kline_1s_refused(
+    stream_servers, btc_usdt, btc, usdt
+):
+    """A 30m candle is summed from the 15m ones when the relay reads it: a ``SUBSCRIBE`` gets Binance's answer and
+    then the relay's pushes; ``kline_1s`` (Binance's, not served here) is refused with code 2."""
+    from apps.orders.models import Trade
+
+    base = f"http://{stream_servers.webs[0]}/api/v1/orders/"
+    for side, qty in (("sell", "0.03"), ("buy", "0.02")):
+        body = {"market": "BTC-USDT", "side": side, "type": "limit", "price": "100.00", "qty": qty}
+        response = requests.post(
+            base, json=body, headers={"Authorization": f"Token {trader(btc, usdt)[1]}"}, timeout=30
+        )
+        assert response.status_code == 201, response.text
+    traded_at = int(Trade.objects.get().created_at.timestamp() * 1000)
+    half_hour = traded_at // 1_800_000 * 1_800_000
+    reader = StreamReader(f"ws://{stream_servers.webs[0]}/ws/btcusdt@depth")  # quiet once the trade is published
+    try:
+        reader.connection.send(json.dumps({"method": "SUBSCRIBE", "params": ["btcusdt@kline_30m"], "id": 1}))
+        reader.connection.send(json.dumps({"method": "SUBSCRIBE", "params": ["btcusdt@kline_1s"], "id": 2}))
+        answers = reader.wait_for(lambda message: message.get("id") == 2)
+        pushes = reader.wait_for(lambda message: message.get("e") == "kline", timeout=15)
+    finally:
+        reader.close()
+
+    assert {"result": None, "id": 1} in answers
+    assert answers[-1]["error"]["code"] == 2 and "kline_1s" in answers[-1]["error"]["msg"]
+    kline = pushes[-1]["k"]
+    assert (kline["i"], kline["s"], kline["T"] - kline["t"]) == ("30m", "BTCUSDT", 1_799_999)
+    price = {k: kline[k] for k in ("o", "h", "l", "c")}
+    assert price == {"o": "100.000000", "h": "100.000000", "l": "100.000000", "c": "100.000000"}
+    if kline["t"] == half_hour:  # the trade's half hour (else its half hour had ended: the next one, flat)
+        assert (kline["v"], kline["n"], kline["x"]) == ("0.02000000", 1, False)
+    else:
+        assert (kline["t"], kline["v"], kline["n"]) == (half_hour + 1_800_000, "0.00000000", 0)

@@ -279,7 +279,10 @@ def test_trades_publish_the_candles_they_went_into_and_mark_the_ticker_due(trade
         messages = relay.messages(sorted(cursor.fetchall()))
 
     klines = {group: json.loads(m["data"])["k"] for group, m in messages if ".kline_" in group}
-    assert set(klines) == {f"market.btcusdt.kline_{i}" for i in ("1m", "5m", "15m", "1h", "4h", "1d")}
+    assert set(klines) == {
+        f"market.btcusdt.kline_{i}"
+        for i in ("1m", "3m", "5m", "15m", "30m", "1h", "2h", "4h", "6h", "8h", "12h", "1d", "3d", "1w", "1M")
+    }
     one_minute = klines["market.btcusdt.kline_1m"]
     assert {k: one_minute[k] for k in ("i", "o", "h", "l", "c", "v", "q", "n", "x")} == {
         "i": "1m",
@@ -386,3 +389,50 @@ def test_every_market_that_traded_gets_its_current_candles_every_push_with_or_wi
     }
     again = [k for interval, k in pushed(later) if interval == "1m"]
     assert [(k["t"], k["x"]) for k in again] == [(second[1]["t"], False)]  # the closed one is sent once
+
+
+def test_the_derived_intervals_streams_carry_binance_bucket_times_per_trade_and_every_push(traders, btc_usdt):
+    """``kline_30m`` and ``kline_1M``, read from the 15m and 1d candles: ``t`` the bucket's open (a half hour on the
+    epoch, the month's first day), ``T`` the next bucket's open - 1 ms, figures and ``f``/``L`` of the trades."""
+    maker, taker = traders
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.5")
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="102", qty="0.5")
+    order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="102", qty="0.7")
+    trade = Trade.objects.get(seq=1)
+    half_hour = trade.created_at.replace(minute=trade.created_at.minute // 30 * 30, second=0, microsecond=0)
+    month = trade.created_at.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    next_month = month.replace(year=month.year + month.month // 12, month=month.month % 12 + 1)
+
+    def ms(moment) -> int:
+        return int(moment.timestamp() * 1000)
+
+    relay = Relay()
+    messages = relay.messages(relay_rows())
+    klines = {group.rsplit("_", 1)[1]: json.loads(m["data"])["k"] for group, m in messages if ".kline_" in group}
+    figures = ("i", "t", "T", "o", "h", "l", "c", "v", "q", "n", "x", "f", "L")
+    traded = {"o": "100.000000", "h": "102.000000", "l": "100.000000", "c": "102.000000", "v": "0.70000000"}
+    numbers = {"q": "70.400000", "n": 2, "x": False, "f": trade.number, "L": trade.number + 1}
+    assert {k: klines["30m"][k] for k in figures} == {
+        "i": "30m",
+        "t": ms(half_hour),
+        "T": ms(half_hour) + 1_800_000 - 1,
+        **traded,
+        **numbers,
+    }
+    assert {k: klines["1M"][k] for k in figures} == {
+        "i": "1M",
+        "t": ms(month),
+        "T": ms(next_month) - 1,
+        **traded,
+        **numbers,
+    }
+
+    def pushed(now) -> list[dict]:
+        return [json.loads(m["data"])["k"] for group, m in relay.kline_messages(now) if group.endswith("kline_30m")]
+
+    assert [k["t"] for k in pushed(trade.created_at)] == [ms(half_hour)]
+    left = pushed(half_hour + timedelta(minutes=30, seconds=1))
+    assert [(k["t"], k["T"], k["x"], k["n"], k["c"], k["v"]) for k in left] == [
+        (ms(half_hour), ms(half_hour) + 1_799_999, True, 2, "102.000000", "0.70000000"),  # the half hour it left
+        (ms(half_hour) + 1_800_000, ms(half_hour) + 3_599_999, False, 0, "102.000000", "0.00000000"),  # flat
+    ]
