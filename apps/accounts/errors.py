@@ -81,3 +81,15 @@ class InvalidPassword(DomainError):
 
     def __init__(self, message: str = "Enter your account's password to make this change."):
         super().__init__(message, fields={"password": message})
+
+
+class TooManyApiKeys(DomainError):
+    """The user has ``API_KEY_MAX_ACTIVE`` active API keys already (HTTP 400 ``too_many_api_keys``): revoke one
+    first. Binance allows 30 per account; a limit of the account, as ``withdrawal_limit`` is, so a 400 as that."""
+
+    code = "too_many_api_keys"
+
+    def __init__(self, limit: int):
+        super().__init__(
+            f"You have {limit} active API keys, the most an account may have: revoke one you no longer use first."
+        )

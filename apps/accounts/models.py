@@ -47,6 +47,7 @@ class ApiKey(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        permissions = [("revoke_apikey", "Can revoke a customer's API key")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(scopes__contained_by=Scope.values) & ~Q(scopes=[]), name="api_key_known_scopes"

@@ -1,4 +1,8 @@
-"""Writes of the accounts app: API keys (scoped, expiring, IP-restricted, stored hashed) and their secrets."""
+"""Writes of the accounts app: API keys (scoped, expiring, IP-restricted, stored hashed) and their secrets.
+
+Creating and revoking a key is recorded in the audit log (``api_key.created``, ``api_key.revoked``) in the transaction
+that does it, never with the key or its secret; an account has at most ``API_KEY_MAX_ACTIVE`` active keys.
+"""
 
 import hashlib
 import hmac
@@ -9,12 +13,16 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.audit.services import audit_record
 from apps.core.addresses import address_validate
 from apps.core.errors import DomainError, InvalidAddress, NotFound, PermissionDenied
 
+from .errors import TooManyApiKeys
 from .events import api_key_created
 from .models import ApiKey, Scope
 from .notifications import email_user_on_commit
@@ -57,10 +65,14 @@ def api_key_create(
     The raw key is stored as its SHA-256 only; the signing secret encrypted (``secret_box``).
 
     Raises :class:`DomainError` naming ``name``, ``scopes``, ``withdrawal_addresses``, ``allowed_ips``
-    or ``expires_in`` when invalid; then, for ``withdraw``, :class:`SecondFactorRequired` when the
-    user has no second factor; :class:`InvalidOtp` for a missing or wrong code whenever the user has
-    one. Nothing is
-    written when it raises. The user is told by e-mail once it commits.
+    or ``expires_in`` when invalid; :class:`TooManyApiKeys` when the user has ``API_KEY_MAX_ACTIVE``
+    active keys already (counted before the code is checked, so none is spent on a refused key, and again
+    under a lock of the user's row, so concurrent creations never pass the limit); then, for ``withdraw``,
+    :class:`SecondFactorRequired` when the user has no second factor; :class:`InvalidOtp` for a missing or
+    wrong code whenever the user has one (codes are checked before the transaction, so a wrong one counts
+    against django-otp's throttle). Nothing is written when it raises. The key is audited
+    (``api_key.created``, actor the user, ``after`` its name, prefix, scopes, allow-lists and expiry) in its
+    transaction; the user is told by e-mail once it commits.
     """
     name = name.strip() if isinstance(name, str) else ""
     if not name or len(name) > 100 or not name.isprintable():
@@ -73,6 +85,7 @@ def api_key_create(
     withdrawal_addresses = _checked_addresses(withdrawal_addresses)
     networks = _checked_networks(allowed_ips)
     expires_at = _expiry(expires_in)
+    _refuse_past_the_limit(user_id)
     if Scope.WITHDRAW in scopes:
         second_factor_require(user_id=user_id, code=otp)
     else:
@@ -80,22 +93,61 @@ def api_key_create(
     prefix = secrets.token_hex(4)
     raw_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     signing_secret = secrets.token_hex(32)
-    key = ApiKey.objects.create(
-        user_id=user_id,
-        name=name,
-        prefix=prefix,
-        secret_hash=_digest(raw_key),
-        scopes=sorted(set(scopes)),
-        withdrawal_addresses=withdrawal_addresses,
-        allowed_ips=networks,
-        expires_at=expires_at,
-        signing_secret_sealed=secret_seal(signing_secret, context=prefix),
-    )
-    api_key_created.send(sender=ApiKey, user_id=user_id, name=key.name, scopes=list(key.scopes))
-    email_user_on_commit(
-        user_id=user_id, template="api_key_created", context={"key": key, "scopes": ", ".join(key.scopes)}
-    )
+    with transaction.atomic():
+        # The user's row, locked: concurrent creations for one user count their keys one after the other.
+        get_user_model().objects.select_for_update(of=("self",), no_key=True).filter(pk=user_id).order_by("pk").first()
+        _refuse_past_the_limit(user_id)
+        key = ApiKey.objects.create(
+            user_id=user_id,
+            name=name,
+            prefix=prefix,
+            secret_hash=_digest(raw_key),
+            scopes=sorted(set(scopes)),
+            withdrawal_addresses=withdrawal_addresses,
+            allowed_ips=networks,
+            expires_at=expires_at,
+            signing_secret_sealed=secret_seal(signing_secret, context=prefix),
+        )
+        audit_record(
+            actor_id=user_id,
+            action="api_key.created",
+            object_type=AUDIT_OBJECT_TYPE,
+            object_id=key.id,
+            before={},
+            after=_audited(key),
+        )
+        api_key_created.send(sender=ApiKey, user_id=user_id, name=key.name, scopes=list(key.scopes))
+        email_user_on_commit(
+            user_id=user_id, template="api_key_created", context={"key": key, "scopes": ", ".join(key.scopes)}
+        )
     return NewApiKey(key, raw_key, signing_secret)
+
+
+AUDIT_OBJECT_TYPE = "accounts.apikey"
+
+
+def _audited(key: ApiKey) -> dict:
+    """What the audit log keeps of a new key: never the key, its hash or its signing secret."""
+    return {
+        "name": key.name,
+        "prefix": key.prefix,
+        "scopes": list(key.scopes),
+        "allowed_ips": list(key.allowed_ips),
+        "withdrawal_addresses": list(key.withdrawal_addresses),
+        "expires_at": _iso(key.expires_at),
+    }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _refuse_past_the_limit(user_id: int) -> None:
+    """Raise :class:`TooManyApiKeys` when the user has ``API_KEY_MAX_ACTIVE`` keys neither revoked nor expired."""
+    limit = settings.API_KEY_MAX_ACTIVE
+    active = ApiKey.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()), user_id=user_id)
+    if active.filter(revoked_at__isnull=True).count() >= limit:
+        raise TooManyApiKeys(limit)
 
 
 MAX_ALLOWED_IPS = 20
@@ -150,38 +202,71 @@ def _valid_on(network: str, address: str) -> bool:
 
 
 def api_key_revoke(*, user_id: int, key_id: int) -> ApiKey:
-    """Revoke one of the user's keys (idempotent). Raises :class:`NotFound` for another user's key."""
-    key = ApiKey.objects.filter(user_id=user_id, id=key_id).first()
-    if key is None:
-        raise NotFound("No such API key.")
-    if key.revoked_at is None:
-        ApiKey.objects.filter(id=key.id, revoked_at__isnull=True).update(revoked_at=timezone.now())
-        key.refresh_from_db()
+    """Revoke one of the user's keys (idempotent: revoking a revoked key changes and records nothing).
+
+    Audited as ``api_key.revoked`` (actor the user, ``revoked_at`` before and after, ISO 8601) in the transaction
+    that sets ``revoked_at``. Raises :class:`NotFound` for another user's key (nothing written).
+    """
+    with transaction.atomic():
+        key = _locked_key(key_id, user_id=user_id)
+        _revoke(key, actor_id=user_id)
     return key
 
 
-def api_keys_revoke_all(*, user_id: int) -> list[int]:
-    """Revoke every key of the user not revoked yet, in the caller's transaction, each revocation audited (the user
-    as actor); return the ids revoked. A password reset calls it: whoever knew the old password may have made keys.
-    Raises nothing of its own."""
-    now = timezone.now()
-    revoked = list(
-        ApiKey.objects.filter(user_id=user_id, revoked_at__isnull=True)
-        .select_for_update()
-        .order_by("id")
-        .values_list("id", flat=True)
+REVOKE_PERMISSION = "accounts.revoke_apikey"
+
+
+def api_key_revoke_by_operator(*, key_id: int, operator_id: int) -> bool:
+    """An operator revokes a customer's key; True when this revoked it, False when it was revoked already.
+
+    Audited as :func:`api_key_revoke` is, the operator the actor, and the key's user is e-mailed
+    (``emails/api_key_revoked.txt``) once it commits. Raises :class:`PermissionDenied` when the operator is not
+    active staff with ``accounts.revoke_apikey``, :class:`NotFound` for an unknown key (nothing written).
+    """
+    operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
+    if operator is None or not operator.has_perm(REVOKE_PERMISSION):
+        raise PermissionDenied(f"Revoking API keys needs the {REVOKE_PERMISSION} permission.")
+    with transaction.atomic():
+        key = _locked_key(key_id)
+        if not _revoke(key, actor_id=operator_id):
+            return False
+        email_user_on_commit(user_id=key.user_id, template="api_key_revoked", context={"key": key})
+    return True
+
+
+def _locked_key(key_id: int, *, user_id: int | None = None) -> ApiKey:
+    """The key ``key_id`` (of ``user_id`` when given), its row locked until the transaction ends; else NotFound."""
+    keys = ApiKey.objects.select_for_update(of=("self",), no_key=True).filter(id=key_id)
+    key = (keys if user_id is None else keys.filter(user_id=user_id)).first()
+    if key is None:
+        raise NotFound("No such API key.")
+    return key
+
+
+def _revoke(key: ApiKey, *, actor_id: int, reason: str = "") -> bool:
+    """Set ``revoked_at`` on a locked, unrevoked key and audit it (with ``reason`` when given); False (nothing
+    written) when revoked already."""
+    if key.revoked_at is not None:
+        return False
+    key.revoked_at = timezone.now()
+    key.save(update_fields=["revoked_at"])
+    audit_record(
+        actor_id=actor_id,
+        action="api_key.revoked",
+        object_type=AUDIT_OBJECT_TYPE,
+        object_id=key.id,
+        before={"revoked_at": None},
+        after={"revoked_at": _iso(key.revoked_at), **({"reason": reason} if reason else {})},
     )
-    ApiKey.objects.filter(id__in=revoked).update(revoked_at=now)
-    for key_id in revoked:
-        audit_record(
-            actor_id=user_id,
-            action="api_key.revoked",
-            object_type="accounts.apikey",
-            object_id=key_id,
-            before={"revoked_at": None},
-            after={"revoked_at": now.isoformat(), "reason": "password_reset"},
-        )
-    return revoked
+    return True
+
+
+def api_keys_revoke_all(*, user_id: int) -> list[int]:
+    """Revoke every key of the user not revoked yet, in the caller's transaction, each audited as
+    :func:`api_key_revoke` is with the reason ``password_reset``; return the ids revoked. A password reset calls it:
+    whoever knew the old password may have made keys with it. Raises nothing of its own."""
+    keys = ApiKey.objects.select_for_update(of=("self",), no_key=True).filter(user_id=user_id, revoked_at__isnull=True)
+    return [key.id for key in keys.order_by("id") if _revoke(key, actor_id=user_id, reason="password_reset")]
 
 
 def api_key_authenticate(raw_key: str, *, client_ip: str) -> ApiKey | None:

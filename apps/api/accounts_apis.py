@@ -33,6 +33,20 @@ class TokenIn(InputSerializer):
     )
     expires_in = serializers.IntegerField(required=False, help_text="Seconds from now (60 or more).")
     name = serializers.CharField(max_length=100, required=False, default=DEFAULT_NAME)
+    # Judged by api_key_create, which names these fields when it refuses a value (as for the web page's form).
+    allowed_ips = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="IP addresses or networks (203.0.113.7, 2001:db8::/48), at most 20: the key is refused from any "
+        "other client address.",
+    )
+    withdrawal_addresses = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        default=list,
+        help_text="At most 20 addresses: withdrawals with this key may go only there.",
+    )
 
 
 class TokenOut(serializers.Serializer):
@@ -54,7 +68,9 @@ class TokenApi(APIView):
     Scopes default to ``read``. A second factor code (``otp``) is required for the ``withdraw``
     scope (a user without a second factor gets ``second_factor_required``: enrol first), and for
     any scope once the user has a second factor (``invalid_otp`` when missing or wrong). The key
-    is permanent unless ``expires_in`` (seconds) is given. Wrong passwords count towards the
+    is permanent unless ``expires_in`` (seconds) is given; ``allowed_ips`` and ``withdrawal_addresses``
+    (optional lists) restrict where it is accepted from and where it may withdraw to. An account has at most
+    ``API_KEY_MAX_ACTIVE`` active keys (``too_many_api_keys``). Wrong passwords count towards the
     log-in lockout (django-axes) and the ``login`` rate. The answer shows the key's secret: ``Cache-Control:
     no-store`` (``never_cache``), so no browser or proxy cache keeps it.
     """
@@ -78,5 +94,7 @@ class TokenApi(APIView):
             scopes=data["scopes"],
             expires_in=data.get("expires_in"),
             otp=data.get("otp"),
+            allowed_ips=data["allowed_ips"],
+            withdrawal_addresses=data["withdrawal_addresses"],
         )
         return Response(TokenOut(created).data)

@@ -2,7 +2,8 @@
 
 - ``operators``: staff who browse the ledger, run reconciliation, draft adjustments and fee
   changes, halt and resume markets, cancel a customer's open orders, follow deposits and withdrawals,
-  and on the customer screen freeze trading, block withdrawals and request second-factor resets;
+  on the customer screen freeze trading, block withdrawals and request second-factor resets, and list
+  customers' API keys and revoke them (a protective step like a freeze, taken at once, not maker-checker);
 - ``approvers``: may also approve withdrawals and other operators' adjustments, fee changes
   and second-factor resets (a second factor is required for them in the admin).
 
@@ -34,6 +35,8 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "backoffice.add_secondfactorreset",
         "accounts.view_accountrestriction",
         "accounts.change_accountrestriction",
+        "accounts.view_apikey",
+        "accounts.revoke_apikey",
         "wallets.view_deposit",
         "wallets.view_withdrawal",
         "wallets.view_custodyevent",

@@ -163,6 +163,8 @@ OTP_STATIC_THROTTLE_FACTOR = env.int("OTP_STATIC_THROTTLE_FACTOR", default=1)
 API_SECRET_ENCRYPTION_KEY = env("API_SECRET_ENCRYPTION_KEY")
 # Longest lifetime of a key from POST /auth/token/ (seconds; expires_in may ask for less).
 API_KEY_MAX_LIFETIME = env.int("API_KEY_MAX_LIFETIME", default=365 * 24 * 3600)
+# Most active (neither revoked nor expired) API keys one account may have; Binance allows 30.
+API_KEY_MAX_ACTIVE = env.int("API_KEY_MAX_ACTIVE", default=30)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

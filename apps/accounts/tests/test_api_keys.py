@@ -12,6 +12,7 @@ from apps.accounts.secret_box import SecretUnreadable, secret_open, secret_seal
 from apps.accounts.services import api_key_create, api_key_signing_secret
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory
+from apps.wallets.custody.simnet import new_address
 
 from .otp import code_now, enrol_device
 
@@ -122,6 +123,12 @@ def test_a_wrong_password_with_a_valid_code_is_401(api, alice):
         ({"expires_in": "soon"}, "expires_in"),
         ({"name": "x" * 101}, "name"),
         ({"name": "bad\x00name"}, "name"),
+        ({"allowed_ips": ["not-an-ip"]}, "allowed_ips"),
+        ({"allowed_ips": "203.0.113.7"}, "allowed_ips"),
+        ({"allowed_ips": [f"203.0.113.{n}" for n in range(21)]}, "allowed_ips"),
+        ({"allowed_ips": [{"ip": "203.0.113.7"}]}, "allowed_ips"),
+        ({"withdrawal_addresses": ["not an address"]}, "withdrawal_addresses"),
+        ({"withdrawal_addresses": "sim1x"}, "withdrawal_addresses"),
     ],
 )
 def test_bad_token_requests_name_the_field_and_mint_nothing(api, alice, body, field):
@@ -132,6 +139,25 @@ def test_bad_token_requests_name_the_field_and_mint_nothing(api, alice, body, fi
 
 
 # Expiry and IP allow-lists --------------------------------------------------------------------------
+
+
+def test_the_token_endpoint_sets_an_ip_allow_list_and_a_withdrawal_allow_list(api, alice):
+    address = new_address()
+    response = log_in(api, allowed_ips=["203.0.113.7", "198.51.100.0/24"], withdrawal_addresses=[address])
+
+    assert response.status_code == 200
+    key = ApiKey.objects.get()
+    assert (key.allowed_ips, key.withdrawal_addresses) == (["198.51.100.0/24", "203.0.113.7/32"], [address])
+    api.credentials(HTTP_AUTHORIZATION=f"Token {response.json()['token']}")
+    assert api.get("/api/v1/balances/", REMOTE_ADDR="198.51.100.99").status_code == 200
+    refused = api.get("/api/v1/balances/", REMOTE_ADDR="192.0.2.1")
+    assert refused.status_code == 403
+    assert refused.json()["error"]["code"] == "permission_denied"
+
+
+def test_without_allow_lists_the_token_endpoint_makes_a_key_accepted_from_anywhere(api, alice):
+    assert log_in(api).status_code == 200
+    assert (ApiKey.objects.get().allowed_ips, ApiKey.objects.get().withdrawal_addresses) == ([], [])
 
 
 def test_an_expired_key_authenticates_nothing(api, alice):

@@ -6,6 +6,7 @@ import pytest
 from django.contrib import admin
 from django.urls import reverse
 
+from apps.accounts.services import api_key_create
 from apps.backoffice.services import adjustment_draft, reconciliation_run
 from apps.ledger.models import AccountKind
 from apps.ledger.services import Leg, funds_hold, system_account, user_account
@@ -24,6 +25,7 @@ def some_of_everything(db, usdt, btc, user, operator):
         legs=[Leg(equity.id, Decimal("1")), Leg(user_account(user.id, usdt).id, Decimal("-1"))],
     )
     reconciliation_run()
+    api_key_create(user_id=user.id, name="smoke", scopes=["read"])
 
 
 def admin_pages():

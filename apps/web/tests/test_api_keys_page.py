@@ -6,6 +6,7 @@ from django.utils import timezone
 from apps.accounts.models import ApiKey
 from apps.accounts.services import api_key_signing_secret
 from apps.accounts.tests.otp import code_now, enrol_device
+from apps.audit.models import AuditLogEntry
 from apps.ledger.tests.factories import PASSWORD
 
 
@@ -153,3 +154,38 @@ def test_wrong_passwords_count_as_failed_log_ins_and_lock_the_username_out(clien
 
     assert locked.status_code == 429 and "Too many failed log-ins" in locked.content.decode()
     assert not ApiKey.objects.exists()
+
+
+def test_a_key_made_and_revoked_on_the_page_is_audited_without_its_secret(client, trader):
+    client.post(
+        "/api-keys/", {"name": "web bot", "scopes": ["read"], "allowed_ips": "10.0.0.0/8", "password": PASSWORD}
+    )
+    key = ApiKey.objects.get(user=trader)
+
+    client.post(f"/api-keys/{key.id}/revoke/")
+
+    key.refresh_from_db()
+    created = AuditLogEntry.objects.get(action="api_key.created")
+    revoked = AuditLogEntry.objects.get(action="api_key.revoked")
+    assert {created.actor_id, revoked.actor_id} == {trader.id}
+    assert created.object_id == revoked.object_id == str(key.id)
+    assert created.after == {
+        "name": "web bot",
+        "prefix": key.prefix,
+        "scopes": ["read"],
+        "allowed_ips": ["10.0.0.0/8"],
+        "withdrawal_addresses": [],
+        "expires_at": None,
+    }
+    assert (revoked.before, revoked.after) == ({"revoked_at": None}, {"revoked_at": key.revoked_at.isoformat()})
+    assert key.secret_hash not in str(created.after)
+
+
+def test_past_the_limit_the_page_says_to_revoke_a_key_and_makes_none(client, trader, settings):
+    settings.API_KEY_MAX_ACTIVE = 1
+    client.post("/api-keys/", {"name": "one", "scopes": ["read"], "password": PASSWORD})
+
+    response = client.post("/api-keys/", {"name": "two", "scopes": ["read"], "password": PASSWORD}, follow=True)
+
+    assert "revoke one" in " ".join(response.context["form"].non_field_errors())
+    assert list(ApiKey.objects.values_list("name", flat=True)) == ["one"]

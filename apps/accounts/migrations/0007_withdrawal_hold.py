@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0005_email_request'),
+        ('accounts', '0006_api_key_revoke_permission'),
         ('auth', '0012_alter_user_first_name_max_length'),
     ]
 
