@@ -27,13 +27,13 @@ from apps.wallets.models import (
 
 from .models import ChangeStatus, ReconciliationRun, SecondFactorReset
 
-LOGIN_ACTIONS = ("login", "login_failed")
+LOGIN_ACTIONS = ("login", "login_failed", "login_locked")
 
 
 def logins_for_user(*, user_id: int, limit: int = 20) -> list[AuditLogEntry]:
-    """The user's latest log-ins and failed log-ins (audit log rows on ``auth.user``), newest first.
+    """The user's latest log-ins, failed log-ins and account lockouts (audit log rows on ``auth.user``), newest first.
 
-    ``after`` holds ``ip``, ``user_agent`` and, for a failure, the ``username`` tried.
+    ``after`` holds ``ip``, ``user_agent`` and, for a failure or a lockout, the ``username`` tried.
     """
     return list(
         AuditLogEntry.objects.filter(

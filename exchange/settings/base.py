@@ -144,6 +144,11 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", default=15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Not an axes setting: the account-level lock (apps.accounts.lockout.AccountLockoutHandler). This many failures of
+# one username within the cool-off, from any addresses, lock every log-in of it (owner told by e-mail). axes has
+# one limit for all its parameter sets, so this one is counted by the handler; keep it above AXES_FAILURE_LIMIT.
+AXES_ACCOUNT_FAILURE_LIMIT = env.int("AXES_ACCOUNT_FAILURE_LIMIT", default=20)
+AXES_HANDLER = "apps.accounts.lockout.AccountLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "exchange.client_ip.client_ip"

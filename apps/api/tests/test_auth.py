@@ -99,7 +99,7 @@ def test_login_attempts_are_rate_limited_per_ip(db, api, settings):
         "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "login": "3/min"},
     }
     address = "203.0.113.7"
-    cache.delete_many([f"throttle_login_{address}", f"throttle_ip_{address}"])
+    cache.delete_many([f"throttle:login:{address}", f"throttle:ip:{address}"])
     statuses = [
         api.post(
             "/api/v1/auth/token/", {"username": "x", "password": "y"}, format="json", REMOTE_ADDR=address

@@ -263,7 +263,7 @@ def test_requests_are_throttled_per_api_key(db, user, low_rates):
     clients = []
     for _ in range(2):
         key, raw, _secret = api_key_create(user_id=user.id, name="bot", scopes=["read"])
-        cache.delete(f"throttle_key_key{key.id}")
+        cache.delete(f"throttle:key:key{key.id}")
         client = APIClient()
         client.credentials(HTTP_AUTHORIZATION=f"Token {raw}")
         clients.append(client)
@@ -280,7 +280,7 @@ def test_requests_are_throttled_per_api_key(db, user, low_rates):
 def test_requests_are_throttled_per_ip_also_without_credentials(db, low_rates):
     low_rates(ip="2/min")
     addresses = ["198.51.100.20", "198.51.100.21"]
-    cache.delete_many([f"throttle_ip_{address}" for address in addresses])
+    cache.delete_many([f"throttle:ip:{address}" for address in addresses])
     client = APIClient()
 
     statuses = [client.get("/api/v1/markets/", REMOTE_ADDR=addresses[0]).status_code for _ in range(3)]

@@ -195,7 +195,7 @@ def test_sign_ups_are_rate_limited_per_client_ip(db, client, settings):
         "DEFAULT_THROTTLE_RATES": {**settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "signup": "2/hour"},
     }
     address, another = "203.0.113.9", "203.0.113.10"
-    cache.delete_many([f"throttle_signup_{address}", f"throttle_signup_{another}"])  # counts of an earlier run
+    cache.delete_many([f"throttle:signup:{address}", f"throttle:signup:{another}"])  # counts of an earlier run
 
     def sign_up(username: str) -> int:
         sent = {"username": username, "password1": PASSWORD, "password2": PASSWORD}

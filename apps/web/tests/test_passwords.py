@@ -94,7 +94,7 @@ def test_reset_requests_and_log_ins_are_rate_limited_per_client_ip(client, db, s
         "DEFAULT_THROTTLE_RATES": {**rates, "password_reset": "2/hour", "login": "2/min"},
     }
     address = "203.0.113.21"
-    cache.delete_many([f"throttle_password_reset_{address}", f"throttle_login_{address}"])
+    cache.delete_many([f"throttle:password_reset:{address}", f"throttle:login:{address}"])
 
     resets = [client.post("/accounts/password/reset/", {"email": "x@example.com"}, REMOTE_ADDR=address) for _ in "abc"]
     log_ins = [
