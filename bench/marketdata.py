@@ -6,6 +6,9 @@ Run by ``make bench`` (or ``python bench/marketdata.py [--trades N] [--placement
 
     {"bench": "marketdata", "case": "candles", "interval": "1m", "trades": 10000000, "candles": 1000,
      "selector_p50_ms": ..., "selector_p99_ms": ..., "api_p50_ms": ..., "reference_p50_ms": ..., ...}
+    {"bench": "marketdata", "case": "derived candles", "interval": "30m", "source": "15m", "candles": 1000,
+     "selector_p50_ms": ..., "source_selector_p50_ms": ..., ...}
+    {"bench": "marketdata", "case": "candles_latest", "intervals": 15, "p50_ms": ..., "p99_ms": ...}
     {"bench": "marketdata", "case": "ticker", "ticker_p50_ms": ..., "tickers_p50_ms": ..., "reference_p50_ms": ...}
     {"bench": "marketdata", "case": "placement", "with_candles_p50_ms": ..., "without_candles_p50_ms": ...,
      "added_p50_ms": ..., ...}
@@ -241,6 +244,41 @@ def bench_candles(market, history: dict) -> list[dict]:
     return lines
 
 
+def bench_derived_candles(market) -> list[dict]:
+    """The intervals summed when read (:mod:`apps.marketdata.intervals`: 3m, 30m, 2h, 6h, 8h, 12h, 3d, 1w, 1M), each
+    beside the stored interval it is read from, measured in the same run: the latest 1,000 candles by the selector;
+    then ``candles_latest`` (every interval's newest candle, what the stream relay reads after each batch of trades)."""
+    from apps.marketdata.intervals import KLINE_INTERVALS
+    from apps.marketdata.selectors import candles, candles_latest
+
+    lines = []
+    for interval, span in KLINE_INTERVALS.items():
+        if span.source == interval:
+            continue
+        derived = timed(lambda interval=interval: candles(market=SYMBOL, interval=interval, limit=1000), 50)
+        source = timed(lambda span=span: candles(market=SYMBOL, interval=span.source, limit=1000), 50)
+        (d50, d99), (s50, _) = ms(derived), ms(source)
+        lines.append(
+            {
+                "bench": "marketdata",
+                "case": "derived candles",
+                "interval": interval,
+                "source": span.source,
+                "candles": len(candles(market=SYMBOL, interval=interval, limit=1000)),
+                "selector_p50_ms": d50,
+                "selector_p99_ms": d99,
+                "source_selector_p50_ms": s50,
+                "selector_p50_under_50ms": d50 < 50,
+            }
+        )
+    (l50, l99) = ms(timed(lambda: candles_latest(market_id=market.id), 100))
+    intervals = len(candles_latest(market_id=market.id))
+    lines.append(
+        {"bench": "marketdata", "case": "candles_latest", "intervals": intervals, "p50_ms": l50, "p99_ms": l99}
+    )
+    return lines
+
+
 def explain(market, interval: str) -> dict:
     """EXPLAIN ANALYZE of the selector's statement for the latest 1,000 candles: the top scan and its time."""
     from django.db import connection
@@ -344,7 +382,7 @@ def main() -> int:
         history = generate_history(market, args.trades)
         print(json.dumps({"bench": "marketdata", "case": "history", **history}), flush=True)
         placement = bench_placement(maker, taker, args.placements)  # also the real trades of the last minutes
-        for line in bench_candles(market, history):
+        for line in bench_candles(market, history) + bench_derived_candles(market):
             print(json.dumps(line), flush=True)
         print(json.dumps(bench_ticker(market)), flush=True)
         print(json.dumps(placement), flush=True)
