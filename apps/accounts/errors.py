@@ -59,6 +59,17 @@ class WithdrawalsBlocked(DomainError):
     status = 403
 
 
+class PasswordChanged(DomainError):
+    """The account's password changed after the caller proved it (HTTP 401): what it asked for needs the current
+    one."""
+
+    code = "not_authenticated"
+    status = 401
+
+    def __init__(self) -> None:
+        super().__init__("The account's password was changed meanwhile: log in again with the current one.")
+
+
 class WithdrawalsOnHold(DomainError):
     """The account's withdrawals are paused after a change of how it is secured (:mod:`apps.accounts.holds`)."""
 

@@ -22,7 +22,7 @@ from apps.audit.services import audit_record
 from apps.core.addresses import address_validate
 from apps.core.errors import DomainError, InvalidAddress, NotFound, PermissionDenied
 
-from .errors import TooManyApiKeys
+from .errors import PasswordChanged, TooManyApiKeys
 from .events import api_key_created
 from .models import ApiKey, Scope
 from .notifications import email_user_on_commit
@@ -53,6 +53,7 @@ def api_key_create(
     allowed_ips: Sequence[str] = (),
     expires_in: int | None = None,
     otp: str | None = None,
+    password_hash: str | None = None,
 ) -> NewApiKey:
     """Create an API key; return it with its raw key and signing secret, which are never shown again.
 
@@ -73,6 +74,11 @@ def api_key_create(
     against django-otp's throttle). Nothing is written when it raises. The key is audited
     (``api_key.created``, actor the user, ``after`` its name, prefix, scopes, allow-lists and expiry) in its
     transaction; the user is told by e-mail once it commits.
+
+    ``password_hash`` is the user's stored password (``user.password``) as the caller read it when it authenticated
+    them: the key is refused (:class:`PasswordChanged`, 401) when the password changed since. A password reset
+    revokes every key in its transaction; a request that proved the old password just before it must not add one
+    after it (break-it review: 19 keys made while a reset committed outlived it).
     """
     name = name.strip() if isinstance(name, str) else ""
     if not name or len(name) > 100 or not name.isprintable():
@@ -94,8 +100,12 @@ def api_key_create(
     raw_key = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     signing_secret = secrets.token_hex(32)
     with transaction.atomic():
-        # The user's row, locked: concurrent creations for one user count their keys one after the other.
-        get_user_model().objects.select_for_update(of=("self",), no_key=True).filter(pk=user_id).order_by("pk").first()
+        # The user's row, locked: concurrent creations for one user count their keys one after the other, and one
+        # waits for a password change or reset under way (it updates this row) and then reads its new password.
+        users = get_user_model().objects.select_for_update(of=("self",), no_key=True).filter(pk=user_id)
+        current_hash = users.values_list("password", flat=True).first()
+        if password_hash is not None and current_hash != password_hash:
+            raise PasswordChanged()
         _refuse_past_the_limit(user_id)
         key = ApiKey.objects.create(
             user_id=user_id,

@@ -96,5 +96,6 @@ class TokenApi(APIView):
             otp=data.get("otp"),
             allowed_ips=data["allowed_ips"],
             withdrawal_addresses=data["withdrawal_addresses"],
+            password_hash=user.password,  # as authenticated: refused if a change or reset commits meanwhile
         )
         return Response(TokenOut(created).data)

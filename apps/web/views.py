@@ -405,7 +405,7 @@ def api_keys(request):
             fields = dict(form.cleaned_data)
             try:
                 password_confirm(request, password=fields.pop("password"))
-                created = api_key_create(user_id=request.user.id, **fields)
+                created = api_key_create(user_id=request.user.id, password_hash=request.user.password, **fields)
             except DomainError as error:
                 add_domain_error(form, error)
         if created is None:

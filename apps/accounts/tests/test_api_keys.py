@@ -1,18 +1,25 @@
 """API keys (issue 14, hole 7): the token endpoint's scopes and second factor, expiry, IP allow-lists,
 and the HMAC signing secret stored encrypted."""
 
+import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection, connections, transaction
 from django.test import override_settings
 from django.utils import timezone
+from rest_framework.test import APIClient
 
+from apps.accounts.errors import PasswordChanged
 from apps.accounts.models import ApiKey
+from apps.accounts.password_resets import RESET, password_change_record
 from apps.accounts.secret_box import SecretUnreadable, secret_open, secret_seal
 from apps.accounts.services import api_key_create, api_key_signing_secret
 from apps.core.errors import DomainError, NotFound
 from apps.ledger.tests.factories import UserFactory
 from apps.wallets.custody.simnet import new_address
+from apps.wallets.tests.conftest import wait_for
 
 from .otp import code_now, enrol_device
 
@@ -257,3 +264,72 @@ def test_neither_the_key_nor_its_secret_is_logged(api, alice, caplog):
     assert caplog.records  # the requests were logged (queries, the 404)
     assert body["secret"] not in caplog.text
     assert body["token"] not in caplog.text
+
+
+def test_a_key_asked_for_with_a_password_that_changed_meanwhile_is_refused(alice):
+    """Break-it review: token requests that proved the old password while a reset committed added 19 keys after it,
+    which outlived the reset that revokes every key. The password the caller authenticated with is checked again
+    under the lock of the user's row, which the reset holds until it commits."""
+    authenticated_with = alice.password
+    alice.set_password("a new password after a reset")
+    alice.save()
+    password_change_record(user_id=alice.id, action=RESET)
+
+    with pytest.raises(PasswordChanged) as refused:
+        api_key_create(user_id=alice.id, name="late", scopes=["read"], password_hash=authenticated_with)
+
+    assert (refused.value.code, refused.value.status) == ("not_authenticated", 401)
+    assert not ApiKey.objects.filter(user=alice).exists()
+    assert api_key_create(user_id=alice.id, name="now", scopes=["read"], password_hash=alice.password).key.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_request_that_proved_the_old_password_gets_no_key_once_a_reset_commits(alice):
+    """The same race end to end: the reset holds the user's row (its UPDATE) while a token request, having
+    authenticated with the old password, waits for that row to create its key; the reset commits, and the request
+    gets 401 and no key (it got one before, which outlived the reset)."""
+    holding, release = threading.Event(), threading.Event()
+
+    def reset() -> None:
+        try:
+            with transaction.atomic():
+                user = get_user_model().objects.get(pk=alice.pk)
+                user.set_password("a new password after a reset")
+                user.save()
+                password_change_record(user_id=alice.id, action=RESET)
+                holding.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    answers = []
+
+    def ask() -> None:
+        try:
+            answers.append(log_in(APIClient()))
+        finally:
+            connections.close_all()
+
+    resetter = threading.Thread(target=reset)
+    resetter.start()
+    assert holding.wait(30)
+    asker = threading.Thread(target=ask)
+    asker.start()
+    wait_for(lambda: _waiting_on_a_lock() > 0, timeout=30, message="the token request waiting for the user's row")
+    release.set()
+    resetter.join(30)
+    asker.join(30)
+
+    (answer,) = answers
+    assert answer.status_code == 401
+    assert answer.json()["error"]["code"] == "not_authenticated"
+    assert not ApiKey.objects.filter(user=alice).exists()
+
+
+def _waiting_on_a_lock() -> int:
+    """Backends of this database waiting for a lock (the token request's, behind the reset's row lock)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0]

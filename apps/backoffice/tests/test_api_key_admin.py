@@ -147,3 +147,12 @@ def test_the_service_refuses_a_revocation_by_staff_without_the_permission(keys):
         api_key_revoke_by_operator(key_id=keys["office"].key.id, operator_id=UserFactory(is_staff=True).id)
 
     assert ApiKey.objects.filter(revoked_at__isnull=False).count() == 0
+
+
+@pytest.mark.parametrize("lookup", ["secret_hash__startswith", "signing_secret_sealed__startswith", "secret_hash"])
+def test_the_list_cannot_be_filtered_by_a_keys_hash_or_sealed_secret(client, operator, admin_login, keys, lookup):
+    """Break-it review: ``?secret_hash__startswith=0`` answered 200, and counting the rows each prefix left read the
+    hash out a character at a time."""
+    admin_login(operator)
+    response = client.get(LIST, {lookup: keys["office"].key.secret_hash[:1]})
+    assert response.status_code == 400
