@@ -208,7 +208,7 @@ def email_address_confirm(*, token: str):
         before={"email": was}, after={"email": request.email},
     )  # fmt: skip
     if was:  # a replaced address, not the first one set: whoever replaced it may have taken the account over
-        held_until = withdrawals_hold(user_id=user.pk, reason=HoldReason.EMAIL_CHANGED)
+        held_until = withdrawals_hold(user_id=user.pk, reason=HoldReason.EMAIL_CHANGED, actor_id=user.pk)
         email_address_on_commit(
             to=was,
             template="email_changed",

@@ -114,7 +114,11 @@ def _second_factor_turn_on(*, user_id: int, device_id: int) -> list[str]:
     codes = [StaticToken.random_token() for _ in range(RECOVERY_CODE_COUNT)]
     StaticToken.objects.bulk_create([StaticToken(device=recovery, token=code) for code in codes])
     _audit(user_id, "second_factor.confirm", before=before, after=True)
-    held_until = withdrawals_hold(user_id=user_id, reason=HoldReason.SECOND_FACTOR_REPLACED) if before else None
+    held_until = (
+        withdrawals_hold(user_id=user_id, reason=HoldReason.SECOND_FACTOR_REPLACED, actor_id=user_id)
+        if before
+        else None
+    )
     email_user_on_commit(
         user_id=user_id, template="second_factor_on", context={"time": timezone.now(), "held_until": held_until}
     )
@@ -132,7 +136,7 @@ def second_factor_remove(*, user_id: int, otp: str | None) -> None:
         TOTPDevice.objects.filter(user_id=user_id).delete()
         StaticDevice.objects.filter(user_id=user_id).delete()
         _audit(user_id, "second_factor.remove", before=True, after=False)
-        held_until = withdrawals_hold(user_id=user_id, reason=HoldReason.SECOND_FACTOR_REMOVED)
+        held_until = withdrawals_hold(user_id=user_id, reason=HoldReason.SECOND_FACTOR_REMOVED, actor_id=user_id)
         email_user_on_commit(
             user_id=user_id, template="second_factor_off", context={"time": timezone.now(), "held_until": held_until}
         )

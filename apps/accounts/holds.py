@@ -12,21 +12,35 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from apps.audit.services import audit_record
+
 from .locks import withdrawals_lock
 from .models import HoldReason, WithdrawalHold
 
 
-def withdrawals_hold(*, user_id: int, reason: HoldReason) -> datetime | None:
+def withdrawals_hold(*, user_id: int, reason: HoldReason, actor_id: int) -> datetime | None:
     """Pause the user's withdrawals for ``settings.WITHDRAWAL_SECURITY_HOLD_SECONDS`` from now (none when 0), in
-    the caller's transaction; return when the pause ends (None when there is none). A later change moves the end
-    forward; an earlier, longer pause is never shortened. Raises nothing of its own."""
+    the caller's transaction, audited (``withdrawals.paused``, ``actor_id`` the one who made the change: the user,
+    or the operator who approved a second-factor reset); return when the pause ends (None when there is none). A
+    later change moves the end forward; an earlier, longer pause is never shortened. Raises nothing of its own."""
     seconds = settings.WITHDRAWAL_SECURITY_HOLD_SECONDS
     if seconds <= 0:
         return None
     withdrawals_lock(user_id=user_id, shared=False)
     until = timezone.now() + timedelta(seconds=seconds)
-    hold, created = WithdrawalHold.objects.get_or_create(user_id=user_id, defaults={"until": until, "reason": reason})
-    if not created and hold.until < until:
+    hold = WithdrawalHold.objects.select_for_update().filter(user_id=user_id).first()
+    before = {} if hold is None else {"until": hold.until.isoformat(), "reason": hold.reason}
+    if hold is None:
+        hold = WithdrawalHold.objects.create(user_id=user_id, until=until, reason=reason)
+    elif hold.until < until:
         hold.until, hold.reason = until, reason
         hold.save(update_fields=["until", "reason", "updated_at"])
+    audit_record(
+        actor_id=actor_id,
+        action="withdrawals.paused",
+        object_type="auth.user",
+        object_id=user_id,
+        before=before,
+        after={"until": hold.until.isoformat(), "reason": hold.reason},
+    )
     return hold.until

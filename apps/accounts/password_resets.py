@@ -42,7 +42,7 @@ def password_change_record(*, user_id: int, action: str) -> None:
     reset = action == RESET
     audit_record(actor_id=user_id, action=action, object_type="auth.user", object_id=user_id, before={}, after={})
     held_until = withdrawals_hold(
-        user_id=user_id, reason=HoldReason.PASSWORD_RESET if reset else HoldReason.PASSWORD_CHANGED
+        user_id=user_id, reason=HoldReason.PASSWORD_RESET if reset else HoldReason.PASSWORD_CHANGED, actor_id=user_id
     )
     revoked = api_keys_revoke_all(user_id=user_id) if reset else []
     email_user_on_commit(

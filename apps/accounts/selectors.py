@@ -34,12 +34,18 @@ def withdrawals_blocked(*, user_id: int, until_commit: bool = False) -> bool:
     return AccountRestriction.objects.filter(user_id=user_id, withdrawals_blocked=True).exists()
 
 
+def withdrawal_hold(*, user_id: int) -> WithdrawalHold | None:
+    """The pause of the user's withdrawals after a security change (:mod:`apps.accounts.holds`: its end and
+    reason) while it lasts, or None."""
+    return WithdrawalHold.objects.filter(user_id=user_id, until__gt=timezone.now()).first()
+
+
 def withdrawals_held_until(*, user_id: int) -> datetime | None:
-    """When the pause of the user's withdrawals after a security change ends (:mod:`apps.accounts.holds`), or None
-    when they are not paused. Call :func:`withdrawals_blocked` with ``until_commit`` first in a withdrawal step: its
-    shared lock orders this read after any pause being committed."""
-    until = WithdrawalHold.objects.filter(user_id=user_id).values_list("until", flat=True).first()
-    return until if until is not None and until > timezone.now() else None
+    """When the pause of the user's withdrawals after a security change ends, or None when they are not paused.
+    Call :func:`withdrawals_blocked` with ``until_commit`` first in a withdrawal step: its shared lock orders this
+    read after any pause being committed."""
+    hold = withdrawal_hold(user_id=user_id)
+    return None if hold is None else hold.until
 
 
 EMAIL_IN_USE = "This e-mail address is already in use."

@@ -13,7 +13,7 @@ from django.urls import NoReverseMatch, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
-from apps.accounts.selectors import account_restriction
+from apps.accounts.selectors import account_restriction, withdrawal_hold
 from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin, amount_column
@@ -405,6 +405,7 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
             "recent_postings": user_postings(user_id)[:20],
             "signals": withdrawal_risk_signals(withdrawal),
             "restriction": account_restriction(user_id=user_id),
+            "withdrawal_hold": withdrawal_hold(user_id=user_id),
             "can_decide": request.user.has_perm("wallets.approve_withdrawal") and request.user.id != user_id,
         }
         return super().change_view(request, object_id, form_url, extra_context)

@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts.models import AccountRestriction
 from apps.accounts.restrictions import CHANGE_PERMISSION, account_trading_freeze, account_withdrawals_block
-from apps.accounts.selectors import account_restriction
+from apps.accounts.selectors import account_restriction, withdrawal_hold
 from apps.core.errors import DomainError
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.ledger.selectors import balances_for_user
@@ -88,6 +88,7 @@ class CustomerAdmin(ReadOnlyAdmin):
             **(extra_context or {}),
             "customer": customer,
             "restriction": account_restriction(user_id=customer.id),
+            "withdrawal_hold": withdrawal_hold(user_id=customer.id),
             "balances": balances_for_user(customer.id),
             "open_orders": orders_for_user(user_id=customer.id, status="open").select_related(
                 "market__base", "market__quote"

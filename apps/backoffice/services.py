@@ -578,7 +578,7 @@ def _decide_reset(*, reset_id: int, approver_id: int, approve: bool, note: str) 
             for device in devices_for_user(reset.user, confirmed=None):
                 removed.append(device.persistent_id)
                 device.delete()
-            withdrawals_hold(user_id=reset.user_id, reason=HoldReason.SECOND_FACTOR_REMOVED)
+            withdrawals_hold(user_id=reset.user_id, reason=HoldReason.SECOND_FACTOR_REMOVED, actor_id=approver_id)
         return _Applied(after={"removed_devices": removed})
 
     return _draft_decide(_RESET, reset_id, approver_id, approve=approve, note=note, apply=apply)

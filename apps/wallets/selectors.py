@@ -5,6 +5,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Q, QuerySet, Sum
+from django.utils import timezone
 
 from .models import (
     WITHDRAWAL_PENDING,
@@ -34,9 +35,12 @@ def withdrawals_for_user(*, user_id: int) -> QuerySet[Withdrawal]:
 
 def withdrawals_to_decide() -> QuerySet[Withdrawal]:
     """The operators' queue, oldest first: withdrawals awaiting approval, and approved ones held back because the
-    account's withdrawals are blocked (custody does not have them; they can be rejected:
+    account's withdrawals are blocked or paused after a security change (custody does not have them; they can be
+    rejected:
     :func:`apps.wallets.services.withdrawal_reject`)."""
-    held_back = Q(status=WithdrawalStatus.APPROVED, handed_over=False, user__restriction__withdrawals_blocked=True)
+    held_back = Q(status=WithdrawalStatus.APPROVED, handed_over=False) & (
+        Q(user__restriction__withdrawals_blocked=True) | Q(user__withdrawal_hold__until__gt=timezone.now())
+    )
     return (
         Withdrawal.objects.filter(Q(status=WithdrawalStatus.AWAITING_APPROVAL) | held_back)
         .select_related("asset", "user")

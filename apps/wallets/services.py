@@ -1068,11 +1068,15 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     Raises :class:`PermissionDenied` without ``wallets.approve_withdrawal`` (or for one's own
     withdrawal), :class:`InvalidState` unless it awaits approval (so a second approval is
     refused and submits nothing), :class:`NotFound`, :class:`~apps.accounts.errors.WithdrawalsBlocked`
-    while the owner's withdrawals are blocked (it can still be rejected).
+    while the owner's withdrawals are blocked and :class:`~apps.accounts.errors.WithdrawalsOnHold` while a security
+    change of the owner's account pauses them (it can still be rejected either way).
     """
     owner_id = _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
     if withdrawals_blocked(user_id=owner_id, until_commit=True):
         raise WithdrawalsBlocked("The customer's withdrawals are blocked: reject it or unblock them first.")
+    held_until = withdrawals_held_until(user_id=owner_id)
+    if held_until is not None:
+        raise WithdrawalsOnHold(held_until)
     withdrawal = _transition(
         withdrawal_id,
         from_states=(WithdrawalStatus.AWAITING_APPROVAL,),
@@ -1159,7 +1163,9 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     While an operator blocks the account's withdrawals (:func:`apps.accounts.restrictions.account_withdrawals_block`)
     nothing new is sent: a withdrawal custody does not have stays approved with its hold, ``last_error`` says why,
     and the sweep (:func:`withdrawals_requeue_submission`) submits it once the block is lifted (or an operator
-    rejects it: :func:`withdrawal_reject`). One handed over before the block, whose answer was lost, is finished only
+    rejects it: :func:`withdrawal_reject`). While a security change pauses them (:mod:`apps.accounts.holds`), one
+    not handed over yet is held back alike until the pause ends. One handed over before the block, whose answer was
+    lost, is finished only
     if custody has it (:meth:`~apps.wallets.custody.base.CustodyAdapter.withdrawal_status`), so its outcome can be
     recorded; when custody answers it never received it, it is held back like one never sent (and can be rejected).
 
@@ -1173,7 +1179,7 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
         return withdrawal
     adapter = get_adapter()
     if submission is _Submission.IF_AT_CUSTODY and adapter.withdrawal_status(withdrawal_id=str(withdrawal.pk)) is None:
-        return _withdrawal_held_back(withdrawal)
+        return _withdrawal_held_back(withdrawal, WITHDRAWALS_BLOCKED_HELD)
     try:
         receipt = adapter.submit_withdrawal(
             withdrawal_id=str(withdrawal.pk),
@@ -1223,7 +1229,9 @@ def _withdrawal_claim(*, withdrawal_id: int) -> tuple[Withdrawal, _Submission]:
         return withdrawal, _Submission.NONE
     blocked = withdrawals_blocked(user_id=withdrawal.user_id, until_commit=True)
     if blocked and not withdrawal.handed_over:
-        return _withdrawal_held_back(withdrawal), _Submission.NONE
+        return _withdrawal_held_back(withdrawal, WITHDRAWALS_BLOCKED_HELD), _Submission.NONE
+    if not withdrawal.handed_over and withdrawals_held_until(user_id=withdrawal.user_id) is not None:
+        return _withdrawal_held_back(withdrawal, WITHDRAWALS_PAUSED_HELD), _Submission.NONE
     try:
         recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
     except InvalidAddress as exc:
@@ -1240,16 +1248,23 @@ def _withdrawal_claim(*, withdrawal_id: int) -> tuple[Withdrawal, _Submission]:
 
 WITHDRAWALS_BLOCKED_HELD = "Not sent: the account's withdrawals are blocked; it goes out once they are unblocked."
 """The ``last_error`` of an approved withdrawal :func:`withdrawal_submit` holds back while the account is blocked."""
+WITHDRAWALS_PAUSED_HELD = (
+    "Not sent: the account's withdrawals are paused after a change of its password, second factor or e-mail "
+    "address; it goes out once the pause ends."
+)
+"""The ``last_error`` of an approved withdrawal not yet handed to custody that :func:`withdrawal_submit` holds back
+while a security change pauses the account's withdrawals (:mod:`apps.accounts.holds`): one approved, or requested,
+before the change. The re-queueing sweep sends it after the pause."""
 
 
-def _withdrawal_held_back(withdrawal: Withdrawal) -> Withdrawal:
-    """Record on an approved withdrawal of a blocked account why it was not sent; custody does not have it (never
-    handed over, or custody answered it never received it), so it is not ``handed_over`` and an operator may reject
-    it. Nothing changes when it was handed over again since ``withdrawal`` was read (its count moved on)."""
-    log.warning("withdrawal %s held back: the account's withdrawals are blocked", withdrawal.pk)
+def _withdrawal_held_back(withdrawal: Withdrawal, why: str) -> Withdrawal:
+    """Record on an approved withdrawal of a blocked or paused account ``why`` it was not sent; custody does not have
+    it (never handed over, or custody answered it never received it), so it is not ``handed_over`` and an operator
+    may reject it. Nothing changes when it was handed over again since ``withdrawal`` was read (its count moved on)."""
+    log.warning("withdrawal %s held back: %s", withdrawal.pk, why)
     Withdrawal.objects.filter(
         pk=withdrawal.pk, status=WithdrawalStatus.APPROVED, submit_attempts=withdrawal.submit_attempts
-    ).update(last_error=WITHDRAWALS_BLOCKED_HELD, handed_over=False, updated_at=timezone.now())
+    ).update(last_error=why, handed_over=False, updated_at=timezone.now())
     return Withdrawal.objects.select_related("asset").get(pk=withdrawal.pk)
 
 

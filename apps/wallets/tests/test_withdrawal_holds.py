@@ -12,7 +12,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.contrib.auth.tokens import default_token_generator
 from django.template.loader import render_to_string
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
@@ -28,12 +28,20 @@ from apps.accounts.tests.mail import body
 from apps.accounts.tests.otp import enrol, totp_code, user_code
 from apps.audit.models import AuditLogEntry
 from apps.backoffice.services import second_factor_reset_approve, second_factor_reset_request
+from apps.backoffice.tests.logins import login_with_second_factor
 from apps.core.links import signed_token_make
 from apps.ledger.tests.factories import PASSWORD, UserFactory
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.links import link_token_make
 from apps.wallets.models import Withdrawal, WithdrawalStatus
-from apps.wallets.services import withdrawal_confirm, withdrawal_request
+from apps.wallets.selectors import withdrawals_to_decide
+from apps.wallets.services import (
+    WITHDRAWALS_PAUSED_HELD,
+    withdrawal_approve,
+    withdrawal_confirm,
+    withdrawal_request,
+    withdrawal_submit,
+)
 
 from .conftest import wait_for
 from .factories import book_address, deposit_through_custody
@@ -66,6 +74,8 @@ def assert_paused(trader, reason: HoldReason, *, since) -> None:
     assert refused.value.code == "withdrawals_on_hold" and refused.value.status == 403
     assert f"paused until {hold.until:%Y-%m-%d %H:%M} UTC" in refused.value.message
     assert Withdrawal.objects.count() == count
+    paused = AuditLogEntry.objects.filter(action="withdrawals.paused", object_id=str(trader.id)).latest("id")
+    assert paused.after == {"until": hold.until.isoformat(), "reason": reason}
 
 
 def reset_by_link(client, trader):
@@ -250,3 +260,54 @@ def _confirm_address(user, address: str) -> None:
     email_confirmation_send(user_id=user.id, email=address)
     request_id = EmailRequest.objects.filter(user=user).latest("id").pk
     email_address_confirm(token=signed_token_make(salt=SALT, payload={"id": request_id}))
+
+
+def _operators():
+    """An operator (customer screens) and an approver (withdrawal approvals), both staff with their groups."""
+    operator = UserFactory(username="olga", is_staff=True)
+    operator.groups.add(Group.objects.get(name="operators"))
+    approver = UserFactory(username="arno", is_staff=True)
+    approver.groups.add(Group.objects.get(name="operators"), Group.objects.get(name="approvers"))
+    return operator, approver
+
+
+def test_operators_see_the_pause_and_cannot_approve_during_it(client, trader, usdt):
+    """Break-it review: the customer screen said "Withdrawals allowed" during a pause, and a withdrawal awaiting
+    approval from before the change could be approved and sent in it."""
+    type(usdt).objects.filter(pk=usdt.pk).update(withdrawal_auto_approve_limit=Decimal(100))
+    waiting = withdraw(trader, "150")
+    assert waiting.status == WithdrawalStatus.AWAITING_APPROVAL
+    operator, approver = _operators()
+    password_change_record(user_id=trader.id, action=CHANGED)
+    until = WithdrawalHold.objects.get(user=trader).until
+
+    with pytest.raises(WithdrawalsOnHold):
+        withdrawal_approve(withdrawal_id=waiting.pk, operator_id=approver.id)
+
+    waiting.refresh_from_db()
+    assert waiting.status == WithdrawalStatus.AWAITING_APPROVAL
+    client.force_login(operator)
+    customer_page = client.get(f"/admin/backoffice/customer/{trader.id}/change/").content.decode()
+    assert f"paused until {until:%Y-%m-%d %H:%M} UTC" in customer_page and "password changed" in customer_page
+    approval_page = login_with_second_factor(Client(), approver).get(
+        f"/admin/backoffice/withdrawalapproval/{waiting.pk}/change/"
+    )
+    assert 'id="withdrawals-paused"' in approval_page.content.decode()
+
+
+def test_an_approved_withdrawal_not_sent_yet_is_held_back_during_the_pause_and_sent_after_it(trader):
+    approved = withdraw(trader, "10")  # within the auto-approval limit; its submission was not run yet
+    assert approved.status == WithdrawalStatus.APPROVED
+    password_change_record(user_id=trader.id, action=CHANGED)
+
+    held = withdrawal_submit(withdrawal_id=approved.pk)
+
+    assert (held.status, held.handed_over, held.last_error) == (
+        WithdrawalStatus.APPROVED,
+        False,
+        WITHDRAWALS_PAUSED_HELD,
+    )
+    assert approved.pk in withdrawals_to_decide().values_list("id", flat=True)  # an operator may reject it
+    WithdrawalHold.objects.filter(user=trader).update(until=timezone.now() - timedelta(seconds=1))
+    assert withdrawal_submit(withdrawal_id=approved.pk).status == WithdrawalStatus.SUBMITTED
+    assert approved.pk not in withdrawals_to_decide().values_list("id", flat=True)
