@@ -171,6 +171,8 @@ def _checked_networks(values: Sequence[str]) -> list[str]:
     networks = set()
     for value in values:
         try:
+            if isinstance(value, str) and "%" in value:  # an IPv6 zone (fe80::1%eth0) names a host's interface
+                raise ValueError(value)
             networks.add(str(ipaddress.ip_network(value.strip() if isinstance(value, str) else value)))
         except (TypeError, ValueError):
             message = f"{str(value)[:64]!r} is not an IP address or network (203.0.113.7, 2001:db8::/48)."

@@ -131,6 +131,7 @@ def test_a_wrong_password_with_a_valid_code_is_401(api, alice):
         ({"name": "x" * 101}, "name"),
         ({"name": "bad\x00name"}, "name"),
         ({"allowed_ips": ["not-an-ip"]}, "allowed_ips"),
+        ({"allowed_ips": ["fe80::1%eth0"]}, "allowed_ips"),  # a zone: no client address carries one (review)
         ({"allowed_ips": "203.0.113.7"}, "allowed_ips"),
         ({"allowed_ips": [f"203.0.113.{n}" for n in range(21)]}, "allowed_ips"),
         ({"allowed_ips": [{"ip": "203.0.113.7"}]}, "allowed_ips"),
