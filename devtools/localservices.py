@@ -13,7 +13,7 @@ Usage (the Makefile calls these)::
 
     python -m devtools.localservices exec -- CMD [ARGS...]   # ensure services, run CMD with the URLs set
     python -m devtools.localservices env                     # ensure services, print the URLs as shell exports
-    python -m devtools.localservices stop                    # stop what this folder started (not under a make run)
+    python -m devtools.localservices stop                    # stop what this folder started (a make run first)
     python -m devtools.localservices status                  # say whether they are still running
 
 The URLs are also written to ``<data>/services.env``, which the local settings
@@ -25,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -167,15 +168,46 @@ def stop() -> None:
 
 def run_in_progress(folder: Path) -> bool:
     """Whether a ``make run`` holds ``folder``'s :data:`RUN_LOCK` (running, or still stopping)."""
+    return run_holder(folder) is not None
+
+
+def run_holder(folder: Path) -> int | None:
+    """The process id of the ``make run`` holding ``folder``'s :data:`RUN_LOCK` (running, or still stopping; 0 when
+    it has not written its id yet), or None when no run holds it."""
     lock = folder / RUN_LOCK
     if not lock.exists():
-        return False
+        return None
     with open(lock) as handle:  # closing it releases the probe's own lock
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return True
-    return False
+            recorded = handle.read().strip()
+            return int(recorded) if recorded.isdigit() else 0
+    return None
+
+
+RUN_STOP_SECONDS = 60
+"""How long ``stop`` waits for a ``make run`` it asked to stop to finish stopping its processes and services."""
+
+
+def run_stop(folder: Path) -> bool:
+    """Ask the ``make run`` holding ``folder`` to stop (SIGTERM: it stops its processes, then its services) and wait
+    for it to finish, at most :data:`RUN_STOP_SECONDS`; whether it did (True when none was running)."""
+    pid = run_holder(folder)
+    if pid is None:
+        return True
+    if pid:
+        print(f"Stopping the `make run` using {folder} (process {pid}).", flush=True)
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass  # it ended meanwhile
+    deadline = time.monotonic() + RUN_STOP_SECONDS
+    while run_in_progress(folder):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
 
 
 def status_message() -> str:
@@ -195,10 +227,9 @@ def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command == "stop":
         folder = data_dir()
-        if run_in_progress(folder):
+        if not run_stop(folder):
             print(
-                f"A `make run` is using {folder}: press Ctrl-C where it runs; it stops its processes, "
-                "then these services (stopping them under it would crash every process it runs).",
+                f"The `make run` using {folder} did not stop within {RUN_STOP_SECONDS} s: press Ctrl-C where it runs.",
                 file=sys.stderr,
             )
             return 1

@@ -28,11 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 @contextmanager
 def one_run_at_a_time(folder: Path) -> Iterator[None]:
     """Hold ``folder/run.lock`` (``flock``) for the whole of a ``make run``, its clean-up included; ``make stop``
-    refuses while it is held. A second run on the same data folder waits, saying so, until the first has stopped:
+    stops the run holding it first (SIGTERM to the pid it records). A second run on the same data folder waits, saying so, until the first has stopped:
     started while the first was still stopping (after a crash), it saw the services up, so it would not start them,
     and the first then stopped them under it (its migrate failed with a traceback and a redis-server was left
     behind)."""
-    with open(folder / localservices.RUN_LOCK, "w") as handle:
+    with open(folder / localservices.RUN_LOCK, "a+") as handle:  # not "w": that would erase the holder's pid
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -42,6 +42,10 @@ def one_run_at_a_time(folder: Path) -> Iterator[None]:
                 flush=True,
             )
             fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))  # whom ``make stop`` asks to stop (localservices.run_holder)
+        handle.flush()
         yield
 
 

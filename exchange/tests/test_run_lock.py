@@ -1,7 +1,8 @@
 """``make run`` holds its data folder for its whole life, clean-up included (devtools.run.one_run_at_a_time),
-``make stop`` leaves a running one's services alone, and ``make run`` refuses ports another server holds."""
+``make stop`` stops a running one first (not its services under it), and ``make run`` refuses ports another server holds."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -41,10 +42,12 @@ def test_a_second_run_waits_saying_so_until_the_first_has_stopped(tmp_path):
             f"Another `make run` is using {tmp_path} (running, or still stopping)"
         )
         assert second.poll() is None  # waiting: it has not entered
+        assert (tmp_path / RUN_LOCK).read_text() == str(first.pid)  # what `make stop` stops: not erased meanwhile
 
         first.communicate("", timeout=30)  # the first one ends
 
         assert second.stdout.readline() == "entered\n"
+        assert (tmp_path / RUN_LOCK).read_text() == str(second.pid)
     finally:
         for process in (first, second):
             if process.poll() is None:
@@ -52,22 +55,26 @@ def test_a_second_run_waits_saying_so_until_the_first_has_stopped(tmp_path):
             process.communicate(timeout=30)
 
 
-def test_make_stop_refuses_while_a_run_holds_the_folder_and_stops_once_it_has_ended(tmp_path):
-    """Break-it review: ``make stop`` beside a running ``make run`` stopped PostgreSQL and Redis under it, and
-    every process it ran failed with tracebacks."""
+def test_make_stop_stops_a_run_holding_the_folder_first(tmp_path):
+    """Break-it reviews: ``make stop`` beside a running ``make run`` stopped PostgreSQL and Redis under it (every
+    process it ran failed with tracebacks); then it refused, and a ``make run`` left in the background could not be
+    stopped by the command the README gives. It now asks the run to stop (SIGTERM: the run stops its processes and
+    its services) and waits for it to let go of the folder."""
     stop = [sys.executable, "-m", "devtools.localservices", "stop"]
     env = {**os.environ, "LOCAL_DATA_DIR": str(tmp_path)}
     run = _run(tmp_path)
     try:
         assert run.stdout.readline() == "entered\n"
-        refused = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert (tmp_path / RUN_LOCK).read_text() == str(run.pid)
+        stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
     finally:
-        run.communicate("", timeout=30)
-    stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        if run.poll() is None:
+            run.kill()
+        run.wait(timeout=30)
 
-    assert refused.returncode == 1
-    assert refused.stderr.startswith(f"A `make run` is using {tmp_path}: press Ctrl-C where it runs")
+    assert run.returncode == -signal.SIGTERM
     assert (stopped.returncode, stopped.stderr) == (0, "")
+    assert stopped.stdout == f"Stopping the `make run` using {tmp_path} (process {run.pid}).\n"
 
 
 def test_make_run_refuses_ports_another_server_listens_on_before_starting_anything(tmp_path):
