@@ -13,8 +13,10 @@ import hashlib
 import logging
 
 import redis
+from axes.utils import reset as axes_reset
 from django.conf import settings
 from django.contrib.auth import forms as auth_forms
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.urls import reverse
@@ -37,14 +39,17 @@ def password_change_record(*, user_id: int, action: str) -> None:
     """Audit ``action`` (:data:`CHANGED` by the signed-in trader, :data:`RESET` by an e-mailed link) with the trader
     as actor, pause the account's withdrawals (:func:`~apps.accounts.holds.withdrawals_hold`), after a reset revoke
     every API key (:func:`~apps.accounts.services.api_keys_revoke_all`: a reset means the old password may be known
-    to someone else, who may have made keys with it), and e-mail the trader (``emails/password_changed.txt``) when
-    the caller's transaction commits. Call it in the transaction that set the password. Raises nothing of its own."""
+    to someone else, who may have made keys with it) and end the account's log-in lock (django-axes' failures of
+    its username: the e-mailed link proved the account is the trader's), and e-mail the trader
+    (``emails/password_changed.txt``) when the caller's transaction commits. Call it in the transaction that set the password. Raises nothing of its own."""
     reset = action == RESET
     audit_record(actor_id=user_id, action=action, object_type="auth.user", object_id=user_id, before={}, after={})
     held_until = withdrawals_hold(
         user_id=user_id, reason=HoldReason.PASSWORD_RESET if reset else HoldReason.PASSWORD_CHANGED, actor_id=user_id
     )
     revoked = api_keys_revoke_all(user_id=user_id) if reset else []
+    if reset:  # the e-mailed link proved the account is the owner's: the failures that locked it no longer count
+        axes_reset(username=get_user_model().objects.get(pk=user_id).get_username())
     email_user_on_commit(
         user_id=user_id,
         template="password_changed",

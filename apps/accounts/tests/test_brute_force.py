@@ -130,6 +130,34 @@ def test_the_account_lock_ends_with_the_cool_off(db, api, settings):
     assert token_log_in(api, 22, PASSWORD).status_code == 200
 
 
+def test_a_password_reset_ends_the_lock_of_its_account(db, api, client):
+    """Break-it review: an attacker's failures kept the owner locked out for the cool-off right after the owner
+    reset the password by the e-mailed link (which proves the account is theirs)."""
+    from django.contrib.auth.tokens import default_token_generator
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    carol = UserFactory(username="carol")
+    UserFactory(username="dave")
+    fail_from_addresses(api, 20)
+    for _ in range(5):  # another account's failures are left alone
+        api.post(
+            "/api/v1/auth/token/", {"username": "dave", "password": "wrong"}, format="json", REMOTE_ADDR=address(0)
+        )
+    assert token_log_in(api, 21, PASSWORD).status_code == 429
+
+    uid = urlsafe_base64_encode(force_bytes(carol.pk))
+    link = client.get(f"/accounts/password/reset/{uid}/{default_token_generator.make_token(carol)}/")
+    new = "a brand new horse battery"
+    assert client.post(link["Location"], {"new_password1": new, "new_password2": new}).status_code == 302
+
+    assert token_log_in(api, 22, new).status_code == 200
+    dave = api.post(
+        "/api/v1/auth/token/", {"username": "dave", "password": PASSWORD}, format="json", REMOTE_ADDR=address(0)
+    )
+    assert dave.status_code == 429
+
+
 @pytest.fixture
 def tasks_run_at_once():
     """Celery tasks run in this process when queued (Celery's ``task_always_eager``), so what a request e-mails
