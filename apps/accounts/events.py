@@ -9,3 +9,7 @@ from django.dispatch import Signal
 api_key_created = Signal()
 """Sent when a user creates an API key, in its transaction. Keyword arguments: ``user_id``, ``name`` (the key's),
 ``scopes`` (a list of scope names)."""
+
+password_changed = Signal()
+"""Sent when a user's password is changed or reset, in its transaction. Keyword arguments: ``user_id``, ``reset``
+(True for a reset by an e-mailed link)."""

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from apps.audit.services import audit_record
 
+from .events import password_changed
 from .holds import withdrawals_hold
 from .models import HoldReason
 from .notifications import email_address_on_commit, email_user_on_commit, site_url
@@ -40,14 +41,17 @@ def password_change_record(*, user_id: int, action: str) -> None:
     as actor, pause the account's withdrawals (:func:`~apps.accounts.holds.withdrawals_hold`), after a reset revoke
     every API key (:func:`~apps.accounts.services.api_keys_revoke_all`: a reset means the old password may be known
     to someone else, who may have made keys with it) and end the account's log-in lock (django-axes' failures of
-    its username: the e-mailed link proved the account is the trader's), and e-mail the trader
-    (``emails/password_changed.txt``) when the caller's transaction commits. Call it in the transaction that set the password. Raises nothing of its own."""
+    its username: the e-mailed link proved the account is the trader's), announce it
+    (:data:`~apps.accounts.events.password_changed`: the streams end the stream keys made in browser sessions), and
+    e-mail the trader (``emails/password_changed.txt``) when the caller's transaction commits. Call it in the
+    transaction that set the password. Raises nothing of its own."""
     reset = action == RESET
     audit_record(actor_id=user_id, action=action, object_type="auth.user", object_id=user_id, before={}, after={})
     held_until = withdrawals_hold(
         user_id=user_id, reason=HoldReason.PASSWORD_RESET if reset else HoldReason.PASSWORD_CHANGED, actor_id=user_id
     )
     revoked = api_keys_revoke_all(user_id=user_id) if reset else []
+    password_changed.send(sender=get_user_model(), user_id=user_id, reset=reset)
     if reset:  # the e-mailed link proved the account is the owner's: the failures that locked it no longer count
         axes_reset(username=get_user_model().objects.get(pk=user_id).get_username())
     email_user_on_commit(

@@ -1,16 +1,23 @@
 """The streams app's receivers of what the apps below it announce: each records an outbox row in the
-sender's transaction (:mod:`apps.streams.services`), so the relay publishes exactly what committed.
+sender's transaction (:mod:`apps.streams.services`), so the relay publishes exactly what committed, but for a
+password change, which ends the stream keys made in browser sessions, in its transaction too.
 
 Connected in :meth:`apps.streams.apps.StreamsConfig.ready`. The signals: :data:`apps.orders.events.book_changed`,
-:data:`apps.wallets.events.transfer_changed`, :data:`apps.accounts.events.api_key_created`, and Django's
-``user_logged_in``.
+:data:`apps.wallets.events.transfer_changed`, :data:`apps.accounts.events.api_key_created` and
+:data:`~apps.accounts.events.password_changed`, and Django's ``user_logged_in``.
 """
 
 from django.conf import settings
 
 from apps.accounts.notifications import login_details
 
-from .services import book_event_record, book_events_statement, user_event_record, user_notice_record
+from .services import (
+    book_event_record,
+    book_events_statement,
+    stream_tokens_of_sessions_revoke,
+    user_event_record,
+    user_notice_record,
+)
 
 
 def book_changed(
@@ -43,3 +50,9 @@ def user_logged_in(sender, request, user, **kwargs) -> None:
     """An ``accountNotice`` of the log-in on the user's stream: its IP address and browser
     (:func:`apps.accounts.notifications.login_details`, as the e-mail gives them)."""
     user_notice_record(user_id=user.pk, notice="login", details=login_details(request))
+
+
+def password_changed(sender, *, user_id: int, **kwargs) -> None:
+    """A password changed or reset: the stream keys made in the account's browser sessions end with them (break-it
+    review: one made before a reset kept delivering balances and deposits, and opened new streams, after it)."""
+    stream_tokens_of_sessions_revoke(user_id=user_id)

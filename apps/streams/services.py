@@ -211,6 +211,14 @@ def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
     raise NotFound("No such stream key.", fields={"key": "Unknown or expired."})
 
 
+def stream_tokens_of_sessions_revoke(*, user_id: int) -> int:
+    """Delete the user's stream keys made in browser sessions (not with an API key), in the caller's transaction; return
+    how many. A password change or reset calls it (Django ends the account's other sessions; a stream key made in
+    one of them must not outlive it): open streams get ``listenKeyExpired`` within ``STREAMS_TOKEN_CHECK_SECONDS``.
+    Keys made with an API key live as long as that key (a reset revokes every key)."""
+    return StreamToken.objects.filter(user_id=user_id, api_key__isnull=True).delete()[0]
+
+
 def stream_token_revoke(*, user_id: int, key: str) -> None:
     """Delete the user's stream key; streams opened with it get ``listenKeyExpired`` and are closed within
     ``STREAMS_TOKEN_CHECK_SECONDS`` (:mod:`apps.streams.consumers`).

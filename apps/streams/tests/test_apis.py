@@ -5,9 +5,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from apps.accounts.password_resets import CHANGED, RESET, password_change_record
 from apps.api.base import api_time
 from apps.streams.models import StreamToken
 from apps.streams.selectors import stream_token_user_id
+from apps.streams.services import stream_token_create
 
 pytestmark = pytest.mark.django_db
 
@@ -94,3 +96,16 @@ def test_answers_showing_a_stream_key_are_never_stored(api_as, user):
 
     assert (created.status_code, kept_alive.status_code) == (201, 200)
     assert "no-store" in created.get("Cache-Control", "") and "no-store" in kept_alive.get("Cache-Control", "")
+
+
+@pytest.mark.parametrize("action", [CHANGED, RESET])
+def test_a_password_change_or_reset_ends_the_stream_keys_made_in_browser_sessions(api_as, user, action):
+    """Break-it review: a stream key made in a browser session before a reset went on delivering the user's balances
+    and deposits, and opened new streams, after it (Django ends the sessions; the key outlived them)."""
+    _, in_a_session = stream_token_create(user_id=user.id)
+    with_a_key = api_as(user, "read").post(URL).json()["token"]
+
+    password_change_record(user_id=user.id, action=action)
+
+    assert stream_token_user_id(key=in_a_session) is None
+    assert stream_token_user_id(key=with_a_key) == (None if action == RESET else user.id)  # its API key decides
