@@ -5,12 +5,12 @@ An endpoint is a plain function ``handler(call) -> body`` registered per HTTP me
 each request (Binance's spot API documentation, "General API information", "LIMITS",
 "Endpoint security type"):
 
-1. the request weight is counted against the client IP (429 -1003 past the limit);
-2. the query string and form body are parsed (-1101 duplicates, -1104 unknown names);
-3. ``USER_STREAM`` needs a valid ``X-MBX-APIKEY``; ``TRADE`` and ``USER_DATA`` also a valid
+1. the query string and form body are parsed (-1101 duplicates, -1104 unknown names), and the request weight is
+   counted against the client IP (429 -1003 past the limit; :data:`MALFORMED_WEIGHT` for one that cannot be parsed);
+2. ``USER_STREAM`` needs a valid ``X-MBX-APIKEY``; ``TRADE`` and ``USER_DATA`` also a valid
    ``signature`` and ``timestamp`` (:mod:`apps.binance.signing`) and the key's scope
    (``trade`` for ``TRADE``, ``read`` for ``USER_DATA``): -2014 / -2015 / -1021 / -1022;
-4. the handler runs; our services' errors become Binance's (:func:`apps.binance.errors.from_domain`),
+3. the handler runs; our services' errors become Binance's (:func:`apps.binance.errors.from_domain`),
    a lost database connection a 503 -1001, anything unexpected a logged 500 -1000.
 
 Every answer is JSON (``{"code", "msg"}`` for errors) with ``X-MBX-USED-WEIGHT-1M``.
@@ -164,11 +164,21 @@ def _authenticate(call: Call, security: Security, query: str, body: str) -> None
     call.key = key
 
 
+MALFORMED_WEIGHT = 1
+"""The weight of a request whose query string or body cannot be read (its own weight may depend on what it says): a
+malformed request is counted too, or a client could send them without limit (break-it review: 800 of them counted
+nothing)."""
+
+
 def _serve(request: HttpRequest, found: Endpoint, call_headers: dict[str, str]) -> HttpResponse:
     now = time.time()
     query = request.META.get("QUERY_STRING", "")
-    body = _body_text(request)
-    params = Params(pairs_of(query) + pairs_of(body))
+    try:
+        body = _body_text(request)
+        params = Params(pairs_of(query) + pairs_of(body))
+    except BinanceError:
+        call_headers.update(limits.weight_use(ip=client_ip(request), weight=MALFORMED_WEIGHT, now=now))
+        raise
     call_headers.update(limits.weight_use(ip=client_ip(request), weight=found.weight_of(params), now=now))
     params.check_all_read(found.params)
     call = Call(request=request, params=params, now_ms=int(now * 1000), headers=call_headers)

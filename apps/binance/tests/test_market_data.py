@@ -314,6 +314,20 @@ def test_weight_header_counts_per_minute(client, btc_usdt):
     assert second - first == 5  # depth with limit <= 100 weighs 5
 
 
+def test_a_malformed_request_counts_weight_too(client, btc_usdt):
+    """Break-it review: 800 requests with a parameter given twice (-1101) counted no weight, so a client could send
+    them without limit."""
+    for _ in range(2):  # a second try only if the minute's window ended between the requests
+        before = int(get(client, "ping").headers["X-MBX-USED-WEIGHT-1M"])
+        malformed = client.get("/api/v3/depth?symbol=BTCUSDT&symbol=BTCUSDT&limit=5000")
+        after = int(get(client, "ping").headers["X-MBX-USED-WEIGHT-1M"])
+        if after > before:
+            break
+    assert (malformed.status_code, malformed.json()["code"]) == (400, -1101)
+    assert malformed.headers["X-MBX-USED-WEIGHT-1M"] == str(before + 1)
+    assert after == before + 2  # the malformed request's 1 and this ping's 1
+
+
 def test_past_the_weight_limit_a_429_with_retry_after(client, btc_usdt, settings):
     for _ in range(2):  # a second try only if the minute's window ended between the requests
         used = int(get(client, "ping").headers["X-MBX-USED-WEIGHT-1M"])
