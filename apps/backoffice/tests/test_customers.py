@@ -271,7 +271,11 @@ def test_a_second_factor_reset_needs_another_operators_approval(client, operator
     assert not TOTPDevice.objects.filter(user=customer).exists()
     reset.refresh_from_db()
     assert (reset.status, reset.decided_by) == (ChangeStatus.APPROVED, approver)
-    assert audit(customer) == [("second_factor_reset.request", "olga"), ("second_factor_reset.approve", "arno")]
+    assert audit(customer) == [
+        ("second_factor_reset.request", "olga"),
+        ("withdrawals.paused", "arno"),  # the approval pauses the customer's withdrawals (apps.accounts.holds)
+        ("second_factor_reset.approve", "arno"),
+    ]
     approval = AuditLogEntry.objects.get(action="second_factor_reset.approve")
     assert len(approval.after["removed_devices"]) == 1
     assert "No second factor." in page(approver_client, customer)
