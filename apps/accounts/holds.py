@@ -1,8 +1,8 @@
 """The pause of a user's withdrawals after a change of how the account is secured (:class:`WithdrawalHold`).
 
 The changes that start it (a password changed or reset, a second factor replaced or removed, an e-mail address
-replaced) call :func:`withdrawals_hold` in their own transaction; every withdrawal request and confirmation
-refuses while it lasts (:func:`apps.accounts.selectors.withdrawals_held_until`). It takes the user's withdrawal
+replaced) call :func:`withdrawals_hold` in their own transaction; withdrawal requests, confirmations and approvals
+are refused, and hand-overs to custody held back, while it lasts (:func:`apps.accounts.selectors.withdrawal_hold`). It takes the user's withdrawal
 lock exclusively (:mod:`apps.accounts.locks`), as an operator's block does, so a withdrawal step under way when the
 change commits is done first and every step after it sees the pause.
 """

@@ -21,6 +21,12 @@ class Scope(models.TextChoices):
     WITHDRAW = "withdraw", "Withdraw"
 
 
+class ApiKeyQuerySet(models.QuerySet):
+    def active(self) -> "ApiKeyQuerySet":
+        """The keys neither revoked nor expired (:attr:`ApiKey.is_active`, in SQL)."""
+        return self.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()), revoked_at__isnull=True)
+
+
 class ApiKey(models.Model):
     """A user's API key ``ex_<prefix>_<secret>``: only ``prefix`` and the SHA-256 of the whole key are stored.
 
@@ -44,6 +50,8 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiKeyQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

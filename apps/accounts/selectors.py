@@ -1,7 +1,7 @@
 """Reads of the accounts app: the restrictions operators set on an account, whether an e-mail address is taken,
 the e-mail address change waiting for its link."""
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -36,16 +36,9 @@ def withdrawals_blocked(*, user_id: int, until_commit: bool = False) -> bool:
 
 def withdrawal_hold(*, user_id: int) -> WithdrawalHold | None:
     """The pause of the user's withdrawals after a security change (:mod:`apps.accounts.holds`: its end and
-    reason) while it lasts, or None."""
+    reason) while it lasts, or None. In a withdrawal step, call :func:`withdrawals_blocked` with ``until_commit``
+    first: its shared lock orders this read after any pause being committed."""
     return WithdrawalHold.objects.filter(user_id=user_id, until__gt=timezone.now()).first()
-
-
-def withdrawals_held_until(*, user_id: int) -> datetime | None:
-    """When the pause of the user's withdrawals after a security change ends, or None when they are not paused.
-    Call :func:`withdrawals_blocked` with ``until_commit`` first in a withdrawal step: its shared lock orders this
-    read after any pause being committed."""
-    hold = withdrawal_hold(user_id=user_id)
-    return None if hold is None else hold.until
 
 
 EMAIL_IN_USE = "This e-mail address is already in use."

@@ -15,7 +15,6 @@ from typing import NamedTuple
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from apps.audit.services import audit_record
@@ -155,8 +154,7 @@ def _iso(moment: datetime | None) -> str | None:
 def _refuse_past_the_limit(user_id: int) -> None:
     """Raise :class:`TooManyApiKeys` when the user has ``API_KEY_MAX_ACTIVE`` keys neither revoked nor expired."""
     limit = settings.API_KEY_MAX_ACTIVE
-    active = ApiKey.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()), user_id=user_id)
-    if active.filter(revoked_at__isnull=True).count() >= limit:
+    if ApiKey.objects.filter(user_id=user_id).active().count() >= limit:
         raise TooManyApiKeys(limit)
 
 

@@ -2,8 +2,6 @@
 revoked by operators with ``accounts.revoke_apikey`` (each revocation audited, the customer e-mailed)."""
 
 from django.contrib import admin, messages
-from django.db.models import Q
-from django.utils import timezone
 
 from apps.accounts.models import ApiKey, Scope
 from apps.accounts.services import REVOKE_PERMISSION, api_key_revoke_by_operator
@@ -36,11 +34,10 @@ class ActiveFilter(admin.SimpleListFilter):
         return [("yes", "Yes"), ("no", "No")]
 
     def queryset(self, request, queryset):
-        active = Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
         if self.value() == "yes":
-            return queryset.filter(active)
+            return queryset.active()
         if self.value() == "no":
-            return queryset.exclude(active)
+            return queryset.exclude(pk__in=ApiKey.objects.active().values("pk"))
         return queryset
 
 

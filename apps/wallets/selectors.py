@@ -36,8 +36,7 @@ def withdrawals_for_user(*, user_id: int) -> QuerySet[Withdrawal]:
 def withdrawals_to_decide() -> QuerySet[Withdrawal]:
     """The operators' queue, oldest first: withdrawals awaiting approval, and approved ones held back because the
     account's withdrawals are blocked or paused after a security change (custody does not have them; they can be
-    rejected:
-    :func:`apps.wallets.services.withdrawal_reject`)."""
+    rejected: :func:`apps.wallets.services.withdrawal_reject`)."""
     held_back = Q(status=WithdrawalStatus.APPROVED, handed_over=False) & (
         Q(user__restriction__withdrawals_blocked=True) | Q(user__withdrawal_hold__until__gt=timezone.now())
     )

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from apps.accounts.errors import WithdrawalsBlocked, WithdrawalsOnHold
 from apps.accounts.notifications import email_user_on_commit, site_url
-from apps.accounts.selectors import withdrawals_blocked, withdrawals_held_until
+from apps.accounts.selectors import withdrawal_hold, withdrawals_blocked
 from apps.core.addresses import address_validate
 from apps.core.errors import (
     DomainError,
@@ -871,15 +871,17 @@ def _check_funds(*, user_id: int, asset: Asset, amount: Decimal) -> None:
         raise InsufficientFunds(message, fields={"amount": message})
 
 
-def _withdrawals_allowed(user_id: int) -> None:
-    """Refuse a trader's withdrawal step while an operator blocks the account's withdrawals
-    (:class:`~apps.accounts.errors.WithdrawalsBlocked`) or a security change paused them
-    (:class:`~apps.accounts.errors.WithdrawalsOnHold`); the block's lock is held until the caller's commit."""
+def _withdrawals_allowed(
+    user_id: int, *, blocked: str = "Withdrawals are blocked on this account; contact support."
+) -> None:
+    """Refuse a withdrawal step while an operator blocks the account's withdrawals
+    (:class:`~apps.accounts.errors.WithdrawalsBlocked` with the message ``blocked``) or a security change paused
+    them (:class:`~apps.accounts.errors.WithdrawalsOnHold`); the block's lock is held until the caller's commit."""
     if withdrawals_blocked(user_id=user_id, until_commit=True):
-        raise WithdrawalsBlocked("Withdrawals are blocked on this account; contact support.")
-    held_until = withdrawals_held_until(user_id=user_id)
-    if held_until is not None:
-        raise WithdrawalsOnHold(held_until)
+        raise WithdrawalsBlocked(blocked)
+    hold = withdrawal_hold(user_id=user_id)
+    if hold is not None:
+        raise WithdrawalsOnHold(hold.until)
 
 
 @retrying_atomic
@@ -1072,11 +1074,7 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     change of the owner's account pauses them (it can still be rejected either way).
     """
     owner_id = _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
-    if withdrawals_blocked(user_id=owner_id, until_commit=True):
-        raise WithdrawalsBlocked("The customer's withdrawals are blocked: reject it or unblock them first.")
-    held_until = withdrawals_held_until(user_id=owner_id)
-    if held_until is not None:
-        raise WithdrawalsOnHold(held_until)
+    _withdrawals_allowed(owner_id, blocked="The customer's withdrawals are blocked: reject it or unblock them first.")
     withdrawal = _transition(
         withdrawal_id,
         from_states=(WithdrawalStatus.AWAITING_APPROVAL,),
@@ -1165,9 +1163,8 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     and the sweep (:func:`withdrawals_requeue_submission`) submits it once the block is lifted (or an operator
     rejects it: :func:`withdrawal_reject`). While a security change pauses them (:mod:`apps.accounts.holds`), one
     not handed over yet is held back alike until the pause ends. One handed over before the block, whose answer was
-    lost, is finished only
-    if custody has it (:meth:`~apps.wallets.custody.base.CustodyAdapter.withdrawal_status`), so its outcome can be
-    recorded; when custody answers it never received it, it is held back like one never sent (and can be rejected).
+    lost, is finished only if custody has it (:meth:`~apps.wallets.custody.base.CustodyAdapter.withdrawal_status`),
+    so its outcome can be recorded; when custody answers it never received it, it is held back like one never sent (and can be rejected).
 
     When custody does not answer it raises :class:`CustodyUnavailable` and keeps the hold: the caller retries with
     the same id and custody sends it at most once. A definite refusal by custody fails the withdrawal and releases
@@ -1230,7 +1227,7 @@ def _withdrawal_claim(*, withdrawal_id: int) -> tuple[Withdrawal, _Submission]:
     blocked = withdrawals_blocked(user_id=withdrawal.user_id, until_commit=True)
     if blocked and not withdrawal.handed_over:
         return _withdrawal_held_back(withdrawal, WITHDRAWALS_BLOCKED_HELD), _Submission.NONE
-    if not withdrawal.handed_over and withdrawals_held_until(user_id=withdrawal.user_id) is not None:
+    if not withdrawal.handed_over and withdrawal_hold(user_id=withdrawal.user_id) is not None:
         return _withdrawal_held_back(withdrawal, WITHDRAWALS_PAUSED_HELD), _Submission.NONE
     try:
         recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
