@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 
 class PreparedCursor:
@@ -26,6 +26,8 @@ class PreparedCursor:
     """
 
     def __init__(self):
+        # Django's ``connection`` proxy looks the thread's connection up at every attribute: once here.
+        self.connection = connection = connections[DEFAULT_DB_ALIAS]
         connection.ensure_connection()
         self.prepare = settings.DATABASE_PREPARED_STATEMENTS
         raw = connection.connection
@@ -37,7 +39,7 @@ class PreparedCursor:
         self.cursor = psycopg.Cursor(raw)
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> None:
-        with connection.wrap_database_errors:
+        with self.connection.wrap_database_errors:
             self.cursor.execute(sql, params, prepare=self.prepare)
 
     def pipeline(self, statements: list[tuple[str, list]]) -> list[list[tuple]]:
@@ -45,10 +47,10 @@ class PreparedCursor:
         it has not been sent yet); return each one's rows (none for a statement that returns none). PostgreSQL still runs them one after the
         other, each with its own snapshot, so a read queued behind a lock sees what the lock's previous
         holder committed."""
-        raw = connection.connection
+        raw = self.connection.connection
         cursors = [psycopg.Cursor(raw) for _ in statements]
         try:
-            with connection.wrap_database_errors:
+            with self.connection.wrap_database_errors:
                 with raw.pipeline():
                     for cursor, (sql, params) in zip(cursors, statements, strict=True):
                         cursor.execute(sql, params, prepare=self.prepare)

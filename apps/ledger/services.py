@@ -653,13 +653,13 @@ def _transfer_post(transfer: _Transfer, *, create_accounts: bool) -> JournalEntr
         {"legs": None, "reason": EntryReason.TRANSFER.value, "reference": ["transfer", reference_id]}, sort_keys=True
     ).partition("null")
     created_at = timezone.now()
-    texts = [_amount_text(value + fee), _amount_text(-value), _amount_text(-fee) if fee else ""]
+    texts = array_literal([_amount_text(value + fee), _amount_text(-value), _amount_text(-fee) if fee else ""])
     params = [
         key, transfer.code, transfer.source_user_id, transfer.destination_user_id, value, fee, shard, texts,
         reference_id, "{}", head, tail, transfer.created_by_id, created_at, create_accounts,
     ]  # fmt: skip
     with PreparedCursor() as cursor:
-        if connection.in_atomic_block:
+        if cursor.connection.in_atomic_block:
             (rows,) = cursor.pipeline([(_POST_TRANSFER, params)])
         else:
             cursor.execute(_POST_TRANSFER, params)
