@@ -219,6 +219,9 @@ def test_asset_filter_limits_the_checks_to_one_asset(db, usdt, btc, user):
     assert run_reconcile("--asset", "BTC")[0] == 1
 
 
-def test_unknown_asset_is_a_clear_error(db):
-    with pytest.raises(CommandError, match="Unknown asset DOGE"):
+def test_unknown_asset_is_a_usage_error_not_a_failed_invariant(db):
+    """Break-it review: ``--asset DOGE`` exited 1, the code of a failed invariant, so an alert reported a typo as
+    broken books; a usage error exits 2, as argparse's own do."""
+    with pytest.raises(CommandError, match="Unknown asset DOGE") as refused:
         call_command("reconcile", "--asset", "DOGE")
+    assert refused.value.returncode == 2

@@ -139,7 +139,11 @@ def test_verifying_from_past_the_head_is_a_usage_error_not_a_missing_block(db, u
             run_command("journal_verify", "--from-height", height)
         refusals.append((refused.value.returncode, str(refused.value)))
 
+    with pytest.raises(CommandError, match="--from-height must be 0 or more") as negative:
+        run_command("journal_verify", "--from-height", "-1")
+
     assert empty.value.returncode == 2
+    assert negative.value.returncode == 2  # break-it review: it exited 1, "a block does not verify"
     assert refusals == [
         (2, f"No block at height {height}: the chain's head is block 1.") for height in ("2", "3", "99999999")
     ]
@@ -202,8 +206,11 @@ def test_a_verifier_without_the_private_key_pins_the_public_keys(db, usdt, user,
     settings.LEDGER_TRUSTED_PUBLIC_KEYS = []
     assert verify_json()[0] == 1
     settings.LEDGER_TRUSTED_PUBLIC_KEYS = ["not-a-key"]
-    with pytest.raises(CommandError, match="LEDGER_TRUSTED_PUBLIC_KEYS: 'not-a-key' is not an Ed25519 public key"):
+    with pytest.raises(
+        CommandError, match="LEDGER_TRUSTED_PUBLIC_KEYS: 'not-a-key' is not an Ed25519 public key"
+    ) as misconfigured:
         run_command("journal_verify")
+    assert misconfigured.value.returncode == 2  # a usage error, not "a block does not verify" (1)
 
 
 def test_a_chain_re_signed_with_a_key_added_to_the_database_fails_verification(db, usdt, user, api):

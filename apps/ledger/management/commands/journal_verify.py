@@ -3,7 +3,8 @@
 Exit 0 when every digest, root, chain link and signature verifies with a pinned key (``LEDGER_SIGNING_KEY``'s,
 ``LEDGER_TRUSTED_PUBLIC_KEYS``), every key in the database is pinned and every liabilities snapshot records the
 hash of the chain's block at its height; 1 naming the first block (and entry), and each key and snapshot, that
-does not; 2 when ``--from-height`` is past the chain's head. ``--json`` prints
+does not; 2 for a usage error (a bad argument, ``--from-height`` past the chain's head, a malformed pinned key),
+which is never a verdict on the journal. ``--json`` prints
 :meth:`~apps.ledger.seal.verification.VerifyResult.as_dict`.
 """
 
@@ -40,13 +41,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if options["from_height"] < 0:
-            raise CommandError("--from-height must be 0 or more.")
+            raise CommandError("--from-height must be 0 or more.", returncode=2)
         if options["from_height"] > 0:
             _check_sealed(options["from_height"])
         try:
             result = journal_verify(from_height=options["from_height"])
         except ImproperlyConfigured as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(str(exc), returncode=2) from None
         if options["json"]:
             self.stdout.write(json.dumps(result.as_dict()))
         elif result.ok:

@@ -1,4 +1,5 @@
-"""``manage.py reconcile [--json] [--asset CODE]``: exit 0 when every invariant holds, 1 otherwise."""
+"""``manage.py reconcile [--json] [--asset CODE]``: exit 0 when every invariant holds, 1 when one fails, 2 for a
+usage error (a bad argument, an unknown asset: never a verdict on the books)."""
 
 import json
 
@@ -19,7 +20,7 @@ class Command(BaseCommand):
         try:
             report = reconcile(asset_code=options["asset"])
         except NotFound as exc:
-            raise CommandError(exc.message) from None
+            raise CommandError(exc.message, returncode=2) from None
         if options["json"]:
             self.stdout.write(json.dumps(report.as_dict(), indent=2, default=str))
         else:
