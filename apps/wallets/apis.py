@@ -28,7 +28,7 @@ from .custody.base import CustodyError
 from .errors import UNKNOWN_ASSET, unknown_asset_message
 from .models import DepositStatus, WithdrawalAddressStatus, WithdrawalStatus
 from .selectors import deposits_for_user, withdrawal_addresses_for_user, withdrawals_for_user
-from .services import deposit_address_get_or_create, withdrawal_cancel, withdrawal_request
+from .services import deposit_address_get_or_create, withdrawal_cancel, withdrawal_request, withdrawal_request_check
 
 
 class CustodyUnavailable(DomainError):
@@ -173,7 +173,10 @@ class WithdrawalListApi(ScopedApiView):
         def check() -> None:
             # A session needs the second factor (a key's withdraw scope stands for it; a code sent with a key is
             # checked all the same, never ignored), checked outside the transaction so that a wrong code counts
-            # against django-otp's throttle.
+            # against django-otp's throttle; after the checks that need no lock, so a typo does not use the code up.
+            withdrawal_request_check(
+                user_id=request.user.id, asset_code=data["asset"], amount=data["amount"], address=data["address"]
+            )
             if not isinstance(request.auth, ApiKey) or data.get("otp"):
                 second_factor_require(user_id=request.user.id, code=data.get("otp"))
 

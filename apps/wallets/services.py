@@ -884,6 +884,31 @@ def _withdrawals_allowed(
         raise WithdrawalsOnHold(hold.until)
 
 
+def withdrawal_request_check(
+    *, user_id: int, asset_code: str, amount: str | Decimal, address: str, request_key: str = ""
+) -> tuple[Asset, Decimal]:
+    """The checks of :func:`withdrawal_request` that need no lock, in its order, with its errors: withdrawals
+    allowed, the asset, the amount, the address (valid, not another asset's deposit address, ``active`` in the
+    address book), the key's length, the minimum. Returns ``(asset, amount as a Decimal)``; writes nothing.
+
+    Run it before spending the user's one-time code on the request, so that a form refused for a typo does not
+    use the code up (break-it review); the funds and the daily limit are checked under the lock, after the code."""
+    _withdrawals_allowed(user_id)
+    asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
+    if asset is None:
+        raise DomainError(unknown_asset_message(asset_code), fields={"asset": UNKNOWN_ASSET})
+    value = parse_amount(amount, decimals=asset.decimals)
+    address_validate(network=asset.network, address=address)
+    _own_deposit_address(asset, address)  # another asset's is refused here
+    if len(request_key) > 64:
+        raise DomainError("The idempotency key is too long.", fields={"request_key": "At most 64 characters."})
+    if value < asset.min_withdrawal:
+        minimum = format_amount(asset.min_withdrawal, asset.decimals)
+        raise WithdrawalLimit(f"The minimum withdrawal is {minimum} {asset}.")
+    withdrawal_address_require_active(user_id=user_id, asset=asset, address=address)
+    return asset, value
+
+
 @retrying_atomic
 def withdrawal_request(
     *, user_id: int, asset_code: str, amount: str | Decimal, address: str, request_key: str = ""
@@ -910,20 +935,9 @@ def withdrawal_request(
     when an operator blocked the account's withdrawals, :class:`~apps.accounts.errors.WithdrawalsOnHold` while a
     change of its password, second factor or e-mail address pauses them). Keeps invariants 3 and 4.
     """
-    _withdrawals_allowed(user_id)
-    asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
-    if asset is None:
-        raise DomainError(unknown_asset_message(asset_code), fields={"asset": UNKNOWN_ASSET})
-    value = parse_amount(amount, decimals=asset.decimals)
-    address_validate(network=asset.network, address=address)
-    _own_deposit_address(asset, address)  # another asset's is refused here
-    if len(request_key) > 64:
-        raise DomainError("The idempotency key is too long.", fields={"request_key": "At most 64 characters."})
-    if value < asset.min_withdrawal:
-        minimum = format_amount(asset.min_withdrawal, asset.decimals)
-        raise WithdrawalLimit(f"The minimum withdrawal is {minimum} {asset}.")
-    withdrawal_address_require_active(user_id=user_id, asset=asset, address=address)
-
+    asset, value = withdrawal_request_check(
+        user_id=user_id, asset_code=asset_code, amount=amount, address=address, request_key=request_key
+    )
     _lock_user_asset(user_id, asset.id)
     if request_key:
         existing = Withdrawal.objects.filter(user_id=user_id, request_key=request_key).first()

@@ -40,6 +40,7 @@ from apps.wallets.services import (
     deposit_address_get_or_create,
     withdrawal_cancel,
     withdrawal_request,
+    withdrawal_request_check,
 )
 
 from . import exports, markets
@@ -182,6 +183,13 @@ def withdraw(request):
     if form.is_valid():
         data = form.cleaned_data
         try:
+            withdrawal_request_check(
+                user_id=request.user.id,
+                asset_code=data["asset"],
+                amount=data["amount"],
+                address=data["address"],
+                request_key=data["request_key"],
+            )  # before the code is spent: a typo does not use it up
             second_factor_require(user_id=request.user.id, code=data["otp"])
             withdrawal = withdrawal_request(
                 user_id=request.user.id,

@@ -285,6 +285,30 @@ def test_a_sessions_retry_under_its_idempotency_key_replays_the_answer_not_the_u
     assert list(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(10)]
 
 
+@pytest.mark.parametrize(
+    "typo, code",
+    [
+        ({"amount": "-1"}, "invalid_request"),
+        ({"amount": "0.0000001"}, "invalid_request"),
+        ({"address": simnet.new_address()}, "address_not_allowed"),
+        ({"amount": "0.000001"}, "withdrawal_limit"),
+    ],
+)
+def test_a_withdrawal_refused_for_a_typo_does_not_use_up_the_sessions_code(holder, usdt, client, typo, code):
+    """Break-it review: a refused amount spent the one-time code, and the corrected request with the same code was
+    refused ``invalid_otp`` ("already used"). The checks that need no lock now come before the code."""
+    client.force_login(holder)
+    fresh_code(holder)
+    otp = fresh_code(holder)
+
+    refused = client.post(WITHDRAWALS, withdraw(otp=otp, **typo), content_type="application/json")
+    corrected = client.post(WITHDRAWALS, withdraw(amount="10", otp=otp), content_type="application/json")
+
+    assert (refused.status_code, refused.json()["error"]["code"]) == (400, code)
+    assert corrected.status_code == 201, corrected.json()
+    assert list(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(10)]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_duplicates_request_one_withdrawal(holder, usdt, api_as):
     clients = [api_as(holder, "withdraw") for _ in range(6)]

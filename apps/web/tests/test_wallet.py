@@ -234,6 +234,20 @@ def test_a_wrong_code_on_the_withdraw_form_withdraws_nothing(holder, usdt, clien
     assert balances(holder, usdt) == (Decimal(500), Decimal(0))
 
 
+def test_a_withdraw_form_refused_for_a_typo_does_not_use_up_the_code(holder, usdt, client):
+    """Break-it review: amount -1 with a valid code said "Must be positive.", and the corrected form with the same
+    code then said the code was already used."""
+    client.force_login(holder)
+    code = user_code(holder)
+
+    refused = client.post("/wallet/withdraw/", {**withdraw_form(amount="-1"), "otp": code}, follow=True)
+    corrected = client.post("/wallet/withdraw/", {**withdraw_form(amount="50"), "otp": code}, follow=True)
+
+    assert refused.context["form"].errors == {"amount": ["Must be positive."]}
+    assert "form" not in corrected.context or not corrected.context["form"].errors
+    assert list(Withdrawal.objects.values_list("amount", flat=True)) == [Decimal(50)]
+
+
 def test_a_withdrawal_to_an_address_not_in_the_book_is_refused_on_the_form(holder, client):
     client.force_login(holder)
     response = post_withdraw(client, holder, withdraw_form(address=simnet.new_address()), follow=True)
