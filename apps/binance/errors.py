@@ -116,7 +116,7 @@ def from_domain(error: DomainError, *, placing: bool = False) -> BinanceError:
     if error.code in ("invalid_price", "invalid_quantity"):
         filter_name = _FILTER_OF_FIELD.get(field, "LOT_SIZE")
         return BinanceError(INVALID_MESSAGE, f"Filter failure: {filter_name}")
-    if error.code == "min_notional":
+    if error.code in ("min_notional", "max_notional"):
         return BinanceError(INVALID_MESSAGE, "Filter failure: NOTIONAL")
     if error.code in _ORDER_REJECTIONS:
         return BinanceError(NEW_ORDER_REJECTED, _ORDER_REJECTIONS[error.code])

@@ -21,6 +21,7 @@ from apps.orders.models import (
     Side,
     Trade,
 )
+from apps.orders.services.parsing import max_notional
 
 from .selectors import trade_number
 
@@ -105,7 +106,7 @@ def market_info(market: Market) -> dict:
                 "filterType": "NOTIONAL",
                 "minNotional": price_text(market.min_notional, market),
                 "applyMinToMarket": True,
-                "maxNotional": price_text(largest - market.quote.quantum, market),
+                "maxNotional": price_text(max_notional(market.quote.decimals), market),
                 "applyMaxToMarket": False,
                 "avgPriceMins": 0,
             },

@@ -32,6 +32,13 @@ class MinNotional(OrderRejected):
     code = "min_notional"
 
 
+class MaxNotional(OrderRejected):
+    """A limit order's quote value (``qty * price``) is above the largest amount the ledger can hold of the quote
+    asset (:func:`apps.orders.services.parsing.max_notional`, exchangeInfo's ``maxNotional``)."""
+
+    code = "max_notional"
+
+
 class MarketHalted(OrderRejected):
     """The market is halted: no order is accepted until an operator resumes it (cancels still are)."""
 

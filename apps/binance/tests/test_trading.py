@@ -349,6 +349,7 @@ ORDER = {"symbol": "BTCUSDT", "side": "BUY", "type": "LIMIT", "timeInForce": "GT
         ({"quantity": "0.00001000"}, -1013, "LOT_SIZE"),
         ({"quantity": "2000"}, -1013, "LOT_SIZE"),
         ({"quantity": "0.0001", "price": "0.01"}, -1013, "NOTIONAL"),
+        ({"quantity": "2", "price": "99999999999999999999.99"}, -1013, "NOTIONAL"),  # above maxNotional
         ({"quantity": "10"}, -2010, "insufficient balance"),
         ({"side": "BOTH"}, -1117, "side"),
         ({"type": "STOP_LOSS"}, -1116, "orderType"),

@@ -7,12 +7,12 @@ section 2); each error names its field with a stable code (:mod:`apps.orders.err
 from decimal import Decimal, localcontext
 
 from apps.core.errors import DomainError
-from apps.ledger.amounts import format_amount, parse_amount
+from apps.ledger.amounts import AMOUNT_LIMIT, format_amount, parse_amount
 from apps.ledger.errors import InvalidAmount
 
 from ..engine.batch import Request
 from ..engine.matching import EXACT, WIDE, MatchPlan
-from ..errors import InvalidPrice, InvalidQuantity, MinNotional, OrderRejected
+from ..errors import InvalidPrice, InvalidQuantity, MaxNotional, MinNotional, OrderRejected
 from ..models import OrderType, SelfTradePrevention, Side, TimeInForce
 from ..store.markets import LockedMarket, MarketShape
 
@@ -123,11 +123,19 @@ def limits_check(market: LockedMarket, request: Request) -> None:
         raise InvalidQuantity(f"Must be at most {market.max_qty.normalize():f}.", field="qty")
 
 
+def max_notional(quote_decimals: int) -> Decimal:
+    """The largest value in quote a limit order may have: the largest amount of the quote asset the ledger holds
+    (one quantum below 10^20, :data:`apps.ledger.amounts.AMOUNT_LIMIT`); exchangeInfo's ``maxNotional``."""
+    return AMOUNT_LIMIT - Decimal(1).scaleb(-quote_decimals)
+
+
 def notional_check(market: LockedMarket, request: Request, plan: MatchPlan) -> None:
-    """The order's value in quote must reach ``min_notional``.
+    """The order's value in quote must reach ``min_notional`` (:class:`MinNotional`) and, for a limit order, stay
+    within :func:`max_notional` (:class:`MaxNotional`: a sell above it rested where no buyer could ever pay it).
 
     Limit: ``qty * price``. Market buy by budget: the budget. Market by base quantity:
     ``qty`` at the best resting price met (no check on an empty book: nothing fills).
+    Binance's NOTIONAL filter, ``applyMinToMarket`` true and ``applyMaxToMarket`` false.
     """
     if request.quote_qty is not None:
         value, field = request.quote_qty, "quote_qty"
@@ -139,6 +147,12 @@ def notional_check(market: LockedMarket, request: Request, plan: MatchPlan) -> N
         value, field = EXACT.multiply(request.qty, plan.first_price), "qty"
     else:
         return
+    if request.price is not None and value > max_notional(market.quote_decimals):
+        raise MaxNotional(
+            f"Order value {format_amount(value, market.quote_decimals)} {market.quote_code} is above the maximum "
+            f"{format_amount(max_notional(market.quote_decimals), market.quote_decimals)}.",
+            field=field,
+        )
     if value < market.min_notional:
         raise MinNotional(
             f"Order value {format_amount(value, market.quote_decimals)} {market.quote_code} is below the minimum "

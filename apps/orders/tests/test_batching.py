@@ -239,6 +239,22 @@ def test_a_batch_of_makers_takers_cancels_and_an_unfundable_order_gives_what_inl
     assert codes.count("") == 8
 
 
+def test_a_limit_order_worth_more_than_the_ledger_can_hold_is_refused_as_inline_placement_refuses_it(
+    traders, btc_usdt, btc, usdt
+):
+    """Break-it review: a sell of 20 at 99999999999999999999.99 (2e21 USDT, above exchangeInfo's maxNotional) was
+    accepted and rested where no buyer could ever pay it."""
+    result = _compare(
+        traders,
+        btc_usdt,
+        btc,
+        usdt,
+        [[limit(0, "sell", "99999999999999999999.99", "2"), limit(1, "buy", "9999999999999999999.99", "10.01")]],
+    )
+    codes = [o.get("error", {}).get("type", "").rsplit(":", 1)[-1] for o in result["outcomes"]]
+    assert codes == ["MaxNotional", "MaxNotional"]
+
+
 def test_a_cancel_of_a_users_open_orders_takes_the_orders_queued_before_it_and_none_after(traders, btc_usdt, btc, usdt):
     resting = [limit(0, "buy", "49990", "0.1"), limit(0, "sell", "50020", "0.2"), limit(1, "buy", "49980", "0.1")]
     mix = [

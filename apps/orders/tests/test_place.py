@@ -14,6 +14,7 @@ from apps.orders.errors import (
     InvalidPrice,
     InvalidQuantity,
     MarketHalted,
+    MaxNotional,
     MinNotional,
     PostOnlyWouldTake,
 )
@@ -125,6 +126,19 @@ def test_quantity_limits_follow_the_market_filters(btc_usdt, trader):
     with pytest.raises(MinNotional):
         place(trader, side="buy", price="999.99", qty="0.01")
     assert place(trader, side="buy", price="1000", qty="0.01").status == OrderStatus.OPEN
+
+
+def test_a_limit_order_worth_more_than_the_largest_amount_of_the_quote_is_refused(btc_usdt, trader):
+    """Break-it review: a sell of 20 at 99999999999999999999.99 (2e21 USDT, above exchangeInfo's maxNotional) was
+    accepted and rested where no buyer could ever pay it; the value one quantum below 10^20 is the largest."""
+    market_filters_update(market_id=btc_usdt.id, min_qty=D("0.0001"), max_qty=D("1000"), min_notional=D("1"))
+    with pytest.raises(MaxNotional, match="above the maximum 99999999999999999999.999999") as raised:
+        place(trader, side="sell", price="99999999999999999999.99", qty="2")
+    with pytest.raises(MaxNotional):
+        place(trader, side="buy", price="10000000000000000000", qty="10")
+
+    assert raised.value.fields == {"qty": raised.value.message} and raised.value.code == "max_notional"
+    assert not Order.objects.exists()
 
 
 def test_unknown_market_is_not_found(btc_usdt, trader):
