@@ -229,7 +229,7 @@ def batch_write(state: MarketBook, commands: Sequence[QueuedCommand]) -> list[di
             plan = plan_with(locked)
             if not plan.user_ids <= users:
                 raise Unplannable("the plan with the locked balances needs accounts that are not locked")
-        outcomes = [_outcome(result) for result in plan.outcomes]
+        outcomes = _outcomes(parsed, plan)
         done = (queue.MARK_DONE, [[c.id for c in commands], json.dumps(outcomes)])
         _write(cursor, state, market, plan, accounts, done)
         _operator_cancels_audit(commands, outcomes, plan)
@@ -251,13 +251,23 @@ def _operator_cancels_audit(commands: Sequence[QueuedCommand], outcomes: list[di
             )
 
 
-def _outcome(result: int | list[int] | DomainError) -> dict:
-    """The stored outcome of a planned command (see :func:`batch_write`)."""
-    if isinstance(result, DomainError):
-        return domain_outcome(result)
-    if isinstance(result, list):
-        return {"order_ids": result}
-    return {"order_id": result}
+def _outcomes(
+    parsed: Sequence[Place | Cancel | CancelByClientId | CancelAll | DomainError], plan: BatchPlan
+) -> list[dict]:
+    """The outcome of each planned command (see :func:`batch_write`); a placement's carries the order's state right
+    after it (``"placed"``, :func:`~apps.orders.store.commands.placed_state`), its own change's, not a replay's."""
+    placed = {c.taker_order_id: c.orders[c.taker_order_id] for c in plan.changes if c.taker_order_id in c.orders}
+    outcomes = []
+    for command, result in zip(parsed, plan.outcomes, strict=True):
+        if isinstance(result, DomainError):
+            outcomes.append(domain_outcome(result))
+        elif isinstance(result, list):
+            outcomes.append({"order_ids": result})
+        elif isinstance(command, Place) and command.order_id == result and result in placed:
+            outcomes.append({"order_id": result, "placed": queue.placed_state(placed[result])})
+        else:
+            outcomes.append({"order_id": result})
+    return outcomes
 
 
 def _write(

@@ -9,6 +9,7 @@ the row), so the caller needs no read to answer.
 """
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from ..models import Command, CommandKind, CommandStatus, Market, Order
 
@@ -80,20 +81,41 @@ batch (27 ms a batch behind 12,000 queued commands, py-spy)."""
 
 MARK_DONE = f"""
     WITH done AS (
-        UPDATE {_TABLE} c SET status = '{CommandStatus.DONE}', outcome = v.outcome, done_at = now(),
+        UPDATE {_TABLE} c SET status = '{CommandStatus.DONE}', outcome = v.outcome - 'placed', done_at = now(),
             key = CASE WHEN v.outcome ? 'error' THEN '' ELSE c.key END
         FROM ROWS FROM (unnest(%s::bigint[]), jsonb_array_elements(%s::jsonb)) AS v(id, outcome)
         WHERE c.id = v.id AND c.status = '{CommandStatus.PENDING}'
         RETURNING c.reply_to, c.token, v.outcome
     )
     SELECT done.reply_to, done.token,
-           CASE WHEN o.id IS NULL THEN done.outcome
-                ELSE done.outcome || jsonb_build_object('order', to_jsonb(o)) END::text
+           CASE WHEN o.id IS NULL THEN done.outcome - 'placed'
+                ELSE (done.outcome - 'placed') || jsonb_build_object(
+                    'order', to_jsonb(jsonb_populate_record(o, coalesce(done.outcome -> 'placed', '{{}}')))) END::text
     FROM done LEFT JOIN {Order._meta.db_table} o ON o.id = (done.outcome ->> 'order_id')::bigint
     WHERE done.reply_to <> ''
 """
 """Mark applied commands done with their outcomes (command ids; the outcomes as one JSON array, in the same order:
 a ``jsonb[]`` literal would escape every quote again); one row per command marked whose caller listens:
 ``(reply_to, token, answer JSON)``, the answer being the outcome with, when it names an order, the order's row (the
-answer only: the stored outcome keeps the id, and a later reader reads the order afresh). A refused command gives its
-idempotency key back: a retry under it (after funding the account, say) is a new command."""
+answer only: the stored outcome keeps the id, and a later reader reads the order afresh). A placement's outcome
+may carry ``"placed"`` (:func:`placed_state`): the order's state right after its own placement, which replaces those
+columns of the row in the answer (``jsonb_populate_record``: read as the columns' types, so with their scale, as the row)
+and is not stored. A refused command gives its idempotency key back: a retry under
+it (after funding the account, say) is a new command."""
+
+PLACED_COLUMNS = ("filled_qty", "filled_quote_qty", "fee_total", "held_remaining", "status", "reject_reason")
+"""What of an order a later command of the same batch may change (a fill as maker, a cancel)."""
+
+
+def placed_state(order) -> dict[str, str]:
+    """``"placed"`` of a placement's outcome (:data:`MARK_DONE`): :data:`PLACED_COLUMNS` of ``order`` (an
+    :class:`~apps.orders.models.Order` or an :class:`~apps.orders.engine.batch.OrderState` right after its
+    placement), amounts in plain notation. The caller is answered with the order as its placement left it, as
+    Binance answers (``NEW`` and the order's own taker fills); what a later command of the same batch did to it
+    reaches the caller on the streams (break-it review: an answer said ``FILLED`` with no fills, another 201
+    ``cancelled``, because the row was read at the end of the batch)."""
+    state = {}
+    for name in PLACED_COLUMNS:
+        value = getattr(order, name)
+        state[name] = format(value, "f") if isinstance(value, Decimal) else str(value)
+    return state

@@ -179,6 +179,64 @@ def test_the_order_a_caller_gets_from_the_done_notification_is_the_row_as_read(e
     assert resting.created_at == cancelled.created_at and resting.created_at.tzinfo is not None
 
 
+@pytest.mark.parametrize("planned", [True, False], ids=["planned", "per command"])
+def test_a_placement_is_answered_as_it_was_placed_not_as_a_later_command_of_its_batch_left_it(
+    sequencer_mode, traders, btc_usdt, planned
+):
+    """Break-it review: a resting sell filled by a buy of the same batch was answered ``FILLED`` with no fills of
+    its own, and an order cancelled by a later command of its batch 201 ``cancelled``: the answer read the row as
+    the batch left it. Binance answers a placement with the order as placed (``NEW``); the rest is on the streams."""
+    sequencer_mode.ORDERS_ENGINE_PLANNED = planned
+    buyer, seller = traders
+    answered: dict[str, Order] = {}
+
+    def call(name: str, service, **arguments) -> None:
+        try:
+            answered[name] = service(**arguments)
+        finally:
+            connections.close_all()
+
+    calls = [
+        ("ask", order_place, {"user_id": seller.id, "side": "sell", "price": "50000", "qty": "0.3"}),
+        ("bid", order_place, {"user_id": buyer.id, "side": "buy", "price": "50000", "qty": "0.3"}),
+        (
+            "ask2",
+            order_place,
+            {"user_id": seller.id, "side": "sell", "price": "51000", "qty": "0.1", "client_order_id": "c"},
+        ),
+        ("cancel", order_cancel_by_client_id, {"user_id": seller.id, "client_order_id": "c"}),
+    ]
+    threads = []
+    for queued, (name, service, arguments) in enumerate(calls, start=1):  # queued one after the other, in order
+        threads.append(threading.Thread(target=call, args=(name, service), kwargs={"market": "BTC-USDT", **arguments}))
+        threads[-1].start()
+        wait_for(lambda n=queued: Command.objects.filter(status=CommandStatus.PENDING).count() == n, message="queued")
+    sequencer = Sequencer([btc_usdt.id])
+    sequencer.acquire()
+    try:
+        assert sequencer.run_once() == 4  # one batch
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        answers.publisher_stop()
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock_all()")
+        sequencer.doorbell.close()
+
+    ask, bid, ask2, cancel = (answered[name] for name, _, _ in calls)
+    assert (ask.status, ask.filled_qty, ask.held_remaining) == (OrderStatus.OPEN, 0, D("0.3"))
+    assert (bid.status, bid.filled_qty) == (OrderStatus.FILLED, D("0.3"))
+    assert (ask2.status, ask2.reject_reason, ask2.held_remaining) == (OrderStatus.OPEN, "", D("0.1"))
+    assert (cancel.id, cancel.status, cancel.held_remaining) == (ask2.id, OrderStatus.CANCELLED, 0)
+    stored = {order.id: (order.status, order.filled_qty) for order in Order.objects.all()}
+    assert stored == {
+        ask.id: (OrderStatus.FILLED, D("0.3")),
+        bid.id: (OrderStatus.FILLED, D("0.3")),
+        ask2.id: (OrderStatus.CANCELLED, 0),
+    }
+    assert ask.filled_qty == ask.filled_qty.quantize(D("1E-18")) and ask.filled_qty.as_tuple().exponent == -18
+
+
 NO_REDIS = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
 
