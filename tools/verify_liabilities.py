@@ -507,6 +507,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--expect", action="append", default=[], metavar="CODE=AMOUNT", help="your balance of an asset (liabilities)"
     )
+    parser.add_argument(
+        "--user-id",
+        type=int,
+        metavar="N",
+        help="your user id (liabilities): a proof of another customer's leaf is refused",
+    )
     args = parser.parse_args(argv)
     try:
         with open(args.proof, encoding="utf-8") as file:
@@ -518,11 +524,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         if isinstance(proof, dict) and "entry" in proof:
-            if args.expect:
-                raise Refused("--expect checks a proof of liabilities; this is a journal entry's proof")
+            if args.expect or args.user_id is not None:
+                raise Refused("--expect and --user-id check a proof of liabilities; this is a journal entry's proof")
             lines = _entry_report(proof, verify_entry(proof, keys))
         else:
-            lines = _liabilities_report(proof, verify(proof, keys), args.expect)
+            lines = _liabilities_report(proof, verify(proof, keys), args.expect, args.user_id)
     except Refused as exc:
         print(f"REFUSED: {exc}")
         return 1
@@ -530,8 +536,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _liabilities_report(proof: dict, balances: list[str], expected: list[str]) -> list[str]:
-    """What a verified proof of liabilities shows; raises :class:`Refused` for a balance not as ``expected``."""
+def _liabilities_report(proof: dict, balances: list[str], expected: list[str], user_id: int | None) -> list[str]:
+    """What a verified proof of liabilities shows; raises :class:`Refused` for a balance not as ``expected`` or a
+    leaf of another user than ``user_id``. The leaf's user id is the customer's anchor: without it, an exchange
+    could hand two customers with the same balances one leaf, and leave the other's liability out of the tree."""
+    if user_id is not None and proof["user_id"] != user_id:
+        raise Refused(f"this proof is of user {proof['user_id']}, not of user {user_id}: it is not your leaf")
     mine = {a["code"]: b for a, b in zip(proof["snapshot"]["assets"], balances, strict=True)}
     for expectation in expected:
         code, _, amount = expectation.partition("=")
@@ -548,6 +558,7 @@ def _liabilities_report(proof: dict, balances: list[str], expected: list[str]) -
             for position, (code, amount) in enumerate(mine.items())
         ),
         "Check that these balances are yours at that time (your statement shows each balance after).",
+        *([] if user_id is not None else [f"Check that {proof['user_id']} is your user id (or pass --user-id)."]),
     ]
 
 

@@ -115,10 +115,11 @@ def test_the_program_reports_an_entry_proof(verifier, proofs, keys, tmp_path, ca
     block = proof["block"]["height"]
     assert shown.startswith(f"OK: entry {proof['entry']['id']} ({proof['entry']['idempotency_key']}) is entry ")
     assert f"Keep the block hash {proof['block_hash']}: GET /api/v1/proofs/journal/blocks/{block}/" in shown
+    refusal = "REFUSED: --expect and --user-id check a proof of liabilities; this is a journal entry's proof\n"
     assert verifier.main([*arguments, "--expect", "BTC=1"]) == 1
-    assert (
-        capsys.readouterr().out == "REFUSED: --expect checks a proof of liabilities; this is a journal entry's proof\n"
-    )
+    assert capsys.readouterr().out == refusal
+    assert verifier.main([*arguments, "--user-id", "7"]) == 1
+    assert capsys.readouterr().out == refusal
 
 
 def test_the_audit_path_fold_agrees_with_the_sealer_for_every_leaf_of_trees_up_to_33(verifier):

@@ -20,7 +20,8 @@ def test_the_page_shows_my_balances_the_totals_and_the_steps(snapshot, funded, c
     assert f"Snapshot {snapshot.id}" in page and snapshot.root_hash in page
     assert '<td>BTC</td><td class="num">0.50000000</td><td class="num">1.75000000</td>' in page
     assert 'href="/proofs/liabilities/proof.json"' in page and 'href="/proofs/verify_liabilities.py"' in page
-    assert "--keys http://testserver/api/v1/proofs/keys/" in page
+    assert f"--keys http://testserver/api/v1/proofs/keys/ --user-id {funded[0].id}</code>" in page
+    assert f'Your user id is <strong id="user-id">{funded[0].id}</strong>' in page
 
 
 def test_a_user_without_a_leaf_is_told_so(snapshot, funded, client):
@@ -55,6 +56,13 @@ def test_the_downloaded_proof_verifies_with_the_standalone_program(snapshot, fun
     good = run("--expect", "BTC=0.50000000", "--expect", "USDT=12.000000")
     assert good.returncode == 0, good.stdout + good.stderr
     assert good.stdout.startswith(f"OK: user {funded[0].id} is in snapshot {snapshot.id}")
+    assert good.stdout.endswith(f"Check that {funded[0].id} is your user id (or pass --user-id).\n")
+    # Break-it review: another customer's proof (same balances, say) passed; --user-id ties the leaf to its reader.
+    own = run("--user-id", str(funded[0].id), "--expect", "BTC=0.5")
+    assert own.returncode == 0 and "--user-id" not in own.stdout
+    assert run("--user-id", str(funded[1].id)).stdout == (
+        f"REFUSED: this proof is of user {funded[0].id}, not of user {funded[1].id}: it is not your leaf\n"
+    )
     assert run("--expect", "BTC=0.60000000").stdout == (
         "REFUSED: your BTC balance in the snapshot is 0.50000000, not 0.60000000\n"
     )
