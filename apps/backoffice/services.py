@@ -17,7 +17,7 @@ from apps.accounts.holds import withdrawals_hold
 from apps.accounts.models import HoldReason
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
-from apps.core.reasons import reason_checked
+from apps.core.reasons import hidden_characters_refuse, reason_checked
 from apps.ledger.amounts import format_amount
 from apps.ledger.models import Account, AccountKind
 from apps.ledger.reconciliation import reconcile
@@ -396,6 +396,7 @@ def fee_change_draft(
         fields["taker_rate"] = fee_rate_parse(_required(taker_rate, "taker_rate"), field="taker_rate")
     if kind == FeeChangeKind.CREATE:
         name = _required(name.strip() if isinstance(name, str) else "", "name")
+        hidden_characters_refuse(name, field="name")  # a right-to-left override disguised it to the approver
         if len(name) > 64 or FeeSchedule.objects.filter(name=name).exists():
             raise DomainError("Choose a new name of at most 64 characters.", fields={"name": "Taken or too long."})
         fields["name"] = name

@@ -23,7 +23,13 @@ def reason_checked(reason, *, field: str = "reason") -> str:
     if len(reason) > MAX_REASON_LENGTH:
         message = f"At most {MAX_REASON_LENGTH} characters."
         raise DomainError(message, fields={field: message})
-    if any(unicodedata.category(character) in HIDDEN and character not in "\n\r\t" for character in reason):
+    hidden_characters_refuse(reason, field=field)
+    return reason
+
+
+def hidden_characters_refuse(text: str, *, field: str) -> None:
+    """Raise :class:`DomainError` naming ``field`` when ``text`` holds a control or format character other than a
+    line break or tab (Unicode categories Cc, Cf, Cs; see :func:`reason_checked`)."""
+    if any(unicodedata.category(character) in HIDDEN and character not in "\n\r\t" for character in text):
         message = "Control and invisible formatting characters are not allowed."
         raise DomainError(message, fields={field: message})
-    return reason

@@ -34,7 +34,7 @@ def configure_decimal_context() -> None:
     decimal.setcontext(decimal.Context(prec=DECIMAL_PRECISION, traps=decimal.DefaultContext.traps.copy()))
 
 
-_PLAIN_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+PLAIN_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
 def parse_amount(raw: object, *, decimals: int, field: str = "amount", allow_zero: bool = False) -> Decimal:
@@ -50,7 +50,7 @@ def parse_amount(raw: object, *, decimals: int, field: str = "amount", allow_zer
     if isinstance(raw, bool) or not isinstance(raw, (str, int, Decimal)):
         raise InvalidAmount('Must be a decimal number written as a string, such as "0.5".', field=field)
     if isinstance(raw, str):
-        if not _PLAIN_DECIMAL.fullmatch(raw):
+        if not PLAIN_DECIMAL.fullmatch(raw):
             raise InvalidAmount('Must be a plain decimal number, such as "0.5".', field=field)
         raw = Decimal(raw)
     return check_amount(Decimal(raw), decimals=decimals, field=field, allow_zero=allow_zero)

@@ -27,6 +27,7 @@ from django.db.models.functions import Round
 from apps.core import triggers as enforced
 
 from .amounts import is_exact
+from .forms import PlainAmountFormField
 
 AMOUNT_MAX_DIGITS = 38
 AMOUNT_DECIMAL_PLACES = 18
@@ -39,6 +40,10 @@ class AmountField(models.DecimalField):
         kwargs.setdefault("max_digits", AMOUNT_MAX_DIGITS)
         kwargs.setdefault("decimal_places", AMOUNT_DECIMAL_PLACES)
         super().__init__(*args, **kwargs)
+
+    def formfield(self, **kwargs):
+        """A form field taking plain ASCII decimals only (:class:`~apps.ledger.forms.PlainAmountFormField`)."""
+        return super().formfield(**{"form_class": PlainAmountFormField, **kwargs})
 
 
 def _multiple_of_precision(field: str) -> Q:

@@ -168,6 +168,18 @@ def test_a_rate_outside_zero_to_the_cap_or_finer_than_8_places_is_refused(operat
     assert not FeeChange.objects.exists()
 
 
+@pytest.mark.parametrize("name", ["\u202evip", "v\u200bip", "vip\x07"])
+def test_a_schedule_name_with_a_control_or_invisible_character_is_refused(operator, name):
+    """Break-it review: a right-to-left override in a new schedule's name was drafted, and could show the approving
+    operator another name than the one approved (reasons already refused these characters)."""
+    with pytest.raises(DomainError) as raised:
+        fee_change_draft(
+            author_id=operator.id, kind="create", memo="t", name=f"{name}x", maker_rate="0", taker_rate="0"
+        )
+    assert raised.value.fields == {"name": "Control and invisible formatting characters are not allowed."}
+    assert not FeeChange.objects.exists()
+
+
 def test_the_cap_is_checked_again_when_the_change_is_applied(operator, approver, settings, default_schedule):
     change = fee_change_draft(
         author_id=operator.id,

@@ -11,6 +11,7 @@ from django.db import connection, connections
 from django.urls import reverse
 
 from apps.audit.models import AuditLogEntry
+from apps.ledger.forms import PLAIN_AMOUNT_MESSAGE
 from apps.ledger.tests.factories import AssetFactory, UserFactory, fund
 from apps.orders.models import Command, CommandKind, CommandStatus, FeeSchedule, Market, MarketStatus
 from apps.orders.services import commands as engine_commands
@@ -232,6 +233,24 @@ def test_a_negative_min_notional_is_a_field_error_not_the_constraints_name(opera
     assert b"market_filters_ordered" not in response.content
     btc_usdt.refresh_from_db()
     assert btc_usdt.min_notional == before
+
+
+@pytest.mark.parametrize("typed", ["\u0661", "1e1", "\uff11", " 1 0 "])
+def test_a_min_notional_not_in_plain_ascii_digits_is_a_field_error(operator, btc_usdt, typed):
+    """Break-it review: an Arabic-Indic digit (U+0661) was saved as a market's minimum notional; the traders' forms
+    refuse such input, and exponents, as parse_amount does."""
+    before = btc_usdt.min_notional
+    url = reverse("admin:orders_market_change", args=[btc_usdt.id])
+    response = operator.post(url, {"min_qty": "0.001", "max_qty": "50", "min_notional": typed})
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {"min_notional": [PLAIN_AMOUNT_MESSAGE]}
+    btc_usdt.refresh_from_db()
+    assert btc_usdt.min_notional == before
+    accepted = operator.post(url, {"min_qty": "0.001", "max_qty": "50", "min_notional": " 10.5 "})
+    assert accepted.status_code == 302
+    btc_usdt.refresh_from_db()
+    assert btc_usdt.min_notional == D("10.5")
 
 
 def test_the_default_fee_schedule_cannot_be_deleted(operator, default_fees):
