@@ -91,7 +91,7 @@ def _apply(command: QueuedCommand) -> dict:
         if command.kind == CommandKind.PLACE:
             order = placement.order_place(**command.payload)
             return {"order_id": order.id, "placed": queue.placed_state(order)}  # before the batch's later commands
-        elif "client_order_id" in command.payload:
+        if "client_order_id" in command.payload:
             order = cancel.order_cancel_by_client_id(market_id=command.market_id, **command.payload)
         else:
             order = cancel.order_cancel(**command.payload)

@@ -99,9 +99,9 @@ a ``jsonb[]`` literal would escape every quote again); one row per command marke
 ``(reply_to, token, answer JSON)``, the answer being the outcome with, when it names an order, the order's row (the
 answer only: the stored outcome keeps the id, and a later reader reads the order afresh). A placement's outcome
 may carry ``"placed"`` (:func:`placed_state`): the order's state right after its own placement, which replaces those
-columns of the row in the answer (``jsonb_populate_record``: read as the columns' types, so with their scale, as the row)
-and is not stored. A refused command gives its idempotency key back: a retry under
-it (after funding the account, say) is a new command."""
+columns of the row in the answer (``jsonb_populate_record``: read as the columns' types, so with their scale) and
+is not stored. A refused command gives its idempotency key back: a retry under it (after funding the account, say)
+is a new command."""
 
 PLACED_COLUMNS = ("filled_qty", "filled_quote_qty", "fee_total", "held_remaining", "status", "reject_reason")
 """What of an order a later command of the same batch may change (a fill as maker, a cancel)."""
