@@ -18,13 +18,13 @@ from django.utils import timezone
 
 from apps.accounts.notifications import email_user_on_commit, site_url
 from apps.core.addresses import address_validate
-from apps.core.errors import DomainError, InvalidState, NotFound
+from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound
 from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
 
 from .errors import UNKNOWN_ASSET, unknown_asset_message
 from .links import link_token_make, link_token_read
-from .models import WithdrawalAddress, WithdrawalAddressStatus
+from .models import DepositAddress, WithdrawalAddress, WithdrawalAddressStatus
 
 LINK_PURPOSE = "withdrawal-address"
 MAX_LABEL_LENGTH = 100
@@ -46,6 +46,20 @@ def _label(label: str) -> str:
     return label.strip()
 
 
+def own_deposit_address(asset: Asset, address: str) -> DepositAddress | None:
+    """Our deposit address ``address`` on ``asset``'s network if it is one, else None.
+
+    Raises :class:`InvalidAddress` when it is our deposit address for another asset: on a real
+    chain those coins would be lost or credited in the wrong asset.
+    """
+    own = DepositAddress.objects.select_related("asset").filter(network=asset.network, address=address).first()
+    if own is not None and own.asset_id != asset.id:
+        raise InvalidAddress(
+            f"{address} is one of our deposit addresses for {own.asset.code}: it cannot receive {asset.code}."
+        )
+    return own
+
+
 @retrying_atomic
 def withdrawal_address_add(*, user_id: int, asset_code: str, address: str, label: str = "") -> WithdrawalAddress:
     """Add ``address`` (valid on the asset's network) to the user's book, ``pending_confirmation``, and e-mail
@@ -62,6 +76,7 @@ def withdrawal_address_add(*, user_id: int, asset_code: str, address: str, label
     if asset is None:
         raise DomainError(unknown_asset_message(asset_code), fields={"asset": UNKNOWN_ASSET})
     address_validate(network=asset.network, address=address)
+    own_deposit_address(asset, address)  # another asset's deposit address of ours: a withdrawal would be refused
     label = _label(label)
     if not get_user_model().objects.filter(pk=user_id).exclude(email="").exists():
         message = "Your account needs an e-mail address to confirm withdrawal addresses: add one on the security page."

@@ -61,7 +61,7 @@ from apps.ledger.services import (
 from apps.ledger.transactions import retrying_atomic
 
 from . import queueing, selectors
-from .address_book import withdrawal_address_require_active
+from .address_book import AddressNotAllowed, own_deposit_address, withdrawal_address_require_active
 from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
 from .errors import UNKNOWN_ASSET, EventNotReady, EventRejected, WithdrawalLimit, unknown_asset_message
@@ -87,6 +87,21 @@ APPROVE_PERMISSION = "wallets.approve_withdrawal"
 DAILY_WINDOW = timedelta(hours=24)
 MAX_TXID_LENGTH = 128
 TXID = re.compile(r"[A-Za-z0-9._-]{1,128}")  # a transaction id: its ledger keys end with ":<vout>"
+INTERNAL_TXID_PREFIX = "internal-"
+"""The transaction ids of transfers between our own customers (:func:`_withdrawal_settle_internally`): a reported
+one is refused (break-it review: a deposit reported as ``internal-23`` took the id withdrawal 23's internal
+settlement needed, and that withdrawal failed at every retry with its funds held)."""
+
+
+def txid_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a transaction id reported by custody (or typed in ``simulate_deposit``), or None."""
+    if not TXID.fullmatch(value):
+        return "Must be letters, digits, '.', '_' or '-'."
+    if value.startswith(INTERNAL_TXID_PREFIX):
+        return f"Transaction ids starting with {INTERNAL_TXID_PREFIX!r} are reserved for transfers between customers."
+    return None
+
+
 MAX_COUNT = 2**31 - 1
 
 
@@ -126,8 +141,9 @@ def _text(data: dict, name: str, errors: dict, *, required: bool, max_length: in
 
 
 def _txid(value: str, errors: dict, field: str = "txid") -> str:
-    if value and not TXID.fullmatch(value):
-        errors[field] = "Must be letters, digits, '.', '_' or '-'."
+    problem = txid_problem(value) if value else None
+    if problem:
+        errors[field] = problem
     return value
 
 
@@ -899,7 +915,7 @@ def withdrawal_request_check(
         raise DomainError(unknown_asset_message(asset_code), fields={"asset": UNKNOWN_ASSET})
     value = parse_amount(amount, decimals=asset.decimals)
     address_validate(network=asset.network, address=address)
-    _own_deposit_address(asset, address)  # another asset's is refused here
+    own_deposit_address(asset, address)  # another asset's is refused here
     if len(request_key) > 64:
         raise DomainError("The idempotency key is too long.", fields={"request_key": "At most 64 characters."})
     if value < asset.min_withdrawal:
@@ -1085,7 +1101,9 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
     withdrawal), :class:`InvalidState` unless it awaits approval (so a second approval is
     refused and submits nothing), :class:`NotFound`, :class:`~apps.accounts.errors.WithdrawalsBlocked`
     while the owner's withdrawals are blocked and :class:`~apps.accounts.errors.WithdrawalsOnHold` while a security
-    change of the owner's account pauses them (it can still be rejected either way).
+    change of the owner's account pauses them (it can still be rejected either way), :class:`AddressNotAllowed` when
+    the address is no longer ``active`` in the owner's address book (removed since the request; break-it review:
+    custody sent it).
     """
     owner_id = _operator_check(withdrawal_id=withdrawal_id, operator_id=operator_id)
     _withdrawals_allowed(owner_id, blocked="The customer's withdrawals are blocked: reject it or unblock them first.")
@@ -1096,6 +1114,12 @@ def withdrawal_approve(*, withdrawal_id: int, operator_id: int) -> Withdrawal:
         decided_by_id=operator_id,
         decided_at=timezone.now(),
     )
+    try:  # under the row lock the transition took; the customer may have removed the address since the request
+        withdrawal_address_require_active(user_id=owner_id, asset=withdrawal.asset, address=withdrawal.address)
+    except AddressNotAllowed:
+        raise AddressNotAllowed(
+            "The address is no longer active in the customer's address book: reject the withdrawal."
+        ) from None
     _queue_submission(withdrawal.pk)
     return withdrawal
 
@@ -1244,7 +1268,7 @@ def _withdrawal_claim(*, withdrawal_id: int) -> tuple[Withdrawal, _Submission]:
     if not withdrawal.handed_over and withdrawal_hold(user_id=withdrawal.user_id) is not None:
         return _withdrawal_held_back(withdrawal, WITHDRAWALS_PAUSED_HELD), _Submission.NONE
     try:
-        recipient = _own_deposit_address(withdrawal.asset, withdrawal.address)
+        recipient = own_deposit_address(withdrawal.asset, withdrawal.address)
     except InvalidAddress as exc:
         return _withdrawal_refused_by_custody(withdrawal_id=withdrawal.pk, reason=exc.message), _Submission.NONE
     if recipient is not None:  # never handed over: an internal transfer is settled in the claim that hands it over
@@ -1279,20 +1303,6 @@ def _withdrawal_held_back(withdrawal: Withdrawal, why: str) -> Withdrawal:
     return Withdrawal.objects.select_related("asset").get(pk=withdrawal.pk)
 
 
-def _own_deposit_address(asset: Asset, address: str) -> DepositAddress | None:
-    """Our deposit address ``address`` on ``asset``'s network if it is one, else None.
-
-    Raises :class:`InvalidAddress` when it is our deposit address for another asset: on a real
-    chain those coins would be lost or credited in the wrong asset.
-    """
-    own = DepositAddress.objects.select_related("asset").filter(network=asset.network, address=address).first()
-    if own is not None and own.asset_id != asset.id:
-        raise InvalidAddress(
-            f"{address} is one of our deposit addresses for {own.asset.code}: it cannot receive {asset.code}."
-        )
-    return own
-
-
 @retrying_atomic
 def _withdrawal_settle_internally(*, withdrawal_id: int, recipient: DepositAddress) -> Withdrawal:
     """Settle an approved withdrawal to our own deposit address ``recipient`` in one transaction, exactly once.
@@ -1317,7 +1327,7 @@ def _withdrawal_settle_internally(*, withdrawal_id: int, recipient: DepositAddre
     )
     if not claimed:
         return Withdrawal.objects.select_related("asset").get(pk=withdrawal_id)
-    txid = f"internal-{withdrawal_id}"
+    txid = f"{INTERNAL_TXID_PREFIX}{withdrawal_id}"
     withdrawal = withdrawal_complete(withdrawal_id=withdrawal_id, txid=txid)
     asset = withdrawal.asset
     deposit = Deposit.objects.create(

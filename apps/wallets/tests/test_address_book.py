@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from apps.accounts.tests.otp import enrol, user_code
-from apps.core.errors import InvalidState, NotFound
+from apps.core.errors import InvalidAddress, InvalidState, NotFound
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.wallets.address_book import (
     AddressNotAllowed,
@@ -18,6 +18,7 @@ from apps.wallets.address_book import (
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.links import InvalidLink, link_token_make
 from apps.wallets.models import Withdrawal, WithdrawalAddress
+from apps.wallets.services import deposit_address_get_or_create
 
 pytestmark = pytest.mark.django_db
 
@@ -126,6 +127,16 @@ def test_an_entry_is_for_one_asset(usdt, btc, user):
     withdrawal_address_require_active(user_id=user.id, asset=usdt, address=address)
     with pytest.raises(AddressNotAllowed, match="BTC address book"):
         withdrawal_address_require_active(user_id=user.id, asset=btc, address=address)
+
+
+def test_our_deposit_address_of_another_asset_cannot_be_added(usdt, btc, user):
+    """Break-it review: a BTC deposit address of ours was added to the ETH book and reached ``active``, and every
+    withdrawal to it was then refused ``invalid_address``: it is refused when added."""
+    ours = deposit_address_get_or_create(user_id=UserFactory().id, asset=btc).address
+    with pytest.raises(InvalidAddress, match=f"{ours} is one of our deposit addresses for BTC: it cannot receive USDT"):
+        withdrawal_address_add(user_id=user.id, asset_code="USDT", address=ours)
+    assert not WithdrawalAddress.objects.exists()
+    assert withdrawal_address_add(user_id=user.id, asset_code="BTC", address=ours).asset == btc  # its own asset: fine
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,8 @@ def test_simulate_deposit_refuses_unknown_users_assets_and_bad_amounts(usdt):
         ({"user": "alice", "asset": "USDT", "amount": "0.0000001"}, "decimal"),
         ({"user": "alice", "asset": "USDT", "amount": "-1"}, "positive"),
         ({"user": "alice", "asset": "USDT", "amount": "1", "txid": "a:b"}, "txid"),
+        # a break-it review: it took the transaction id an internal transfer needed (see test_webhook.py)
+        ({"user": "alice", "asset": "USDT", "amount": "1", "txid": "internal-23"}, "reserved for transfers"),
         ({"user": "alice", "asset": "USDT", "amount": "1", "vout": -1}, "--vout must be from 0 to 2147483647"),
         # a break-it review: beyond the column's integer, a DataError traceback
         ({"user": "alice", "asset": "USDT", "amount": "1", "vout": 2**31}, "--vout must be from 0 to 2147483647"),

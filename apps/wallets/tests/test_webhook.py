@@ -176,6 +176,7 @@ def test_timestamp_within_the_allowed_skew_is_accepted(client, address, settings
         ({"txid": 7}, "txid"),
         ({"txid": "a:1"}, "txid"),
         ({"txid": "a b"}, "txid"),
+        ({"txid": "internal-23"}, "txid"),  # the id of withdrawal 23's internal settlement (break-it review)
         ({"vout": -1}, "vout"),
         ({"vout": "0"}, "vout"),
         ({"vout": True}, "vout"),

@@ -17,12 +17,13 @@ from apps.ledger.models import AccountKind, EntryReason, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import funds_hold, system_account, user_accounts
 from apps.ledger.tests.factories import UserFactory, fund
+from apps.wallets.address_book import AddressNotAllowed
 from apps.wallets.custody.base import CustodyUnavailable
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.custody.simulator.models import SimWithdrawal
 from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.errors import EventNotReady, WithdrawalLimit
-from apps.wallets.models import CustodyEvent, EventState, Withdrawal, WithdrawalStatus
+from apps.wallets.models import CustodyEvent, EventState, Withdrawal, WithdrawalAddress, WithdrawalStatus
 from apps.wallets.selectors import withdrawals_to_decide
 from apps.wallets.services import (
     WITHDRAWALS_BLOCKED_HELD,
@@ -348,6 +349,27 @@ def test_approval_queues_the_submission_on_commit_and_a_second_approval_is_refus
     with pytest.raises(InvalidState) as refused:
         withdrawal_approve(withdrawal_id=awaiting.pk, operator_id=make_operator().id)
     assert (refused.value.code, refused.value.status) == ("invalid_state", 409)
+
+
+def test_an_address_removed_from_the_book_since_the_request_cannot_be_approved(
+    awaiting, operator, user, usdt, django_capture_on_commit_callbacks
+):
+    """Break-it review: the customer deleted the address while the withdrawal awaited an operator, who approved it,
+    and custody sent the funds there. The approval is refused (nothing queued); the operator rejects it."""
+    WithdrawalAddress.objects.filter(user=user, address=awaiting.address).delete()
+
+    with django_capture_on_commit_callbacks() as queued, pytest.raises(AddressNotAllowed) as refused:
+        withdrawal_approve(withdrawal_id=awaiting.pk, operator_id=operator.id)
+
+    assert (
+        refused.value.message
+        == "The address is no longer active in the customer's address book: reject the withdrawal."
+    )
+    assert queued == []
+    awaiting.refresh_from_db()
+    assert (awaiting.status, awaiting.decided_by_id) == (WithdrawalStatus.AWAITING_APPROVAL, None)
+    withdrawal_reject(withdrawal_id=awaiting.pk, operator_id=operator.id, reason="address removed")
+    assert balances(user, usdt) == (Decimal(1000), Decimal(0))
 
 
 def test_rejected_withdrawal_is_released_once_and_can_be_neither_approved_nor_completed(awaiting, operator, user, usdt):

@@ -20,7 +20,7 @@ from apps.ledger.models import Asset
 from apps.wallets.custody.base import CustodyError
 from apps.wallets.custody.simulator.models import SimCallback
 from apps.wallets.custody.simulator.required import simulated_custody_required
-from apps.wallets.services import MAX_COUNT, TXID, deposit_address_get_or_create
+from apps.wallets.services import MAX_COUNT, deposit_address_get_or_create, txid_problem
 
 
 class Command(BaseCommand):
@@ -51,8 +51,9 @@ class Command(BaseCommand):
             raise CommandError(f"No asset {options['asset']!r}.")
         if not 0 <= options["vout"] <= MAX_COUNT:
             raise CommandError(f"--vout must be from 0 to {MAX_COUNT}.")
-        if options["txid"] is not None and not TXID.fullmatch(options["txid"]):
-            raise CommandError("--txid must be letters, digits, '.', '_' or '-'.")
+        problem = txid_problem(options["txid"]) if options["txid"] is not None else None
+        if problem:
+            raise CommandError(f"--txid: {problem}")
         try:
             amount = parse_amount(options["amount"], decimals=asset.decimals)
             address = deposit_address_get_or_create(user_id=user.id, asset=asset)
