@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATABASE_NAME = "exchange"
 RUN_LOCK = "run.lock"  # held by ``make run`` for its whole life (devtools.run.one_run_at_a_time)
+STOP_REQUEST = "stop.request"  # touched by ``make stop``: a ``make run`` waiting for the lock meanwhile does not start
 
 
 def data_dir() -> Path:
@@ -192,10 +193,12 @@ RUN_STOP_SECONDS = 60
 
 def run_stop(folder: Path) -> bool:
     """Ask the ``make run`` holding ``folder`` to stop (SIGTERM: it stops its processes, then its services) and wait
-    for it to finish, at most :data:`RUN_STOP_SECONDS`; whether it did (True when none was running)."""
+    for it to finish, at most :data:`RUN_STOP_SECONDS`; whether it did (True when none was running). A run waiting
+    for the folder meanwhile then gives up instead of starting (:data:`STOP_REQUEST`)."""
     pid = run_holder(folder)
     if pid is None:
         return True
+    (folder / STOP_REQUEST).touch()  # for a second run waiting on the lock (devtools.run.one_run_at_a_time)
     if pid:
         print(f"Stopping the `make run` using {folder} (process {pid}).", flush=True)
         try:

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,10 +26,23 @@ from exchange.settings.environment import DEV_CUSTODY_WEBHOOK_SECRET
 ROOT = Path(__file__).resolve().parent.parent
 
 
+class StoppedWhileWaiting(Exception):
+    """``make stop`` was asked while this run waited for the data folder: it does not start (break-it review: the
+    waiting run took the folder as soon as ``make stop`` had stopped the first, and started everything again)."""
+
+
+def _stop_requested_since(folder: Path, since: float) -> bool:
+    try:
+        return (folder / localservices.STOP_REQUEST).stat().st_mtime >= since
+    except FileNotFoundError:
+        return False
+
+
 @contextmanager
 def one_run_at_a_time(folder: Path) -> Iterator[None]:
     """Hold ``folder/run.lock`` (``flock``) for the whole of a ``make run``, its clean-up included; ``make stop``
-    stops the run holding it first (SIGTERM to the pid it records). A second run on the same data folder waits, saying so, until the first has stopped:
+    stops the run holding it first (SIGTERM to the pid it records). A second run on the same data folder waits, saying so,
+    until the first has stopped (and does not start if ``make stop`` was asked meanwhile, :class:`StoppedWhileWaiting`):
     started while the first was still stopping (after a crash), it saw the services up, so it would not start them,
     and the first then stopped them under it (its migrate failed with a traceback and a redis-server was left
     behind)."""
@@ -41,7 +55,12 @@ def one_run_at_a_time(folder: Path) -> Iterator[None]:
                 "(Ctrl-C to give up).",
                 flush=True,
             )
+            waiting_since = time.time()
             fcntl.flock(handle, fcntl.LOCK_EX)
+            if _stop_requested_since(folder, waiting_since):
+                raise StoppedWhileWaiting(
+                    "`make stop` stopped the run this one was waiting for: not starting (`make run` starts it again)."
+                ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))  # whom ``make stop`` asks to stop (localservices.run_holder)
@@ -67,6 +86,9 @@ def main() -> int:
     try:
         with one_run_at_a_time(localservices.data_dir()):
             return _run()
+    except StoppedWhileWaiting as stopped:
+        print(stopped, file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 
@@ -80,7 +102,8 @@ def _run() -> int:
         # Started anyway, the web server died at once and honcho stopped everything, but not before this run's
         # custody simulator had sent its signed callbacks to the other server (the same development secret).
         print(
-            f"Port {' and '.join(map(str, taken))} on 127.0.0.1 is in use (another `make run`, or another server): "
+            f"{'Ports' if len(taken) > 1 else 'Port'} {' and '.join(map(str, taken))} on 127.0.0.1 "
+            f"{'are' if len(taken) > 1 else 'is'} in use (another `make run`, or another server): "
             f"stop it, or choose other ports, e.g. `WEB_PORT={int(port) + 100} make run` (the streams take the "
             "next port).",
             file=sys.stderr,

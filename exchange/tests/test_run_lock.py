@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from devtools.localservices import RUN_LOCK
+from devtools.localservices import RUN_LOCK, STOP_REQUEST
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -75,6 +75,52 @@ def test_make_stop_stops_a_run_holding_the_folder_first(tmp_path):
     assert run.returncode == -signal.SIGTERM
     assert (stopped.returncode, stopped.stderr) == (0, "")
     assert stopped.stdout == f"Stopping the `make run` using {tmp_path} (process {run.pid}).\n"
+
+
+def test_make_stop_also_stops_a_run_waiting_for_the_folder(tmp_path):
+    """Break-it review: with a second ``make run`` waiting, ``make stop`` stopped the first, the second took the folder
+    at once and started everything again, and ``make stop`` gave up after 60 s. The waiting run now gives up too;
+    a run started after the stop starts as usual."""
+    stop = [sys.executable, "-m", "devtools.localservices", "stop"]
+    env = {**os.environ, "LOCAL_DATA_DIR": str(tmp_path)}
+    first = _run(tmp_path)
+    assert first.stdout.readline() == "entered\n"
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "devtools.run"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert waiting.stdout.readline().startswith(f"Another `make run` is using {tmp_path}")
+        stopped = subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+        _, errors = waiting.communicate(timeout=60)
+    finally:
+        for process in (first, waiting):
+            if process.poll() is None:
+                process.kill()
+            process.communicate(timeout=30)
+
+    assert stopped.returncode == 0 and first.returncode == -signal.SIGTERM
+    assert (waiting.returncode, errors) == (
+        1,
+        "`make stop` stopped the run this one was waiting for: not starting (`make run` starts it again).\n",
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == [RUN_LOCK, STOP_REQUEST]  # nothing started
+    holder, later = _run(tmp_path), None  # a run waiting after the stop: the request is older than its wait
+    try:
+        assert holder.stdout.readline() == "entered\n"
+        later = _run(tmp_path)
+        assert later.stdout.readline().startswith(f"Another `make run` is using {tmp_path}")
+        holder.communicate("", timeout=30)
+        assert later.stdout.readline() == "entered\n"
+    finally:
+        for process in (holder, later):
+            if process is not None and process.poll() is None:
+                process.communicate("", timeout=30)
 
 
 def test_make_run_refuses_ports_another_server_listens_on_before_starting_anything(tmp_path):
