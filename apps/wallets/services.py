@@ -1186,6 +1186,15 @@ def withdrawal_cancel(*, withdrawal_id: int, user_id: int) -> Withdrawal:
     return withdrawal
 
 
+def withdrawal_error_record(*, withdrawal_id: int, error: str) -> None:
+    """Record on an approved withdrawal (its ``last_error``, shown to operators, at most 1,000 characters) why its
+    submission failed this time: custody not answering, or an error of ours (break-it review: a withdrawal failed at
+    every retry and the back office said nothing). Nothing else changes; it stays approved, with its hold."""
+    Withdrawal.objects.filter(pk=withdrawal_id, status=WithdrawalStatus.APPROVED).update(
+        last_error=error[:1000], updated_at=timezone.now()
+    )
+
+
 def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
     """Submit an approved withdrawal to custody, with its id as the custody idempotency key; mark it submitted.
 
@@ -1224,9 +1233,7 @@ def withdrawal_submit(*, withdrawal_id: int) -> Withdrawal:
             address=withdrawal.address,
         )
     except CustodyUnavailable as exc:
-        Withdrawal.objects.filter(pk=withdrawal.pk, status=WithdrawalStatus.APPROVED).update(
-            last_error=str(exc)[:1000], updated_at=timezone.now()
-        )
+        withdrawal_error_record(withdrawal_id=withdrawal.pk, error=str(exc))
         raise
     except CustodyRejected as exc:
         earlier = (

@@ -92,6 +92,13 @@ def withdrawal_submit(withdrawal_pk: int) -> str:
     except NotFound:
         log.warning("withdrawal %s no longer exists", withdrawal_pk)
         return "missing"
+    except (*DATABASE_ERRORS, CustodyUnavailable):
+        raise  # retried (custody's answer is recorded by the service)
+    except Exception as exc:  # a bug of ours: the operators see it on the withdrawal, and the sweep retries it
+        services.withdrawal_error_record(
+            withdrawal_id=withdrawal_pk, error=f"Internal error: {type(exc).__name__}: {exc}"
+        )
+        raise
 
 
 @shared_task(**RELIABLE, autoretry_for=DATABASE_ERRORS, retry_backoff=True, max_retries=3)

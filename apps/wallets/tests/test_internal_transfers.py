@@ -5,13 +5,14 @@ import threading
 from decimal import Decimal
 
 import pytest
-from django.db import connections
+from django.db import IntegrityError, connections
 
 from apps.core.errors import InvalidAddress
 from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import system_account, user_accounts
 from apps.ledger.tests.factories import UserFactory
+from apps.wallets import tasks
 from apps.wallets.custody.base import CustodyRejected
 from apps.wallets.custody.simulator.models import SimCallback, SimWithdrawal
 from apps.wallets.custody.simulator.provider import SimulatedCustody
@@ -82,6 +83,29 @@ def test_a_withdrawal_to_another_users_deposit_address_settles_internally(usdt, 
         )
     ) == {f"deposit:simnet:internal-{withdrawal.pk}:0"}
     assert reconcile().ok
+
+
+def test_a_submission_failing_on_an_error_of_ours_says_so_to_operators_and_keeps_the_hold(usdt, user):
+    """Break-it review: a deposit reported as ``internal-<id>`` (refused since, test_webhook.py) took the id the
+    internal settlement of withdrawal <id> needed; its task failed with an IntegrityError at every retry and the back
+    office showed no error. The withdrawal stays approved with its hold, and ``last_error`` says what failed."""
+    deposit_through_custody(user, usdt, "100")
+    friend = UserFactory()
+    address = deposit_address_get_or_create(user_id=friend.id, asset=usdt)
+    book_address(user, usdt, address.address)
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="USDT", amount="40", address=address.address)
+    Deposit.objects.create(  # as stored before reported "internal-" ids were refused
+        user=friend, asset=usdt, address=address, network=usdt.network, txid=f"internal-{withdrawal.pk}", vout=0,
+        amount=Decimal(1), confirmations=0,
+    )  # fmt: skip
+
+    with pytest.raises(IntegrityError):
+        tasks.withdrawal_submit(withdrawal.pk)
+
+    withdrawal.refresh_from_db()
+    assert withdrawal.status == WithdrawalStatus.APPROVED
+    assert withdrawal.last_error.startswith("Internal error: IntegrityError: duplicate key value violates unique")
+    assert balances(user, usdt) == (Decimal(60), Decimal(40))
 
 
 def test_an_internal_transfer_waits_for_approval_like_any_withdrawal(usdt, user):
