@@ -905,10 +905,12 @@ def withdrawal_request_check(
 ) -> tuple[Asset, Decimal]:
     """The checks of :func:`withdrawal_request` that need no lock, in its order, with its errors: withdrawals
     allowed, the asset, the amount, the address (valid, not another asset's deposit address, ``active`` in the
-    address book), the key's length, the minimum. Returns ``(asset, amount as a Decimal)``; writes nothing.
+    address book), the key's length, the minimum, and the funds as read now (unless ``request_key`` names an earlier
+    request: its replay). Returns ``(asset, amount as a Decimal)``; writes nothing.
 
     Run it before spending the user's one-time code on the request, so that a form refused for a typo does not
-    use the code up (break-it review); the funds and the daily limit are checked under the lock, after the code."""
+    use the code up (break-it reviews: a refused amount, then an amount above the balance, spent it); the funds again
+    and the daily limit are checked under the lock, after the code."""
     _withdrawals_allowed(user_id)
     asset = Asset.objects.filter(code=asset_code).first() if isinstance(asset_code, str) else None
     if asset is None:
@@ -922,6 +924,8 @@ def withdrawal_request_check(
         minimum = format_amount(asset.min_withdrawal, asset.decimals)
         raise WithdrawalLimit(f"The minimum withdrawal is {minimum} {asset}.")
     withdrawal_address_require_active(user_id=user_id, asset=asset, address=address)
+    if not (request_key and Withdrawal.objects.filter(user_id=user_id, request_key=request_key).exists()):
+        _check_funds(user_id=user_id, asset=asset, amount=value)  # a read (a replay's funds are held already)
     return asset, value
 
 

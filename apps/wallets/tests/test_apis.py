@@ -292,6 +292,7 @@ def test_a_sessions_retry_under_its_idempotency_key_replays_the_answer_not_the_u
         ({"amount": "0.0000001"}, "invalid_request"),
         ({"address": simnet.new_address()}, "address_not_allowed"),
         ({"amount": "0.000001"}, "withdrawal_limit"),
+        ({"amount": "5000"}, "insufficient_funds"),  # 5000 for 50
     ],
 )
 def test_a_withdrawal_refused_for_a_typo_does_not_use_up_the_sessions_code(holder, usdt, client, typo, code):
