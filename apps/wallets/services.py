@@ -87,6 +87,7 @@ APPROVE_PERMISSION = "wallets.approve_withdrawal"
 DAILY_WINDOW = timedelta(hours=24)
 MAX_TXID_LENGTH = 128
 TXID = re.compile(r"[A-Za-z0-9._-]{1,128}")  # a transaction id: its ledger keys end with ":<vout>"
+MAX_COUNT = 2**31 - 1
 INTERNAL_TXID_PREFIX = "internal-"
 """The transaction ids of transfers between our own customers (:func:`_withdrawal_settle_internally`): a reported
 one is refused (break-it review: a deposit reported as ``internal-23`` took the id withdrawal 23's internal
@@ -100,9 +101,6 @@ def txid_problem(value: str) -> str | None:
     if value.startswith(INTERNAL_TXID_PREFIX):
         return f"Transaction ids starting with {INTERNAL_TXID_PREFIX!r} are reserved for transfers between customers."
     return None
-
-
-MAX_COUNT = 2**31 - 1
 
 
 # Deposit addresses -------------------------------------------------------------------------------
