@@ -256,14 +256,14 @@ def _outcomes(
 ) -> list[dict]:
     """The outcome of each planned command (see :func:`batch_write`); a placement's carries the order's state right
     after it (``"placed"``, :func:`~apps.orders.store.commands.placed_state`), its own change's, not a replay's."""
-    placed = {c.taker_order_id: c.orders[c.taker_order_id] for c in plan.changes if c.taker_order_id in c.orders}
+    placed = {c.taker_order_id: c.orders[c.taker_order_id] for c in plan.changes if c.taker_order_id is not None}
     outcomes = []
     for command, result in zip(parsed, plan.outcomes, strict=True):
         if isinstance(result, DomainError):
             outcomes.append(domain_outcome(result))
         elif isinstance(result, list):
             outcomes.append({"order_ids": result})
-        elif isinstance(command, Place) and command.order_id == result and result in placed:
+        elif isinstance(command, Place) and command.order_id == result:  # placed now (a replay names an older id)
             outcomes.append({"order_id": result, "placed": queue.placed_state(placed[result])})
         else:
             outcomes.append({"order_id": result})

@@ -147,10 +147,11 @@ def notional_check(market: LockedMarket, request: Request, plan: MatchPlan) -> N
         value, field = EXACT.multiply(request.qty, plan.first_price), "qty"
     else:
         return
-    if request.price is not None and value > max_notional(market.quote_decimals):
+    largest = max_notional(market.quote_decimals)
+    if request.price is not None and value > largest:
         raise MaxNotional(
             f"Order value {format_amount(value, market.quote_decimals)} {market.quote_code} is above the maximum "
-            f"{format_amount(max_notional(market.quote_decimals), market.quote_decimals)}.",
+            f"{format_amount(largest, market.quote_decimals)}.",
             field=field,
         )
     if value < market.min_notional:
