@@ -28,17 +28,22 @@ def value_parse(raw, *, decimals: int, field: str, error: type[DomainError], all
         raise error(exc.message, fields={field: exc.message}) from None
 
 
-_CHOICE_VALUES = {choices: frozenset(choices.values) for choices in (Side, OrderType, TimeInForce, SelfTradePrevention)}
+_CHOICE_MEMBERS = {
+    choices: {member.value: member for member in choices}
+    for choices in (Side, OrderType, TimeInForce, SelfTradePrevention)
+}
+"""Each choice's members by value: a dict lookup, where ``choices(value)`` goes through the enum's metaclass."""
 
 
 def choice(value, choices, field: str, default=None) -> str:
     """``value`` if it is one of ``choices`` (``default`` for ``None``), else a DomainError naming ``field``."""
     if value is None and default is not None:
         return default
-    if not isinstance(value, str) or value not in _CHOICE_VALUES[choices]:
+    member = _CHOICE_MEMBERS[choices].get(value) if isinstance(value, str) else None
+    if member is None:
         message = f"Must be one of {', '.join(choices.values)}."
         raise DomainError(message, fields={field: message})
-    return choices(value)
+    return member
 
 
 def request_parse(
