@@ -1,7 +1,7 @@
 """REST API of the sealed journal (PROOFS.md section 1): keys, block headers, an entry's proof.
 
 Keys and block headers are public (they reveal hashes and counts only); an entry's proof
-is served to its owner (a user with a posting in it) and to staff, else a 404.
+is served to its owner (a user with a posting in it) and to staff who may (:func:`~apps.ledger.seal.selectors.sees_every_entry`), else a 404.
 """
 
 from drf_spectacular.utils import extend_schema
@@ -13,7 +13,7 @@ from apps.api.base import ScopedApiView, path_id, whole_number
 from apps.api.fields import ApiTime
 from apps.core.errors import NotFound
 from apps.ledger.seal.keys import public_keys
-from apps.ledger.seal.selectors import block_served, entry_proof, journal_block, journal_head
+from apps.ledger.seal.selectors import block_served, entry_proof, journal_block, journal_head, sees_every_entry
 from exchange.converters import MAX_ID
 
 
@@ -108,9 +108,9 @@ class JournalBlockApi(ScopedApiView):
 
 
 class EntryProofApi(ScopedApiView):
-    """An entry's inclusion proof in its block (PROOFS.md section 1); the entry's owner and staff only."""
+    """An entry's inclusion proof in its block (PROOFS.md section 1): to its owner, and to staff who may read every entry (``sees_every_entry``)."""
 
     @extend_schema(responses=EntryProofOut)
     def get(self, request, id: str):
         entry_id = path_id(id, what="entry")
-        return Response(entry_proof(entry_id, user_id=request.user.id, is_staff=request.user.is_staff))
+        return Response(entry_proof(entry_id, user_id=request.user.id, is_staff=sees_every_entry(request.user)))

@@ -33,8 +33,22 @@ def journal_block(height: int) -> JournalBlock:
     return block
 
 
+ENTRY_VIEW_PERMISSION = "ledger.view_journalentry"
+
+
+def sees_every_entry(user) -> bool:
+    """Whether ``user`` (a request's) may read any journal entry's proof, not only their own: staff with the
+    permission :data:`ENTRY_VIEW_PERMISSION`, in a session confirmed with their second factor (django-otp's
+    ``user.is_verified()``, which only a session's user has: never a user authenticated by an API key). A staff
+    password alone, through the admin's log-in or a new API key, does not open every customer's entries (break-it
+    review)."""
+    is_verified = getattr(user, "is_verified", None)
+    return bool(user.is_staff and user.has_perm(ENTRY_VIEW_PERMISSION) and is_verified is not None and is_verified())
+
+
 def entry_visible_to(entry_id: int, *, user_id: int, is_staff: bool) -> bool:
-    """Whether the entry exists and the user may see it: staff, or a posting of it is on one of the user's accounts."""
+    """Whether the entry exists and the user may see it: ``is_staff`` (:func:`sees_every_entry`), or a posting of it
+    is on one of the user's accounts."""
     if is_staff:
         return JournalEntry.objects.filter(id=entry_id).exists()
     return Posting.objects.filter(entry_id=entry_id, account__owner_id=user_id).exists()

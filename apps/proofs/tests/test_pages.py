@@ -6,6 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from django.contrib.auth.models import Group
+from django_otp.plugins.otp_totp.models import TOTPDevice
+
+from apps.accounts.tests.otp import code_now
 from apps.ledger.models import Posting
 from apps.ledger.tests.factories import UserFactory
 
@@ -93,6 +98,29 @@ def test_the_activity_page_offers_each_entrys_proof(snapshot, funded, client, ap
     assert download.status_code == 200 and json.loads(download.content)["entry"]["id"] == entry_id
     client.force_login(UserFactory())
     assert client.get(f"/proofs/entries/{entry_id}/proof.json").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("groups", "second_factor", "status"),
+    [(["operators"], True, 200), (["operators"], False, 404), ([], True, 404)],
+)
+def test_staff_read_another_customers_entry_proof_only_with_the_permission_and_the_second_factor(
+    snapshot, funded, client, api, groups, second_factor, status
+):
+    """A staff password alone (the admin's log-in, a new API key) opened every customer's entries (break-it review):
+    the ledger's view permission (the operators') and a session confirmed with the second factor are both needed."""
+    entry_id = Posting.objects.filter(account__owner=funded[0]).order_by("-id").first().entry_id
+    staff = UserFactory(is_staff=True)
+    staff.groups.add(*Group.objects.filter(name__in=groups))
+    client.force_login(staff)
+    if second_factor:
+        client.get("/admin/second-factor/")  # enrols an authenticator, then confirms this session with its code
+        client.post("/admin/second-factor/", {"token": code_now(TOTPDevice.objects.get(user=staff))})
+
+    assert client.get(f"/proofs/entries/{entry_id}/proof.json").status_code == status
+    assert client.get(f"/api/v1/ledger/entries/{entry_id}/proof/").status_code == status
+    api.force_authenticate(staff)  # an API key's request: no session, so never confirmed by a second factor
+    assert api.get(f"/api/v1/ledger/entries/{entry_id}/proof/").status_code == 404
 
 
 def test_the_admin_screen_flags_assets_whose_liabilities_exceed_custody(snapshot, admin_client):

@@ -124,3 +124,24 @@ def test_a_session_ends_twelve_hours_after_its_log_in_whatever_is_written_to_it(
 
     Session.objects.filter(pk=session.pk).update(expire_date=timezone.now() - timedelta(seconds=1))
     assert client.get("/wallet/")["Location"].startswith("/accounts/login/")
+
+
+def test_the_admins_log_in_is_this_log_in_and_asks_a_staff_user_for_the_code(client, bob):
+    """Django's admin log-in logged a session in with the password alone, which then opened every trader page of a
+    user with a second factor (break-it review): /admin/login/ is this log-in, in two steps for such a user."""
+    bob.is_staff = True
+    bob.save()
+    device = enrol_device(bob)
+
+    posted = client.post("/admin/login/", {"username": "bob", "password": PASSWORD})
+    shown = client.get("/admin/login/?next=/admin/backoffice/")
+
+    assert posted.status_code == 302 and posted["Location"] == "/accounts/login/?next=/admin/"
+    assert shown.status_code == 302 and shown["Location"] == "/accounts/login/?next=/admin/backoffice/"
+    assert "_auth_user_id" not in client.session
+    password_step = _password_step(client, next="/admin/backoffice/")
+    assert password_step["Location"] == "/accounts/login/second-factor/"
+    assert client.get("/api-keys/").status_code == 302  # not logged in yet
+    second = client.post("/accounts/login/second-factor/", {"otp": code_now(device)})
+    assert second["Location"] == "/admin/backoffice/"
+    assert client.get("/admin/").status_code == 200
