@@ -8,7 +8,7 @@ class StreamsConfig(AppConfig):
 
     def ready(self) -> None:
         """Record the outbox rows of what the apps below announce (:mod:`apps.streams.receivers`)."""
-        from django.contrib.auth.signals import user_logged_in
+        from django.contrib.auth.signals import user_logged_in, user_logged_out
 
         from apps.accounts.events import api_key_created, password_changed
         from apps.orders.events import batch_written, book_changed
@@ -22,3 +22,4 @@ class StreamsConfig(AppConfig):
         api_key_created.connect(receivers.api_key_created, dispatch_uid="streams.api_key_created")
         password_changed.connect(receivers.password_changed, dispatch_uid="streams.password_changed")
         user_logged_in.connect(receivers.user_logged_in, dispatch_uid="streams.user_logged_in")
+        user_logged_out.connect(receivers.user_logged_out, dispatch_uid="streams.user_logged_out")

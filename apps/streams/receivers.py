@@ -52,6 +52,15 @@ def user_logged_in(sender, request, user, **kwargs) -> None:
     user_notice_record(user_id=user.pk, notice="login", details=login_details(request))
 
 
+def user_logged_out(sender, request, user, **kwargs) -> None:
+    """A log-out: the stream keys made in the user's browser sessions end (break-it review: one made before a log-out
+    went on delivering the user's orders, balances and log-in notices, on a shared computer too). The user's other
+    open pages lose their stream and take a new key as they reconnect (``static/js/market.js``); keys made with an
+    API key are the bots' and stay."""
+    if user is not None:  # Django sends it for an anonymous session too
+        stream_tokens_of_sessions_revoke(user_id=user.pk)
+
+
 def password_changed(sender, *, user_id: int, **kwargs) -> None:
     """A password changed or reset: the stream keys made in the account's browser sessions end with them (break-it
     review: one made before a reset kept delivering balances and deposits, and opened new streams, after it)."""

@@ -109,3 +109,16 @@ def test_a_password_change_or_reset_ends_the_stream_keys_made_in_browser_session
 
     assert stream_token_user_id(key=in_a_session) is None
     assert stream_token_user_id(key=with_a_key) == (None if action == RESET else user.id)  # its API key decides
+
+
+def test_a_log_out_ends_the_stream_keys_made_in_browser_sessions(client, api_as, user):
+    """Break-it review: a stream key made in a browser session went on delivering the user's orders, balances and
+    log-in notices after the log-out."""
+    client.force_login(user)
+    in_a_session = client.post(URL, content_type="application/json").json()["token"]
+    with_a_key = api_as(user, "read").post(URL).json()["token"]
+
+    client.post("/accounts/logout/")
+
+    assert stream_token_user_id(key=in_a_session) is None
+    assert stream_token_user_id(key=with_a_key) == user.id
