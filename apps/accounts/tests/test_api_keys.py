@@ -61,6 +61,15 @@ def test_each_call_mints_a_new_key(api, alice):
     assert ApiKey.objects.count() == 2
 
 
+def test_a_keys_prefix_has_64_random_bits(api, alice):
+    """The prefix is unique among every key ever made: at 32 bits two keys would, in time, draw the same one, and the
+    second's creation fail (break-it review)."""
+    token = log_in(api).json()["token"]
+    _, prefix, _ = token.split("_", 2)
+    assert prefix == ApiKey.objects.get().prefix
+    assert len(prefix) == 16 and int(prefix, 16) >= 0
+
+
 def test_the_withdraw_scope_needs_a_second_factor_the_user_must_enrol_first(api, alice):
     response = log_in(api, scopes=["read", "withdraw"])
 
