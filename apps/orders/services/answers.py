@@ -63,6 +63,24 @@ def _redis() -> redis.Redis:
         return _client
 
 
+class CommandsAppliedElsewhere(RuntimeError):
+    """A batch's ``MARK_DONE`` found some of its commands no longer pending: another sequencer applied them (this one
+    lost its advisory lock and wrote on). Raised before the commit: the batch must roll back, so nothing of it is
+    applied twice, and the process end (break-it review: orders placed, and market orders filled, two to four times)."""
+
+
+def marked_publish_at_commit(command_ids: Sequence[int], marked: Sequence[tuple]) -> None:
+    """Check that ``MARK_DONE`` marked every one of ``command_ids`` (its rows, ``marked``: one per command marked), else
+    raise :class:`CommandsAppliedElsewhere`; then publish the answers of the callers that listen
+    (:func:`outcomes_publish_at_commit`)."""
+    if len(marked) != len(command_ids):
+        raise CommandsAppliedElsewhere(
+            f"{len(command_ids) - len(marked)} of the batch's {len(command_ids)} commands were no longer pending: "
+            "another sequencer applied them"
+        )
+    outcomes_publish_at_commit([row for row in marked if row[0]])
+
+
 def outcomes_publish_at_commit(answers: Sequence[Answer]) -> None:
     """Hand ``answers`` (``MARK_DONE``'s rows) to the process's :class:`Publisher` when the current transaction
     commits, never if it rolls back. Never blocks on Redis and never raises into the sequencer: its batch is

@@ -314,8 +314,8 @@ def _write(
     elif plan.updated:
         statements.append((order_rows.UPDATE_MAKERS, updated))
     statements += after_trades
-    answered = cursor.pipeline([*statements, done])[-1]
-    answers.outcomes_publish_at_commit(answered)
+    marked = cursor.pipeline([*statements, done])[-1]
+    answers.marked_publish_at_commit(done[1][0], marked)
     for order_id, order_state in plan.updated.items():
         if order_state.status not in OPEN_STATUSES:
             state.statics.pop(order_id, None)

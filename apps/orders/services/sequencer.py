@@ -114,11 +114,16 @@ def batch_apply(commands: Sequence[QueuedCommand]) -> list[dict]:
     of it was committed, and nobody is answered).
     """
     outcomes = [_apply(command) for command in commands]
+    command_ids = [c.id for c in commands]
     with connection.cursor() as cursor:
-        cursor.execute(queue.MARK_DONE, [[c.id for c in commands], json.dumps(outcomes)])
-        answered = cursor.fetchall()
-    answers.outcomes_publish_at_commit(answered)
+        cursor.execute(queue.MARK_DONE, [command_ids, json.dumps(outcomes)])
+        marked = cursor.fetchall()
+    answers.marked_publish_at_commit(command_ids, marked)
     return outcomes
+
+
+class LockLost(RuntimeError):
+    """The sequencer's connection, and with it its advisory locks, is gone: the process must end (see the module)."""
 
 
 class Sequencer:
@@ -147,6 +152,7 @@ class Sequencer:
         self.stopping = False
         self.books: dict[int, batching.MarketBook] = {}
         self.doorbell = doorbell.Doorbell([])
+        self.locked_connection: object | None = None  # the psycopg connection holding the advisory locks
 
     def stop(self) -> None:
         """Finish the batch in progress, then return from :meth:`run` (once the answers queued are sent)."""
@@ -154,12 +160,23 @@ class Sequencer:
 
     def acquire(self) -> None:
         """Take every market's advisory lock (blocking while another sequencer holds one) and listen for the rings
-        of their commands."""
+        of their commands. With ``every_market``, a market whose lock another sequencer holds is left to it, never
+        waited for (break-it review: ``run_engine --all`` beside a ``--market`` one waited for ever, holding the
+        markets before it unserved); :meth:`markets_adopt` takes it once it is free."""
         connection.ensure_connection()
+        taken = []
         with connection.cursor() as cursor:
             cursor.execute(f"SET plan_cache_mode = {ENGINE_PLAN_CACHE_MODE}")
             for market_id in self.market_ids:
-                cursor.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
+                if not self.every_market:
+                    cursor.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
+                    taken.append(market_id)
+                    continue
+                cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
+                if cursor.fetchone()[0]:
+                    taken.append(market_id)  # else another sequencer serves it: adopted once free (markets_adopt)
+        self.market_ids = taken
+        self.locked_connection = connection.connection
         self.doorbell.add(*(queue.engine_channel(market_id) for market_id in self.market_ids))
         self.books_load()
 
@@ -202,7 +219,9 @@ class Sequencer:
         ]
 
     def run_once(self) -> int:
-        """Apply what is pending (one batch per market); return how many commands were applied."""
+        """Apply what is pending (one batch per market); return how many commands were applied. Raises
+        :class:`LockLost` (see :meth:`lock_check`)."""
+        self.lock_check()
         commands = self.pending()
         by_market: dict[int, list[QueuedCommand]] = {}
         for command in commands:
@@ -237,10 +256,24 @@ class Sequencer:
             try:
                 with transaction.atomic():
                     return batching.batch_write(state, commands)
+            except answers.CommandsAppliedElsewhere:
+                raise
             except Exception:
                 state.sequence = None
                 log.warning("engine.batch_fallback", exc_info=True, extra={"market": market_id})
+            self.lock_check()  # a failed rollback closed the connection: the fallback would write on a new one
         return batch_apply(commands)
+
+    def lock_check(self) -> None:
+        """Raise :class:`LockLost` when the connection that took the markets' advisory locks is gone: Django closes a
+        connection whose rollback failed (killed, say, mid-batch) and opens a new one at the next query, which holds
+        no lock while a standby may serve the markets already (break-it review: both wrote, orders were applied
+        two to four times)."""
+        if connection.connection is not self.locked_connection:
+            raise LockLost(
+                "The database connection holding the markets' advisory locks is gone: stopping (restarted, this "
+                "sequencer waits for the locks again)."
+            )
 
     def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
         """Acquire the markets (and freeze the heap: ``gc.freeze()``), then apply commands as they arrive until

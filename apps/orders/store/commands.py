@@ -88,15 +88,17 @@ MARK_DONE = f"""
         RETURNING c.reply_to, c.token, v.outcome
     )
     SELECT done.reply_to, done.token,
-           CASE WHEN o.id IS NULL THEN done.outcome - 'placed'
+           CASE WHEN done.reply_to = '' THEN NULL
+                WHEN o.id IS NULL THEN done.outcome - 'placed'
                 ELSE (done.outcome - 'placed') || jsonb_build_object(
                     'order', to_jsonb(jsonb_populate_record(o, coalesce(done.outcome -> 'placed', '{{}}')))) END::text
-    FROM done LEFT JOIN {Order._meta.db_table} o ON o.id = (done.outcome ->> 'order_id')::bigint
-    WHERE done.reply_to <> ''
+    FROM done LEFT JOIN {Order._meta.db_table} o
+        ON done.reply_to <> '' AND o.id = (done.outcome ->> 'order_id')::bigint
 """
 """Mark applied commands done with their outcomes (command ids; the outcomes as one JSON array, in the same order:
-a ``jsonb[]`` literal would escape every quote again); one row per command marked whose caller listens:
-``(reply_to, token, answer JSON)``, the answer being the outcome with, when it names an order, the order's row (the
+a ``jsonb[]`` literal would escape every quote again); one row per command marked (so a command no longer pending,
+applied by another sequencer, is seen missing): ``(reply_to, token, answer JSON)``, the answer ``NULL`` when its
+caller does not listen (``reply_to`` empty), else the outcome with, when it names an order, the order's row (the
 answer only: the stored outcome keeps the id, and a later reader reads the order afresh). A placement's outcome
 may carry ``"placed"`` (:func:`placed_state`): the order's state right after its own placement, which replaces those
 columns of the row in the answer (``jsonb_populate_record``: read as the columns' types, so with their scale) and

@@ -11,8 +11,9 @@ import re
 import uuid
 from decimal import Decimal
 
+import psycopg
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,12 +21,14 @@ from hypothesis import strategies as st
 from apps.core.errors import DomainError
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.models import Command, CommandKind, Order, Trade
+from apps.orders.models import Command, CommandKind, CommandStatus, Order, Trade
 from apps.orders.services import batching, cancel, fee_schedule_create, fee_tier_assign, market_create, placement
+from apps.orders.services.answers import CommandsAppliedElsewhere
 from apps.orders.services.commands import domain_outcome
-from apps.orders.services.sequencer import Sequencer
+from apps.orders.services.sequencer import LockLost, Sequencer, batch_apply
 from apps.orders.tests.helpers import balance
 from apps.streams.models import StreamEvent
+from apps.wallets.tests.conftest import database_url
 
 D = Decimal
 
@@ -499,11 +502,71 @@ def test_an_operators_cancel_applied_per_command_is_cancelled_and_audited(trader
     _operator_cancel(btc_usdt, resting, traders[3])
     _foreign_cancel(traders[0], btc_usdt, usdt_btc)
     sequencer = Sequencer([btc_usdt.id], batch=10)
-    sequencer.books_load()
-
-    cancelled, _ = sequencer.apply(btc_usdt.id, sequencer.pending())
+    sequencer.acquire()  # the fallback writes only on the connection holding the market's lock
+    try:
+        cancelled, _ = sequencer.apply(btc_usdt.id, sequencer.pending())
+    finally:
+        _release(sequencer)
 
     assert cancelled == {"order_id": resting.id}
     assert Order.objects.get(id=resting.id).reject_reason == "cancelled_by_operator"
     assert _operator_audits() == [(str(resting.id), {"status": "open"}, {"status": "cancelled", "reason": "r"})]
     assert reconcile().ok
+
+
+def _release(sequencer: Sequencer) -> None:
+    """Undo :meth:`Sequencer.acquire` on the test's connection (its advisory locks outlive the test's transaction)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock_all()")
+    sequencer.doorbell.close()
+
+
+def test_a_batch_whose_commands_another_sequencer_applied_writes_nothing_and_raises(traders, btc_usdt):
+    """Break-it review: a sequencer that had lost its lock applied the commands a standby had applied too (orders
+    placed, market orders filled, two to four times). MARK_DONE marks only pending commands: a batch that finds one
+    done already rolls back whole, on the planned and the per-command path, and the process ends."""
+    _queue(traders, btc_usdt, [limit(0, "buy", "49000", "0.1"), limit(1, "sell", "51000", "0.1")])
+    sequencer = Sequencer([btc_usdt.id], batch=10)
+    sequencer.books_load()
+    pending = sequencer.pending()
+    batch_apply(pending[:1])  # another sequencer applied the first one
+    sequencer.acquire()
+    try:
+        with pytest.raises(CommandsAppliedElsewhere):
+            sequencer.apply_planned(btc_usdt.id, pending)
+        with pytest.raises(CommandsAppliedElsewhere):
+            batch_apply(pending)
+    finally:
+        _release(sequencer)
+
+    assert list(Order.objects.values_list("side", flat=True)) == ["buy"]
+    assert [c.id for c in sequencer.pending()] == [pending[1].id]
+    assert reconcile().ok
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sequencer_whose_connection_died_mid_batch_stops_instead_of_writing_on_a_new_one(
+    traders, btc_usdt, monkeypatch
+):
+    """Break-it review: the connection holding the locks was terminated mid-batch; Django closed it when the rollback
+    failed, and the per-command fallback wrote the batch on a new connection, without the lock, while a standby
+    applied it too. The sequencer now stops there, the commands still pending for whoever holds the lock."""
+    _queue(traders, btc_usdt, [limit(0, "buy", "49000", "0.1")])
+    sequencer = Sequencer([btc_usdt.id], batch=10)
+    sequencer.acquire()
+    write = batching.batch_write
+
+    def killed_first(state, commands):
+        with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", [connection.connection.info.backend_pid])
+        return write(state, commands)
+
+    monkeypatch.setattr(batching, "batch_write", killed_first)
+    try:
+        with pytest.raises(LockLost):
+            sequencer.run_once()
+    finally:
+        sequencer.doorbell.close()
+
+    assert not Order.objects.exists()
+    assert Command.objects.get().status == CommandStatus.PENDING

@@ -408,6 +408,25 @@ def test_a_new_market_is_adopted_only_while_no_other_sequencer_holds_its_lock(tr
         sequencer.doorbell.close()
 
 
+def test_a_sequencer_of_every_market_leaves_a_market_another_holds_and_starts_at_once(traders, btc_usdt):
+    """Break-it review: ``run_engine --all`` beside a ``--market`` sequencer waited for ever on that market's lock,
+    holding the markets before it unserved (every order a 504)."""
+    eth_usdt = _market("ETH")
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, btc_usdt.id])
+        sequencer = Sequencer([btc_usdt.id, eth_usdt.id], every_market=True)
+        try:
+            sequencer.acquire()  # returns: BTC-USDT is left to the other sequencer
+            assert sequencer.market_ids == [eth_usdt.id]
+            other.close()  # the other sequencer ends: its market is taken over
+            assert sequencer.markets_adopt() == [btc_usdt.id]
+            assert sequencer.market_ids == [btc_usdt.id, eth_usdt.id]
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock_all()")
+            sequencer.doorbell.close()
+
+
 def test_a_retry_after_a_restart_returns_the_original_order(engines, traders, api_as, usdt):
     buyer, seller = traders
     first = engines("BTC-USDT")

@@ -6,7 +6,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from apps.orders.models import Market
-from apps.orders.services.sequencer import Sequencer
+from apps.orders.services.answers import CommandsAppliedElsewhere
+from apps.orders.services.sequencer import LockLost, Sequencer
 
 
 class Command(BaseCommand):
@@ -44,3 +45,5 @@ class Command(BaseCommand):
             sequencer.run(on_ready=ready)
         except KeyboardInterrupt:
             pass
+        except (LockLost, CommandsAppliedElsewhere) as exc:  # a second writer: stop, without a traceback
+            raise CommandError(str(exc)) from None
