@@ -429,9 +429,11 @@ def test_a_batch_the_planner_cannot_write_is_applied_per_command(traders, btc_us
     _queue(traders, btc_usdt, [limit(1, "buy", "49000", "0.1")])
     foreign = _foreign_cancel(traders[0], btc_usdt, usdt_btc)
     sequencer = Sequencer([btc_usdt.id], batch=10)
-    sequencer.books_load()
-
-    placed, cancelled = sequencer.apply(btc_usdt.id, sequencer.pending())
+    sequencer.acquire()  # the fallback writes only on the connection holding the market's lock
+    try:
+        placed, cancelled = sequencer.apply(btc_usdt.id, sequencer.pending())
+    finally:
+        _release(sequencer)
 
     assert Order.objects.get(id=placed["order_id"]).status == "open"
     assert cancelled == {"order_id": foreign.id}  # the per-command path cancels it where it is
