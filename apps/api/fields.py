@@ -41,6 +41,19 @@ class InputSerializer(serializers.Serializer):
         "description": 'A plain decimal string ("0.5") or a JSON number, within the asset\'s precision.',
     }
 )
+class JsonBoolean(serializers.BooleanField):
+    """A JSON ``true`` or ``false``, nothing else: DRF's ``BooleanField`` also takes ``"yes"``, ``"on"``, ``1`` and
+    ``"1"``, where every other field of a JSON body takes its own JSON type only (break-it review). Else 400
+    ``invalid_request`` naming the field."""
+
+    default_error_messages = {"invalid": "Must be true or false."}
+
+    def to_internal_value(self, data):
+        if data is True or data is False:
+            return data
+        self.fail("invalid")
+
+
 class AmountInput(serializers.Field):
     """An amount or price as given: a string or JSON number (parsed as ``Decimal``, never float).
 

@@ -151,7 +151,7 @@ def order_new(call: Call) -> dict:
         order = order_place(user_id=call.user_id, **arguments)
     except DomainError as error:
         raise from_domain(error, placing=True) from None
-    transact = ms(order.updated_at)
+    transact = ms(order.created_at)  # its placement's, a replay's too (not its last change's)
     if response_type == "ACK":
         return order_ack(order, market, transact)
     out = order_result(order, market, transact)

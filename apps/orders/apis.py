@@ -14,7 +14,16 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
 from apps.api.base import ScopedApiView, limit_param, path_id, path_name, text_param
-from apps.api.fields import AmountInput, AmountOut, ApiTime, BlankAsNull, BlankAsNullChoice, InputSerializer, Text
+from apps.api.fields import (
+    AmountInput,
+    AmountOut,
+    ApiTime,
+    BlankAsNull,
+    BlankAsNullChoice,
+    InputSerializer,
+    JsonBoolean,
+    Text,
+)
 from apps.api.idempotency import HEADER as IDEMPOTENCY_HEADER
 from apps.api.idempotency import idempotent
 from apps.api.pagination import LIST_PARAMS, id_page, page_params, page_response
@@ -140,7 +149,7 @@ class OrderIn(InputSerializer):
         allow_null=True,
         help_text="GTC (limit orders' default), IOC (market orders' default) or FOK.",
     )
-    post_only = serializers.BooleanField(required=False, default=False)
+    post_only = JsonBoolean(required=False, default=False)
     stp = serializers.ChoiceField(
         choices=SelfTradePrevention.choices,
         required=False,

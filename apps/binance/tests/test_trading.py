@@ -582,6 +582,17 @@ def test_a_client_order_id_reused_for_another_order_is_a_duplicate(trader):
     assert other.json() == {"code": -2010, "msg": "Duplicate order sent."}
 
 
+def test_a_replay_answers_the_placements_transact_time_not_its_last_change(trader, maker):
+    """Break-it review: a replay under the same newClientOrderId answered the order's last change as transactTime."""
+    _, signed = trader
+    first = signed("POST", "order", **ORDER, newClientOrderId="again").json()
+    place(maker, side="sell", price="50000", qty="0.04")  # fills part of it, later
+    again = signed("POST", "order", **ORDER, newClientOrderId="again").json()
+
+    assert (again["orderId"], again["status"]) == (first["orderId"], "PARTIALLY_FILLED")
+    assert again["transactTime"] == first["transactTime"] == again["workingTime"]
+
+
 def test_a_body_that_is_not_a_form_is_refused(trader):
     _, signed = trader
     response = signed.client.post(

@@ -237,6 +237,8 @@ def test_amounts_may_be_json_numbers(trader, api_as):
             "fok_not_fillable",
             "time_in_force",
         ),
+        # Break-it review: DRF's BooleanField took these as true (or false); a JSON body's boolean is true or false.
+        *((limit_buy(post_only=raw), 400, "invalid_request", "post_only") for raw in ("yes", "true", 1, "0", None)),
     ],
 )
 def test_refused_orders_answer_the_reason_and_leave_nothing(trader, api_as, usdt, body, status, code, field):
