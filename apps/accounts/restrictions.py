@@ -92,7 +92,8 @@ def account_trading_freeze(*, user_id: int, operator_id: int, frozen: bool, reas
 
 
 def account_withdrawals_block(*, user_id: int, operator_id: int, blocked: bool, reason: str) -> AccountRestriction:
-    """Block (``blocked=True``) or unblock the user's withdrawals, with a ``reason``; audited in the same transaction.
+    """Block the user's withdrawals (``blocked=True``), with a ``reason``; audited in the same transaction. Lifting
+    takes two operators (:func:`account_withdrawals_unblock`): ``blocked=False`` raises :class:`PermissionDenied`.
 
     While blocked, :func:`apps.wallets.services.withdrawal_request`, ``withdrawal_confirm`` and
     ``withdrawal_approve`` refuse with ``withdrawals_blocked`` (pending withdrawals can still be rejected or
@@ -102,6 +103,27 @@ def account_withdrawals_block(*, user_id: int, operator_id: int, blocked: bool, 
     :func:`account_trading_freeze` (:class:`InvalidState` for unblocking an account whose withdrawals are not
     blocked).
     """
+    if not blocked:
+        raise PermissionDenied("Lifting a withdrawals block needs a second operator: request it, another approves.")
+    return _restriction_set(user_id=user_id, operator_id=operator_id, restriction="withdrawals", on=True, reason=reason)
+
+
+def account_withdrawals_unblock(
+    *, user_id: int, requested_by_id: int, approver_id: int, reason: str
+) -> AccountRestriction:
+    """Lift the user's withdrawals block, as ``requested_by_id`` asked (with ``reason``) and ``approver_id``, another
+    operator, approved (maker-checker: :func:`apps.backoffice.services.withdrawals_unblock_approve`); audited as
+    ``account.withdrawals_unblock`` by the approver, in the caller's transaction. The approved withdrawals the block
+    held back go out at the next sweep.
+
+    Raises :class:`PermissionDenied` (one operator both asking and approving, or either lacking
+    ``accounts.change_accountrestriction``, or their own account), :class:`InvalidState` (not blocked),
+    :class:`NotFound`, :class:`DomainError` (no reason)."""
+    if requested_by_id == approver_id:
+        raise PermissionDenied("Another operator must approve lifting a withdrawals block (four eyes).")
+    requester = get_user_model().objects.filter(pk=requested_by_id, is_active=True, is_staff=True).first()
+    if requester is None or not requester.has_perm(CHANGE_PERMISSION) or requested_by_id == user_id:
+        raise PermissionDenied(f"Requesting a restriction's change needs the {CHANGE_PERMISSION} permission.")
     return _restriction_set(
-        user_id=user_id, operator_id=operator_id, restriction="withdrawals", on=blocked, reason=reason
+        user_id=user_id, operator_id=approver_id, restriction="withdrawals", on=False, reason=reason
     )

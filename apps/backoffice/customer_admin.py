@@ -17,17 +17,26 @@ from apps.orders.selectors import orders_for_user
 from apps.wallets.selectors import deposits_for_user, withdrawals_for_user
 
 from .admin_helpers import numeric_id
-from .models import Customer, SecondFactorReset
+from .models import Customer, SecondFactorReset, WithdrawalsUnblock
 from .selectors import (
     logins_for_user,
     pending_second_factor_reset,
+    pending_withdrawals_unblock,
     second_factor_devices,
     second_factor_resets_for_user,
 )
-from .services import second_factor_reset_approve, second_factor_reset_reject, second_factor_reset_request
+from .services import (
+    second_factor_reset_approve,
+    second_factor_reset_reject,
+    second_factor_reset_request,
+    withdrawals_unblock_approve,
+    withdrawals_unblock_reject,
+    withdrawals_unblock_request,
+)
 
 RESET_APPROVE_PERMISSION = "backoffice.approve_secondfactorreset"
 RESET_REQUEST_PERMISSION = "backoffice.add_secondfactorreset"
+UNBLOCK_APPROVE_PERMISSION = "backoffice.approve_withdrawalsunblock"
 
 
 def _restriction_of(customer) -> AccountRestriction:
@@ -72,6 +81,11 @@ class CustomerAdmin(ReadOnlyAdmin):
                 name="backoffice_customer_reset_request",
             ),
             path(
+                "withdrawals-unblock/<int:unblock_id>/decide/",
+                wrap(require_POST(self.unblock_decide_view)),
+                name="backoffice_customer_unblock_decide",
+            ),
+            path(
                 "second-factor-reset/<int:reset_id>/decide/",
                 wrap(require_POST(self.reset_decide_view)),
                 name="backoffice_customer_reset_decide",
@@ -84,6 +98,7 @@ class CustomerAdmin(ReadOnlyAdmin):
             return redirect("admin:auth_user_change", user_id)  # an operator: the audit log links here too
         customer = get_object_or_404(self.get_queryset(request), id=user_id)
         pending = pending_second_factor_reset(user_id=customer.id)
+        unblock = pending_withdrawals_unblock(user_id=customer.id)
         extra_context = {
             **(extra_context or {}),
             "customer": customer,
@@ -100,6 +115,11 @@ class CustomerAdmin(ReadOnlyAdmin):
             "resets": second_factor_resets_for_user(user_id=customer.id)[:10],
             "pending_reset": pending,
             "can_restrict": request.user.has_perm(CHANGE_PERMISSION),
+            "pending_unblock": unblock,
+            "can_decide_unblock": unblock is not None
+            and request.user.has_perm(UNBLOCK_APPROVE_PERMISSION)
+            and request.user.is_verified()
+            and request.user.id != unblock.created_by_id,
             "can_request_reset": request.user.has_perm(RESET_REQUEST_PERMISSION) and pending is None,
             "can_decide_reset": pending is not None
             and request.user.has_perm(RESET_APPROVE_PERMISSION)
@@ -127,10 +147,11 @@ class CustomerAdmin(ReadOnlyAdmin):
                 account_trading_freeze(
                     user_id=user_id, operator_id=request.user.id, frozen=switch == "on", reason=reason
                 )
-            elif restriction == "withdrawals" and switch in ("on", "off"):
-                account_withdrawals_block(
-                    user_id=user_id, operator_id=request.user.id, blocked=switch == "on", reason=reason
-                )
+            elif restriction == "withdrawals" and switch == "on":
+                account_withdrawals_block(user_id=user_id, operator_id=request.user.id, blocked=True, reason=reason)
+            elif restriction == "withdrawals" and switch == "off":  # two operators: a request, another approves
+                withdrawals_unblock_request(user_id=user_id, operator_id=request.user.id, reason=reason)
+                return self._back(request, user_id, success="Lifting requested; another operator must approve it.")
             else:
                 raise DomainError("Choose a restriction and whether to set or lift it.")
         except DomainError as error:
@@ -170,3 +191,23 @@ class CustomerAdmin(ReadOnlyAdmin):
             return self._back(request, reset.user_id, error)
         done = "approved" if decision == "approve" else "rejected"
         return self._back(request, reset.user_id, success=f"Second-factor reset #{reset_id} {done}.")
+
+    def unblock_decide_view(self, request, unblock_id):
+        """POST ``decision`` (approve / reject, with a ``note``) on a request to lift a withdrawals block."""
+        if not request.user.has_perm(UNBLOCK_APPROVE_PERMISSION) or not request.user.is_verified():
+            raise DjangoPermissionDenied
+        unblock = get_object_or_404(WithdrawalsUnblock, id=unblock_id)
+        decision = request.POST.get("decision")
+        try:
+            if decision == "approve":
+                withdrawals_unblock_approve(unblock_id=unblock_id, approver_id=request.user.id)
+            elif decision == "reject":
+                withdrawals_unblock_reject(
+                    unblock_id=unblock_id, approver_id=request.user.id, note=request.POST.get("note", "")
+                )
+            else:
+                raise DomainError("Choose approve or reject.")
+        except DomainError as error:
+            return self._back(request, unblock.user_id, error)
+        done = "approved: withdrawals are allowed again" if decision == "approve" else "rejected"
+        return self._back(request, unblock.user_id, success=f"Lifting the withdrawals block #{unblock_id} {done}.")

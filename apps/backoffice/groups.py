@@ -2,10 +2,12 @@
 
 - ``operators``: staff who browse the ledger, run reconciliation, draft adjustments and fee
   changes, halt and resume markets, cancel a customer's open orders, follow deposits and withdrawals,
-  on the customer screen freeze trading, block withdrawals and request second-factor resets, and list
+  on the customer screen freeze trading, block withdrawals and request lifting a block or a second-factor
+  reset, and list
   customers' API keys and revoke them (a protective step like a freeze, taken at once, not maker-checker);
-- ``approvers``: may also approve withdrawals and other operators' adjustments, fee changes
-  and second-factor resets (a second factor is required for them in the admin).
+- ``approvers``: may also approve withdrawals and other operators' adjustments, fee changes,
+  second-factor resets and requests to lift a withdrawals block (a second factor is required for them in the
+  admin).
 
 A permission of an app that is not installed yet is skipped; later migrations call
 :func:`sync_groups` again.
@@ -51,6 +53,7 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "wallets.approve_withdrawal",
         "backoffice.approve_feechange",
         "backoffice.approve_secondfactorreset",
+        "backoffice.approve_withdrawalsunblock",
     ],
 }
 

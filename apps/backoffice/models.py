@@ -196,6 +196,30 @@ class SecondFactorReset(MakerCheckerDraft):
         return f"Second-factor reset #{self.id} of {self.user} ({self.get_status_display()})"
 
 
+class WithdrawalsUnblock(MakerCheckerDraft):
+    """Lifting a customer's withdrawals block, requested by one operator with a ``reason`` and done when another
+    approves (maker-checker): it lets money out of an account someone judged at risk (break-it review: one operator
+    lifted a block set against an account takeover, and the customer's withdrawal went out at once). Setting a block
+    stays one operator's protective step."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+
+    class Meta(MakerCheckerDraft.Meta):
+        verbose_name = "withdrawals unblock"
+        permissions = [("approve_withdrawalsunblock", "Can approve or reject lifting a withdrawals block")]
+        constraints = [
+            *_maker_checker_constraints("withdrawals_unblock"),
+            models.CheckConstraint(condition=~Q(user=F("created_by")), name="withdrawals_unblock_not_own"),
+            models.UniqueConstraint(
+                fields=["user"], condition=Q(status=ChangeStatus.DRAFT), name="withdrawals_unblock_one_pending"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Withdrawals unblock #{self.id} of {self.user} ({self.get_status_display()})"
+
+
 class WithdrawalApproval(Withdrawal):
     """The approval queue: withdrawals awaiting an operator's decision, and approved ones held back by a block
     (a proxy of wallets' Withdrawal; :func:`apps.wallets.selectors.withdrawals_to_decide`)."""

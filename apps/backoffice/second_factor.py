@@ -1,6 +1,6 @@
 """A second factor (TOTP, django-otp) for approvers in the back office.
 
-Staff who may approve withdrawals, adjustments, fee changes or second-factor resets (and,
+Staff who may approve withdrawals, adjustments, fee changes, second-factor resets or lifting a withdrawals block (and,
 with ``STAFF_SECOND_FACTOR_REQUIRED``, every staff user) must confirm a time-based one-time
 password once per session before any admin page opens; on their first visit they
 enrol an authenticator app.
@@ -29,6 +29,7 @@ APPROVER_PERMISSIONS = (
     "backoffice.approve_adjustment",
     "backoffice.approve_feechange",
     "backoffice.approve_secondfactorreset",
+    "backoffice.approve_withdrawalsunblock",
 )
 
 

@@ -25,7 +25,7 @@ from apps.wallets.models import (
     WithdrawalStatus,
 )
 
-from .models import ChangeStatus, ReconciliationRun, SecondFactorReset
+from .models import ChangeStatus, ReconciliationRun, SecondFactorReset, WithdrawalsUnblock
 
 LOGIN_ACTIONS = ("login", "login_failed", "login_locked")
 
@@ -58,6 +58,15 @@ def second_factor_resets_for_user(*, user_id: int) -> QuerySet[SecondFactorReset
 def pending_second_factor_reset(*, user_id: int) -> SecondFactorReset | None:
     """The reset of the user's second factor that awaits a decision, if any."""
     return second_factor_resets_for_user(user_id=user_id).filter(status=ChangeStatus.DRAFT).first()
+
+
+def pending_withdrawals_unblock(*, user_id: int) -> WithdrawalsUnblock | None:
+    """The request to lift the user's withdrawals block that awaits a decision, if any (at most one)."""
+    return (
+        WithdrawalsUnblock.objects.filter(user_id=user_id, status=ChangeStatus.DRAFT)
+        .select_related("created_by")
+        .first()
+    )
 
 
 # What an approver checks beside the destination address --------------------------------------------

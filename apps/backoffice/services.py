@@ -15,6 +15,9 @@ from django_otp import devices_for_user
 
 from apps.accounts.holds import withdrawals_hold
 from apps.accounts.models import HoldReason
+from apps.accounts.restrictions import CHANGE_PERMISSION as RESTRICTION_PERMISSION
+from apps.accounts.restrictions import account_withdrawals_unblock
+from apps.accounts.selectors import account_restriction
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
 from apps.core.reasons import hidden_characters_refuse, reason_checked
@@ -44,6 +47,7 @@ from .models import (
     MakerCheckerDraft,
     ReconciliationRun,
     SecondFactorReset,
+    WithdrawalsUnblock,
 )
 
 Draft = TypeVar("Draft", bound=MakerCheckerDraft)  # the request kind a flow decides on
@@ -600,3 +604,79 @@ def second_factor_reset_approve(*, reset_id: int, approver_id: int) -> SecondFac
 def second_factor_reset_reject(*, reset_id: int, approver_id: int, note: str) -> SecondFactorReset:
     """Reject a reset with a ``note`` saying why; the second factor stays. Guards as :func:`second_factor_reset_approve`."""
     return _decide_reset(reset_id=reset_id, approver_id=approver_id, approve=False, note=note)
+
+
+# Lifting a withdrawals block: maker-checker ---------------------------------------------------------
+
+
+def _unblock_state(unblock: WithdrawalsUnblock) -> dict:
+    return {"status": unblock.status, "user": unblock.user_id, "reason": unblock.reason, "unblock": unblock.id}
+
+
+@transaction.atomic
+def withdrawals_unblock_request(*, user_id: int, operator_id: int, reason: str) -> WithdrawalsUnblock:
+    """Ask to lift the customer's withdrawals block, with a ``reason``; nothing is lifted until another operator
+    approves (:func:`withdrawals_unblock_approve`). Audited (``withdrawals_unblock.request``).
+
+    Raises :class:`DomainError` (no reason), :class:`PermissionDenied` (no ``accounts.change_accountrestriction``,
+    one's own account), :class:`NotFound` (user), :class:`InvalidState` (withdrawals not blocked, or a request
+    already awaits a decision).
+    """
+    reason = reason_checked(reason)
+    operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
+    if operator is None or not operator.has_perm(RESTRICTION_PERMISSION):
+        raise PermissionDenied(f"Restricting accounts needs the {RESTRICTION_PERMISSION} permission.")
+    if user_id == operator_id:
+        raise PermissionDenied("Operators cannot change the restrictions of their own account.")
+    user = get_user_model().objects.select_for_update(of=("self",), no_key=True).filter(id=user_id).first()
+    if user is None:
+        raise NotFound("No such user.", fields={"user": "No such user."})
+    restriction = account_restriction(user_id=user_id)
+    if restriction is None or not restriction.withdrawals_blocked:
+        raise InvalidState("Withdrawals are not restricted for this account: nothing to lift.")
+    if WithdrawalsUnblock.objects.filter(user_id=user_id, status=ChangeStatus.DRAFT).exists():
+        raise InvalidState(f"Lifting {user.username}'s withdrawals block already awaits a decision.")
+    unblock = WithdrawalsUnblock.objects.create(user_id=user_id, reason=reason, created_by_id=operator_id)
+    audit_record(
+        actor_id=operator_id,
+        action="withdrawals_unblock.request",
+        object_type="auth.user",
+        object_id=user_id,
+        before={},
+        after=_unblock_state(unblock),
+    )
+    return unblock
+
+
+_UNBLOCK = _Flow(
+    WithdrawalsUnblock,
+    "withdrawals_unblock",
+    _unblock_state,
+    permission="backoffice.approve_withdrawalsunblock",
+    subject=lambda unblock: ("auth.user", unblock.user_id),
+)
+
+
+@retrying_atomic
+def withdrawals_unblock_approve(*, unblock_id: int, approver_id: int) -> WithdrawalsUnblock:
+    """Approve a request: the block is lifted (:func:`apps.accounts.restrictions.account_withdrawals_unblock`, its
+    reason the request's). The approver needs ``backoffice.approve_withdrawalsunblock`` and is neither the requester
+    nor the customer. Raises :class:`PermissionDenied`, :class:`InvalidState` (decided already, or the block was
+    lifted meanwhile), :class:`NotFound`."""
+
+    def apply(unblock: WithdrawalsUnblock) -> _Applied:
+        account_withdrawals_unblock(
+            user_id=unblock.user_id,
+            requested_by_id=unblock.created_by_id,
+            approver_id=approver_id,
+            reason=unblock.reason,
+        )
+        return _Applied()
+
+    return _draft_decide(_UNBLOCK, unblock_id, approver_id, approve=True, apply=apply)
+
+
+@retrying_atomic
+def withdrawals_unblock_reject(*, unblock_id: int, approver_id: int, note: str) -> WithdrawalsUnblock:
+    """Reject a request with a ``note`` saying why; the block stays. Guards as :func:`withdrawals_unblock_approve`."""
+    return _draft_decide(_UNBLOCK, unblock_id, approver_id, approve=False, note=note)

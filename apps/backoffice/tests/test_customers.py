@@ -11,10 +11,17 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.errors import TradingFrozen, WithdrawalsBlocked
 from apps.accounts.models import AccountRestriction
-from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block
+from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block, account_withdrawals_unblock
+from apps.accounts.selectors import account_restriction
 from apps.audit.models import AuditLogEntry
-from apps.backoffice.models import ChangeStatus, SecondFactorReset
-from apps.backoffice.services import second_factor_reset_approve, second_factor_reset_request
+from apps.backoffice.models import ChangeStatus, SecondFactorReset, WithdrawalsUnblock
+from apps.backoffice.services import (
+    second_factor_reset_approve,
+    second_factor_reset_request,
+    withdrawals_unblock_approve,
+    withdrawals_unblock_reject,
+    withdrawals_unblock_request,
+)
 from apps.backoffice.tests.logins import login_with_second_factor
 from apps.core.errors import DomainError, InvalidState, PermissionDenied
 from apps.ledger.selectors import available_balance
@@ -168,9 +175,53 @@ def test_blocking_withdrawals_refuses_requests_and_approvals(client, operator, a
     )
     assert "Withdrawals of this customer are blocked (fraud review, ticket 31)" in approval_page.content.decode()
 
-    restrict(client, customer, "withdrawals", "off", reason="documents received")
+    requested = restrict(client, customer, "withdrawals", "off", reason="documents received")
+    assert [str(shown) for shown in requested.context["messages"]] == [
+        "Lifting requested; another operator must approve it."
+    ]
+    with pytest.raises(WithdrawalsBlocked):  # still blocked: one operator asked, nobody approved yet
+        withdrawal_approve(withdrawal_id=pending.id, operator_id=approver.id)
+    unblock = WithdrawalsUnblock.objects.get()
+    approved = login_with_second_factor(Client(), approver).post(
+        f"/admin/backoffice/customer/withdrawals-unblock/{unblock.id}/decide/", {"decision": "approve"}, follow=True
+    )
+    assert "Approve lifting the block" not in approved.content.decode()
     assert withdrawal_approve(withdrawal_id=pending.id, operator_id=approver.id).status == WithdrawalStatus.APPROVED
-    assert audit(customer) == [("account.withdrawals_block", "olga"), ("account.withdrawals_unblock", "olga")]
+    assert audit(customer) == [
+        ("account.withdrawals_block", "olga"),
+        ("withdrawals_unblock.request", "olga"),
+        ("account.withdrawals_unblock", "arno"),
+        ("withdrawals_unblock.approve", "arno"),
+    ]
+
+
+def test_lifting_a_withdrawals_block_takes_a_second_operator(operator, approver, customer):
+    """Break-it review: one operator lifted a block set against an account takeover, and the customer's withdrawal
+    went out at once. One asks, another who may approve decides; nobody lifts one alone, nor decides their own."""
+    account_withdrawals_block(user_id=customer.id, operator_id=operator.id, blocked=True, reason="taken over")
+    with pytest.raises(PermissionDenied):
+        account_withdrawals_block(user_id=customer.id, operator_id=approver.id, blocked=False, reason="ok")
+    with pytest.raises(PermissionDenied):
+        account_withdrawals_unblock(
+            user_id=customer.id, requested_by_id=approver.id, approver_id=approver.id, reason="ok"
+        )
+    unblock = withdrawals_unblock_request(user_id=customer.id, operator_id=approver.id, reason="documents received")
+    with pytest.raises(InvalidState):
+        withdrawals_unblock_request(user_id=customer.id, operator_id=operator.id, reason="again")
+    with pytest.raises(PermissionDenied):  # its author
+        withdrawals_unblock_approve(unblock_id=unblock.id, approver_id=approver.id)
+    with pytest.raises(PermissionDenied):  # an operator who may not approve
+        withdrawals_unblock_approve(unblock_id=unblock.id, approver_id=operator.id)
+    assert account_restriction(user_id=customer.id).withdrawals_blocked
+
+    second = UserFactory(username="bea", is_staff=True)
+    second.groups.add(*Group.objects.filter(name__in=["operators", "approvers"]))
+    withdrawals_unblock_approve(unblock_id=unblock.id, approver_id=second.id)
+
+    assert not account_restriction(user_id=customer.id).withdrawals_blocked
+    assert WithdrawalsUnblock.objects.get().status == ChangeStatus.APPROVED
+    with pytest.raises(InvalidState):
+        withdrawals_unblock_reject(unblock_id=unblock.id, approver_id=second.id, note="late")
 
 
 def test_a_withdrawal_approved_before_the_block_waits_in_the_queue_where_it_can_only_be_rejected(

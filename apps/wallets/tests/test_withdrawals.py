@@ -10,7 +10,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from apps.accounts.errors import WithdrawalsBlocked
-from apps.accounts.restrictions import account_withdrawals_block
+from apps.accounts.restrictions import account_withdrawals_block, account_withdrawals_unblock
 from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound, PermissionDenied
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds
 from apps.ledger.models import AccountKind, EntryReason, JournalEntry
@@ -546,10 +546,13 @@ def make_blocker():
 
 
 def block_withdrawals(user, *, blocked: bool = True) -> None:
-    """An operator blocks (or unblocks) the user's withdrawals."""
-    account_withdrawals_block(
-        user_id=user.id, operator_id=make_blocker().id, blocked=blocked, reason="account taken over"
-    )
+    """An operator blocks the user's withdrawals; or one asks to lift the block and another approves."""
+    if blocked:
+        account_withdrawals_block(user_id=user.id, operator_id=make_blocker().id, blocked=True, reason="taken over")
+    else:
+        account_withdrawals_unblock(
+            user_id=user.id, requested_by_id=make_blocker().id, approver_id=make_blocker().id, reason="all clear"
+        )
 
 
 def test_an_approved_withdrawal_is_not_sent_while_the_account_is_blocked_and_goes_once_unblocked(usdt, user):
