@@ -45,15 +45,21 @@ def _state(restriction: AccountRestriction) -> dict:
     }
 
 
-@transaction.atomic
-def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bool, reason: str) -> AccountRestriction:
-    flag, reason_field, set_action, lift_action = _FLAGS[restriction]
-    reason = reason_checked(reason)
+def restriction_operator_check(*, operator_id: int, user_id: int) -> None:
+    """Raise :class:`PermissionDenied` unless ``operator_id`` is active staff with ``accounts.change_accountrestriction``
+    acting on another account than their own (``user_id``)."""
     operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
     if operator is None or not operator.has_perm(CHANGE_PERMISSION):
         raise PermissionDenied(f"Restricting accounts needs the {CHANGE_PERMISSION} permission.")
     if operator_id == user_id:
         raise PermissionDenied("Operators cannot change the restrictions of their own account.")
+
+
+@transaction.atomic
+def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bool, reason: str) -> AccountRestriction:
+    flag, reason_field, set_action, lift_action = _FLAGS[restriction]
+    reason = reason_checked(reason)
+    restriction_operator_check(operator_id=operator_id, user_id=user_id)
     if not get_user_model().objects.filter(pk=user_id).exists():
         raise NotFound("No such user.", fields={"user": "No such user."})
     if restriction == "withdrawals":
@@ -121,9 +127,7 @@ def account_withdrawals_unblock(
     :class:`NotFound`, :class:`DomainError` (no reason)."""
     if requested_by_id == approver_id:
         raise PermissionDenied("Another operator must approve lifting a withdrawals block (four eyes).")
-    requester = get_user_model().objects.filter(pk=requested_by_id, is_active=True, is_staff=True).first()
-    if requester is None or not requester.has_perm(CHANGE_PERMISSION) or requested_by_id == user_id:
-        raise PermissionDenied(f"Requesting a restriction's change needs the {CHANGE_PERMISSION} permission.")
+    restriction_operator_check(operator_id=requested_by_id, user_id=user_id)
     return _restriction_set(
         user_id=user_id, operator_id=approver_id, restriction="withdrawals", on=False, reason=reason
     )

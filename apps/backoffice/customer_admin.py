@@ -174,40 +174,46 @@ class CustomerAdmin(ReadOnlyAdmin):
 
     def reset_decide_view(self, request, reset_id):
         """POST ``decision`` (approve / reject, with a ``note``) on a requested reset."""
-        if not request.user.has_perm(RESET_APPROVE_PERMISSION) or not request.user.is_verified():
-            raise DjangoPermissionDenied
-        reset = get_object_or_404(SecondFactorReset, id=reset_id)
-        decision = request.POST.get("decision")
-        try:
-            if decision == "approve":
-                second_factor_reset_approve(reset_id=reset_id, approver_id=request.user.id)
-            elif decision == "reject":
-                second_factor_reset_reject(
-                    reset_id=reset_id, approver_id=request.user.id, note=request.POST.get("note", "")
-                )
-            else:
-                raise DomainError("Choose approve or reject.")
-        except DomainError as error:
-            return self._back(request, reset.user_id, error)
-        done = "approved" if decision == "approve" else "rejected"
-        return self._back(request, reset.user_id, success=f"Second-factor reset #{reset_id} {done}.")
+        self._approver_required(request, RESET_APPROVE_PERMISSION)
+        return self._decide(
+            request,
+            get_object_or_404(SecondFactorReset, id=reset_id),
+            approve=lambda: second_factor_reset_approve(reset_id=reset_id, approver_id=request.user.id),
+            reject=lambda note: second_factor_reset_reject(reset_id=reset_id, approver_id=request.user.id, note=note),
+            noun="Second-factor reset",
+        )
 
     def unblock_decide_view(self, request, unblock_id):
         """POST ``decision`` (approve / reject, with a ``note``) on a request to lift a withdrawals block."""
-        if not request.user.has_perm(UNBLOCK_APPROVE_PERMISSION) or not request.user.is_verified():
+        self._approver_required(request, UNBLOCK_APPROVE_PERMISSION)
+        return self._decide(
+            request,
+            get_object_or_404(WithdrawalsUnblock, id=unblock_id),
+            approve=lambda: withdrawals_unblock_approve(unblock_id=unblock_id, approver_id=request.user.id),
+            reject=lambda note: withdrawals_unblock_reject(
+                unblock_id=unblock_id, approver_id=request.user.id, note=note
+            ),
+            noun="Lifting the withdrawals block",
+        )
+
+    @staticmethod
+    def _approver_required(request, permission: str) -> None:
+        """A 403 unless the operator has ``permission`` in a session confirmed by the second factor."""
+        if not request.user.has_perm(permission) or not request.user.is_verified():
             raise DjangoPermissionDenied
-        unblock = get_object_or_404(WithdrawalsUnblock, id=unblock_id)
+
+    def _decide(self, request, draft, *, approve, reject, noun: str):
+        """Approve or reject (with the POSTed ``note``) the maker-checker request ``draft`` of a customer, as
+        ``decision`` says; back to the customer screen with the outcome."""
         decision = request.POST.get("decision")
         try:
             if decision == "approve":
-                withdrawals_unblock_approve(unblock_id=unblock_id, approver_id=request.user.id)
+                approve()
             elif decision == "reject":
-                withdrawals_unblock_reject(
-                    unblock_id=unblock_id, approver_id=request.user.id, note=request.POST.get("note", "")
-                )
+                reject(request.POST.get("note", ""))
             else:
                 raise DomainError("Choose approve or reject.")
         except DomainError as error:
-            return self._back(request, unblock.user_id, error)
-        done = "approved: withdrawals are allowed again" if decision == "approve" else "rejected"
-        return self._back(request, unblock.user_id, success=f"Lifting the withdrawals block #{unblock_id} {done}.")
+            return self._back(request, draft.user_id, error)
+        done = "approved" if decision == "approve" else "rejected"
+        return self._back(request, draft.user_id, success=f"{noun} #{draft.id} {done}.")

@@ -15,8 +15,7 @@ from django_otp import devices_for_user
 
 from apps.accounts.holds import withdrawals_hold
 from apps.accounts.models import HoldReason
-from apps.accounts.restrictions import CHANGE_PERMISSION as RESTRICTION_PERMISSION
-from apps.accounts.restrictions import account_withdrawals_unblock
+from apps.accounts.restrictions import account_withdrawals_unblock, restriction_operator_check
 from apps.accounts.selectors import account_restriction
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
@@ -623,11 +622,7 @@ def withdrawals_unblock_request(*, user_id: int, operator_id: int, reason: str) 
     already awaits a decision).
     """
     reason = reason_checked(reason)
-    operator = get_user_model().objects.filter(pk=operator_id, is_active=True, is_staff=True).first()
-    if operator is None or not operator.has_perm(RESTRICTION_PERMISSION):
-        raise PermissionDenied(f"Restricting accounts needs the {RESTRICTION_PERMISSION} permission.")
-    if user_id == operator_id:
-        raise PermissionDenied("Operators cannot change the restrictions of their own account.")
+    restriction_operator_check(operator_id=operator_id, user_id=user_id)
     user = get_user_model().objects.select_for_update(of=("self",), no_key=True).filter(id=user_id).first()
     if user is None:
         raise NotFound("No such user.", fields={"user": "No such user."})
