@@ -132,7 +132,9 @@ class Sequencer:
     With ``every_market`` (``run_engine --all``) it also serves the markets created while it runs: every
     ``markets_check_seconds`` it takes the advisory lock of each market it does not serve yet, without waiting
     (:meth:`markets_adopt`); a market whose lock another sequencer holds is left to that one, and tried again at
-    the next check (so it is taken over if that sequencer dies with no standby).
+    the next check (so it is taken over if that sequencer dies with no standby). A sequencer of several named
+    markets does the same for those it could not lock at the start (:meth:`acquire`). ``wanted`` is the markets
+    it would serve (``None``: every market); ``market_ids`` those it serves.
     """
 
     def __init__(
@@ -145,6 +147,7 @@ class Sequencer:
         markets_check_seconds: float = MARKETS_CHECK_SECONDS,
     ):
         self.market_ids = sorted(set(market_ids))
+        self.wanted: list[int] | None = None if every_market else list(self.market_ids)
         self.batch = batch or settings.ORDERS_ENGINE_BATCH
         self.idle_seconds = settings.ORDERS_ENGINE_IDLE_SECONDS if idle_seconds is None else idle_seconds
         self.every_market = every_market
@@ -159,16 +162,18 @@ class Sequencer:
         self.stopping = True
 
     def acquire(self) -> None:
-        """Take every market's advisory lock (blocking while another sequencer holds one) and listen for the rings
-        of their commands. With ``every_market``, a market whose lock another sequencer holds is left to it, never
-        waited for (break-it review: ``run_engine --all`` beside a ``--market`` one waited for ever, holding the
-        markets before it unserved); :meth:`markets_adopt` takes it once it is free."""
+        """Take the markets' advisory locks and listen for the rings of their commands. A sequencer of one named
+        market waits for its lock (a standby, taking over the moment the other sequencer's session ends). Any other
+        never waits: a market whose lock another sequencer holds is left to it, and :meth:`markets_adopt` takes it
+        once it is free (break-it reviews: ``run_engine --all`` beside a ``--market`` one, and a standby of two
+        markets whose first one's sequencer died, each held the markets it had locked while it waited for the next,
+        unserved, for as long as the other sequencer lived)."""
         connection.ensure_connection()
         taken = []
         with connection.cursor() as cursor:
             cursor.execute(f"SET plan_cache_mode = {ENGINE_PLAN_CACHE_MODE}")
             for market_id in self.market_ids:
-                if not self.every_market:
+                if self.wanted is not None and len(self.wanted) == 1:
                     cursor.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
                     taken.append(market_id)
                     continue
@@ -184,7 +189,10 @@ class Sequencer:
         """Serve every market not served yet whose advisory lock is free (``pg_try_advisory_lock``: never waits),
         listening for the rings of its commands; return the ids adopted. Its book is read at its first batch."""
         adopted = []
-        rows = Market.objects.exclude(id__in=self.market_ids).order_by("id").values_list("id", "base_id", "quote_id")
+        markets = Market.objects.exclude(id__in=self.market_ids)
+        if self.wanted is not None:
+            markets = markets.filter(id__in=self.wanted)
+        rows = markets.order_by("id").values_list("id", "base_id", "quote_id")
         with connection.cursor() as cursor:
             for market_id, base_id, quote_id in rows:
                 cursor.execute("SELECT pg_try_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, market_id])
@@ -197,6 +205,10 @@ class Sequencer:
             self.market_ids = sorted([*self.market_ids, *adopted])
             log.info("engine.markets_adopted", extra={"markets": adopted})
         return adopted
+
+    def adopting(self) -> bool:
+        """Whether a market it would serve may still need adopting (:meth:`markets_adopt`)."""
+        return self.wanted is None or len(self.market_ids) < len(self.wanted)
 
     def books_load(self) -> None:
         """Start each market's in-memory book afresh (read from the database at its next batch)."""
@@ -277,7 +289,8 @@ class Sequencer:
 
     def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
         """Acquire the markets (and freeze the heap: ``gc.freeze()``), then apply commands as they arrive until
-        stopped (with ``every_market``, adopting the markets created meanwhile every ``markets_check_seconds``); on
+        stopped (adopting, every ``markets_check_seconds``, the markets it would serve that are free: see
+        :meth:`acquire`); on
         the way out (stopped, or raising) send the answers still queued
         (:func:`apps.orders.services.answers.publisher_stop`)."""
         try:
@@ -292,7 +305,7 @@ class Sequencer:
                 on_ready()
             next_markets_check = time.monotonic()
             while not self.stopping:
-                if self.every_market and time.monotonic() >= next_markets_check:
+                if self.adopting() and time.monotonic() >= next_markets_check:
                     self.markets_adopt()
                     next_markets_check = time.monotonic() + self.markets_check_seconds
                 if not self.run_once():

@@ -427,6 +427,27 @@ def test_a_sequencer_of_every_market_leaves_a_market_another_holds_and_starts_at
             sequencer.doorbell.close()
 
 
+def test_a_sequencer_of_several_markets_serves_those_it_can_lock_and_adopts_the_others_once_free(traders, btc_usdt):
+    """Break-it review: a standby of two markets whose first one's sequencer died took that market's lock, then waited
+    on the second's, holding the first unserved for as long as the second's sequencer lived."""
+    eth_usdt = _market("ETH")
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, btc_usdt.id])
+        sequencer = Sequencer([btc_usdt.id, eth_usdt.id])
+        try:
+            sequencer.acquire()  # returns: BTC-USDT is left to the other sequencer
+            assert (sequencer.market_ids, sequencer.adopting()) == ([eth_usdt.id], True)
+            assert sequencer.markets_adopt() == []
+            _market("SOL")  # not one of its markets: never adopted
+            other.close()
+            assert sequencer.markets_adopt() == [btc_usdt.id]
+            assert (sequencer.market_ids, sequencer.adopting()) == ([btc_usdt.id, eth_usdt.id], False)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock_all()")
+            sequencer.doorbell.close()
+
+
 def test_a_retry_after_a_restart_returns_the_original_order(engines, traders, api_as, usdt):
     buyer, seller = traders
     first = engines("BTC-USDT")

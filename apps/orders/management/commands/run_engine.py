@@ -4,6 +4,7 @@ import signal
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from apps.orders.models import Market
 from apps.orders.services.answers import CommandsAppliedElsewhere
@@ -38,7 +39,10 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda *_: sequencer.stop())
 
         def ready() -> None:
-            self.stdout.write(f"engine ready: {', '.join(sorted(ids)) or '(no market yet)'}")
+            served = sorted(symbol for symbol, market_id in ids.items() if market_id in sequencer.market_ids)
+            left = sorted(ids.keys() - set(served))
+            waiting = f" (served by another sequencer, taken once free: {', '.join(left)})" if left else ""
+            self.stdout.write(f"engine ready: {', '.join(served) or '(no market yet)'}{waiting}")
             sys.stdout.flush()
 
         try:
@@ -47,3 +51,5 @@ class Command(BaseCommand):
             pass
         except (LockLost, CommandsAppliedElsewhere) as exc:  # a second writer: stop, without a traceback
             raise CommandError(str(exc)) from None
+        except DatabaseError as exc:  # the connection lost between batches, say: restarted, it waits for its locks
+            raise CommandError(f"Database error, stopping: {exc}".strip()) from None
