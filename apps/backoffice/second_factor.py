@@ -13,6 +13,7 @@ import qrcode
 from django import forms
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -77,9 +78,23 @@ def admin_login(request):
 
     Django's own admin log-in logged a session in with the password alone, which then opened every trader page and
     API of a user with a second factor without it (break-it review); one log-in, in two steps for such a user, for
-    the whole site. Its throttle, lock-out and notice apply to staff too."""
+    the whole site. Its throttle, lock-out and notice apply to staff too. A customer already logged in gets a 403
+    (the log-in again would send them back here, round and round: break-it review); staff go on to ``next``."""
     target = request.GET.get("next") or reverse("admin:index")
+    if request.user.is_authenticated and not request.user.is_staff:
+        raise DjangoPermissionDenied
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("admin:index")
+    if request.user.is_authenticated:
+        return redirect(target)
     return redirect(f"{reverse('login')}?next={quote(target, safe='/')}")
+
+
+def admin_password_change(request):
+    """``/admin/password_change/``: the traders' password change (:mod:`apps.web.passwords`), whose current password
+    counts as a log-in (throttled, locked out), and whose change is audited, e-mailed, pauses withdrawals and ends
+    the stream keys of other sessions. Django's admin view did none of it (break-it review)."""
+    return redirect("password-change")
 
 
 def qr_code_svg(data: str) -> str:

@@ -74,13 +74,14 @@ def test_every_admin_form_needs_the_csrf_token(back_office):
     forms = crawl(browser, ["/accounts/login/"], inside="/accounts/login/").forms  # the admin's log-in too
     login_with_second_factor(browser, UserFactory(username="root", is_staff=True, is_superuser=True))
     forms.update(crawl_admin(browser, back_office).forms)
+    forms.update(crawl(browser, ["/accounts/password/change/"], inside="/accounts/password/").forms)  # the admin's
 
     withdrawal, adjustment = back_office["withdrawal"], back_office["adjustment"]
     assert {
         "/accounts/login/",
         f"{ADMIN}logout/",
         f"{ADMIN}second-factor/",
-        f"{ADMIN}password_change/",
+        "/accounts/password/change/",
         f"{ADMIN}backoffice/withdrawalapproval/<n>/decide/",
         f"{ADMIN}backoffice/withdrawalapproval/",
         f"{ADMIN}backoffice/adjustment/<n>/approve/",

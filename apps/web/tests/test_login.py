@@ -145,3 +145,27 @@ def test_the_admins_log_in_is_this_log_in_and_asks_a_staff_user_for_the_code(cli
     second = client.post("/accounts/login/second-factor/", {"otp": code_now(device)})
     assert second["Location"] == "/admin/backoffice/"
     assert client.get("/admin/").status_code == 200
+
+
+def test_the_admins_password_change_is_this_sites(client, bob):
+    """Break-it review: Django's admin password change let a stolen staff session guess the current password without
+    limit, and changed it with no audit, e-mail or withdrawal pause: it is the traders' page (apps/web/passwords.py)."""
+    bob.is_staff = True
+    bob.save()
+    client.force_login(bob)
+
+    response = client.get("/admin/password_change/")
+
+    assert response.status_code == 302 and response["Location"] == "/accounts/password/change/"
+
+
+def test_a_customer_logged_in_is_refused_the_admin_not_sent_round_to_the_log_in(client, bob):
+    """Break-it review: /admin/ sent a logged-in customer to /admin/login/, then to the log-in form, which sent them
+    back to /admin/ once logged in again, round and round."""
+    client.force_login(bob)
+
+    sent = client.get("/admin/")
+    refused = client.get(sent["Location"])
+
+    assert sent["Location"] == "/admin/login/?next=/admin/"
+    assert refused.status_code == 403
