@@ -7,6 +7,7 @@ that does it, never with the key or its secret; an account has at most ``API_KEY
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -281,6 +282,10 @@ def api_keys_revoke_all(*, user_id: int) -> list[int]:
     return [key.id for key in keys.order_by("id") if _revoke(key, actor_id=user_id, reason="password_reset")]
 
 
+_PREFIX = re.compile(r"[0-9a-f]{8,16}")
+"""A key's prefix as made: 16 hex digits (8 before they had 64 bits)."""
+
+
 def api_key_authenticate(raw_key: str, *, client_ip: str) -> ApiKey | None:
     """The active key matching ``raw_key`` (compared by hash in constant time), or None; records its last use.
 
@@ -289,8 +294,8 @@ def api_key_authenticate(raw_key: str, *, client_ip: str) -> ApiKey | None:
     :class:`PermissionDenied` (403) for any other address, and is not marked used.
     """
     parts = raw_key.split("_")
-    if len(parts) < 3 or parts[0] != KEY_PREFIX:
-        return None
+    if len(parts) < 3 or parts[0] != KEY_PREFIX or not _PREFIX.fullmatch(parts[1]):
+        return None  # a malformed prefix (a NUL, say, which PostgreSQL refuses to compare: a 500) names no key
     key = ApiKey.objects.select_related("user").filter(prefix=parts[1], revoked_at__isnull=True).first()
     if key is None or not hmac.compare_digest(key.secret_hash, _digest(raw_key)) or not key.user.is_active:
         return None

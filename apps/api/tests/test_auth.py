@@ -60,7 +60,17 @@ def test_requests_without_credentials_are_401(db, api):
     assert response.json()["error"]["code"] == "not_authenticated"
 
 
-@pytest.mark.parametrize("header", ["Token ex_nope_nope", "Token", "Token a b", "Token ex_12345678_wrongsecret"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Token ex_nope_nope",
+        "Token",
+        "Token a b",
+        "Token ex_12345678_wrongsecret",
+        "Token ex_a\x00b_abc",  # break-it review: PostgreSQL refused the NUL in the lookup, a 500
+        "Token ex_1234567890abcdef0_abc",
+    ],
+)
 def test_malformed_or_unknown_keys_are_401(db, api, header):
     api.credentials(HTTP_AUTHORIZATION=header)
     assert api.get("/api/v1/balances/").status_code == 401
