@@ -40,8 +40,8 @@ class AccountLockoutHandler(AxesDatabaseHandler):
     that username (right password included) wherever ``authenticate`` runs, until the cool-off has passed since
     the latest of them (OWASP Authentication Cheat Sheet "Account Lockout", ASVS 2.2.1).
 
-    The limit is set above the per-address one so that one address alone cannot lock the owner out (it is
-    locked out itself first). The refusal is axes' own lockout (``AXES_LOCKOUT_CALLABLE``: 429, ``rate_limited``
+    The limit is set above the per-address one, and each address counts at most that one, so that one address
+    alone cannot lock the owner out (it is locked out itself first). The refusal is axes' own lockout (``AXES_LOCKOUT_CALLABLE``: 429, ``rate_limited``
     on the API); failures while locked still count, as axes counts them. The failure that first reaches the
     limit writes an audit row ``login_locked`` and e-mails the owner (``emails/account_locked.txt``), both in
     its transaction; an unknown username is locked alike, with nobody to tell.
@@ -55,12 +55,16 @@ class AccountLockoutHandler(AxesDatabaseHandler):
         )
 
     def account_failures(self, request, credentials: dict | None = None) -> int:
-        """Failed log-ins of the request's username within the cool-off, summed over every address and client."""
+        """Failed log-ins of the request's username within the cool-off, summed over every address, each address
+        counting at most ``AXES_FAILURE_LIMIT`` (where it is locked out itself): failures sent from an address
+        already locked out still reached the account's limit alone, and locked the owner out everywhere (break-it
+        review)."""
         username = get_client_username(request, credentials)
         if not username:
             return 0
         attempts = AccessAttempt.objects.filter(username=username, attempt_time__gte=get_cool_off_threshold(request))
-        return attempts.aggregate(failures=Sum("failures_since_start"))["failures"] or 0
+        per_address = attempts.values("ip_address").annotate(failures=Sum("failures_since_start"))
+        return sum(min(row["failures"], settings.AXES_FAILURE_LIMIT) for row in per_address)
 
     def user_login_failed(self, sender, credentials: dict, request=None, **kwargs) -> None:
         """Record the failure as axes does; at or past the account's limit, answer it with the lockout, and tell

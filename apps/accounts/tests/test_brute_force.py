@@ -116,6 +116,17 @@ def test_one_address_is_still_locked_out_after_its_own_five_failures_and_the_acc
     assert token_log_in(api, 2, PASSWORD).status_code == 200
 
 
+def test_failures_past_its_own_lock_from_one_address_never_lock_the_account(db, api, settings):
+    """Break-it review: 23 failures from one address (locked out itself at the fifth) reached the account's limit of
+    20 and locked the owner out from every address."""
+    UserFactory(username="carol")
+    for _ in range(settings.AXES_ACCOUNT_FAILURE_LIMIT + 3):
+        token_log_in(api, 1, "wrong")
+
+    assert token_log_in(api, 1, PASSWORD).status_code == 429
+    assert token_log_in(api, 2, PASSWORD).status_code == 200
+
+
 def test_the_account_lock_ends_with_the_cool_off(db, api, settings):
     from axes.models import AccessAttempt
 
