@@ -8,6 +8,7 @@ import time
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import login as auth_login
+from django.contrib.auth import logout as auth_logout
 from django.contrib.auth import views as auth_views
 from django.shortcuts import redirect, render
 from django_otp import login as otp_login
@@ -35,6 +36,10 @@ class LoginView(ThrottledPostMixin, auth_views.LoginView):
 
     def form_valid(self, form):
         user = form.get_user()
+        if self.request.user.is_authenticated and self.request.user.pk != user.pk:
+            # Another user's session in this browser ends as a log-out ends it (their stream keys too: break-it
+            # review); Django's login() only empties the session.
+            auth_logout(self.request)
         if not user_has_second_factor(user_id=user.id):
             return super().form_valid(form)
         self.request.session[PENDING_LOGIN] = {

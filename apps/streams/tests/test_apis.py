@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from apps.accounts.password_resets import CHANGED, RESET, password_change_record
 from apps.api.base import api_time
+from apps.ledger.tests.factories import PASSWORD, UserFactory
 from apps.streams.models import StreamToken
 from apps.streams.selectors import stream_token_user_id
 from apps.streams.services import stream_token_create
@@ -122,3 +123,16 @@ def test_a_log_out_ends_the_stream_keys_made_in_browser_sessions(client, api_as,
 
     assert stream_token_user_id(key=in_a_session) is None
     assert stream_token_user_id(key=with_a_key) == user.id
+
+
+def test_another_user_logging_in_in_the_same_browser_ends_the_first_ones_stream_keys(client, user):
+    """Break-it review: a user switch without a log-out kept the first user's browser stream key (Django's login()
+    empties the session without the log-out signal)."""
+    client.force_login(user)
+    first = client.post(URL, content_type="application/json").json()["token"]
+    UserFactory(username="second")
+
+    client.post("/accounts/login/", {"username": "second", "password": PASSWORD})
+
+    assert stream_token_user_id(key=first) is None
+    assert client.get("/wallet/").wsgi_request.user.username == "second"
