@@ -150,7 +150,6 @@ class Sequencer:
         self.wanted: list[int] | None = None if every_market else list(self.market_ids)
         self.batch = batch or settings.ORDERS_ENGINE_BATCH
         self.idle_seconds = settings.ORDERS_ENGINE_IDLE_SECONDS if idle_seconds is None else idle_seconds
-        self.every_market = every_market
         self.markets_check_seconds = markets_check_seconds
         self.stopping = False
         self.books: dict[int, batching.MarketBook] = {}
@@ -290,8 +289,7 @@ class Sequencer:
     def run(self, *, on_ready: Callable[[], None] | None = None) -> None:
         """Acquire the markets (and freeze the heap: ``gc.freeze()``), then apply commands as they arrive until
         stopped (adopting, every ``markets_check_seconds``, the markets it would serve that are free: see
-        :meth:`acquire`); on
-        the way out (stopped, or raising) send the answers still queued
+        :meth:`acquire`); on the way out (stopped, or raising) send the answers still queued
         (:func:`apps.orders.services.answers.publisher_stop`)."""
         try:
             self.acquire()
