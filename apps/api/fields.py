@@ -32,15 +32,6 @@ class InputSerializer(serializers.Serializer):
         return super().to_internal_value(data)
 
 
-@extend_schema_field(
-    {
-        "oneOf": [
-            {"type": "string", "pattern": PLAIN_DECIMAL_PATTERN, "example": "0.5"},
-            {"type": "number", "minimum": 0, "exclusiveMinimum": True},
-        ],
-        "description": 'A plain decimal string ("0.5") or a JSON number, within the asset\'s precision.',
-    }
-)
 class JsonBoolean(serializers.BooleanField):
     """A JSON ``true`` or ``false``, nothing else: DRF's ``BooleanField`` also takes ``"yes"``, ``"on"``, ``1`` and
     ``"1"``, where every other field of a JSON body takes its own JSON type only (break-it review). Else 400
@@ -54,6 +45,15 @@ class JsonBoolean(serializers.BooleanField):
         self.fail("invalid")
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "pattern": PLAIN_DECIMAL_PATTERN, "example": "0.5"},
+            {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+        ],
+        "description": 'A plain decimal string ("0.5") or a JSON number, within the asset\'s precision.',
+    }
+)
 class AmountInput(serializers.Field):
     """An amount or price as given: a string or JSON number (parsed as ``Decimal``, never float).
 

@@ -554,39 +554,42 @@ class Approver(Client):
         return isinstance(answer.body, str) and 'id="changelist"' in answer.body
 
     def sign_in(self) -> None:
-        """Log in to the admin, enrol (the first time) and confirm the TOTP second factor."""
-        from django_otp.oath import totp
-
+        """Log in to the admin (the site's two-step log-in: the password, then the authenticator's code once one is
+        enrolled), enrol the TOTP second factor the first time and confirm it."""
+        page = self._get(self.admin + self.QUEUE)
         for _ in range(20):
-            page = self._get(self.admin + self.QUEUE)
             if self._is_queue(page):
                 self.stats["admin_sign_ins"] += 1
                 return
             if 'name="password"' in page.body:
-                self._post_form(
-                    self.admin + "login/",
-                    {
-                        "username": self.user["username"],
-                        "password": self.user["password"],
-                        "next": self.admin + self.QUEUE,
-                    },
+                form = {"username": self.user["username"], "password": self.user["password"]}
+                answer = self._post_form("/accounts/login/", {**form, "next": self.admin + self.QUEUE})
+            elif 'name="otp"' in page.body:  # the log-in's second step
+                answer = self._post_form("/accounts/login/second-factor/", {"otp": self._code()})
+            elif 'name="token"' in page.body:  # the admin's enrolment, or its confirmation in this session
+                found = re.search(r'id="totp-secret"[^>]*>([A-Z2-7]+=*)<', page.body)  # base32, as the page shows it
+                if found:
+                    self.totp_key = found.group(1)
+                answer = self._post_form(
+                    self.admin + "second-factor/?next=" + self.admin + self.QUEUE, {"token": self._code()}
                 )
-                continue
-            if 'name="token"' not in page.body:
+            else:
                 raise RuntimeError(f"unexpected admin page: {page.status} {page.body[:300]}")
-            found = re.search(r'id="totp-secret"[^>]*>([A-Z2-7]+=*)<', page.body)  # base32, as the page shows it
-            if found:
-                self.totp_key = found.group(1)
-            if self.totp_key is None:
-                raise RuntimeError("the second factor is enrolled, but its key was never shown to this approver")
-            step = int(time.time()) // 30
-            if step == self.last_step:  # a code is accepted once: wait for the next one
-                time.sleep(30 - time.time() % 30 + 0.2)
-                step = int(time.time()) // 30
-            self.last_step = step
-            code = f"{totp(base64.b32decode(self.totp_key), step=30, t0=0, digits=6):06d}"
-            self._post_form(self.admin + "second-factor/?next=" + self.admin + self.QUEUE, {"token": code})
+            page = answer if answer is not None else self._get(self.admin + self.QUEUE)
         raise RuntimeError("could not sign in to the back office")
+
+    def _code(self) -> str:
+        """A code of the approver's authenticator not used yet (a code is accepted once: waits for the next step)."""
+        from django_otp.oath import totp
+
+        if self.totp_key is None:
+            raise RuntimeError("the second factor is enrolled, but its key was never shown to this approver")
+        step = int(time.time()) // 30
+        if step == self.last_step:
+            time.sleep(30 - time.time() % 30 + 0.2)
+            step = int(time.time()) // 30
+        self.last_step = step
+        return f"{totp(base64.b32decode(self.totp_key), step=30, t0=0, digits=6):06d}"
 
     def queue(self) -> list[int]:
         """The withdrawal ids the approval queue lists."""
