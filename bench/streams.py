@@ -206,7 +206,15 @@ def main() -> int:
     try:
         ports = [free_port(), free_port()]
         for port in ports:
-            command = [sys.executable, "-m", "uvicorn", "exchange.asgi:application", "--port", str(port)]
+            command = [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "exchange.asgi:application",
+                "--no-proxy-headers",
+                "--port",
+                str(port),
+            ]
             processes.append(start([*command, "--log-level", "warning", "--ws-max-queue", "100000"], env, port))
         processes.append(start([sys.executable, "manage.py", "run_stream_relay"], env))
         figures = asyncio.run(fan_out(ports, args.clients, args.trades, maker, taker))

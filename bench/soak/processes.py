@@ -217,7 +217,15 @@ class Streams:
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        command = [sys.executable, "-m", "uvicorn", "exchange.asgi:application", "--host", "127.0.0.1"]
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "exchange.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--no-proxy-headers",
+        ]
         self.web = self.processes.start("streams", [*command, "--port", str(self.port), "--log-level", "warning"])
         self.start_relay()
 

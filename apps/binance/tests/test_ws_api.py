@@ -181,14 +181,28 @@ def test_a_subscription_ends_when_the_api_key_that_signed_it_is_revoked(tmp_path
     assert closed.value.rcvd.code == 4401
 
 
+def test_an_ip_allow_list_is_not_passed_by_a_forwarded_header_without_a_trusted_proxy(live_asgi, signing_key):
+    """Break-it review: uvicorn as the Procfile ran it read ``X-Forwarded-For`` itself for a peer on 127.0.0.1, so a
+    client naming an allowed address in it passed the key's allow-list (``TRUSTED_PROXY_COUNT`` 0: no proxy)."""
+    from apps.accounts.models import ApiKey
+
+    user = UserFactory()
+    raw_key, secret = signing_key(user, "read")
+    ApiKey.objects.filter(user=user).update(allowed_ips=["10.9.9.9/32"])
+    answers = []
+    for headers in ({}, {"X-Forwarded-For": "10.9.9.9"}, {"X-Real-IP": "10.9.9.9", "Forwarded": "for=10.9.9.9"}):
+        with connect(f"ws://{live_asgi}/ws-api/v3", open_timeout=10, additional_headers=headers) as socket:
+            answers.append(ask(socket, "userDataStream.subscribe.signature", subscribe_params(raw_key, secret)))
+    assert [(answer["status"], answer["error"]["code"]) for answer in answers] == [(401, -2015)] * 3
+
+
 def test_an_ip_allow_list_sees_the_client_behind_the_proxies_as_rest_does(tmp_path, signing_key):
     """Review: a signed subscription checked the key's allow-list against the socket's peer, the proxy's address
     behind one on another host, not the client ``TRUSTED_PROXY_COUNT`` names, as REST does."""
     from apps.accounts.models import ApiKey
     from apps.streams.tests.processes import start_web
 
-    # uvicorn trusts no proxy header itself (FORWARDED_ALLOW_IPS: the proxy is another host than 127.0.0.1).
-    env = {"TRUSTED_PROXY_COUNT": "1", "FORWARDED_ALLOW_IPS": "192.0.2.1"}
+    env = {"TRUSTED_PROXY_COUNT": "1"}
     web_process, web = start_web(tmp_path, "ws-api-proxy", env=env)
     user = UserFactory()
     raw_key, secret = signing_key(user, "read")

@@ -6,6 +6,7 @@ test database and Redis, with the test session's channel prefix, logging to a fi
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -82,12 +83,26 @@ class LiveProcess:
             self.process.wait(timeout=10)
 
 
+def procfile_arguments(process: str) -> list[str]:
+    """The arguments the Procfile (``make run``) gives ``process``'s program, but ``--host`` and ``--port``."""
+    line = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith(f"{process}:"))
+    words = shlex.split(line.partition(":")[2])[1:]
+    arguments = []
+    while words:
+        word = words.pop(0)
+        if word in ("--host", "--port"):
+            words.pop(0)
+        else:
+            arguments.append(word)
+    return arguments
+
+
 def start_web(log_dir: Path, name: str, env: dict[str, str] | None = None) -> tuple[LiveProcess, str]:
-    """uvicorn serving HTTP and WebSockets on a free port (``env``: settings of its own); returns it and its
-    ``host:port``."""
+    """uvicorn serving HTTP and WebSockets on a free port with the Procfile's options (``env``: settings of its
+    own); returns it and its ``host:port``."""
     port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "exchange.asgi:application", "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--no-access-log", "--ws", "websockets"]
+    command = [sys.executable, "-m", "uvicorn", *procfile_arguments("streams"), "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--ws", "websockets"]
     process = LiveProcess(command, log_path=log_dir / f"{name}.log", ready="Uvicorn running", env=env)
     return process, f"127.0.0.1:{port}"
 
