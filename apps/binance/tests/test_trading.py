@@ -470,6 +470,8 @@ def test_timestamps_outside_the_window_are_refused(trader):
     assert ahead.json()["code"] == -1021
     too_wide = signed.send("GET", "account", signed.sign({"recvWindow": 60001}))
     assert too_wide.json()["code"] == -1131
+    too_wide_order = signed.send("POST", "order", signed.sign({**ORDER, "recvWindow": 600000}))  # break-it review
+    assert (too_wide_order.status_code, too_wide_order.json()["code"]) == (400, -1131)
     assert signed.send("GET", "account", "recvWindow=5000").json()["code"] == -1102
 
 
