@@ -4,6 +4,7 @@
 """
 
 import logging
+import re
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db import InterfaceError, OperationalError
@@ -57,8 +58,19 @@ _CODES = {
 }
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _shown(text: str) -> str:
+    """``text`` with each lone surrogate (JSON's ``"\\ud800"``, which no UTF-8 answer can carry) as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def error_body(code: str, message: str, fields: dict | None = None) -> dict:
-    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+    """The API's error shape (the module). A message or field that repeats the request's bad value may hold a lone
+    surrogate: shown as U+FFFD (break-it review: encoding the answer failed, a 500)."""
+    shown = {_shown(name): _shown(text) if isinstance(text, str) else text for name, text in (fields or {}).items()}
+    return {"error": {"code": code, "message": _shown(message), "fields": shown}}
 
 
 def _flatten(detail) -> dict[str, str]:

@@ -129,6 +129,39 @@ def test_an_unknown_body_field_is_refused_naming_each(db, api_as, user, path):
     }
 
 
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/api/v1/orders/", '{"market": "BTC-USDT", "side": "\\ud800", "type": "limit", "price": "1000", "qty": "1"}'),
+        (
+            "/api/v1/orders/",
+            '{"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "1000", "qty": "1", '
+            '"time_in_force": "\\ud800"}',
+        ),
+        (
+            "/api/v1/orders/",
+            '{"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "1000", "qty": "1", "stp": "\\ud800"}',
+        ),
+        (
+            "/api/v1/orders/",
+            '{"market": "BTC-USDT", "side": "buy", "type": "limit", "price": "1000", "qty": "1", "\\ud800": 1}',
+        ),
+        ("/api/v1/auth/token/", '{"username": "taker", "password": "x", "scopes": ["\\ud800"]}'),
+    ],
+)
+def test_a_lone_surrogate_repeated_in_the_error_is_a_400_not_a_500(db, api_as, user, btc_usdt, path, body):
+    """Break-it review: the error repeated the bad value, and encoding the answer failed on its lone surrogate."""
+    client = api_as(user, "read", "trade")
+    response = client.generic("POST", path, body, content_type="application/json")
+
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] in ("invalid_request", "unknown_field")
+    assert "\ud800" not in json.dumps(error, ensure_ascii=False)
+    assert "\ufffd" in json.dumps(error, ensure_ascii=False)
+    assert Order.objects.count() == 0
+
+
 def test_an_order_with_another_apis_field_names_is_refused_and_nothing_is_held(api_as, funded_user, btc_usdt):
     """Binance's ``timeInForce``/``postOnly``/``clientOrderId`` were ignored: the order rested as GTC, not post-only."""
     trader = funded_user(usdt="100")
