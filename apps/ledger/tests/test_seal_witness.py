@@ -2,13 +2,15 @@
 with database rights deleted the newest blocks, rewrote an entry they held, and the live sealer sealed it again
 with the real key; journal_verify, reconcile and the verifiers all passed."""
 
+import re
 from datetime import timedelta
 
 import pytest
-from django.core.management import CommandError
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
+from apps.audit.models import AuditLogEntry
 from apps.ledger.errors import SealRefused
 from apps.ledger.models import BlockEntry, JournalBlock
 from apps.ledger.reconciliation import reconcile
@@ -16,7 +18,7 @@ from apps.ledger.seal import witness
 from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.seal.witness import witness_accept, witness_read, witness_record_on_commit
-from apps.ledger.tests.factories import fund
+from apps.ledger.tests.factories import UserFactory, fund
 from apps.ledger.tests.seal_helpers import (
     as_superuser_without_triggers,
     chain_rewrite,
@@ -80,13 +82,45 @@ def test_deleted_top_blocks_stop_the_sealer_and_fail_reconcile(
     with pytest.raises(CommandError, match="Refusing to seal: the chain has no block 1"):
         run_command("journal_seal")  # manage.py prints the message and exits 1
 
-    assert run_command("journal_head_accept") == (
+    operator = UserFactory(is_staff=True)
+    accept = ["--operator", operator.username, "--reason", "restored from the 02:00 backup (ticket 7)"]
+    assert run_command("journal_head_accept", *accept) == (
         0,
         f"was: {problem}\naccepted: block 0, hash {blocks[0].block_hash}\n",
     )
+    recorded = AuditLogEntry.objects.get(action="journal.head_accept")  # break-it review: it left only a log line
+    assert (recorded.actor_id, recorded.object_type, recorded.object_id) == (operator.pk, "journal", "0")
+    assert recorded.before == {"problem": problem}
+    assert recorded.after == {
+        "head": {"height": 0, "hash": blocks[0].block_hash},
+        "reason": "restored from the 02:00 backup (ticket 7)",
+    }
     resealed = _seal(django_capture_on_commit_callbacks)
     assert [block.height for block in resealed] == [1]
     assert witness_read().block_hash == resealed[0].block_hash
+
+
+@pytest.mark.parametrize(
+    "overrides, refusal",
+    [
+        ({"--reason": " "}, "--reason: A reason is required."),
+        ({"--reason": "ok\u202e"}, "--reason: Control and invisible formatting characters are not allowed."),
+        ({"--operator": "customer"}, "--operator: no active staff user 'customer'."),
+    ],
+)
+def test_accepting_the_head_needs_a_staff_operator_and_a_reason(
+    witnessed, usdt, user, django_capture_on_commit_callbacks, overrides, refusal
+):
+    blocks = _two_blocks(django_capture_on_commit_callbacks, usdt, user)
+    operator, _ = UserFactory(is_staff=True), UserFactory(username="customer")
+    given = {"--operator": operator.username, "--reason": "restored", **overrides}
+
+    with pytest.raises(CommandError, match=re.escape(refusal)) as refused:
+        call_command("journal_head_accept", *[word for pair in given.items() for word in pair])
+
+    assert refused.value.returncode == 2
+    assert not AuditLogEntry.objects.exists()
+    assert witness_read().block_hash == blocks[1].block_hash
 
 
 def test_a_chain_rewritten_and_re_signed_with_the_real_key_fails_reconcile(
