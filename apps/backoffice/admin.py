@@ -5,6 +5,7 @@ from decimal import Decimal, InvalidOperation
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.forms import formset_factory
@@ -363,8 +364,22 @@ class WithdrawalApprovalAdmin(ReadOnlyAdmin):
 
     @admin.action(description="Approve the selected withdrawals")
     def approve_selected(self, request, queryset):
+        """Show each selected withdrawal (customer, amount, the whole address, its risk signals) and approve them
+        only once the approver confirms on that page, as Django's own delete asks (break-it review: one click
+        approved them all, no signal shown)."""
+        if request.POST.get("confirm") != "yes":
+            withdrawals = queryset.select_related("user", "asset").order_by("id")
+            context = {
+                **self.admin_site.each_context(request),
+                "title": "Approve these withdrawals?",
+                "opts": self.model._meta,
+                "rows": [(withdrawal, withdrawal_risk_signals(withdrawal)) for withdrawal in withdrawals],
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            }
+            return render(request, "admin/backoffice/withdrawalapproval/approve_selected.html", context)
         for withdrawal_id in queryset.values_list("id", flat=True):
             self._decide(request, withdrawal_id, approve=True)
+        return None
 
     def get_urls(self):
         decide = self.admin_site.admin_view(require_POST(self.decide_view))

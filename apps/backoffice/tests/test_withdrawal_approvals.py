@@ -114,11 +114,21 @@ def test_approving_a_cancelled_withdrawal_names_it_once(client, approver, awaiti
     assert shown == [f"Withdrawal #{awaiting.id} is cancelled; it cannot become approved."]
 
 
-def test_approve_selected_action(client, approver, awaiting, admin_login):
+def test_approve_selected_action_shows_each_withdrawal_before_approving(client, approver, awaiting, admin_login):
+    """Break-it review: the action approved at one click, with neither the address nor a risk signal shown."""
     admin_login(approver)
-    client.post(
-        "/admin/backoffice/withdrawalapproval/", {"action": "approve_selected", "_selected_action": [awaiting.id]}
-    )
+    selected = {"action": "approve_selected", "_selected_action": [awaiting.id]}
+
+    shown = client.post("/admin/backoffice/withdrawalapproval/", selected)
+
+    assert shown.status_code == 200
+    page = shown.content.decode()
+    assert f"#{awaiting.id}" in page and awaiting.address in page
+    assert "⚠ first use of this address by this customer" in page
+    assert 'name="confirm" value="yes"' in page
+    assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.AWAITING_APPROVAL
+
+    client.post("/admin/backoffice/withdrawalapproval/", {**selected, "confirm": "yes"})
     assert Withdrawal.objects.get(id=awaiting.id).status == WithdrawalStatus.APPROVED
 
 
