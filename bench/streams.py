@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench._scratch import bench_database_url, recreate_database  # noqa: E402 (ROOT is on sys.path now)
+from devtools.procfile import procfile_arguments  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
 
@@ -206,15 +207,7 @@ def main() -> int:
     try:
         ports = [free_port(), free_port()]
         for port in ports:
-            command = [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "exchange.asgi:application",
-                "--no-proxy-headers",
-                "--port",
-                str(port),
-            ]
+            command = [sys.executable, "-m", "uvicorn", *procfile_arguments("streams"), "--port", str(port)]
             processes.append(start([*command, "--log-level", "warning", "--ws-max-queue", "100000"], env, port))
         processes.append(start([sys.executable, "manage.py", "run_stream_relay"], env))
         figures = asyncio.run(fan_out(ports, args.clients, args.trades, maker, taker))

@@ -3,9 +3,9 @@
 One function decides it for every rule that depends on who is asking: the API's rate limits
 (``apps.api.throttles``), the log-in lockouts (django-axes ``AXES_CLIENT_IP_CALLABLE``) and
 API keys' IP allow-lists (on HTTP, and on ``/ws-api/v3``'s signed subscriptions: :func:`scope_client_ip`, the
-same rule for a WebSocket, read from its ``client``, which the ASGI server must leave the socket's peer: uvicorn runs with
-``--no-proxy-headers``, as the Procfile and README do); and for the address a log-in notice reports (e-mail and user stream,
-``apps.accounts.notifications.login_details``). ``X-Forwarded-For`` is trusted only as far as the setting
+same rule for a WebSocket, read from its ``client``, which the ASGI server must leave the socket's peer: uvicorn
+runs with ``--no-proxy-headers``, as the Procfile and README do); and for the address a log-in notice reports
+(e-mail and user stream, ``apps.accounts.notifications.login_details``). ``X-Forwarded-For`` is trusted only as far as the setting
 ``TRUSTED_PROXY_COUNT`` (API.md; default 0) says: each of the N proxies in front of the app
 appends the address it received the connection from, so the client is the N-th address from
 the right. Anything a client wrote itself sits further left and is ignored.

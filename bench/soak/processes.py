@@ -17,6 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from devtools.procfile import procfile_arguments
+
 from .common import ROOT, WEB_THREADS, WEB_WORKERS
 
 if TYPE_CHECKING:
@@ -217,15 +219,7 @@ class Streams:
         self.threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "exchange.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--no-proxy-headers",
-        ]
+        command = [sys.executable, "-m", "uvicorn", *procfile_arguments("streams"), "--host", "127.0.0.1"]
         self.web = self.processes.start("streams", [*command, "--port", str(self.port), "--log-level", "warning"])
         self.start_relay()
 

@@ -6,7 +6,6 @@ test database and Redis, with the test session's channel prefix, logging to a fi
 
 import contextlib
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -18,6 +17,7 @@ from django.conf import settings
 from django.db import connection
 
 from apps.wallets.tests.conftest import _die_with_parent, database_url
+from devtools.procfile import procfile_arguments
 
 ROOT = Path(settings.BASE_DIR)
 START_TIMEOUT = 60
@@ -81,20 +81,6 @@ class LiveProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=10)
-
-
-def procfile_arguments(process: str) -> list[str]:
-    """The arguments the Procfile (``make run``) gives ``process``'s program, but ``--host`` and ``--port``."""
-    line = next(line for line in (ROOT / "Procfile").read_text().splitlines() if line.startswith(f"{process}:"))
-    words = shlex.split(line.partition(":")[2])[1:]
-    arguments = []
-    while words:
-        word = words.pop(0)
-        if word in ("--host", "--port"):
-            words.pop(0)
-        else:
-            arguments.append(word)
-    return arguments
 
 
 def start_web(log_dir: Path, name: str, env: dict[str, str] | None = None) -> tuple[LiveProcess, str]:
