@@ -3,22 +3,18 @@ confirmed second factor this session) approves or rejects; approval applies the 
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import path
-from django.views.decorators.http import require_POST
+from django.shortcuts import redirect, render
 
 from apps.core.errors import DomainError
-from apps.ledger.admin import ReadOnlyAdmin
 from apps.orders.models import FeeSchedule
 
-from .admin_helpers import about, add_domain_error, numeric_id
-from .models import ChangeStatus, FeeChange, FeeChangeKind
+from .admin_helpers import add_domain_error
+from .draft_admin import DraftDecisionAdmin
+from .models import FeeChange, FeeChangeKind
 from .services import fee_change_approve, fee_change_draft, fee_change_reject
-
-APPROVE_PERMISSION = "backoffice.approve_feechange"
 
 
 class FeeChangeForm(forms.Form):
@@ -51,7 +47,10 @@ FORM_FIELDS = {"user": "username"}
 
 
 @admin.register(FeeChange)
-class FeeChangeAdmin(ReadOnlyAdmin):
+class FeeChangeAdmin(DraftDecisionAdmin):
+    approve_permission = "backoffice.approve_feechange"
+    context_name = "fee_change"
+    page_related = ("schedule", "user")
     list_display = ("id", "created_at", "kind", "schedule", "name", "maker_rate", "taker_rate", "user", "status")
     list_filter = ("status", "kind")
     list_select_related = ("schedule", "user")
@@ -59,10 +58,6 @@ class FeeChangeAdmin(ReadOnlyAdmin):
 
     def has_add_permission(self, request, obj=None):
         return request.user.has_perm("backoffice.add_feechange")
-
-    def get_urls(self):
-        decide = self.admin_site.admin_view(require_POST(self.decide_view))
-        return [path("<int:change_id>/decide/", decide, name="backoffice_feechange_decide")] + super().get_urls()
 
     def add_view(self, request, form_url="", extra_context=None):
         if not self.has_add_permission(request):
@@ -96,33 +91,8 @@ class FeeChangeAdmin(ReadOnlyAdmin):
         }
         return render(request, "admin/backoffice/feechange/draft.html", context)
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        change = get_object_or_404(FeeChange.objects.select_related("schedule", "user"), id=numeric_id(object_id))
-        can_decide = (
-            change.status == ChangeStatus.DRAFT
-            and request.user.has_perm(APPROVE_PERMISSION)
-            and request.user.is_verified()
-            and request.user.id != change.created_by_id
-        )
-        extra_context = {**(extra_context or {}), "fee_change": change, "can_decide": can_decide}
-        return super().change_view(request, object_id, form_url, extra_context)
+    def approve(self, *, change_id: int, approver_id: int) -> FeeChange:
+        return fee_change_approve(change_id=change_id, approver_id=approver_id)
 
-    def decide_view(self, request, change_id):
-        # The second factor is checked here too, not only by the middleware: this is where fees change.
-        if not request.user.has_perm(APPROVE_PERMISSION) or not request.user.is_verified():
-            raise DjangoPermissionDenied
-        decision = request.POST.get("decision")
-        try:
-            if decision == "approve":
-                change = fee_change_approve(change_id=change_id, approver_id=request.user.id)
-            elif decision == "reject":
-                change = fee_change_reject(
-                    change_id=change_id, approver_id=request.user.id, note=request.POST.get("note", "")
-                )
-            else:
-                raise DomainError("Choose approve or reject.")
-        except DomainError as error:
-            self.message_user(request, about(f"Fee change #{change_id}", error.message), messages.ERROR)
-        else:
-            self.message_user(request, f"Fee change #{change.id} {change.get_status_display().lower()}.")
-        return redirect("admin:backoffice_feechange_change", change_id)
+    def reject(self, *, change_id: int, approver_id: int, note: str) -> FeeChange:
+        return fee_change_reject(change_id=change_id, approver_id=approver_id, note=note)

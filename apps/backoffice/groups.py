@@ -1,13 +1,13 @@
 """Operator groups and their permissions, created by migrations (``sync_groups``).
 
-- ``operators``: staff who browse the ledger, run reconciliation, draft adjustments and fee
-  changes, halt and resume markets, cancel a customer's open orders, follow deposits and withdrawals,
-  on the customer screen freeze trading, block withdrawals and request lifting a block or a second-factor
-  reset, and list
-  customers' API keys and revoke them (a protective step like a freeze, taken at once, not maker-checker);
-- ``approvers``: may also approve withdrawals and other operators' adjustments, fee changes,
-  second-factor resets and requests to lift a withdrawals block (a second factor is required for them in the
-  admin).
+- ``operators``: staff who browse the ledger, run reconciliation, draft adjustments, fee changes and changes
+  of a market's filters, halt and resume markets, cancel a customer's open orders, follow deposits and
+  withdrawals, on the customer screen freeze trading, block withdrawals and request lifting a block or a
+  second-factor reset, and list customers' API keys and revoke them (a protective step like a freeze, taken at
+  once, not maker-checker);
+- ``approvers``: may also approve withdrawals and other operators' adjustments, fee changes, market filter
+  changes, second-factor resets and requests to lift a withdrawals block (a second factor is required for them
+  in the admin).
 
 A permission of an app that is not installed yet is skipped; later migrations call
 :func:`sync_groups` again.
@@ -32,6 +32,8 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "orders.view_feeschedule",
         "backoffice.view_feechange",
         "backoffice.add_feechange",
+        "backoffice.view_marketchange",
+        "backoffice.add_marketchange",
         "backoffice.view_customer",
         "backoffice.view_secondfactorreset",
         "backoffice.add_secondfactorreset",
@@ -52,6 +54,7 @@ GROUP_PERMISSIONS: dict[str, list[str]] = {
         "backoffice.approve_adjustment",
         "wallets.approve_withdrawal",
         "backoffice.approve_feechange",
+        "backoffice.approve_marketchange",
         "backoffice.approve_secondfactorreset",
         "backoffice.approve_withdrawalsunblock",
     ],

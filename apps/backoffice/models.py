@@ -1,5 +1,5 @@
 """The operators' records: reconciliation runs, maker-checker requests (adjustments, fee changes,
-second-factor resets), the audit log."""
+market filter changes, second-factor resets, lifting a withdrawals block), the audit log."""
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -7,8 +7,8 @@ from django.db import models
 from django.db.models import F, Q
 
 from apps.core import triggers as enforced
-from apps.ledger.models import JournalEntry
-from apps.orders.models import RATE_DECIMAL_PLACES, RATE_MAX_DIGITS, FeeSchedule
+from apps.ledger.models import AmountField, JournalEntry
+from apps.orders.models import RATE_DECIMAL_PLACES, RATE_MAX_DIGITS, FeeSchedule, Market
 from apps.wallets.models import Withdrawal
 
 
@@ -175,6 +175,35 @@ class FeeChange(MakerCheckerDraft):
 
     def __str__(self) -> str:
         return f"Fee change #{self.id}: {self.get_kind_display().lower()} ({self.get_status_display()})"
+
+
+class MarketChange(MakerCheckerDraft):
+    """New filters of a market, drafted by one operator with a ``memo`` (why) and applied when another approves
+    (maker-checker): the quantity limits, the minimum notional and market orders' price protection
+    (``market_order_price_band``, percent; empty removes it), as :func:`apps.orders.services.market_filters_update`
+    takes them. Break-it review: one operator could empty the price band, letting a market order sweep the book, or
+    raise the minimum quantity above every trader's orders, with no reason asked and nobody else looking. Tick,
+    step and assets never change. One draft per market awaits a decision at a time."""
+
+    market = models.ForeignKey(Market, on_delete=models.PROTECT, related_name="+")
+    min_qty = AmountField()
+    max_qty = AmountField()
+    min_notional = AmountField()
+    market_order_price_band = models.DecimalField(max_digits=5, decimal_places=2, null=True, blank=True)
+    memo = models.TextField()
+
+    class Meta(MakerCheckerDraft.Meta):
+        verbose_name = "market filters change"
+        permissions = [("approve_marketchange", "Can approve or reject changes of a market's filters")]
+        constraints = [
+            *_maker_checker_constraints("market_change"),
+            models.UniqueConstraint(
+                fields=["market"], condition=Q(status=ChangeStatus.DRAFT), name="market_change_one_pending"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Market filters change #{self.id} of {self.market} ({self.get_status_display()})"
 
 
 class SecondFactorReset(MakerCheckerDraft):

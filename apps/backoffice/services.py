@@ -1,5 +1,5 @@
-"""Operators' writes: reconciliation runs, maker-checker requests (adjustments, fee changes, second-factor
-resets). The audit log's writer is :func:`apps.backoffice.audit.audit_record`."""
+"""Operators' writes: reconciliation runs, maker-checker requests (adjustments, fee changes, market filter changes,
+second-factor resets, lifting a withdrawals block). The audit log's writer is :func:`apps.backoffice.audit.audit_record`."""
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -20,12 +20,12 @@ from apps.accounts.selectors import account_restriction
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, PermissionDenied
 from apps.core.reasons import hidden_characters_refuse, reason_checked
-from apps.ledger.amounts import format_amount
+from apps.ledger.amounts import format_amount, format_exact
 from apps.ledger.models import Account, AccountKind
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
 from apps.ledger.transactions import retrying_atomic
-from apps.orders.models import FeeSchedule, UserFeeTier
+from apps.orders.models import FeeSchedule, Market, UserFeeTier
 from apps.orders.services import (
     fee_rate_parse,
     fee_schedule_cap_check,
@@ -33,6 +33,9 @@ from apps.orders.services import (
     fee_schedule_make_default,
     fee_schedule_rates_update,
     fee_tier_assign,
+    market_filters_check,
+    market_filters_update,
+    market_state,
 )
 from apps.wallets.models import Withdrawal
 from apps.wallets.services import withdrawal_approve, withdrawal_reject
@@ -44,6 +47,7 @@ from .models import (
     FeeChange,
     FeeChangeKind,
     MakerCheckerDraft,
+    MarketChange,
     ReconciliationRun,
     SecondFactorReset,
     WithdrawalsUnblock,
@@ -525,6 +529,125 @@ def fee_change_approve(*, change_id: int, approver_id: int) -> FeeChange:
 def fee_change_reject(*, change_id: int, approver_id: int, note: str) -> FeeChange:
     """Reject a drafted fee change with a ``note`` saying why; nothing is applied. Guards as :func:`fee_change_approve`."""
     return _fee_change_decide(change_id=change_id, approver_id=approver_id, approve=False, note=note)
+
+
+# Market filter changes (maker-checker) -------------------------------------------------------------
+
+
+_MARKET_FILTERS = ("min_qty", "max_qty", "min_notional", "market_order_price_band")
+
+
+def _market_change_state(change: MarketChange) -> dict:
+    filters = {name: getattr(change, name) for name in _MARKET_FILTERS}
+    return {
+        "status": change.status,
+        "market": change.market_id,
+        "memo": change.memo,
+        "market_change": change.id,
+        **{name: None if value is None else format_exact(value) for name, value in filters.items()},
+    }
+
+
+_MARKET_CHANGE = _Flow(
+    MarketChange, "market_change", _market_change_state, permission="backoffice.approve_marketchange"
+)
+
+
+@transaction.atomic
+def market_change_draft(
+    *,
+    author_id: int,
+    market_id: int,
+    min_qty: str | Decimal,
+    max_qty: str | Decimal,
+    min_notional: str | Decimal,
+    market_order_price_band: str | Decimal | None,
+    memo: str,
+) -> MarketChange:
+    """Draft new filters for a market (:class:`MarketChange`); nothing changes until another operator approves.
+
+    The values are checked now as :func:`apps.orders.services.market_filters_update` checks them (exact at the
+    assets' precision, quantities multiples of the step, ``min_qty <= max_qty``, the band 0.01 to 100 %, ``None``
+    for none) and again when applied. Audited (``market_change.draft``). Raises :class:`DomainError` naming the
+    field (a value, the memo, filters the market has already), :class:`NotFound` (market), :class:`InvalidState`
+    (a change of this market already awaits a decision).
+    """
+    memo = reason_checked(memo, field="memo")
+    market = (
+        Market.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("base", "quote")
+        .filter(id=market_id)
+        .first()
+    )
+    if market is None:
+        raise NotFound("No such market.", fields={"market": "No such market."})
+    current = market_state(market)
+    market_filters_check(
+        market,
+        min_qty=min_qty,
+        max_qty=max_qty,
+        min_notional=min_notional,
+        market_order_price_band=market_order_price_band,
+    )
+    if market_state(market) == current:
+        message = f"These are {market.symbol}'s filters already."
+        raise DomainError(message, fields={"market": message})
+    if MarketChange.objects.filter(market_id=market.id, status=ChangeStatus.DRAFT).exists():
+        raise InvalidState(f"A change of {market.symbol}'s filters already awaits a decision.")
+    change = MarketChange.objects.create(
+        market=market,
+        memo=memo,
+        created_by_id=author_id,
+        **{name: getattr(market, name) for name in _MARKET_FILTERS},
+    )
+    audit_record(
+        actor_id=author_id,
+        action="market_change.draft",
+        object_type="backoffice.marketchange",
+        object_id=change.id,
+        before={},
+        after=_market_change_state(change),
+    )
+    return change
+
+
+def _market_change_decide(*, change_id: int, approver_id: int, approve: bool, note: str) -> MarketChange:
+    def apply(change: MarketChange) -> _Applied:
+        if not approve:
+            return _Applied()
+        before = market_state(Market.objects.select_for_update(of=("self",), no_key=True).get(id=change.market_id))
+        market = market_filters_update(
+            market_id=change.market_id, **{name: getattr(change, name) for name in _MARKET_FILTERS}
+        )
+        audit = {
+            "action": "market.update",
+            "object_type": "orders.market",
+            "object_id": market.id,
+            "before": {**before, "market_change": change.id},
+            "after": {**market_state(market), "market_change": change.id},
+        }
+        return _Applied(audits=(audit,))
+
+    return _draft_decide(_MARKET_CHANGE, change_id, approver_id, approve=approve, note=note, apply=apply)
+
+
+@retrying_atomic
+def market_change_approve(*, change_id: int, approver_id: int) -> MarketChange:
+    """Approve a drafted change of a market's filters and apply it (:func:`apps.orders.services.market_filters_update`)
+    in the same transaction; both are audited (``market_change.approve``, ``market.update`` with the filters before
+    and after). Orders placed afterwards meet the new filters; resting orders are not touched.
+
+    The approver needs ``backoffice.approve_marketchange`` and is not the author; the admin also requires their
+    second factor this session. Raises :class:`PermissionDenied`, :class:`InvalidState` (decided already),
+    :class:`NotFound`, :class:`DomainError` (the values, checked again).
+    """
+    return _market_change_decide(change_id=change_id, approver_id=approver_id, approve=True, note="")
+
+
+@retrying_atomic
+def market_change_reject(*, change_id: int, approver_id: int, note: str) -> MarketChange:
+    """Reject a drafted change with a ``note`` saying why; the filters stay. Guards as :func:`market_change_approve`."""
+    return _market_change_decide(change_id=change_id, approver_id=approver_id, approve=False, note=note)
 
 
 # Second-factor resets (maker-checker) --------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""Back-office screens: markets (halt and resume); fee schedules and tiers, trades read-only; orders read-only
-but for an operator's cancel (with a reason, audited).
+"""Back-office screens: markets (halt and resume; their filters change through maker-checker market changes,
+:mod:`apps.backoffice.market_admin`); fee schedules and tiers, trades read-only; orders read-only but for an
+operator's cancel (with a reason, audited).
 
 Actions call services (:mod:`apps.orders.services`); nothing here moves money or
 writes an order.
@@ -11,6 +12,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -24,7 +26,6 @@ from .errors import OrderStatusUnknown
 from .models import FeeSchedule, Market, Order, Trade, UserFeeTier
 from .services import (
     market_create,
-    market_filters_update,
     market_halt,
     market_resume,
     market_state,
@@ -32,20 +33,10 @@ from .services import (
 )
 
 MARKET_SHAPE = ("symbol", "base", "quote", "tick_size", "step_size")
+MARKET_FILTERS = ("min_qty", "max_qty", "min_notional", "market_order_price_band")
 # What the add form proposes for market orders' price protection (in %): the operator sees it and may clear it.
 # A proposal, not a default of market_create, where an empty band means "no protection" for every caller.
 NEW_MARKET_PRICE_BAND = Decimal("5")
-
-
-def _audit(request, action: str, market: Market, before: dict) -> None:
-    audit_record(
-        actor_id=request.user.id,
-        action=action,
-        object_type="orders.market",
-        object_id=market.pk,
-        before=before,
-        after=market_state(market),
-    )
 
 
 class _NotSaved(Exception):
@@ -58,7 +49,8 @@ class _NotSaved(Exception):
 
 @admin.register(Market)
 class MarketAdmin(admin.ModelAdmin):
-    """Markets: created through :func:`market_create`; tick, step and assets fixed afterwards."""
+    """Markets: created through :func:`market_create`; tick, step and assets fixed afterwards, the filters changed by a
+    market change that another operator approves (:class:`apps.backoffice.models.MarketChange`)."""
 
     list_display = (
         "symbol",
@@ -78,12 +70,24 @@ class MarketAdmin(admin.ModelAdmin):
     max_qty_display = amount_column("max_qty", lambda market: market.base, "max quantity", exact=True)
     min_notional_display = amount_column("min_notional", lambda market: market.quote, "min notional", exact=True)
     search_fields = ("symbol",)
-    fields = (*MARKET_SHAPE, "min_qty", "max_qty", "min_notional", "market_order_price_band", "status", "sequence")
     actions = ("halt", "resume")
+
+    def get_fields(self, request, obj=None):
+        return (*MARKET_SHAPE, *MARKET_FILTERS, "status", "sequence", *(("filters_change",) if obj else ()))
 
     def get_readonly_fields(self, request, obj=None):
         # A new market's symbol is its assets' codes (Market.clean, market_create): never typed.
-        return (*MARKET_SHAPE, "status", "sequence") if obj else ("symbol", "status", "sequence")
+        if obj is None:
+            return ("symbol", "status", "sequence")
+        return (*MARKET_SHAPE, *MARKET_FILTERS, "status", "sequence", "filters_change")
+
+    @admin.display(description="Change the filters")
+    def filters_change(self, market):
+        return format_html(
+            '<a href="{}?market={}">Draft a change of these filters</a> (applied when another operator approves it)',
+            reverse("admin:backoffice_marketchange_add"),
+            market.pk,
+        )
 
     def get_changeform_initial_data(self, request):
         return {"market_order_price_band": NEW_MARKET_PRICE_BAND, **super().get_changeform_initial_data(request)}
@@ -91,33 +95,39 @@ class MarketAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """A market's page, read-only: its filters change through a drafted market change (``filters_change``), so
+        a POST here is refused (halts and resumes are the list's actions)."""
+        if request.method == "POST":
+            raise DjangoPermissionDenied
+        read_only = {"show_save": False, "show_save_and_continue": False, "show_save_and_add_another": False}
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **read_only})
+
     def save_model(self, request, obj, form, change):
+        """Create the market (the add form; :meth:`change_view` saves nothing), audited as ``market.create``."""
         data = form.cleaned_data
-        before = market_state(Market.objects.get(pk=obj.pk)) if change else {}
         try:
-            if change:
-                market_filters_update(
-                    market_id=obj.id,
-                    min_qty=data["min_qty"],
-                    max_qty=data["max_qty"],
-                    min_notional=data["min_notional"],
-                    market_order_price_band=data["market_order_price_band"],
-                )
-            else:
-                created = market_create(
-                    base=data["base"],
-                    quote=data["quote"],
-                    tick_size=data["tick_size"],
-                    step_size=data["step_size"],
-                    min_qty=data["min_qty"],
-                    max_qty=data["max_qty"],
-                    min_notional=data["min_notional"],
-                    market_order_price_band=data["market_order_price_band"],
-                )
-                obj.pk = created.pk
+            created = market_create(
+                base=data["base"],
+                quote=data["quote"],
+                tick_size=data["tick_size"],
+                step_size=data["step_size"],
+                min_qty=data["min_qty"],
+                max_qty=data["max_qty"],
+                min_notional=data["min_notional"],
+                market_order_price_band=data["market_order_price_band"],
+            )
         except DomainError as refused:  # form validation (Market.clean) catches these first, bar a race
             raise _NotSaved(refused) from refused
-        _audit(request, "market.update" if change else "market.create", Market.objects.get(pk=obj.pk), before)
+        obj.pk = created.pk
+        audit_record(
+            actor_id=request.user.id,
+            action="market.create",
+            object_type="orders.market",
+            object_id=created.pk,
+            before={},
+            after=market_state(created),
+        )
 
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         """The admin's form view; a save the service refused after the form's checks passed (another operator

@@ -30,7 +30,14 @@ from .fees import (
     fee_schedule_rates_update,
     fee_tier_assign,
 )
-from .markets import market_create, market_filters_update, market_halt, market_resume, market_state
+from .markets import (
+    market_create,
+    market_filters_check,
+    market_filters_update,
+    market_halt,
+    market_resume,
+    market_state,
+)
 
 __all__ = [
     "fee_rate_parse",
@@ -40,6 +47,7 @@ __all__ = [
     "fee_schedule_rates_update",
     "fee_tier_assign",
     "market_create",
+    "market_filters_check",
     "market_filters_update",
     "market_halt",
     "market_resume",

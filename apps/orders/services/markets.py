@@ -204,32 +204,20 @@ def market_resume(*, market_id: int, operator_id: int, reason: str, wait_seconds
     )
 
 
-@retrying_atomic
-def market_filters_update(
+def market_filters_check(
+    market: Market,
     *,
-    market_id: int,
-    min_qty: Decimal,
-    max_qty: Decimal,
-    min_notional: Decimal,
-    market_order_price_band: Decimal | None = None,
+    min_qty: str | Decimal,
+    max_qty: str | Decimal,
+    min_notional: str | Decimal,
+    market_order_price_band: str | Decimal | None = None,
 ) -> Market:
-    """Change a market's quantity limits, minimum notional and market orders' price protection (tick and step
-    are fixed).
+    """Set the filters on ``market`` (in memory; its ``base`` and ``quote`` loaded) as :func:`market_filters_update`
+    would save them, each exact at its asset's precision, and validate them; return ``market`` (unsaved).
 
-    ``market_order_price_band`` is a percentage (0.01 to 100, at most 2 decimals) or ``None`` for no
-    protection: a market order then fills no further than that from the best price it meets.
-
-    Applies to orders placed afterwards; resting orders are not touched.
-    Raises :class:`DomainError` naming the field, :class:`NotFound`.
+    What a drafted change checks before another operator approves it (:mod:`apps.backoffice.services`).
+    Raises :class:`DomainError` naming the field.
     """
-    market = (
-        Market.objects.select_for_update(of=("self",), no_key=True)
-        .select_related("base", "quote")
-        .filter(id=market_id)
-        .first()
-    )
-    if market is None:
-        raise NotFound("No such market.", fields={"market": "No such market."})
     market.min_qty = value_parse(min_qty, decimals=market.base.decimals, field="min_qty", error=DomainError)
     market.max_qty = value_parse(max_qty, decimals=market.base.decimals, field="max_qty", error=DomainError)
     market.min_notional = value_parse(
@@ -245,5 +233,42 @@ def market_filters_update(
     except ValidationError as exc:
         fields = {name: " ".join(messages) for name, messages in exc.message_dict.items()}
         raise DomainError("The market's filters are not valid.", fields=fields) from None
+    return market
+
+
+@retrying_atomic
+def market_filters_update(
+    *,
+    market_id: int,
+    min_qty: Decimal,
+    max_qty: Decimal,
+    min_notional: Decimal,
+    market_order_price_band: Decimal | None = None,
+) -> Market:
+    """Change a market's quantity limits, minimum notional and market orders' price protection (tick and step
+    are fixed), under its row lock, in one transaction.
+
+    ``market_order_price_band`` is a percentage (0.01 to 100, at most 2 decimals) or ``None`` for no
+    protection: a market order then fills no further than that from the best price it meets.
+
+    Applies to orders placed afterwards; resting orders are not touched. In the back office a change is
+    maker-checker: drafted by one operator, applied when another approves (:class:`apps.backoffice.models.MarketChange`).
+    Raises :class:`DomainError` naming the field, :class:`NotFound`.
+    """
+    market = (
+        Market.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("base", "quote")
+        .filter(id=market_id)
+        .first()
+    )
+    if market is None:
+        raise NotFound("No such market.", fields={"market": "No such market."})
+    market_filters_check(
+        market,
+        min_qty=min_qty,
+        max_qty=max_qty,
+        min_notional=min_notional,
+        market_order_price_band=market_order_price_band,
+    )
     market.save(update_fields=["min_qty", "max_qty", "min_notional", "market_order_price_band", "updated_at"])
     return market
