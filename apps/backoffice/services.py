@@ -25,7 +25,7 @@ from apps.ledger.models import Account, AccountKind
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, adjustment_legs_validate, adjustment_post
 from apps.ledger.transactions import retrying_atomic
-from apps.orders.models import FeeSchedule, Market, UserFeeTier
+from apps.orders.models import FeeSchedule, UserFeeTier
 from apps.orders.services import (
     fee_rate_parse,
     fee_schedule_cap_check,
@@ -35,6 +35,7 @@ from apps.orders.services import (
     fee_tier_assign,
     market_filters_check,
     market_filters_update,
+    market_locked,
     market_state,
 )
 from apps.wallets.models import Withdrawal
@@ -573,14 +574,7 @@ def market_change_draft(
     (a change of this market already awaits a decision).
     """
     memo = reason_checked(memo, field="memo")
-    market = (
-        Market.objects.select_for_update(of=("self",), no_key=True)
-        .select_related("base", "quote")
-        .filter(id=market_id)
-        .first()
-    )
-    if market is None:
-        raise NotFound("No such market.", fields={"market": "No such market."})
+    market = market_locked(market_id)
     current = market_state(market)
     market_filters_check(
         market,
@@ -615,7 +609,7 @@ def _market_change_decide(*, change_id: int, approver_id: int, approve: bool, no
     def apply(change: MarketChange) -> _Applied:
         if not approve:
             return _Applied()
-        before = market_state(Market.objects.select_for_update(of=("self",), no_key=True).get(id=change.market_id))
+        before = market_state(market_locked(change.market_id))
         market = market_filters_update(
             market_id=change.market_id, **{name: getattr(change, name) for name in _MARKET_FILTERS}
         )

@@ -35,6 +35,7 @@ from .markets import (
     market_filters_check,
     market_filters_update,
     market_halt,
+    market_locked,
     market_resume,
     market_state,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "market_filters_check",
     "market_filters_update",
     "market_halt",
+    "market_locked",
     "market_resume",
     "market_state",
     "open_orders_cancel",

@@ -204,6 +204,20 @@ def market_resume(*, market_id: int, operator_id: int, reason: str, wait_seconds
     )
 
 
+def market_locked(market_id: int) -> Market:
+    """The market with its assets, under its row lock (``FOR NO KEY UPDATE``, as placements take it) in the caller's
+    transaction. Raises :class:`NotFound` (field ``market``)."""
+    market = (
+        Market.objects.select_for_update(of=("self",), no_key=True)
+        .select_related("base", "quote")
+        .filter(id=market_id)
+        .first()
+    )
+    if market is None:
+        raise NotFound("No such market.", fields={"market": "No such market."})
+    return market
+
+
 def market_filters_check(
     market: Market,
     *,
@@ -255,14 +269,7 @@ def market_filters_update(
     maker-checker: drafted by one operator, applied when another approves (:class:`apps.backoffice.models.MarketChange`).
     Raises :class:`DomainError` naming the field, :class:`NotFound`.
     """
-    market = (
-        Market.objects.select_for_update(of=("self",), no_key=True)
-        .select_related("base", "quote")
-        .filter(id=market_id)
-        .first()
-    )
-    if market is None:
-        raise NotFound("No such market.", fields={"market": "No such market."})
+    market = market_locked(market_id)
     market_filters_check(
         market,
         min_qty=min_qty,
