@@ -16,8 +16,12 @@ django_application = get_asgi_application()  # sets Django up before the consume
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from apps.binance.routing import websocket_urlpatterns as binance_websocket_urlpatterns  # noqa: E402
+from apps.streams.connections import ConnectionsPerAddress  # noqa: E402
 from apps.streams.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
-    {"http": django_application, "websocket": URLRouter(binance_websocket_urlpatterns + websocket_urlpatterns)}
+    {
+        "http": django_application,
+        "websocket": ConnectionsPerAddress(URLRouter(binance_websocket_urlpatterns + websocket_urlpatterns)),
+    }
 )

@@ -1,8 +1,7 @@
 """WebSocket paths Binance's clients use beyond apps.streams' ``/ws/<stream>`` and ``/stream``.
 
 - ``/ws/<n>`` (``n`` a small number: CCXT's connection index) opens a raw connection with no stream
-  yet; ``SUBSCRIBE`` adds them. Binance's update-speed suffix (``btcusdt@depth@100ms``) names the same
-  stream here: every book change is published as it commits.
+  yet; ``SUBSCRIBE`` adds them (as ``/ws`` does).
 - ``/ws-api/v3``: Binance's WebSocket API, the part user-data clients need: ``ping``, ``time`` and
   ``userDataStream.subscribe.signature`` / ``userDataStream.unsubscribe`` (of one ``subscriptionId``, or
   of every subscription without it: Binance's WebSocket API, "Unsubscribe from User Data Stream"; ids are
@@ -48,8 +47,6 @@ from .keys import key_authenticate, signing_secret
 from .params import MAX_INT64, Params
 from .signing import recv_window_check, signature_check
 
-_SPEED = re.compile(r"@(100|1000)ms$")
-
 
 class MarketSocket(StreamConsumer):
     """A raw market-data connection opened at ``/ws/<n>``: streams come by ``SUBSCRIBE``."""
@@ -58,9 +55,6 @@ class MarketSocket(StreamConsumer):
         self.init_state()
         self.combined = False
         await self.accept()
-
-    async def _subscribe(self, names: list[str]) -> str | None:
-        return await super()._subscribe([_SPEED.sub("", name) for name in names])
 
 
 def _signed_key(params: dict, client_ip: str) -> ApiKey:

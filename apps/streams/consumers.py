@@ -2,6 +2,8 @@
 
 A raw connection (``/ws/btcusdt@depth``) receives each event as it is; a combined one
 (``/stream?streams=btcusdt@depth/btcusdt@trade``) receives ``{"stream": name, "data": event}``.
+Either may open with no stream (``/ws``, ``/stream``) and subscribe afterwards, as Binance's clients do
+(break-it review: Hummingbot's connector opens ``/ws`` and sends ``SUBSCRIBE``).
 A 64-character stream key (``POST /api/v1/stream-token/``) in place of a stream name opens
 its user's private stream; only that user's events are ever sent on it. Binance's
 ``SUBSCRIBE``, ``UNSUBSCRIBE`` and ``LIST_SUBSCRIPTIONS`` messages change the streams of an
@@ -81,18 +83,19 @@ class StreamConsumer(AsyncWebsocketConsumer):
 
     async def connect(self):
         self.init_state()
-        path = self.scope["path"]
+        path = self.scope["path"].rstrip("/")
         self.combined = path == "/stream"
         if self.combined:
             names = parse_qs(self.scope["query_string"].decode("latin-1")).get("streams", [""])[0].split("/")
-        elif path.startswith("/ws/"):
-            names = [path.removeprefix("/ws/")]
+        elif path == "/ws" or path.startswith("/ws/"):
+            names = [path.removeprefix("/ws").removeprefix("/")]
         else:
             await self.accept()
             await self._refuse("No such stream path: /ws/<stream> or /stream?streams=<stream>/<stream>.", "path")
             return
+        names = [name for name in names if name]
         # Subscribed before the handshake completes: an event published after it reaches the client.
-        error = await self._subscribe([name for name in names if name])
+        error = await self._subscribe(names) if names else None
         await self.accept()
         if error:
             await self._refuse(error, "streams")

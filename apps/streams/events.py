@@ -1,6 +1,6 @@
 """Binance-shaped stream events built from outbox rows; pure functions, no database.
 
-Shapes follow Binance's spot WebSocket streams (``depthUpdate``, ``trade``, ``bookTicker``)
+Shapes follow Binance's spot WebSocket streams (``depthUpdate``, ``trade``, ``aggTrade``, ``bookTicker``)
 and user data stream (``executionReport``, ``outboundAccountPosition``); deposits and
 withdrawals, which Binance's user stream does not carry, are ``depositUpdate`` and
 ``withdrawalUpdate`` holding the REST API's object. Symbols are Binance's (``BTCUSDT``),
@@ -119,6 +119,34 @@ def trades(market: MarketInfo, change: BookChange, now_ms: int) -> list[dict]:
             "M": True,
         }
         for trade in change.payload["trades"]
+    ]
+
+
+def agg_trades(market: MarketInfo, change: BookChange, now_ms: int) -> list[dict]:
+    """One ``aggTrade`` event per run of the change's trades with one taker order and one price, quantities summed: the
+    rows of ``GET /api/v3/aggTrades`` (:func:`apps.binance.selectors.agg_trades`), ``a`` its first trade's id as
+    there, ``f`` and ``l`` the first and last trade ids."""
+    runs: list[list[dict]] = []
+    for trade in change.payload["trades"]:
+        if runs and (runs[-1][0]["taker_order_id"], runs[-1][0]["price"]) == (trade["taker_order_id"], trade["price"]):
+            runs[-1].append(trade)
+        else:
+            runs.append([trade])
+    return [
+        {
+            "e": "aggTrade",
+            "E": now_ms,
+            "s": market.event_symbol,
+            "a": run[0]["number"],
+            "p": market.price(run[0]["price"]),
+            "q": market.qty(sum(Decimal(trade["qty"]) for trade in run)),
+            "f": run[0]["number"],
+            "l": run[-1]["number"],
+            "T": run[0]["time"],
+            "m": run[0]["taker_side"] == "sell",
+            "M": True,
+        }
+        for run in runs
     ]
 
 

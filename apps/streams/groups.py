@@ -4,7 +4,7 @@ from apps.marketdata.intervals import KLINE_INTERVALS
 
 # The public streams a market has (Binance's names after the ``@``).
 KLINE_STREAMS = tuple(f"kline_{interval}" for interval in KLINE_INTERVALS)
-MARKET_STREAMS = ("depth", "trade", "bookTicker", "ticker", "miniTicker", *KLINE_STREAMS)
+MARKET_STREAMS = ("depth", "trade", "aggTrade", "bookTicker", "ticker", "miniTicker", *KLINE_STREAMS)
 
 # The array streams of every market, by their names: each message is the array of the markets' events that
 # changed since the last one (Binance: "All Market Mini Tickers Stream", and the all-market tickers).

@@ -7,6 +7,7 @@ from .groups import ALL_MARKETS_STREAMS, MARKET_STREAMS, all_markets_group, mark
 
 MAX_STREAMS = 200  # per connection
 _KEY = re.compile(r"^[0-9a-f]{64}$")
+_DEPTH_SPEEDS = ("depth@100ms", "depth@1000ms")  # Binance's update speeds of a depth stream
 
 
 class InvalidStream(ValueError):
@@ -27,7 +28,9 @@ def parse_stream(name: str, symbols: set[str]) -> PublicStream | str:
     """A :class:`PublicStream`, or the user stream key ``name`` is; raises :class:`InvalidStream`.
 
     ``symbols`` are the markets' stream symbols (``btcusdt``). The array streams of every market are
-    :data:`~apps.streams.groups.ALL_MARKETS_STREAMS`. A key is 64 lower-case hex characters
+    :data:`~apps.streams.groups.ALL_MARKETS_STREAMS`. Binance's update-speed suffix of a depth stream
+    (``btcusdt@depth@100ms``, ``@1000ms``) names the same stream: every book change is published as it commits.
+    A key is 64 lower-case hex characters
     (:func:`apps.streams.services.stream_token_create`); whether it is valid is for the caller to check.
     """
     if name in ALL_MARKETS_STREAMS:
@@ -38,6 +41,8 @@ def parse_stream(name: str, symbols: set[str]) -> PublicStream | str:
             return name
         raise InvalidStream(f"{name[:80]!r} is neither <symbol>@<stream> nor a stream key.")
     symbol, _, stream = name.partition("@")
+    if stream in _DEPTH_SPEEDS:
+        stream = "depth"
     if symbol not in symbols:
         raise InvalidStream(f"No market {symbol[:40]!r} (symbols are lower case without a dash: btcusdt).")
     if stream not in MARKET_STREAMS:

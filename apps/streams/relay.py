@@ -168,6 +168,9 @@ class Relay:
         for change in run:
             for part, trade in enumerate(events.trades(market, change, stamp)):  # one change, several fills
                 out.append((market_group(symbol, "trade"), _message(trade, change.update_id, change.update_id, part)))
+            for part, aggregate in enumerate(events.agg_trades(market, change, stamp)):
+                message = _message(aggregate, change.update_id, change.update_id, part)
+                out.append((market_group(symbol, "aggTrade"), message))
             # Numbered within the change on the market's sequence, so a round published again is dropped.
             for part, (user_id, report) in enumerate(events.execution_reports(market, change, stamp)):
                 position = {"first": change.update_id, "last": change.update_id, "part": part, "sequence": market.id}

@@ -417,6 +417,10 @@ STREAMS_TOKEN_TTL = env.int("STREAMS_TOKEN_TTL", default=3600)
 # Seconds between checks that an open user stream's key still exists: a revoked key closes its streams
 # within this time (an expired one at its expiry).
 STREAMS_TOKEN_CHECK_SECONDS = env.float("STREAMS_TOKEN_CHECK_SECONDS", default=10.0)
+# WebSocket connections one client address may hold open on one streams process (the address as
+# TRUSTED_PROXY_COUNT decides it: behind a proxy, set that, or every client shares the proxy's);
+# Binance allows 300 new connections per 5 minutes per address.
+STREAMS_CONNECTIONS_PER_ADDRESS = env.int("STREAMS_CONNECTIONS_PER_ADDRESS", default=300)
 # Where browsers open the streams: empty means the page's own host (a proxy routes /ws/ and /stream
 # to the ASGI server); make run serves them on their own port.
 STREAMS_URL = env("STREAMS_URL", default="")

@@ -271,3 +271,78 @@ def test_a_subscription_to_kline_30m_is_accepted_and_pushed_its_candle_and_kline
         assert (kline["v"], kline["n"], kline["x"]) == ("0.02000000", 1, False)
     else:
         assert (kline["t"], kline["v"], kline["n"]) == (half_hour + 1_800_000, "0.00000000", 0)
+
+
+@pytest.mark.parametrize(
+    ("path", "combined"),
+    [("/ws", False), ("/ws/", False), ("/stream", True), ("/stream?streams=", True)],
+)
+def test_a_connection_opened_with_no_stream_subscribes_to_binance_names_with_update_speeds(
+    stream_servers, btc_usdt, btc, usdt, path, combined
+):
+    """Break-it review: ``/ws`` and ``/stream`` with no stream, ``btcusdt@depth@100ms`` and ``btcusdt@aggTrade`` were
+    refused (Hummingbot opens ``/ws`` and subscribes to ``@depth@100ms``; Binance's streams documentation)."""
+    names = ["btcusdt@depth@100ms", "btcusdt@aggTrade"]
+    reader = StreamReader(f"ws://{stream_servers.webs[0]}{path}")
+    try:
+        reader.connection.send(json.dumps({"method": "SUBSCRIBE", "params": names, "id": 1}))
+        answers = reader.wait_for(lambda message: message.get("id") == 1)
+        reader.connection.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": 2}))
+        listed = reader.wait_for(lambda message: message.get("id") == 2)[-1]
+        base = f"http://{stream_servers.webs[0]}/api/v1/orders/"
+        for side, qty in (("sell", "0.03"), ("buy", "0.02")):
+            body = {"market": "BTC-USDT", "side": side, "type": "limit", "price": "100.00", "qty": qty}
+            response = requests.post(
+                base, json=body, headers={"Authorization": f"Token {trader(btc, usdt)[1]}"}, timeout=30
+            )
+            assert response.status_code == 201, response.text
+
+        def event(message: dict) -> dict:
+            return message["data"] if combined else message
+
+        seen = reader.wait_for(lambda message: event(message).get("e") == "aggTrade", timeout=15)
+    finally:
+        reader.close()
+
+    assert answers == [{"result": None, "id": 1}] and sorted(listed["result"]) == sorted(names)
+    depth = [event(m) for m in seen if event(m).get("e") == "depthUpdate"][-1]
+    assert (depth["s"], depth["a"]) == ("BTCUSDT", [["100.000000", "0.01000000"]])  # the book after the trade
+    [rest] = requests.get(f"http://{stream_servers.webs[0]}/api/v3/aggTrades?symbol=BTCUSDT", timeout=30).json()
+    aggregate = event(seen[-1])
+    assert {k: aggregate[k] for k in rest} == rest and (aggregate["q"], aggregate["m"]) == ("0.02000000", False)
+    if combined:
+        assert {m["stream"] for m in seen} == set(names)
+
+
+def test_one_address_holds_at_most_its_share_of_connections_and_gets_one_back_when_it_closes_one(
+    stream_servers, btc_usdt, tmp_path
+):
+    """Break-it review: 900 connections from one address were all accepted by the one process serving everyone."""
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    from .processes import start_web
+
+    process, web = start_web(tmp_path, "limited", env={"STREAMS_CONNECTIONS_PER_ADDRESS": "2"})
+    try:
+        first, second = (StreamReader(f"ws://{web}/ws/btcusdt@trade") for _ in range(2))
+        with pytest.raises(InvalidStatus) as refused:
+            connect(f"ws://{web}/ws/btcusdt@trade", open_timeout=10)
+        first.close()
+        deadline = time.monotonic() + 10
+        while True:  # the server counts the connection gone once it has seen it close
+            try:
+                third = StreamReader(f"ws://{web}/ws/btcusdt@depth")
+                break
+            except InvalidStatus:
+                assert time.monotonic() < deadline, "a closed connection was never given back"
+                time.sleep(0.05)
+        third.connection.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": 1}))
+        listed = third.wait_for(lambda message: message.get("id") == 1)[-1]
+        second.close()
+        third.close()
+    finally:
+        process.stop()
+
+    assert refused.value.response.status_code == 403
+    assert listed == {"result": ["btcusdt@depth"], "id": 1}

@@ -436,3 +436,29 @@ def test_the_derived_intervals_streams_carry_binance_bucket_times_per_trade_and_
         (ms(half_hour), ms(half_hour) + 1_799_999, True, 2, "102.000000", "0.70000000"),  # the half hour it left
         (ms(half_hour) + 1_800_000, ms(half_hour) + 3_599_999, False, 0, "102.000000", "0.00000000"),  # flat
     ]
+
+
+def test_agg_trade_events_are_the_rest_aggregate_trades_of_the_change(traders, btc, client):
+    """Binance's ``<symbol>@aggTrade`` stream (break-it review: bots subscribing to it were refused): one event per run
+    of a taker's fills at one price, the rows ``GET /api/v3/aggTrades`` answers, ids and sums to the letter."""
+    maker, taker = traders
+    other = UserFactory()
+    fund(other, btc, "1")
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="100", qty="0.2")
+    order_place(user_id=other.id, market="BTC-USDT", side="sell", price="100", qty="0.3")
+    order_place(user_id=maker.id, market="BTC-USDT", side="sell", price="101", qty="0.5")
+    order_place(user_id=taker.id, market="BTC-USDT", side="buy", price="101", qty="0.7")
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, kind, market_id, update_id, user_id, object_id, payload FROM streams_streamevent")
+        messages = Relay().messages(sorted(cursor.fetchall()))
+
+    events = [json.loads(m["data"]) for group, m in messages if group == "market.btcusdt.aggTrade"]
+    rest = client.get("/api/v3/aggTrades", {"symbol": "BTCUSDT"}).json()
+    assert [(e["a"], e["p"], e["q"], e["f"], e["l"], e["m"]) for e in events] == [
+        (r["a"], r["p"], r["q"], r["f"], r["l"], r["m"]) for r in rest
+    ]
+    assert [(e["e"], e["s"], e["p"], e["q"], e["l"] - e["f"], e["m"]) for e in events] == [
+        ("aggTrade", "BTCUSDT", "100.000000", "0.50000000", 1, False),
+        ("aggTrade", "BTCUSDT", "101.000000", "0.20000000", 0, False),
+    ]
