@@ -23,7 +23,7 @@ from apps.accounts.selectors import account_restriction
 from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
 from apps.orders.errors import OrderStatusUnknown
-from apps.orders.models import Market, Order, OrderType, Side
+from apps.orders.models import OPEN_STATUSES, Market, Order, OrderType, Side
 from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user, placement_pending
 from apps.orders.services import open_orders_cancel, order_cancel, order_cancel_by_client_id, order_judge, order_place
 
@@ -58,6 +58,7 @@ from .shapes import (
     order_query,
     order_result,
 )
+from .signing import MAX_RECV_WINDOW_MS
 
 CLIENT_ORDER_ID = re.compile(r"[.A-Z:/a-z0-9_-]{1,36}")
 """A new order's ``newClientOrderId`` (Binance's rule)."""
@@ -140,6 +141,23 @@ def _response_type(params: Params) -> str:
     return params.choice("newOrderRespType", ("ACK", "RESULT", "FULL")) or default
 
 
+def _reuse_refuse(call: Call, client_order_id: str) -> None:
+    """-2010 "Duplicate order sent." for a ``newClientOrderId`` whose order has ended (filled, cancelled, expired)
+    and was placed more than ``MAX_RECV_WINDOW_MS`` (60 s) before this request.
+
+    Sent again within that time (the longest a signed request lives: a bot's retry of an order whose answer it
+    lost), or while the order is still open, the id returns the order as placed, not a second one. Later, a bot
+    reusing an id for a new order (a grid bot's level, as Binance allows once the first order has ended) would
+    have had a finished order back and counted a fill that never happened (break-it review); it is refused
+    instead, and nothing is placed: a new order needs a new id here (the id is unique per user for ever).
+    """
+    earlier = order_by_client_id(user_id=call.user_id, client_order_id=client_order_id)
+    if earlier is None or earlier.status in OPEN_STATUSES:
+        return
+    if call.now_ms - ms(earlier.created_at) > MAX_RECV_WINDOW_MS:
+        raise BinanceError(NEW_ORDER_REJECTED, "Duplicate order sent.")
+
+
 @endpoint(weight=1, security=Security.TRADE, params=_ORDER_PARAMS)
 def order_new(call: Call) -> dict:
     """Place an order (``POST /api/v3/order``): ACK, RESULT or FULL (with the taker's ``fills``)."""
@@ -147,6 +165,7 @@ def order_new(call: Call) -> dict:
     arguments = _order_arguments(call.params, market)
     response_type = _response_type(call.params)
     call.headers.update(limits.orders_count(user_id=call.user_id, now=call.now_ms / 1000))
+    _reuse_refuse(call, arguments["client_order_id"])
     try:
         order = order_place(user_id=call.user_id, **arguments)
     except DomainError as error:

@@ -3,6 +3,7 @@
 import hashlib
 import hmac
 import time
+from datetime import timedelta
 from decimal import Decimal
 from urllib.parse import urlencode
 
@@ -593,6 +594,44 @@ def test_a_replay_answers_the_placements_transact_time_not_its_last_change(trade
 
     assert (again["orderId"], again["status"]) == (first["orderId"], "PARTIALLY_FILLED")
     assert again["transactTime"] == first["transactTime"] == again["workingTime"]
+
+
+@pytest.mark.parametrize(("seconds_ago", "replayed"), [(59, True), (61, False)])
+def test_a_client_order_id_of_a_filled_order_returns_it_only_within_a_retrys_time(
+    trader, maker, usdt, seconds_ago, replayed
+):
+    """Break-it review: a grid bot reusing a level's newClientOrderId minutes after its order filled got that old
+    order back (200, FILLED) and counted a fill that never happened. Within 60 s (the longest a signed request lives:
+    a retry) it is the order as placed; later, -2010 and nothing placed (Binance would place a new order)."""
+    user, signed = trader
+    place(maker, side="sell", price="50000", qty="0.1")
+    first = signed("POST", "order", **ORDER, newClientOrderId="grid-1").json()
+    assert first["status"] == "FILLED"
+    Order.objects.filter(id=first["orderId"]).update(
+        created_at=Order.objects.get(id=first["orderId"]).created_at - timedelta(seconds=seconds_ago)
+    )
+    before = balance(user, usdt)
+
+    again = signed("POST", "order", **ORDER, newClientOrderId="grid-1")
+
+    if replayed:
+        assert (again.status_code, again.json()["orderId"], again.json()["status"]) == (200, first["orderId"], "FILLED")
+    else:
+        assert (again.status_code, again.json()) == (400, {"code": -2010, "msg": "Duplicate order sent."})
+    assert Order.objects.filter(user=user).count() == 1 and balance(user, usdt) == before
+
+
+def test_a_client_order_id_of_an_open_order_returns_it_however_late(trader):
+    user, signed = trader
+    first = signed("POST", "order", **ORDER, newClientOrderId="resting").json()
+    Order.objects.filter(id=first["orderId"]).update(
+        created_at=Order.objects.get(id=first["orderId"]).created_at - timedelta(minutes=10)
+    )
+
+    again = signed("POST", "order", **ORDER, newClientOrderId="resting")
+
+    assert (again.status_code, again.json()["orderId"], again.json()["status"]) == (200, first["orderId"], "NEW")
+    assert Order.objects.filter(user=user).count() == 1
 
 
 def test_a_body_that_is_not_a_form_is_refused(trader):
