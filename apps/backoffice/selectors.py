@@ -273,9 +273,11 @@ def dashboard() -> Dashboard:
 
 
 # The per-asset figures of a reconciliation report (apps.ledger.checks, apps.wallets.checks), in words, in the
-# order the reconciliation screen shows them; "custody_difference" is computed (ledger minus provider).
+# order the reconciliation screen shows them; "custody_difference" is computed (ledger, less what is in flight,
+# minus provider: invariant 5).
 FIGURE_LABELS = {
     "custody": "Custody in ledger",
+    "custody_in_flight": "Custody in flight",
     "custody_reported": "Custody reported",
     "custody_difference": "Difference",
     "user_available": "Users' available",
@@ -287,10 +289,12 @@ FIGURE_LABELS = {
 
 
 def custody_difference(figures: dict) -> Decimal | None:
-    """Custody in the ledger minus what the provider reported (``None`` when the provider did not answer)."""
+    """Custody in the ledger, less what is in flight (reports before it was recorded: none), minus what the provider
+    reported (``None`` when the provider did not answer): invariant 5's difference."""
     if "custody" not in figures or "custody_reported" not in figures:
         return None
-    return Decimal(figures["custody"]) - Decimal(figures["custody_reported"])
+    in_flight = Decimal(figures.get("custody_in_flight", 0))
+    return Decimal(figures["custody"]) - in_flight - Decimal(figures["custody_reported"])
 
 
 def report_rows(report: dict) -> list[tuple[str, list[tuple[str, str | None]]]]:

@@ -4,14 +4,19 @@ from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from .models import (
     WITHDRAWAL_PENDING,
     WITHDRAWAL_RELEASED,
+    CustodyEvent,
+    CustodyEventStatus,
     Deposit,
     DepositAddress,
+    DepositStatus,
+    EventState,
+    EventType,
     Withdrawal,
     WithdrawalAddress,
     WithdrawalStatus,
@@ -76,6 +81,36 @@ def withdrawal_holds(*, asset_ids: Iterable[int]) -> dict[tuple[int, int], Decim
         .annotate(held=Sum("hold_remaining"))
     )
     return {(row["user_id"], row["asset_id"]): row["held"] for row in rows}
+
+
+def withdrawals_at_custody(*, asset_ids: Iterable[int]) -> list[tuple[int, int]]:
+    """Pending withdrawals custody may have, ``[(withdrawal id, asset id)]``: handed over (the flag is committed before
+    custody is called) and not yet completed or failed in the ledger (invariant 5's in-flight withdrawals)."""
+    rows = Withdrawal.objects.filter(asset_id__in=list(asset_ids), status__in=WITHDRAWAL_PENDING, handed_over=True)
+    return list(rows.order_by("id").values_list("id", "asset_id"))
+
+
+def deposits_confirmed_uncredited(*, asset_ids: Iterable[int]) -> dict[int, Decimal]:
+    """Per asset id, the outputs custody reported confirmed (the callback stored in the inbox, not yet processed) whose
+    deposit is not credited yet, each output once (invariant 5's in-flight deposits)."""
+    credited = Deposit.objects.filter(
+        asset_id=OuterRef("asset_id"), txid=OuterRef("txid"), vout=OuterRef("vout"), status=DepositStatus.CREDITED
+    )
+    outputs = (
+        CustodyEvent.objects.filter(
+            asset_id__in=list(asset_ids),
+            type=EventType.DEPOSIT,
+            status=CustodyEventStatus.CONFIRMED,
+            state=EventState.RECEIVED,
+        )
+        .exclude(Exists(credited))
+        .values_list("asset_id", "txid", "vout", "amount")
+        .distinct()
+    )
+    totals: dict[int, Decimal] = {}
+    for asset_id, _, _, amount in outputs:
+        totals[asset_id] = totals.get(asset_id, Decimal(0)) + amount
+    return totals
 
 
 def withdrawal_addresses_for_user(*, user_id: int) -> QuerySet[WithdrawalAddress]:

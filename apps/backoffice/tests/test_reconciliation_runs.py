@@ -84,7 +84,13 @@ def test_planted_custody_difference_is_found_per_asset(db, client, operator, usd
     failed = {check["name"]: check["details"] for check in run.failed_checks}
     assert failed == {
         "custody_matches_provider": [
-            {"asset": "USDT", "ledger_custody": "50.000000", "custody_reported": "49.000000", "difference": "1.000000"}
+            {
+                "asset": "USDT",
+                "ledger_custody": "50.000000",
+                "in_flight": "0.000000",
+                "custody_reported": "49.000000",
+                "difference": "1.000000",
+            }
         ]
     }
     assert "custody_matches_provider" in page and "49.000000" in page

@@ -13,11 +13,17 @@ from apps.ledger.models import AccountKind, EntryReason
 from apps.ledger.reconciliation import reconcile, registered_invariants
 from apps.ledger.services import credit, debit, entry_post, system_account, user_account
 from apps.wallets.custody.simnet import new_address
-from apps.wallets.custody.simulator.models import SimWallet
+from apps.wallets.custody.simulator.models import SimCallback, SimWallet
+from apps.wallets.custody.simulator.provider import SimulatedCustody
 from apps.wallets.models import Deposit, Withdrawal, WithdrawalStatus
-from apps.wallets.services import withdrawal_reject, withdrawal_request, withdrawal_submit
+from apps.wallets.services import (
+    deposit_address_get_or_create,
+    withdrawal_reject,
+    withdrawal_request,
+    withdrawal_submit,
+)
 
-from .factories import book_address, deliver_custody_callbacks, deposit_through_custody
+from .factories import book_address, deliver_custody_callbacks, deposit_through_custody, webhook_sender
 
 
 def failed_checks(report) -> dict[str, list[dict]]:
@@ -78,6 +84,7 @@ def test_custody_reporting_other_holdings_fails_invariant_5_naming_the_asset(bus
             {
                 "asset": "USDT",
                 "ledger_custody": "949.500000",
+                "in_flight": "0.000000",
                 "custody_reported": "949.400000",
                 "difference": "0.100000",
             }
@@ -99,8 +106,72 @@ def test_ledger_custody_credited_without_custody_fails_invariant_5(usdt, user):
     details = failed_checks(reconcile())["custody_matches_provider"]
 
     assert details == [
-        {"asset": "USDT", "ledger_custody": "10.000000", "custody_reported": "0.000000", "difference": "10.000000"}
+        {
+            "asset": "USDT",
+            "ledger_custody": "10.000000",
+            "in_flight": "0.000000",
+            "custody_reported": "0.000000",
+            "difference": "10.000000",
+        }
     ]
+
+
+def test_a_withdrawal_custody_has_sent_before_its_completion_is_recorded_is_in_flight_not_a_failure(
+    busy_exchange, user, usdt
+):
+    """Break-it review: invariant 5 failed while a withdrawal was in flight (custody takes the coins when it accepts it,
+    the ledger at its completion callback), so the hourly run failed on healthy books."""
+    approved = busy_exchange["approved"]
+    withdrawal_submit(withdrawal_id=approved.pk)  # custody accepts it: 20 and the network fee 0.5 leave its wallet
+
+    report = reconcile()
+
+    assert report.ok, failed_checks(report)
+    figures = report.assets["USDT"]
+    assert (figures["custody"], figures["custody_in_flight"], figures["custody_reported"]) == (
+        "949.500000",
+        "20.500000",
+        "929.000000",
+    )
+    SimWallet.objects.filter(asset_code="USDT").update(balance=Decimal("928.9"))  # and a real shortfall besides
+    assert failed_checks(reconcile())["custody_matches_provider"] == [
+        {
+            "asset": "USDT",
+            "ledger_custody": "949.500000",
+            "in_flight": "20.500000",
+            "custody_reported": "928.900000",
+            "difference": "0.100000",
+        }
+    ]
+    deliver_custody_callbacks()  # completed: in the ledger too, nothing in flight
+    report = reconcile()
+    assert report.ok is False and report.assets["USDT"]["custody_in_flight"] == "0.000000"
+    assert failed_checks(report)["custody_matches_provider"][0]["difference"] == "0.100000"
+
+
+def test_a_confirmed_deposit_stored_but_not_yet_credited_is_in_flight_not_a_failure(user, btc):
+    deposit_through_custody(user, btc, "0.5")
+    custody = SimulatedCustody()
+    address = deposit_address_get_or_create(user_id=user.id, asset=btc).address
+    received = custody.deposit_receive(address=address, amount=Decimal("0.25"), delay=0)
+    callbacks = list(SimCallback.objects.filter(deposit=received).values_list("pk", flat=True))
+    custody.callbacks_deliver_due(callback_ids=callbacks, send=webhook_sender())  # stored; the worker has not run
+
+    report = reconcile()
+
+    assert report.ok, failed_checks(report)
+    figures = report.assets["BTC"]
+    assert (figures["custody"], figures["custody_in_flight"], figures["custody_reported"]) == (
+        "0.50000000",
+        "-0.25000000",
+        "0.75000000",
+    )
+    deliver_custody_callbacks()
+    report = reconcile()
+    assert report.ok and (report.assets["BTC"]["custody"], report.assets["BTC"]["custody_in_flight"]) == (
+        "0.75000000",
+        "0.00000000",
+    )
 
 
 def test_asset_filter_limits_invariant_5(busy_exchange):
