@@ -200,6 +200,23 @@ def test_malformed_deposit_callbacks_get_400_naming_the_field_and_nothing_is_sto
     assert not CustodyEvent.objects.exists()
 
 
+def test_a_signed_callback_refused_is_logged_with_its_event_id_and_reasons(client, address, caplog):
+    """Break-it review: a signed deposit with more decimals than the asset's was refused, custody retried it for ever,
+    and only Django's bare "Bad Request" line was logged: nothing told an operator which event or why."""
+    payload = deposit_payload(address, "0.000000001", txid="a7", event_id="evt-\u202e-decimals")
+
+    with caplog.at_level("WARNING", logger="apps.wallets.views"):
+        response = send(client, *signed(payload))
+
+    assert response.status_code == 400
+    [record] = [r for r in caplog.records if r.name == "apps.wallets.views"]
+    assert record.getMessage() == (
+        "custody.callback_refused event_id='evt-\\u202e-decimals' code=invalid_request "
+        f"message={response.json()['error']['message']} fields=" + json.dumps(response.json()["error"]["fields"])
+    )
+    assert "amount" in response.json()["error"]["fields"]
+
+
 @pytest.mark.parametrize(
     "body",
     [b"not json", b"[1, 2]", b'"text"', b"\xff\xfe", b"{}", b'{"event_id": "x"}', b"[" * 60000],
