@@ -109,18 +109,28 @@ def txid_problem(value: str) -> str | None:
 def deposit_address_get_or_create(*, user_id: int, asset: Asset) -> DepositAddress:
     """The user's deposit address for ``asset``, asking the custody provider for one the first time.
 
-    Call it outside a transaction: it may call the provider. Two concurrent first calls keep
-    one address (the other one the provider handed out stays unused). Raises
+    Call it outside a transaction: it may call the provider. Concurrent first calls for one user and asset wait for
+    each other (a session advisory lock, held across the provider's call and released however it ends), so the
+    provider is asked once (break-it review: 20 concurrent first requests had it hand out 10 addresses nobody
+    kept; a real provider may charge for each). Raises
     :class:`~apps.wallets.custody.base.CustodyUnavailable` / ``CustodyRejected`` from the provider.
     """
     existing = selectors.deposit_address_for_user(user_id=user_id, asset_id=asset.id)
     if existing is not None:
         return existing
-    address = get_adapter().new_deposit_address(network=asset.network, asset_code=asset.code, label=f"user:{user_id}")
-    DepositAddress.objects.bulk_create(
-        [DepositAddress(user_id=user_id, asset=asset, network=asset.network, address=address)], ignore_conflicts=True
-    )
-    return DepositAddress.objects.get(user_id=user_id, asset=asset)
+    key = f"deposit_address:{user_id}:{asset.id}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [key])
+        try:
+            existing = selectors.deposit_address_for_user(user_id=user_id, asset_id=asset.id)
+            if existing is not None:
+                return existing
+            address = get_adapter().new_deposit_address(
+                network=asset.network, asset_code=asset.code, label=f"user:{user_id}"
+            )
+            return DepositAddress.objects.create(user_id=user_id, asset=asset, network=asset.network, address=address)
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
 
 
 # The custody inbox ---------------------------------------------------------------------------------

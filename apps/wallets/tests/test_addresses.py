@@ -1,6 +1,9 @@
 """Deposit addresses and per-network address validation."""
 
+import threading
+
 import pytest
+from django.db import connection
 
 from apps.core.addresses import address_validate
 from apps.core.errors import InvalidAddress
@@ -46,3 +49,28 @@ def test_deposit_address_is_handed_out_by_custody_once_per_user_and_asset(btc, u
     assert simnet.is_valid(first.address)
     assert SimAddress.objects.get(address=first.address).label == f"user:{user.id}"
     assert DepositAddress.objects.count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_first_requests_ask_custody_for_one_address(btc, user):
+    """Break-it review: 20 concurrent first requests all got one address, but custody had handed out 10 more that
+    nobody kept (a real provider may charge for each)."""
+    barrier = threading.Barrier(12)
+    found: list[str] = []
+
+    def first_request() -> None:
+        try:
+            barrier.wait(timeout=30)
+            found.append(deposit_address_get_or_create(user_id=user.id, asset=btc).address)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first_request) for _ in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert len(found) == 12 and len(set(found)) == 1
+    assert list(SimAddress.objects.values_list("address", flat=True)) == [found[0]]
+    assert DepositAddress.objects.get(user=user, asset=btc).address == found[0]
