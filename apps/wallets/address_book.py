@@ -19,6 +19,7 @@ from django.utils import timezone
 from apps.accounts.notifications import email_user_on_commit, site_url
 from apps.core.addresses import address_validate
 from apps.core.errors import DomainError, InvalidAddress, InvalidState, NotFound
+from apps.core.reasons import hidden_characters_refuse
 from apps.ledger.models import Asset
 from apps.ledger.transactions import retrying_atomic
 
@@ -40,6 +41,8 @@ class AddressNotAllowed(DomainError):
 
 
 def _label(label: str) -> str:
+    if isinstance(label, str):
+        hidden_characters_refuse(label, field="label")  # its own message (break-it review: "\u202e" was "too long")
     if not isinstance(label, str) or len(label) > MAX_LABEL_LENGTH or not label.isprintable():
         message = f"At most {MAX_LABEL_LENGTH} printable characters."
         raise DomainError(message, fields={"label": message})

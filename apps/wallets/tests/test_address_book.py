@@ -157,6 +157,19 @@ def test_bad_entries_are_refused_naming_the_field_and_nothing_is_written(usdt, u
     assert not WithdrawalAddress.objects.exists()
 
 
+def test_a_label_with_an_invisible_character_is_refused_saying_so(usdt, user, api_as):
+    """Break-it review: a right-to-left override in an 8-character label was refused as "At most 100 printable
+    characters"."""
+    body = {"asset": "USDT", "address": new_address(), "label": "\u202egnp.exe"}
+    response = api_as(user, "withdraw").post(BOOK, body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {
+        "label": "Control and invisible formatting characters are not allowed."
+    }
+    assert not WithdrawalAddress.objects.exists()
+
+
 def test_the_same_address_twice_is_refused(usdt, user, api_as):
     client = api_as(user, "withdraw")
     body = {"asset": "USDT", "address": new_address()}
