@@ -27,7 +27,7 @@ from .errors import (
     illegal,
     invalid_value,
 )
-from .params import Params
+from .params import MAX_INT64, Params
 from .selectors import (
     agg_trades,
     average_price,
@@ -144,7 +144,8 @@ def _depth_weight(params: Params) -> int:
 @endpoint(weight=_depth_weight, params=("symbol", "limit"))
 def depth(call: Call) -> dict:
     market = symbol_market(call.params)
-    limit = _limit(call.params, 100, maximum=5000)
+    # Binance: "If limit > 5000, then the response will truncate to 5000" (break-it review: -1100 here).
+    limit = min(_limit(call.params, 100, maximum=MAX_INT64), 5000)
     book = order_book_depth(market=market.symbol, limit=min(limit, MAX_DEPTH_LEVELS))
     return {
         "lastUpdateId": book.sequence,

@@ -24,6 +24,7 @@ UNSUPPORTED = (
     "myPreventedMatches",
     "myAllocations",
     "rateLimit/order",
+    "ticker/tradingDay",
 )
 
 urlpatterns = [

@@ -68,6 +68,14 @@ def test_depth(client, traded, btc_usdt):
     assert body["lastUpdateId"] == btc_usdt.sequence
 
 
+def test_a_depth_limit_above_5000_is_cut_to_5000_as_binance_does(client, traded):
+    """Break-it review: limit=5001 was -1100; Binance: "If limit > 5000, then the response will truncate to 5000"."""
+    whole = get(client, "depth", symbol="BTCUSDT", limit=5000).json()
+    assert get(client, "depth", symbol="BTCUSDT", limit=5001).json() == whole
+    assert get(client, "depth", symbol="BTCUSDT", limit=10**12).json() == whole
+    assert get(client, "depth", symbol="BTCUSDT", limit=0).json()["code"] == -1100
+
+
 def test_trades_oldest_first_with_integer_ids(client, traded):
     body = get(client, "trades", symbol="BTCUSDT").json()
     assert [(t["price"], t["qty"], t["isBuyerMaker"]) for t in body] == [
@@ -355,7 +363,7 @@ def test_binance_paths_we_do_not_serve_say_the_operation_is_unsupported(client):
     wrong; exchangeInfo says cancelReplaceAllowed is false, and -1020 says so too."""
     from apps.binance.urls import UNSUPPORTED
 
-    assert {"order/cancelReplace", "orderList/oco", "order/amendments"} <= set(UNSUPPORTED)
+    assert {"order/cancelReplace", "orderList/oco", "order/amendments", "ticker/tradingDay"} <= set(UNSUPPORTED)
     for name in UNSUPPORTED:
         for method in ("GET", "POST", "DELETE"):
             response = client.generic(method, f"/api/v3/{name}")
