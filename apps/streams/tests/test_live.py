@@ -32,6 +32,15 @@ def trader(btc, usdt, scopes=("read", "trade")):
     return user, api_key_create(user_id=user.id, name="test", scopes=scopes)[1]
 
 
+def trade_at_100(web: str, btc, usdt) -> None:
+    """A sell of 0.03 BTC at 100.00 and a buy of 0.02 that trades with it, each by a new trader, over HTTP."""
+    for side, qty in (("sell", "0.03"), ("buy", "0.02")):
+        body = {"market": "BTC-USDT", "side": side, "type": "limit", "price": "100.00", "qty": qty}
+        headers = {"Authorization": f"Token {trader(btc, usdt)[1]}"}
+        response = requests.post(f"http://{web}/api/v1/orders/", json=body, headers=headers, timeout=30)
+        assert response.status_code == 201, response.text
+
+
 def storm(webs: list[str], keys: list[str], *, operations: int, seed: int, changes: list | None = None) -> None:
     """``operations`` random limit orders and cancels per key, each key on its own thread and web process.
 
@@ -243,13 +252,7 @@ def test_a_subscription_to_kline_30m_is_accepted_and_pushed_its_candle_and_kline
     then the relay's pushes; ``kline_1s`` (Binance's, not served here) is refused with code 2."""
     from apps.orders.models import Trade
 
-    base = f"http://{stream_servers.webs[0]}/api/v1/orders/"
-    for side, qty in (("sell", "0.03"), ("buy", "0.02")):
-        body = {"market": "BTC-USDT", "side": side, "type": "limit", "price": "100.00", "qty": qty}
-        response = requests.post(
-            base, json=body, headers={"Authorization": f"Token {trader(btc, usdt)[1]}"}, timeout=30
-        )
-        assert response.status_code == 201, response.text
+    trade_at_100(stream_servers.webs[0], btc, usdt)
     traded_at = int(Trade.objects.get().created_at.timestamp() * 1000)
     half_hour = traded_at // 1_800_000 * 1_800_000
     reader = StreamReader(f"ws://{stream_servers.webs[0]}/ws/btcusdt@depth")  # quiet once the trade is published
@@ -289,13 +292,7 @@ def test_a_connection_opened_with_no_stream_subscribes_to_binance_names_with_upd
         answers = reader.wait_for(lambda message: message.get("id") == 1)
         reader.connection.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": 2}))
         listed = reader.wait_for(lambda message: message.get("id") == 2)[-1]
-        base = f"http://{stream_servers.webs[0]}/api/v1/orders/"
-        for side, qty in (("sell", "0.03"), ("buy", "0.02")):
-            body = {"market": "BTC-USDT", "side": side, "type": "limit", "price": "100.00", "qty": qty}
-            response = requests.post(
-                base, json=body, headers={"Authorization": f"Token {trader(btc, usdt)[1]}"}, timeout=30
-            )
-            assert response.status_code == 201, response.text
+        trade_at_100(stream_servers.webs[0], btc, usdt)
 
         def event(message: dict) -> dict:
             return message["data"] if combined else message
