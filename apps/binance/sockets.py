@@ -24,6 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.accounts.models import ApiKey
+from apps.streams.connections import CLOSE_POLICY_VIOLATION, MessageBudget
 from apps.streams.consumers import (
     CLOSE_EXPIRED,
     REQUEST_ID_RULE,
@@ -38,6 +39,7 @@ from .errors import (
     BAD_API_KEY_FMT,
     ILLEGAL_CHARS,
     MANDATORY_PARAM_EMPTY_OR_MALFORMED,
+    TOO_MANY_REQUESTS,
     UNSUPPORTED_OPERATION,
     BinanceError,
     illegal,
@@ -118,6 +120,7 @@ class WsApiConsumer(AsyncWebsocketConsumer):
         self.subscription_keys: dict[int, int] = {}  # subscription id -> the id of the API key that signed it
         self.key_watch: asyncio.Task | None = None
         self.seen: dict[str, dict] = {}  # per group and sequence: the (update id, part) last sent
+        self.budget = MessageBudget()
         await self.accept()
 
     async def disconnect(self, code):
@@ -130,6 +133,11 @@ class WsApiConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None):
+        if not self.budget.spend():  # past the connection's budget: Binance's -1003, and closed
+            message = f"More than {self.budget.rate} requests a second: connection closed."
+            await self._answer(None, 429, error={"code": TOO_MANY_REQUESTS, "msg": message})
+            await self.close(code=CLOSE_POLICY_VIOLATION)
+            return
         try:
             request = json.loads(text_data or "")
             request_id, method, params = request.get("id"), request["method"], request.get("params", {})

@@ -33,6 +33,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.utils import timezone
 
+from .connections import CLOSE_POLICY_VIOLATION, MessageBudget
 from .groups import user_group
 from .names import MAX_STREAMS, InvalidStream, PublicStream, parse_stream
 from .selectors import stream_symbols, stream_token_expiry, stream_token_user_id
@@ -45,6 +46,7 @@ CLOSE_GAP = 4409  # an event was lost: resubscribe and take a fresh snapshot
 # ccxt.pro read ``error.code`` as a number.
 INVALID_REQUEST = 2  # a request or stream name that names nothing
 INVALID_JSON = 3  # a message that is not JSON
+TOO_MANY_MESSAGES = -1003  # Binance's "Too many requests" (its WebSocket API's code for the same)
 
 
 def first_delivery(seen: dict, message: dict) -> bool:
@@ -80,6 +82,7 @@ class StreamConsumer(AsyncWebsocketConsumer):
         self.depth_groups: set[str] = set()
         self.keys: dict[str, str] = {}  # user stream key -> its group
         self.key_watch: asyncio.Task | None = None
+        self.budget = MessageBudget()
 
     async def connect(self):
         self.init_state()
@@ -110,7 +113,13 @@ class StreamConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None):
-        """Binance's live subscription messages: ``{"method": "SUBSCRIBE", "params": [names], "id": n}``."""
+        """Binance's live subscription messages: ``{"method": "SUBSCRIBE", "params": [names], "id": n}``; past the
+        connection's message budget (:class:`~apps.streams.connections.MessageBudget`) an error and the close."""
+        if not self.budget.spend():
+            message = f"More than {self.budget.rate} messages a second: connection closed."
+            await self._error(None, message, "method", TOO_MANY_MESSAGES)
+            await self.close(code=CLOSE_POLICY_VIOLATION)
+            return
         try:
             request = json.loads(text_data or "")
         except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply

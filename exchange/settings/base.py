@@ -421,6 +421,9 @@ STREAMS_TOKEN_CHECK_SECONDS = env.float("STREAMS_TOKEN_CHECK_SECONDS", default=1
 # TRUSTED_PROXY_COUNT decides it: behind a proxy, set that, or every client shares the proxy's);
 # Binance allows 300 new connections per 5 minutes per address.
 STREAMS_CONNECTIONS_PER_ADDRESS = env.int("STREAMS_CONNECTIONS_PER_ADDRESS", default=300)
+# Messages a WebSocket client may send per second on one connection (bursts of twice that); past it the
+# connection is closed (Binance: 5).
+STREAMS_MESSAGES_PER_SECOND = env.int("STREAMS_MESSAGES_PER_SECOND", default=5)
 # Where browsers open the streams: empty means the page's own host (a proxy routes /ws/ and /stream
 # to the ASGI server); make run serves them on their own port.
 STREAMS_URL = env("STREAMS_URL", default="")

@@ -217,3 +217,19 @@ def test_an_ip_allow_list_sees_the_client_behind_the_proxies_as_rest_does(tmp_pa
         web_process.stop()
     assert answers[0]["result"] == {"subscriptionId": 0}
     assert answers[1]["status"] == 401 and answers[1]["error"]["code"] == -2015  # the client is 198.51.100.7
+
+
+def test_requests_past_the_connections_budget_get_1003_and_the_close(live_asgi, btc_usdt):
+    """Break-it review: a client may flood a connection with requests (each signed subscription reads the database);
+    Binance allows 5 messages a second. Here bursts of 10 pass, at 5 a second."""
+    with connect(f"ws://{live_asgi}/ws-api/v3", open_timeout=10) as socket:
+        for request_id in range(30):
+            socket.send(json.dumps({"id": request_id, "method": "ping", "params": {}}))
+        answers = []
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                answers.append(json.loads(socket.recv(timeout=10)))
+
+    assert [answer["id"] for answer in answers[:-1]] == list(range(10))
+    assert (answers[-1]["status"], answers[-1]["error"]["code"]) == (429, -1003)
+    assert closed.value.rcvd.code == 1008

@@ -343,3 +343,30 @@ def test_one_address_holds_at_most_its_share_of_connections_and_gets_one_back_wh
 
     assert refused.value.response.status_code == 403
     assert listed == {"result": ["btcusdt@depth"], "id": 1}
+
+
+def test_a_connection_past_its_message_budget_is_told_and_closed_and_one_within_it_is_not(stream_servers, btc_usdt):
+    """Break-it review: 200 frames in a burst were each answered (each SUBSCRIBE reads the database); Binance allows
+    5 messages a second and disconnects past it. Here bursts of 10 pass, at 5 a second."""
+    web = stream_servers.webs[0]
+    steady = StreamReader(f"ws://{web}/ws/btcusdt@trade")
+    flood = StreamReader(f"ws://{web}/ws/btcusdt@trade")
+    try:
+        for request_id in range(14):  # a burst of 10, then 2 a second: within the budget
+            steady.connection.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": request_id}))
+            time.sleep(0 if request_id < 9 else 0.5)
+        answered = steady.wait_for(lambda message: message.get("id") == 13)
+        for request_id in range(30):
+            flood.connection.send(json.dumps({"method": "LIST_SUBSCRIPTIONS", "id": request_id}))
+        flooded = flood.wait_for(lambda message: "error" in message)
+        deadline = time.monotonic() + 10
+        while flood.closed_code is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        steady.close()
+        flood.close()
+
+    assert [message["id"] for message in answered] == list(range(14))
+    assert [message["id"] for message in flooded[:-1]] == list(range(10))
+    assert flooded[-1]["error"]["code"] == -1003 and "5 messages a second" in flooded[-1]["error"]["msg"]
+    assert flood.closed_code == 1008
