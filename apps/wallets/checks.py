@@ -66,8 +66,9 @@ class CustodyView:
     """What the custody provider reports (``reported``: holdings by asset code) and, per asset id, what its holdings
     reflect that the ledger's custody balance does not yet (``in_flight``): the amount and network fee of each
     pending withdrawal custody reports sent or sending (accepted or completed: it left custody's wallet when custody
-    accepted it, the ledger's custody at its completion callback), less the confirmed deposits whose callback is
-    stored but not yet credited (counted by custody when confirmed, by the ledger when the inbox is processed)."""
+    accepted it, the ledger's custody at its completion callback), plus the deposits the ledger holds and custody not
+    yet, less those custody holds and the ledger not yet (:func:`apps.wallets.selectors.deposits_in_flight`: custody
+    counts a deposit once it reports it confirmed, the ledger at the asset's confirmations; either may come first)."""
 
     reported: dict[str, Decimal]
     in_flight: dict[int, Decimal]
@@ -87,8 +88,8 @@ def custody_view(scope: Scope) -> CustodyView:
         at_custody = adapter.withdrawal_status(withdrawal_id=str(withdrawal_id))
         if at_custody is not None and at_custody.status != "failed":  # a failed one's coins are back at custody
             in_flight[asset_id] = in_flight.get(asset_id, Decimal(0)) + at_custody.amount + at_custody.network_fee
-    for asset_id, amount in selectors.deposits_confirmed_uncredited(asset_ids=scope.asset_ids).items():
-        in_flight[asset_id] = in_flight.get(asset_id, Decimal(0)) - amount
+    for asset_id, amount in selectors.deposits_in_flight(asset_ids=scope.asset_ids).items():
+        in_flight[asset_id] = in_flight.get(asset_id, Decimal(0)) + amount
     return CustodyView(reported, in_flight)
 
 

@@ -90,15 +90,41 @@ def withdrawals_at_custody(*, asset_ids: Iterable[int]) -> list[tuple[int, int]]
     return list(rows.order_by("id").values_list("id", "asset_id"))
 
 
-def deposits_confirmed_uncredited(*, asset_ids: Iterable[int]) -> dict[int, Decimal]:
-    """Per asset id, the outputs custody reported confirmed (the callback stored in the inbox, not yet processed) whose
-    deposit is not credited yet, each output once (invariant 5's in-flight deposits)."""
+def deposits_in_flight(*, asset_ids: Iterable[int]) -> dict[int, Decimal]:
+    """Per asset id, what the ledger's custody balance holds of deposits and custody's holdings do not yet, the
+    amount of each output once (invariant 5). Custody counts a deposit in its holdings once it reports it
+    ``confirmed``; the ledger credits it at the asset's ``confirmations_required``, which may come first:
+
+    - plus each credited deposit custody has reported (its outputs' callbacks are in the inbox) but neither
+      ``confirmed`` nor ``failed`` yet (a failed one custody no longer holds, and is left to show as a difference);
+    - minus each output custody reported ``confirmed`` whose callback is stored but not processed, and whose deposit
+      is not credited (custody counts it, the ledger not yet).
+
+    Internal transfers (``internal-<id>``: no coins moved) and deposits custody never reported are not in flight."""
+    asset_ids = list(asset_ids)
+
+    def reported(status: str | None = None):
+        events = CustodyEvent.objects.filter(
+            type=EventType.DEPOSIT, asset_id=OuterRef("asset_id"), txid=OuterRef("txid"), vout=OuterRef("vout")
+        )
+        return events if status is None else events.filter(status=status)
+
+    totals: dict[int, Decimal] = {}
+    credited_early = (
+        Deposit.objects.filter(asset_id__in=asset_ids, status=DepositStatus.CREDITED)
+        .filter(Exists(reported()))
+        .exclude(Exists(reported(CustodyEventStatus.CONFIRMED)))
+        .exclude(Exists(reported(CustodyEventStatus.FAILED)))
+        .values_list("asset_id", "amount")
+    )
+    for asset_id, amount in credited_early:
+        totals[asset_id] = totals.get(asset_id, Decimal(0)) + amount
     credited = Deposit.objects.filter(
         asset_id=OuterRef("asset_id"), txid=OuterRef("txid"), vout=OuterRef("vout"), status=DepositStatus.CREDITED
     )
-    outputs = (
+    confirmed_uncredited = (
         CustodyEvent.objects.filter(
-            asset_id__in=list(asset_ids),
+            asset_id__in=asset_ids,
             type=EventType.DEPOSIT,
             status=CustodyEventStatus.CONFIRMED,
             state=EventState.RECEIVED,
@@ -107,9 +133,8 @@ def deposits_confirmed_uncredited(*, asset_ids: Iterable[int]) -> dict[int, Deci
         .values_list("asset_id", "txid", "vout", "amount")
         .distinct()
     )
-    totals: dict[int, Decimal] = {}
-    for asset_id, _, _, amount in outputs:
-        totals[asset_id] = totals.get(asset_id, Decimal(0)) + amount
+    for asset_id, _, _, amount in confirmed_uncredited:
+        totals[asset_id] = totals.get(asset_id, Decimal(0)) - amount
     return totals
 
 

@@ -15,8 +15,9 @@ from apps.ledger.services import credit, debit, entry_post, system_account, user
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.custody.simulator.models import SimCallback, SimWallet
 from apps.wallets.custody.simulator.provider import SimulatedCustody
-from apps.wallets.models import Deposit, Withdrawal, WithdrawalStatus
+from apps.wallets.models import CustodyEvent, Deposit, EventState, Withdrawal, WithdrawalStatus
 from apps.wallets.services import (
+    custody_event_process,
     deposit_address_get_or_create,
     withdrawal_reject,
     withdrawal_request,
@@ -172,6 +173,34 @@ def test_a_confirmed_deposit_stored_but_not_yet_credited_is_in_flight_not_a_fail
         "0.75000000",
         "0.00000000",
     )
+
+
+def test_a_deposit_credited_before_custody_reports_it_confirmed_is_in_flight_not_a_failure(user, btc):
+    """Break-it review: the ledger credits at the asset's confirmations (1) and custody counts a deposit once it
+    reports it confirmed (3 here): reconcile failed in between on healthy books."""
+    custody = SimulatedCustody()
+    address = deposit_address_get_or_create(user_id=user.id, asset=btc).address
+    received = custody.deposit_receive(address=address, amount=Decimal("0.25"), confirmations=3, delay=0)
+    callbacks = list(SimCallback.objects.filter(deposit=received).order_by("due_at", "id").values_list("pk", flat=True))
+    custody.callbacks_deliver_due(callback_ids=callbacks[:2], send=webhook_sender())  # 0 and 1 confirmations
+    for event in CustodyEvent.objects.filter(state=EventState.RECEIVED).order_by("id"):
+        custody_event_process(event_pk=event.pk)
+    assert Deposit.objects.get().status == "credited"
+
+    report = reconcile()
+
+    assert report.ok, failed_checks(report)
+    figures = report.assets["BTC"]
+    assert (figures["custody"], figures["custody_in_flight"], figures["custody_reported"]) == (
+        "0.25000000",
+        "0.25000000",
+        "0.00000000",
+    )
+    custody.callbacks_deliver_due(callback_ids=callbacks[2:], send=webhook_sender())  # 2, then 3: confirmed
+    report = reconcile()  # custody counts it, its callback stored: nothing in flight, processed or not
+    assert report.ok and report.assets["BTC"]["custody_in_flight"] == "0.00000000"
+    deliver_custody_callbacks()
+    assert reconcile().ok
 
 
 def test_asset_filter_limits_invariant_5(busy_exchange):
