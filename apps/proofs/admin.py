@@ -57,6 +57,6 @@ class LiabilitySnapshotAdmin(ReadOnlyAdmin):
         )
         return format_html(
             "<table><thead><tr><th>asset</th><th>customer liabilities (root sums)</th>"
-            "<th>custody reported</th><th>custody / liabilities</th><th></th></tr></thead><tbody>{}</tbody></table>",
+            "<th>custody reported and in flight</th><th>custody / liabilities</th><th></th></tr></thead><tbody>{}</tbody></table>",
             rows,
         )

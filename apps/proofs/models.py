@@ -21,7 +21,10 @@ class LiabilitySnapshot(models.Model):
 
     ``assets`` is ``[{"code", "decimals"}]`` in code order; ``root_sums`` the per-asset totals
     as amount strings in that order. ``custody_holdings`` is ``{code: amount}`` as the custody
-    provider reported right after the read (``None`` with ``custody_error`` when it did not answer).
+    provider reported right after the read (``None`` with ``custody_error`` when it did not answer), and
+    ``custody_in_flight`` ``{code: amount}`` what its holdings already reflect and the ledger not yet, read with them
+    (reconciliation's invariant 5: withdrawals custody has sent, deposits either side has counted first; ``None`` in
+    snapshots taken before it was recorded). The solvency screen compares liabilities with their sum.
     """
 
     block = models.ForeignKey(JournalBlock, on_delete=models.PROTECT, related_name="+")
@@ -35,6 +38,7 @@ class LiabilitySnapshot(models.Model):
     signature = models.CharField(max_length=128)
     key = models.ForeignKey(SigningKey, on_delete=models.PROTECT, related_name="+")
     custody_holdings = models.JSONField(null=True, blank=True)
+    custody_in_flight = models.JSONField(null=True, blank=True)
     custody_error = models.TextField(blank=True)
 
     class Meta:

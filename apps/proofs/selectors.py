@@ -105,14 +105,19 @@ class Solvency:
 
 
 def snapshot_solvency(snapshot: LiabilitySnapshot) -> list[Solvency]:
-    """Per asset of ``snapshot``: root sum against the custody holdings reported when it was taken."""
-    holdings = snapshot.custody_holdings
+    """Per asset of ``snapshot``: root sum against the custody holdings reported when it was taken plus what of the
+    ledger's was in flight to or from custody then (``custody_in_flight``: a withdrawal custody has sent is still a
+    liability until its completion is recorded)."""
+    holdings, in_flight = snapshot.custody_holdings, snapshot.custody_in_flight or {}
+
+    def custody(code: str) -> Decimal | None:
+        if holdings is None:
+            return None
+        return Decimal(holdings.get(code, "0")) + Decimal(in_flight.get(code, "0"))
+
     return [
         Solvency(
-            asset=asset["code"],
-            liabilities=Decimal(total),
-            custody=None if holdings is None else Decimal(holdings.get(asset["code"], "0")),
-            decimals=asset["decimals"],
+            asset=asset["code"], liabilities=Decimal(total), custody=custody(asset["code"]), decimals=asset["decimals"]
         )
         for asset, total in zip(snapshot.assets, snapshot.root_sums, strict=True)
     ]

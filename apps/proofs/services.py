@@ -1,6 +1,7 @@
 """Taking a liabilities snapshot (PROOFS.md section 2): one consistent read, the tree, its rows, the signature."""
 
 import secrets
+from decimal import Decimal
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -9,11 +10,11 @@ from apps.core.errors import InvalidState
 from apps.ledger.amounts import format_amount
 from apps.ledger.merkle import EMPTY_ROOT
 from apps.ledger.models import Asset, JournalBlock
-from apps.ledger.reconciliation import ROW_LIMIT
+from apps.ledger.reconciliation import ROW_LIMIT, Scope
 from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.selectors import customer_balances_not_matching_postings
 from apps.ledger.signing import sign
-from apps.wallets.custody import get_adapter
+from apps.wallets.checks import custody_view
 from apps.wallets.custody.base import CustodyError
 
 from .balances import user_balances_at_latest_block
@@ -62,7 +63,7 @@ def liabilities_snapshot_take() -> LiabilitySnapshot:
                 for user_id, balances in user_balances_at_latest_block(assets)
             ]
         )
-        custody, custody_error = _custody_holdings(assets)
+        custody, custody_in_flight, custody_error = _custody_holdings(assets)
         with connection.cursor() as cursor:
             cursor.execute("SELECT nextval(pg_get_serial_sequence('proofs_liabilitysnapshot', 'id'))")
             snapshot_id = cursor.fetchone()[0]
@@ -96,6 +97,7 @@ def liabilities_snapshot_take() -> LiabilitySnapshot:
             signature=sign(key.private_key, digest),
             key=key.row,
             custody_holdings=custody,
+            custody_in_flight=custody_in_flight,
             custody_error=custody_error,
         )
 
@@ -123,14 +125,20 @@ def _balances_match_postings() -> None:
         )
 
 
-def _custody_holdings(assets: list[Asset]) -> tuple[dict[str, str] | None, str]:
-    """What the custody provider reports holding, ``{code: amount}``, or ``None`` and why not."""
+def _custody_holdings(assets: list[Asset]) -> tuple[dict[str, str] | None, dict[str, str] | None, str]:
+    """What the custody provider reports holding and what of it is in flight (invariant 5's, in this read), each
+    ``{code: amount}``, or ``None``, ``None`` and why not (break-it review: a withdrawal custody had sent but the ledger
+    not yet completed showed as "liabilities exceed custody" on healthy books)."""
     try:
-        reported = get_adapter().holdings()
+        view = custody_view(Scope(assets=tuple(assets), filtered=False))
     except CustodyError as exc:
-        return None, str(exc)
+        return None, None, str(exc)
     decimals = {asset.code: asset.decimals for asset in assets}
-    return {code: format_amount(amount, decimals.get(code, 18)) for code, amount in sorted(reported.items())}, ""
+    holdings = {code: format_amount(amount, decimals.get(code, 18)) for code, amount in sorted(view.reported.items())}
+    in_flight = {
+        asset.code: format_amount(view.in_flight.get(asset.id, Decimal(0)), asset.decimals) for asset in assets
+    }
+    return holdings, in_flight, ""
 
 
 def _leaves_write(snapshot_id: int, ordered: list[Leaf]) -> None:

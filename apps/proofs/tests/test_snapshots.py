@@ -233,3 +233,33 @@ def test_a_negative_balance_is_a_clean_refusal_not_a_traceback(funded, btc):
         call_command("liabilities_snapshot")
 
     assert not LiabilitySnapshot.objects.exists()
+
+
+def test_a_withdrawal_custody_has_sent_is_no_shortfall_on_the_solvency_screen(db, usdt, btc, user):
+    """Break-it review: a snapshot taken while a withdrawal was in flight (custody had sent the coins, the ledger still
+    held them for the customer) flagged "LIABILITIES EXCEED CUSTODY" on healthy books."""
+    from apps.proofs.selectors import snapshot_solvency
+    from apps.wallets.custody.simnet import new_address
+    from apps.wallets.services import withdrawal_request, withdrawal_submit
+    from apps.wallets.tests.factories import book_address, deposit_through_custody
+
+    Asset.objects.filter(pk=btc.pk).update(withdrawal_auto_approve_limit=Decimal(1), withdrawal_daily_limit=Decimal(1))
+    deposit_through_custody(user, btc, "0.5")
+    address = book_address(user, btc, new_address()).address
+    withdrawal = withdrawal_request(user_id=user.id, asset_code="BTC", amount="0.3", address=address)
+    withdrawal_submit(withdrawal_id=withdrawal.pk)  # custody sends it; its completion is not recorded yet
+    journal_seal()
+
+    snapshot = liabilities_snapshot_take()
+
+    [btc_row, usdt_row] = snapshot_solvency(snapshot)
+    network_fee = Decimal(snapshot.custody_in_flight["BTC"]) - Decimal("0.3")
+    assert Decimal(snapshot.custody_holdings["BTC"]) == Decimal("0.2") - network_fee
+    assert (btc_row.asset, btc_row.liabilities, btc_row.custody, btc_row.short) == (
+        "BTC",
+        Decimal("0.5"),
+        Decimal("0.5"),
+        False,
+    )
+    assert snapshot.custody_in_flight == {"BTC": snapshot.custody_in_flight["BTC"], "USDT": "0.000000"}
+    assert not usdt_row.short
