@@ -11,6 +11,7 @@ from apps.ledger.models import AccountKind, EntryReason
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.services import Leg, system_account, user_account
 from apps.ledger.tests.forgery import backing_failures, flagged_entries, forge, system_to_user
+from apps.ledger.tests.seal_helpers import as_superuser_without_triggers
 
 
 @pytest.fixture
@@ -83,6 +84,24 @@ def test_an_approved_adjustment_whose_legs_changed_after_posting_is_flagged(adju
         )
 
     assert flagged_entries(reconcile()) == {approved.entry_id: "the postings are not the adjustment's legs"}
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        "UPDATE ledger_journalentry SET metadata = jsonb_set(metadata, '{memo}', '\"rewritten\"') WHERE id = %s",
+        "UPDATE ledger_journalentry SET created_by_id = (SELECT created_by_id FROM backoffice_adjustment a "
+        "WHERE a.entry_id = ledger_journalentry.id) WHERE id = %s",
+    ],
+    ids=["memo", "approver"],
+)
+def test_an_adjustment_entry_whose_memo_or_approver_was_rewritten_is_flagged(adjustments, rewrite):
+    """Break-it review: the memo and the approver (``created_by``) of a posted adjustment were rewritten past the
+    triggers; the seal's digest covers neither (PROOFS.md section 1), and reconcile passed."""
+    approved = adjustments["approved"]
+    as_superuser_without_triggers((rewrite, [approved.entry_id]))
+
+    assert flagged_entries(reconcile()) == {approved.entry_id: "not posted by the adjustment's approver with its memo"}
 
 
 def test_an_adjustment_of_a_small_amount_written_with_an_exponent_is_backed(operator, approver, user, btc):
