@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Generic, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django_otp import devices_for_user
@@ -393,7 +393,8 @@ def fee_change_draft(
     (:func:`apps.orders.services.fee_rate_parse`) and again when applied. Audited.
     Raises :class:`DomainError` (memo, kind, a missing field),
     :class:`~apps.orders.errors.InvalidFeeRate`, :class:`NotFound` (schedule, user),
-    :class:`PermissionDenied` (what the author pays: their own tier, or the rates of their schedule).
+    :class:`PermissionDenied` (what the author pays: their own tier, or the rates of their schedule),
+    :class:`InvalidState` (a change of the same thing awaits a decision: :func:`_pending_fee_change_refuse`).
     """
     memo = reason_checked(memo, field="memo")
     if kind not in FeeChangeKind.values:
@@ -424,6 +425,7 @@ def fee_change_draft(
     if _own_fees_changed(kind, fields.get("schedule_id"), fields.get("user_id"), author_id):
         field_name = "user" if kind == FeeChangeKind.ASSIGN_TIER else "schedule"
         raise PermissionDenied(_OWN_FEES, fields={field_name: _OWN_FEES})
+    _pending_fee_change_refuse(kind, fields.get("schedule_id"), fields.get("user_id"), fields.get("name", ""))
     change = FeeChange.objects.create(**fields)
     audit_record(
         actor_id=author_id,
@@ -434,6 +436,25 @@ def fee_change_draft(
         after=_fee_change_state(change),
     )
     return change
+
+
+def _pending_fee_change_refuse(kind: str, schedule_id: int | None, user_id: int | None, name: str) -> None:
+    """Raise :class:`InvalidState` when a change of the same thing awaits a decision: the rates of ``schedule_id``, the
+    default, the tier of ``user_id``, a schedule named ``name`` (break-it review: two rate changes of one schedule were
+    both approved, the older last, which silently undid the newer). Drafts of one kind are serialised by a transaction
+    advisory lock, so two at once cannot both pass."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"fee_change:{kind}"])
+    pending = FeeChange.objects.filter(status=ChangeStatus.DRAFT, kind=kind)
+    if kind == FeeChangeKind.RATES:
+        pending = pending.filter(schedule_id=schedule_id)
+    elif kind == FeeChangeKind.ASSIGN_TIER:
+        pending = pending.filter(user_id=user_id)
+    elif kind == FeeChangeKind.CREATE:
+        pending = pending.filter(name=name)
+    first = pending.order_by("id").first()
+    if first is not None:
+        raise InvalidState(f"Fee change #{first.id} of the same already awaits a decision: decide it first.")
 
 
 def _required(value, field: str):

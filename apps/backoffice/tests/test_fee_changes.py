@@ -1,5 +1,6 @@
 """Hole 5: fee schedule changes follow maker-checker, need the approver's second factor and are capped."""
 
+import threading
 from decimal import Decimal
 
 import pytest
@@ -304,3 +305,75 @@ def test_a_draft_missing_what_its_kind_needs_is_refused_on_the_form(client, oper
         response = client.post(ADD, form)
         assert response.status_code == 200 and field_error in response.content.decode(), form
     assert not FeeChange.objects.exists()
+
+
+def test_one_change_of_a_schedules_rates_awaits_a_decision_at_a_time(client, operator, approver, default_schedule):
+    """Break-it review: two rate changes of one schedule were both drafted and approved, the older last, which
+    silently undid the newer; the page showed only the rates asked for."""
+    first = fee_change_draft(
+        author_id=operator.id,
+        kind="rates",
+        memo="t1",
+        schedule_id=default_schedule.id,
+        maker_rate="0.002",
+        taker_rate="0.002",
+    )
+    with pytest.raises(InvalidState, match=f"Fee change #{first.id} of the same already awaits a decision"):
+        fee_change_draft(
+            author_id=operator.id,
+            kind="rates",
+            memo="t2",
+            schedule_id=default_schedule.id,
+            maker_rate="0.003",
+            taker_rate="0.003",
+        )
+    login_with_second_factor(client, approver)
+    page = client.get(f"/admin/backoffice/feechange/{first.id}/change/").content.decode()
+    assert "0.00200000 (now 0.00100000)" in page
+
+    fee_change_reject(change_id=first.id, approver_id=approver.id, note="not this quarter")
+    second = fee_change_draft(
+        author_id=operator.id,
+        kind="rates",
+        memo="t2",
+        schedule_id=default_schedule.id,
+        maker_rate="0.003",
+        taker_rate="0.003",
+    )
+    assert FeeChange.objects.filter(status=ChangeStatus.DRAFT).get() == second
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_drafts_of_the_same_change_at_once_leave_one(default_fees):
+    from django.db import connection
+
+    from apps.ledger.tests.factories import UserFactory
+
+    operator = UserFactory(is_staff=True)  # the groups are the migrations' rows, which transactional tests empty
+    barrier, outcomes = threading.Barrier(2), []
+
+    def draft(rate: str) -> None:
+        try:
+            barrier.wait(timeout=30)
+            fee_change_draft(
+                author_id=operator.id,
+                kind="rates",
+                memo="race",
+                schedule_id=default_fees.id,
+                maker_rate=rate,
+                taker_rate=rate,
+            )
+            outcomes.append("drafted")
+        except InvalidState:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=draft, args=(rate,)) for rate in ("0.002", "0.003")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted(outcomes) == ["drafted", "refused"]
+    assert FeeChange.objects.filter(status=ChangeStatus.DRAFT).count() == 1
