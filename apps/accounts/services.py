@@ -21,6 +21,7 @@ from django.utils import timezone
 from apps.audit.services import audit_record
 from apps.core.addresses import address_validate
 from apps.core.errors import DomainError, InvalidAddress, NotFound, PermissionDenied
+from apps.core.reasons import hidden_characters_refuse
 
 from .errors import PasswordChanged, TooManyApiKeys
 from .events import api_key_created
@@ -81,6 +82,7 @@ def api_key_create(
     after it (break-it review: 19 keys made while a reset committed outlived it).
     """
     name = name.strip() if isinstance(name, str) else ""
+    hidden_characters_refuse(name, field="name")  # its own message (break-it review: "\u202e" was "1 to 100")
     if not name or len(name) > 100 or not name.isprintable():
         raise DomainError("A name of 1 to 100 characters is required.", fields={"name": "1 to 100 characters."})
     unknown = set(scopes) - set(Scope.values)

@@ -9,14 +9,18 @@ import unicodedata
 from .errors import DomainError
 
 MAX_REASON_LENGTH = 500
-HIDDEN = frozenset({"Cc", "Cf", "Cs"})  # Unicode categories: control, format (bidi overrides, zero widths), surrogate
+# Unicode categories: control, format (bidi overrides, zero widths), surrogate, line and paragraph separators.
+HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+# Letters and symbols that render as nothing (break-it review: a reason of U+3164 alone was accepted and audited as
+# blank): the Hangul fillers and the blank Braille pattern.
+BLANK_LOOKING = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
 
 def reason_checked(reason, *, field: str = "reason") -> str:
     """``reason`` without its surrounding whitespace. Raises :class:`DomainError` naming ``field`` when it is not a
-    string, blank, longer than :data:`MAX_REASON_LENGTH` characters, or holds a control or format character other
-    than a line break or tab (Unicode categories Cc, Cf, Cs: PostgreSQL text cannot store NUL, and the others, such as
-    a right-to-left override or a zero-width space, hide or disguise what the customer or auditor reads)."""
+    string, blank, longer than :data:`MAX_REASON_LENGTH` characters, or holds a hidden character
+    (:func:`hidden_characters_refuse`: PostgreSQL text cannot store NUL, and the others, such as a right-to-left
+    override, a zero-width space or a Hangul filler, hide or disguise what the customer or auditor reads)."""
     if not isinstance(reason, str) or not reason.strip():
         raise DomainError("A reason is required.", fields={field: "A reason is required."})
     reason = reason.strip()
@@ -29,7 +33,11 @@ def reason_checked(reason, *, field: str = "reason") -> str:
 
 def hidden_characters_refuse(text: str, *, field: str) -> None:
     """Raise :class:`DomainError` naming ``field`` when ``text`` holds a control or format character other than a
-    line break or tab (Unicode categories Cc, Cf, Cs; see :func:`reason_checked`)."""
-    if any(unicodedata.category(character) in HIDDEN and character not in "\n\r\t" for character in text):
+    line break or tab, a line or paragraph separator (Unicode categories Cc, Cf, Cs, Zl, Zp; see :func:`reason_checked`)
+    or a character that renders as nothing (:data:`BLANK_LOOKING`)."""
+    if any(
+        (unicodedata.category(character) in HIDDEN or character in BLANK_LOOKING) and character not in "\n\r\t"
+        for character in text
+    ):
         message = "Control and invisible formatting characters are not allowed."
         raise DomainError(message, fields={field: message})

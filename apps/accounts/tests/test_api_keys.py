@@ -155,6 +155,17 @@ def test_bad_token_requests_name_the_field_and_mint_nothing(api, alice, body, fi
     assert not ApiKey.objects.exists()
 
 
+def test_a_key_name_with_a_hidden_character_is_refused_saying_so(api, alice):
+    """Break-it review: a right-to-left override in a key's name was refused as "A name of 1 to 100 characters"."""
+    response = log_in(api, name="bot\u202egnp.exe")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"] == {
+        "name": "Control and invisible formatting characters are not allowed."
+    }
+    assert not ApiKey.objects.exists()
+
+
 # Expiry and IP allow-lists --------------------------------------------------------------------------
 
 

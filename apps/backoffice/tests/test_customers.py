@@ -254,7 +254,12 @@ def test_a_withdrawal_approved_before_the_block_waits_in_the_queue_where_it_can_
     )
 
 
-@pytest.mark.parametrize("reason", ["fraud\x00review", "fraud\x1b[2Jreview", "ok\u202etxt.exe", "\u200b\u200b"])
+@pytest.mark.parametrize(
+    "reason",
+    # Break-it review: a reason of U+3164 (a Hangul filler, a letter that renders as nothing) was accepted and audited
+    # as blank, and U+2028 (a line separator) passed too.
+    ["fraud\x00review", "fraud\x1b[2Jreview", "ok\u202etxt.exe", "\u200b\u200b", "\u3164", "a\u2028b", "\u2800\u2800"],
+)
 def test_a_reason_with_a_control_character_is_refused_and_nothing_is_written(client, operator, customer, reason):
     client.force_login(operator)
 
