@@ -8,6 +8,8 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.shortcuts import redirect, render
 
 from apps.core.errors import DomainError
+from apps.ledger.admin import amount_column
+from apps.ledger.amounts import format_exact
 from apps.ledger.forms import PlainAmountFormField
 from apps.orders.models import Market
 
@@ -45,14 +47,17 @@ class MarketChangeAdmin(DraftDecisionAdmin):
         "id",
         "created_at",
         "market",
-        "min_qty",
-        "max_qty",
-        "min_notional",
+        "min_qty_display",
+        "max_qty_display",
+        "min_notional_display",
         "market_order_price_band",
         "status",
     )
     list_filter = ("status", "market")
-    list_select_related = ("market",)
+    list_select_related = page_related
+    min_qty_display = amount_column("min_qty", lambda change: change.market.base, "min quantity", exact=True)
+    max_qty_display = amount_column("max_qty", lambda change: change.market.base, "max quantity", exact=True)
+    min_notional_display = amount_column("min_notional", lambda change: change.market.quote, "min notional", exact=True)
     change_form_template = "admin/backoffice/marketchange/change_form.html"
 
     def has_add_permission(self, request, obj=None):
@@ -98,12 +103,13 @@ class MarketChangeAdmin(DraftDecisionAdmin):
         market = Market.objects.filter(id=market_id).first() if market_id.isdigit() else None
         if market is None:
             return {}
-        return {
+        band = market.market_order_price_band
+        return {  # plain decimals: Decimal.normalize() writes 1000 as 1E+3, which the form refuses (break-it review)
             "market": market.id,
-            "min_qty": market.min_qty.normalize(),
-            "max_qty": market.max_qty.normalize(),
-            "min_notional": market.min_notional.normalize(),
-            "market_order_price_band": market.market_order_price_band,
+            "min_qty": format_exact(market.min_qty),
+            "max_qty": format_exact(market.max_qty),
+            "min_notional": format_exact(market.min_notional),
+            "market_order_price_band": None if band is None else format_exact(band),
         }
 
     def approve(self, *, change_id: int, approver_id: int) -> MarketChange:

@@ -116,17 +116,27 @@ def test_another_approver_with_the_second_factor_applies_the_change(client, oper
     )
 
 
-def test_the_market_page_starts_the_draft_from_its_filters(client, operator, btc_usdt):
+def test_the_market_page_starts_the_draft_from_its_filters_and_an_untouched_one_is_accepted(client, operator, btc_usdt):
+    """Break-it review: 1000 was filled in as 1E+3, which the form then refused as not a plain decimal."""
+    btc_usdt.market_order_price_band = D("5")
+    btc_usdt.save(update_fields=["market_order_price_band"])
     client.force_login(operator)
     form = client.get(f"{ADD}?market={btc_usdt.id}").context["form"]
-    assert {name: form.initial[name] for name in ("market", *FILTERS)} == {
+    shown = {name: form[name].value() for name in ("market", *FILTERS)}
+    assert shown == {
         "market": btc_usdt.id,
-        "min_qty": D("0.0001"),
-        "max_qty": D("1000"),
-        "min_notional": D("1"),
-        "market_order_price_band": None,
+        "min_qty": "0.0001",
+        "max_qty": "1000",
+        "min_notional": "1",
+        "market_order_price_band": "5",
     }
     assert client.get(f"{ADD}?market=x").context["form"].initial == {}
+
+    drafted = client.post(ADD, {**shown, "min_notional": "2", "memo": "ticket 9"})
+    assert drafted.status_code == 302
+    assert (MarketChange.objects.get().max_qty, MarketChange.objects.get().min_notional) == (D("1000"), D("2"))
+    listed = client.get("/admin/backoffice/marketchange/").content.decode()
+    assert "0.000100000000000000" not in listed and "0.0001" in listed
 
 
 @pytest.mark.parametrize(
