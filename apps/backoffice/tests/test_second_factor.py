@@ -47,6 +47,27 @@ def test_operators_who_cannot_approve_need_no_second_factor(client, operator):
     assert client.get("/admin/").status_code == 200
 
 
+def test_every_approval_permission_asks_for_the_second_factor(client, operator):
+    """Break-it review: a user who may approve only market changes was never asked to enrol, so could never approve;
+    every ``approve_*`` permission there is counts, alone."""
+    from django.contrib.auth.models import Permission
+
+    from apps.backoffice.second_factor import APPROVER_PERMISSIONS
+
+    approvals = {
+        f"{app_label}.{codename}"
+        for app_label, codename in Permission.objects.filter(codename__startswith="approve_").values_list(
+            "content_type__app_label", "codename"
+        )
+    }
+    assert approvals == set(APPROVER_PERMISSIONS)
+    market_changes = Permission.objects.get(codename="approve_marketchange")
+    operator.user_permissions.add(market_changes)
+    client.force_login(operator)
+    response = client.get("/admin/")
+    assert response.status_code == 302 and response.url.startswith("/admin/second-factor/")
+
+
 def test_the_next_parameter_cannot_send_an_approver_elsewhere(client, approver):
     client.force_login(approver)
     client.get("/admin/second-factor/")
