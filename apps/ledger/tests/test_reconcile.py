@@ -225,3 +225,10 @@ def test_unknown_asset_is_a_usage_error_not_a_failed_invariant(db):
     with pytest.raises(CommandError, match="Unknown asset DOGE") as refused:
         call_command("reconcile", "--asset", "DOGE")
     assert refused.value.returncode == 2
+
+
+def test_asset_given_twice_is_a_usage_error_not_a_check_of_the_last_one(db, btc, usdt):
+    """Break-it review: ``--asset BTC --asset ETH`` checked ETH only and exited 0."""
+    with pytest.raises(CommandError, match="Give --asset once") as refused:
+        call_command("reconcile", "--asset", "BTC", "--asset", "USDT")
+    assert refused.value.returncode == 2

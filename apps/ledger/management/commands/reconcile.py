@@ -14,11 +14,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="print the report as JSON")
-        parser.add_argument("--asset", metavar="CODE", help="check one asset only")
+        parser.add_argument("--asset", metavar="CODE", action="append", help="check one asset only")
 
     def handle(self, *args, **options):
+        assets = options["asset"] or [None]
+        if len(assets) > 1:  # argparse kept the last one silently (break-it review: BTC went unchecked, exit 0)
+            raise CommandError("Give --asset once: one asset, or leave it out for every asset.", returncode=2)
         try:
-            report = reconcile(asset_code=options["asset"])
+            report = reconcile(asset_code=assets[0])
         except NotFound as exc:
             raise CommandError(exc.message, returncode=2) from None
         if options["json"]:
