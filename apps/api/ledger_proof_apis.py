@@ -13,7 +13,14 @@ from apps.api.base import ScopedApiView, path_id, whole_number
 from apps.api.fields import ApiTime
 from apps.core.errors import NotFound
 from apps.ledger.seal.keys import public_keys
-from apps.ledger.seal.selectors import block_served, entry_proof, journal_block, journal_head, sees_every_entry
+from apps.ledger.seal.selectors import (
+    block_served,
+    entry_proof,
+    journal_block,
+    journal_head,
+    second_factor_missing,
+    sees_every_entry,
+)
 from exchange.converters import MAX_ID
 
 
@@ -113,4 +120,8 @@ class EntryProofApi(ScopedApiView):
     @extend_schema(responses=EntryProofOut)
     def get(self, request, id: str):
         entry_id = path_id(id, what="entry")
-        return Response(entry_proof(entry_id, user_id=request.user.id, is_staff=sees_every_entry(request.user)))
+        user = request.user
+        proof = entry_proof(
+            entry_id, user_id=user.id, is_staff=sees_every_entry(user), unconfirmed_staff=second_factor_missing(user)
+        )
+        return Response(proof)

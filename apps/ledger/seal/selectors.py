@@ -1,6 +1,6 @@
 """Reads behind the proof endpoints of PROOFS.md section 1: blocks, keys, an entry's inclusion proof."""
 
-from apps.core.errors import InvalidState, NotFound
+from apps.core.errors import InvalidState, NotFound, PermissionDenied
 
 from ..merkle import audit_path
 from ..models import BlockEntry, JournalBlock, JournalEntry, Posting
@@ -46,6 +46,14 @@ def sees_every_entry(user) -> bool:
     return bool(user.is_staff and user.has_perm(ENTRY_VIEW_PERMISSION) and is_verified is not None and is_verified())
 
 
+def second_factor_missing(user) -> bool:
+    """Whether ``user`` is staff with :data:`ENTRY_VIEW_PERMISSION` who would see every entry's proof
+    (:func:`sees_every_entry`) but for a session confirmed with the second factor (an API key never is)."""
+    is_verified = getattr(user, "is_verified", None)
+    verified = is_verified is not None and is_verified()
+    return bool(user.is_staff and user.has_perm(ENTRY_VIEW_PERMISSION) and not verified)
+
+
 def entry_visible_to(entry_id: int, *, user_id: int, is_staff: bool) -> bool:
     """Whether the entry exists and the user may see it: ``is_staff`` (:func:`sees_every_entry`), or a posting of it
     is on one of the user's accounts."""
@@ -54,15 +62,22 @@ def entry_visible_to(entry_id: int, *, user_id: int, is_staff: bool) -> bool:
     return Posting.objects.filter(entry_id=entry_id, account__owner_id=user_id).exists()
 
 
-def entry_proof(entry_id: int, *, user_id: int, is_staff: bool) -> dict:
+def entry_proof(entry_id: int, *, user_id: int, is_staff: bool, unconfirmed_staff: bool = False) -> dict:
     """The entry's inclusion proof: ``{"entry": E, "block": B, "block_hash", "signature", "key_id",
     "leaf_index", "tree_size", "audit_path": [hex, ...]}`` (RFC 6962 audit path, leaf to root).
 
     Raises :class:`NotFound` when the entry does not exist or the user may not see it (the
-    same answer, so ids of others' entries leak nothing), :class:`InvalidState` while the
-    entry is not sealed yet.
+    same answer, so ids of others' entries leak nothing), :class:`PermissionDenied` for another customer's entry when
+    ``unconfirmed_staff`` (:func:`second_factor_missing`: staff who would see it with the second factor; break-it
+    review: told "No entry", an auditor took the entry for missing), :class:`InvalidState` while the entry is not
+    sealed yet.
     """
     if not entry_visible_to(entry_id, user_id=user_id, is_staff=is_staff):
+        if unconfirmed_staff and JournalEntry.objects.filter(id=entry_id).exists():
+            raise PermissionDenied(
+                "Another customer's entry needs a back-office session confirmed with your second factor "
+                "(log in at /admin/ and give its code), never an API key."
+            )
         raise NotFound(f"No entry {entry_id}.", fields={"id": "No such entry."})
     member = BlockEntry.objects.filter(entry_id=entry_id).select_related("block").first()
     if member is None:
