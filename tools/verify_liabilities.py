@@ -35,7 +35,7 @@ path (RFC 9162 section 2.1.3.2) from ``leaf_index`` in a tree of ``tree_size`` (
 block's ``entries_root``, and ``block_hash`` must be ``SHA256(canon(block))``, signed with a published key. Keep
 the block's hash: a later ``GET /api/v1/proofs/journal/blocks/<height>/`` must show the same (blocks are chained).
 
-Exit status 0 when the proof holds, 1 with the reason when it does not.
+Exit status 0 when the proof holds, 1 with the reason when it does not, 2 for a usage error (a bad argument).
 """
 
 import argparse
@@ -505,7 +505,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("proof", help="the proof JSON file downloaded from the exchange")
     parser.add_argument("--keys", required=True, help="the keys endpoint URL, or a saved copy of its JSON")
     parser.add_argument(
-        "--expect", action="append", default=[], metavar="CODE=AMOUNT", help="your balance of an asset (liabilities)"
+        "--expect",
+        action="append",
+        default=[],
+        type=_expectation,
+        metavar="CODE=AMOUNT",
+        help="your balance of an asset (liabilities)",
     )
     parser.add_argument(
         "--user-id",
@@ -536,18 +541,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _liabilities_report(proof: dict, balances: list[str], expected: list[str], user_id: int | None) -> list[str]:
+def _liabilities_report(
+    proof: dict, balances: list[str], expected: list[tuple[str, str, decimal.Decimal]], user_id: int | None
+) -> list[str]:
     """What a verified proof of liabilities shows; raises :class:`Refused` for a balance not as ``expected`` or a
     leaf of another user than ``user_id``. The leaf's user id is the customer's anchor: without it, an exchange
     could hand two customers with the same balances one leaf, and leave the other's liability out of the tree."""
     if user_id is not None and proof["user_id"] != user_id:
         raise Refused(f"this proof is of user {proof['user_id']}, not of user {user_id}: it is not your leaf")
     mine = {a["code"]: b for a, b in zip(proof["snapshot"]["assets"], balances, strict=True)}
-    for expectation in expected:
-        code, _, amount = expectation.partition("=")
+    for code, amount, value in expected:
         if code not in mine:
             raise Refused(f"the snapshot has no asset {code!r} (its assets: {', '.join(mine)})")
-        if decimal.Decimal(mine[code]) != _amount(amount):
+        if decimal.Decimal(mine[code]) != value:
             raise Refused(f"your {code} balance in the snapshot is {mine.get(code)}, not {amount}")
     snapshot = proof["snapshot"]
     return [
@@ -579,16 +585,18 @@ def _entry_report(proof: dict, entry: dict) -> list[str]:
     ]
 
 
-def _amount(text: str) -> decimal.Decimal:
-    """``--expect``'s amount as a number: ``12``, ``12.000000`` and ``1,012.5`` (as the wallet page shows it)
-    are compared by value, not as text. Raises :class:`Refused` for anything that is not a number."""
+def _expectation(text: str) -> tuple[str, str, decimal.Decimal]:
+    """``--expect CODE=AMOUNT`` as ``(code, amount as typed, amount as a number)``: ``12``, ``12.000000`` and
+    ``1,012.5`` (as the wallet page shows it) are compared by value, not as text. Anything else is a usage error
+    (exit 2, as argparse's own: a typo, not a verdict on the proof)."""
+    code, equals, amount = text.partition("=")
     try:
-        value = decimal.Decimal(text.replace(",", ""))
+        value = decimal.Decimal(amount.replace(",", ""))
     except decimal.InvalidOperation:
-        raise Refused(f"{text!r} is not an amount") from None
-    if not value.is_finite():
-        raise Refused(f"{text!r} is not an amount")
-    return value
+        value = None
+    if not code or not equals or value is None or not value.is_finite():
+        raise argparse.ArgumentTypeError(f"{text!r} is not CODE=AMOUNT, such as BTC=0.5")
+    return code, amount, value
 
 
 if __name__ == "__main__":

@@ -73,7 +73,9 @@ def test_the_downloaded_proof_verifies_with_the_standalone_program(snapshot, fun
     )
     # Compared as numbers, as the wallet page shows them (trimmed): 0.5 is 0.50000000; 12 is 12.000000.
     assert run("--expect", "BTC=0.5", "--expect", "USDT=12").returncode == 0
-    assert run("--expect", "BTC=half").stdout == "REFUSED: 'half' is not an amount\n"
+    # A typo is a usage error, exit 2, not the refusal of a proof (break-it review: both exited 1).
+    typo = run("--expect", "BTC=half")
+    assert (typo.returncode, typo.stdout) == (2, "") and "'BTC=half' is not CODE=AMOUNT, such as BTC=0.5" in typo.stderr
     assert run("--expect", "ETH=1").stdout == "REFUSED: the snapshot has no asset 'ETH' (its assets: BTC, USDT)\n"
     doubled = download.content.decode().replace('"balances":', '"balances":["9.00000000","0.000000"],"balances":', 1)
     (tmp_path / "proof.json").write_text(doubled)  # a parser keeping the first value would show 9 BTC
