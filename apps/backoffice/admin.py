@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from apps.accounts.selectors import account_restriction, withdrawal_hold
 from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError
+from apps.core.reasons import hidden_characters_shown
 from apps.ledger.admin import ReadOnlyAdmin, amount_column
 from apps.ledger.amounts import format_exact, parse_amount
 from apps.ledger.models import Account, AccountKind, Asset
@@ -276,12 +277,13 @@ class AdjustmentAdmin(ReadOnlyAdmin):
 
 
 def _plain(value) -> str:
-    """A recorded value as an operator reads it: decimals plainly (``0E-18`` -> ``0``), lists joined, JSON else."""
+    """A recorded value as an operator reads it: decimals plainly (``0E-18`` -> ``0``), lists joined, JSON else; hidden
+    characters as their escapes (:func:`~apps.core.reasons.hidden_characters_shown`)."""
     if isinstance(value, str):
         try:
             number = Decimal(value)
         except InvalidOperation:
-            return value
+            return hidden_characters_shown(value)
         return format_exact(number) if number.is_finite() else value
     if isinstance(value, list):
         return ", ".join(_plain(item) for item in value) or "—"

@@ -41,3 +41,15 @@ def hidden_characters_refuse(text: str, *, field: str) -> None:
     ):
         message = "Control and invisible formatting characters are not allowed."
         raise DomainError(message, fields={field: message})
+
+
+def hidden_characters_shown(text: str) -> str:
+    """``text`` with each hidden character :func:`hidden_characters_refuse` refuses (tabs and line breaks stay) written
+    as its escape (``\\u001b``), for screens that show what was recorded as it was: an operator reads a failed log-in
+    as ``op\\u001berator``, not as ``operator`` (break-it review)."""
+    return "".join(
+        f"\\u{ord(character):04x}"
+        if (unicodedata.category(character) in HIDDEN or character in BLANK_LOOKING) and character not in "\n\r\t"
+        else character
+        for character in text
+    )

@@ -77,3 +77,17 @@ def test_the_audit_log_links_a_customers_rows_to_the_customer_screen(client, ope
     page = client.get("/admin/audit/auditlogentry/?action=login_failed").content.decode()
 
     assert f'<a href="/admin/backoffice/customer/{customer.id}/change/">auth.user {customer.id}</a>' in page
+
+
+def test_a_failed_log_in_with_hidden_characters_is_shown_with_them_escaped(db, admin_client):
+    """Break-it review: a failed log-in as ``op\\x1berator`` was recorded as it was but shown as ``operator``."""
+    UserFactory(username="operator")
+    Client(REMOTE_ADDR="198.51.100.9").post("/accounts/login/", {"username": "op\x1berator", "password": "wrong"})
+
+    row = AuditLogEntry.objects.get(action="login_failed")
+    page = admin_client.get(f"/admin/audit/auditlogentry/{row.id}/change/").content.decode()
+    listing = admin_client.get("/admin/audit/auditlogentry/").content.decode()
+
+    assert row.after["username"] == "op\x1berator"
+    assert "op\\u001berator" in page and "op\\u001berator" in listing
+    assert "op\x1berator" not in page + listing
