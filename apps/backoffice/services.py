@@ -445,14 +445,14 @@ def _pending_fee_change_refuse(kind: str, schedule_id: int | None, user_id: int 
     advisory lock, so two at once cannot both pass."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"fee_change:{kind}"])
-    pending = FeeChange.objects.filter(status=ChangeStatus.DRAFT, kind=kind)
+    same: dict[str, object] = {}  # make_default: any pending one is the same change
     if kind == FeeChangeKind.RATES:
-        pending = pending.filter(schedule_id=schedule_id)
+        same = {"schedule_id": schedule_id}
     elif kind == FeeChangeKind.ASSIGN_TIER:
-        pending = pending.filter(user_id=user_id)
+        same = {"user_id": user_id}
     elif kind == FeeChangeKind.CREATE:
-        pending = pending.filter(name=name)
-    first = pending.order_by("id").first()
+        same = {"name": name}
+    first = FeeChange.objects.filter(status=ChangeStatus.DRAFT, kind=kind, **same).order_by("id").first()
     if first is not None:
         raise InvalidState(f"Fee change #{first.id} of the same already awaits a decision: decide it first.")
 

@@ -307,39 +307,25 @@ def test_a_draft_missing_what_its_kind_needs_is_refused_on_the_form(client, oper
     assert not FeeChange.objects.exists()
 
 
+def draft_rates(author, schedule, rate: str, memo: str = "t") -> FeeChange:
+    """A drafted change of ``schedule``'s maker and taker rates, both to ``rate``."""
+    return fee_change_draft(
+        author_id=author.id, kind="rates", memo=memo, schedule_id=schedule.id, maker_rate=rate, taker_rate=rate
+    )
+
+
 def test_one_change_of_a_schedules_rates_awaits_a_decision_at_a_time(client, operator, approver, default_schedule):
     """Break-it review: two rate changes of one schedule were both drafted and approved, the older last, which
     silently undid the newer; the page showed only the rates asked for."""
-    first = fee_change_draft(
-        author_id=operator.id,
-        kind="rates",
-        memo="t1",
-        schedule_id=default_schedule.id,
-        maker_rate="0.002",
-        taker_rate="0.002",
-    )
+    first = draft_rates(operator, default_schedule, "0.002")
     with pytest.raises(InvalidState, match=f"Fee change #{first.id} of the same already awaits a decision"):
-        fee_change_draft(
-            author_id=operator.id,
-            kind="rates",
-            memo="t2",
-            schedule_id=default_schedule.id,
-            maker_rate="0.003",
-            taker_rate="0.003",
-        )
+        draft_rates(operator, default_schedule, "0.003")
     login_with_second_factor(client, approver)
     page = client.get(f"/admin/backoffice/feechange/{first.id}/change/").content.decode()
     assert "0.00200000 (now 0.00100000)" in page
 
     fee_change_reject(change_id=first.id, approver_id=approver.id, note="not this quarter")
-    second = fee_change_draft(
-        author_id=operator.id,
-        kind="rates",
-        memo="t2",
-        schedule_id=default_schedule.id,
-        maker_rate="0.003",
-        taker_rate="0.003",
-    )
+    second = draft_rates(operator, default_schedule, "0.003")
     assert FeeChange.objects.filter(status=ChangeStatus.DRAFT).get() == second
 
 
@@ -355,14 +341,7 @@ def test_two_drafts_of_the_same_change_at_once_leave_one(default_fees):
     def draft(rate: str) -> None:
         try:
             barrier.wait(timeout=30)
-            fee_change_draft(
-                author_id=operator.id,
-                kind="rates",
-                memo="race",
-                schedule_id=default_fees.id,
-                maker_rate=rate,
-                taker_rate=rate,
-            )
+            draft_rates(operator, default_fees, rate, memo="race")
             outcomes.append("drafted")
         except InvalidState:
             outcomes.append("refused")
