@@ -66,9 +66,9 @@ class CustodyView:
     """What the custody provider reports (``reported``: holdings by asset code) and, per asset id, what its holdings
     reflect that the ledger's custody balance does not yet (``in_flight``): the amount and network fee of each
     pending withdrawal custody reports sent or sending (accepted or completed: it left custody's wallet when custody
-    accepted it, the ledger's custody at its completion callback), plus the deposits the ledger holds and custody not
-    yet, less those custody holds and the ledger not yet (:func:`apps.wallets.selectors.deposits_in_flight`: custody
-    counts a deposit once it reports it confirmed, the ledger at the asset's confirmations; either may come first)."""
+    accepted it, the ledger's custody at its completion callback), less the deposits custody counts and the ledger not
+    yet (:func:`apps.wallets.selectors.deposits_in_flight`: custody counts a deposit from its first report, the
+    ledger at the asset's confirmations)."""
 
     reported: dict[str, Decimal]
     in_flight: dict[int, Decimal]

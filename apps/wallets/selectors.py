@@ -91,49 +91,34 @@ def withdrawals_at_custody(*, asset_ids: Iterable[int]) -> list[tuple[int, int]]
 
 
 def deposits_in_flight(*, asset_ids: Iterable[int]) -> dict[int, Decimal]:
-    """Per asset id, what the ledger's custody balance holds of deposits and custody's holdings do not yet, the
-    amount of each output once (invariant 5). Custody counts a deposit in its holdings once it reports it
-    ``confirmed``; the ledger credits it at the asset's ``confirmations_required``, which may come first:
+    """Per asset id, what custody's holdings count of deposits and the ledger's custody balance does not yet, each
+    output once, as a negative amount (invariant 5). Custody counts a deposit once it reports it (its first callback;
+    the custody adapter's holdings must say so), the ledger once it credits it at the asset's confirmations; in
+    between, the output is one custody reported and has not reported failed:
 
-    - plus each credited deposit custody has reported (its outputs' callbacks are in the inbox) but neither
-      ``confirmed`` nor ``failed`` yet (a failed one custody no longer holds, and is left to show as a difference);
-    - minus each output custody reported ``confirmed`` whose callback is stored but not processed, and whose deposit
-      is not credited (custody counts it, the ledger not yet).
+    - a deposit recorded from custody's reports and still ``pending``;
+    - an output whose report is stored in the inbox but not processed yet, with no deposit recorded (failed ones left
+      out).
 
-    Internal transfers (``internal-<id>``: no coins moved) and deposits custody never reported are not in flight."""
+    A deposit credited that custody never counted (a forged callback; coins custody no longer holds) is not in
+    flight: it shows as a difference."""
     asset_ids = list(asset_ids)
-
-    def reported(status: str | None = None):
-        events = CustodyEvent.objects.filter(
-            type=EventType.DEPOSIT, asset_id=OuterRef("asset_id"), txid=OuterRef("txid"), vout=OuterRef("vout")
-        )
-        return events if status is None else events.filter(status=status)
-
     totals: dict[int, Decimal] = {}
-    credited_early = (
-        Deposit.objects.filter(asset_id__in=asset_ids, status=DepositStatus.CREDITED)
-        .filter(Exists(reported()))
-        .exclude(Exists(reported(CustodyEventStatus.CONFIRMED)))
-        .exclude(Exists(reported(CustodyEventStatus.FAILED)))
-        .values_list("asset_id", "amount")
+    pending = Deposit.objects.filter(asset_id__in=asset_ids, status=DepositStatus.PENDING).values_list(
+        "asset_id", "amount"
     )
-    for asset_id, amount in credited_early:
-        totals[asset_id] = totals.get(asset_id, Decimal(0)) + amount
-    credited = Deposit.objects.filter(
-        asset_id=OuterRef("asset_id"), txid=OuterRef("txid"), vout=OuterRef("vout"), status=DepositStatus.CREDITED
-    )
-    confirmed_uncredited = (
-        CustodyEvent.objects.filter(
-            asset_id__in=asset_ids,
-            type=EventType.DEPOSIT,
-            status=CustodyEventStatus.CONFIRMED,
-            state=EventState.RECEIVED,
-        )
-        .exclude(Exists(credited))
+    recorded = Deposit.objects.filter(asset_id=OuterRef("asset_id"), txid=OuterRef("txid"), vout=OuterRef("vout"))
+    unrecorded = (
+        CustodyEvent.objects.filter(asset_id__in=asset_ids, type=EventType.DEPOSIT, state=EventState.RECEIVED)
+        .exclude(status=CustodyEventStatus.FAILED)
+        .exclude(Exists(recorded))
         .values_list("asset_id", "txid", "vout", "amount")
+        .order_by()  # no ordering columns in the DISTINCT: each output once
         .distinct()
     )
-    for asset_id, _, _, amount in confirmed_uncredited:
+    for asset_id, amount in pending:
+        totals[asset_id] = totals.get(asset_id, Decimal(0)) - amount
+    for asset_id, _, _, amount in unrecorded:
         totals[asset_id] = totals.get(asset_id, Decimal(0)) - amount
     return totals
 

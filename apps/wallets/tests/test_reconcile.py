@@ -24,7 +24,14 @@ from apps.wallets.services import (
     withdrawal_submit,
 )
 
-from .factories import book_address, deliver_custody_callbacks, deposit_through_custody, webhook_sender
+from .factories import (
+    book_address,
+    deliver_custody_callbacks,
+    deposit_payload,
+    deposit_through_custody,
+    signed,
+    webhook_sender,
+)
 
 
 def failed_checks(report) -> dict[str, list[dict]]:
@@ -175,32 +182,55 @@ def test_a_confirmed_deposit_stored_but_not_yet_credited_is_in_flight_not_a_fail
     )
 
 
-def test_a_deposit_credited_before_custody_reports_it_confirmed_is_in_flight_not_a_failure(user, btc):
-    """Break-it review: the ledger credits at the asset's confirmations (1) and custody counts a deposit once it
-    reports it confirmed (3 here): reconcile failed in between on healthy books."""
+def test_a_deposit_custody_reported_and_the_ledger_has_not_credited_yet_is_in_flight(user, btc):
+    """Custody counts a deposit from its first report, the ledger credits it at the asset's confirmations: in between
+    it is in flight (break-it reviews: counting it at custody's "confirmed" left windows both ways)."""
+    type(btc).objects.filter(pk=btc.pk).update(confirmations_required=3)
     custody = SimulatedCustody()
     address = deposit_address_get_or_create(user_id=user.id, asset=btc).address
     received = custody.deposit_receive(address=address, amount=Decimal("0.25"), confirmations=3, delay=0)
     callbacks = list(SimCallback.objects.filter(deposit=received).order_by("due_at", "id").values_list("pk", flat=True))
     custody.callbacks_deliver_due(callback_ids=callbacks[:2], send=webhook_sender())  # 0 and 1 confirmations
+    stored = reconcile()  # the reports stored, not processed: no deposit recorded yet
     for event in CustodyEvent.objects.filter(state=EventState.RECEIVED).order_by("id"):
         custody_event_process(event_pk=event.pk)
-    assert Deposit.objects.get().status == "credited"
+    assert Deposit.objects.get().status == "pending"
 
+    recorded = reconcile()
+
+    for report in (stored, recorded):
+        assert report.ok, failed_checks(report)
+        figures = report.assets["BTC"]
+        assert (figures["custody"], figures["custody_in_flight"], figures["custody_reported"]) == (
+            "0.00000000",
+            "-0.25000000",
+            "0.25000000",
+        )
+    deliver_custody_callbacks()  # 2, then 3 confirmations: credited
     report = reconcile()
-
-    assert report.ok, failed_checks(report)
-    figures = report.assets["BTC"]
-    assert (figures["custody"], figures["custody_in_flight"], figures["custody_reported"]) == (
-        "0.25000000",
+    assert report.ok and (report.assets["BTC"]["custody"], report.assets["BTC"]["custody_in_flight"]) == (
         "0.25000000",
         "0.00000000",
     )
-    custody.callbacks_deliver_due(callback_ids=callbacks[2:], send=webhook_sender())  # 2, then 3: confirmed
-    report = reconcile()  # custody counts it, its callback stored: nothing in flight, processed or not
-    assert report.ok and report.assets["BTC"]["custody_in_flight"] == "0.00000000"
+
+
+def test_a_deposit_credited_from_a_report_custody_never_counted_is_a_difference(client, user, btc):
+    """Break-it review: a signed report of coins custody never received was credited, and invariant 5 took it for in
+    flight for ever."""
+    address = deposit_address_get_or_create(user_id=user.id, asset=btc).address
+    assert webhook_sender(client)(*signed(deposit_payload(address, "1", txid="forged-1", confirmations=3))) == 200
     deliver_custody_callbacks()
-    assert reconcile().ok
+    assert Deposit.objects.get().status == "credited"
+
+    assert failed_checks(reconcile())["custody_matches_provider"] == [
+        {
+            "asset": "BTC",
+            "ledger_custody": "1.00000000",
+            "in_flight": "0.00000000",
+            "custody_reported": "0.00000000",
+            "difference": "1.00000000",
+        }
+    ]
 
 
 def test_asset_filter_limits_invariant_5(busy_exchange):

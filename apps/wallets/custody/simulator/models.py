@@ -44,7 +44,7 @@ class SimDeposit(models.Model):
     """Coins received on chain at one of the provider's addresses.
 
     ``confirmations`` grows as the provider's callbacks go out; the deposit counts in the
-    wallet once ``status`` is ``confirmed``.
+    wallet from its first callback (``status`` becomes ``confirmed`` with the last).
     """
 
     network = models.CharField(max_length=32)

@@ -4,7 +4,8 @@ What it simulates (settings ``CUSTODY_SIMULATOR_*``):
 
 - deposits: :meth:`SimulatedCustody.deposit_receive` puts coins on chain at one of its
   addresses and queues callbacks with 0, 1, ... N confirmations (``CONFIRMATIONS``), one every
-  ``DELAY`` seconds, the last one ``confirmed``; the deposit counts in its wallet from then on;
+  ``DELAY`` seconds, the last one ``confirmed``; the deposit counts in its wallet from its first callback (the
+  provider holds the coins once it reports them; the exchange credits at the asset's confirmations);
 - withdrawals: accepted once per withdrawal id (the amount and its network fee leave the
   wallet), then completed, or failed with probability ``FAILURE_RATE`` (the coins come back),
   reported by a callback ``DELAY`` seconds later;
@@ -332,7 +333,9 @@ class SimulatedCustody(CustodyAdapter):
                 confirmations=max(deposit.confirmations, payload["confirmations"]),
                 status="confirmed" if confirmed else deposit.status,
             )
-            if confirmed:
+            # The coins count in the wallet from the first report of them (under the deposit's lock, so once): what
+            # the exchange may credit is then always in the holdings (reconciliation's invariant 5).
+            if not SimCallback.objects.filter(deposit_id=deposit.pk, applied=True).exists():
                 wallet = _wallet_locked(deposit.asset_code)
                 SimWallet.objects.filter(pk=wallet.pk).update(balance=F("balance") + deposit.amount)
         elif callback.withdrawal_id:
