@@ -10,10 +10,11 @@ worth of entries, not a re-summing of the journal).
 """
 
 from collections.abc import Iterator
+from decimal import Decimal
 
 from django.db import connection
 
-from apps.ledger.models import USER_KINDS, Asset
+from apps.ledger.models import USER_KINDS, AccountKind, Asset
 
 _BALANCES_AT_LATEST_BLOCK = """
     WITH unsealed AS (
@@ -60,3 +61,22 @@ def user_balances_at_latest_block(assets: list[Asset]) -> Iterator[tuple[int, tu
                 for asset_id, value in zip(asset_ids, units, strict=True):
                     vector[index[asset_id]] = int(value)
                 yield owner_id, tuple(vector)
+
+
+_CUSTODY_SINCE_LATEST_BLOCK = """
+    SELECT a.asset_id, sum(p.amount)
+    FROM ledger_journalentry e
+    JOIN ledger_posting p ON p.entry_id = e.id
+    JOIN ledger_account a ON a.id = p.account_id
+    WHERE a.kind = %s AND NOT EXISTS (SELECT 1 FROM ledger_blockentry b WHERE b.entry_id = e.id)
+    GROUP BY a.asset_id
+"""
+
+
+def custody_since_latest_block() -> dict[int, Decimal]:
+    """Per asset id, what the ledger's custody balance (debit-normal: the sum of its postings) moved by in the entries
+    no block seals yet: the custody balance now less that is the balance at the latest block. Must run inside the
+    snapshot's ``REPEATABLE READ`` transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CUSTODY_SINCE_LATEST_BLOCK, [AccountKind.CUSTODY])
+        return dict(cursor.fetchall())

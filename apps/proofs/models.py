@@ -22,8 +22,9 @@ class LiabilitySnapshot(models.Model):
     ``assets`` is ``[{"code", "decimals"}]`` in code order; ``root_sums`` the per-asset totals
     as amount strings in that order. ``custody_holdings`` is ``{code: amount}`` as the custody
     provider reported right after the read (``None`` with ``custody_error`` when it did not answer), and
-    ``custody_in_flight`` ``{code: amount}`` what its holdings already reflect and the ledger not yet, read with them
-    (reconciliation's invariant 5: withdrawals custody has sent, deposits either side has counted first; ``None`` in
+    ``custody_in_flight`` ``{code: amount}`` what to add to the holdings to stand at the snapshot's block, as the
+    liabilities do: reconciliation's in flight (invariant 5: withdrawals custody has sent, deposits custody counts and
+    the ledger not yet), read with them, less what the ledger's custody balance moved by since the block (``None`` in
     snapshots taken before it was recorded). The solvency screen compares liabilities with their sum.
     """
 

@@ -17,7 +17,7 @@ from apps.ledger.signing import sign
 from apps.wallets.checks import custody_view
 from apps.wallets.custody.base import CustodyError
 
-from .balances import user_balances_at_latest_block
+from .balances import custody_since_latest_block, user_balances_at_latest_block
 from .documents import snapshot_hash, snapshot_header
 from .models import LiabilitySnapshot
 from .sumtree import Leaf, Level, format_units, leaf_level, leaves_ordered, levels
@@ -126,17 +126,25 @@ def _balances_match_postings() -> None:
 
 
 def _custody_holdings(assets: list[Asset]) -> tuple[dict[str, str] | None, dict[str, str] | None, str]:
-    """What the custody provider reports holding and what of it is in flight (invariant 5's, in this read), each
-    ``{code: amount}``, or ``None``, ``None`` and why not (break-it review: a withdrawal custody had sent but the ledger
-    not yet completed showed as "liabilities exceed custody" on healthy books)."""
+    """What the custody provider reports holding and what to add to it to stand at the latest block, as the
+    liabilities do: invariant 5's in flight (in this read) less what the ledger's custody balance moved by since the
+    block; each ``{code: amount}``, or ``None``, ``None`` and why not (break-it review: a withdrawal custody had sent
+    but the ledger not yet completed showed as "liabilities exceed custody" on healthy books)."""
     try:
         view = custody_view(Scope(assets=tuple(assets), filtered=False))
     except CustodyError as exc:
         return None, None, str(exc)
     decimals = {asset.code: asset.decimals for asset in assets}
     holdings = {code: format_amount(amount, decimals.get(code, 18)) for code, amount in sorted(view.reported.items())}
+    # The liabilities are the balances at the latest block, custody's report is of now (break-it review: a withdrawal
+    # completed seconds before the snapshot, not sealed yet, was a shortfall): what the ledger's custody balance moved
+    # by since the block is taken off, so that both sides stand at the block.
+    moved = custody_since_latest_block()
     in_flight = {
-        asset.code: format_amount(view.in_flight.get(asset.id, Decimal(0)), asset.decimals) for asset in assets
+        asset.code: format_amount(
+            view.in_flight.get(asset.id, Decimal(0)) - moved.get(asset.id, Decimal(0)), asset.decimals
+        )
+        for asset in assets
     }
     return holdings, in_flight, ""
 
