@@ -472,7 +472,7 @@ def test_an_entry_proof_verifies_for_its_owner_only_over_an_api_key(db, usdt, us
     assert api_as(other).get(url).status_code == 404
     assert api.get(url).status_code in (401, 403)
     api.force_authenticate(admin_user)  # staff without a session confirmed by the second factor (apps/proofs tests)
-    assert api.get(url).status_code == 404
+    assert api.get(url).status_code == 403  # told so, not "no such entry" (break-it review)
 
 
 def test_an_unsealed_entry_has_no_proof_yet(db, usdt, user, api_as):
