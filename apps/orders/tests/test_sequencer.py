@@ -439,7 +439,12 @@ def test_a_sequencer_of_several_markets_serves_those_it_can_lock_and_adopts_the_
             assert (sequencer.market_ids, sequencer.adopting()) == ([eth_usdt.id], True)
             assert sequencer.markets_adopt() == []
             _market("SOL")  # not one of its markets: never adopted
-            other.close()
+            other_pid = other.info.backend_pid
+            other.close()  # returns before the server's session has ended and let its locks go
+            wait_for(
+                lambda: not backend_pids("pid = %s::int", [str(other_pid)]),
+                message="the other sequencer's session ended",
+            )
             assert sequencer.markets_adopt() == [btc_usdt.id]
             assert (sequencer.market_ids, sequencer.adopting()) == ([btc_usdt.id, eth_usdt.id], False)
         finally:
