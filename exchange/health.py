@@ -1,4 +1,5 @@
-"""``GET /healthz``: 200 when the database, Redis and a Celery worker answer, 503 otherwise."""
+"""``GET /healthz``: 200 when the database, Redis, a Celery worker, the matching engine and the stream relay answer,
+503 otherwise."""
 
 from django.conf import settings
 from django.core.cache import cache
@@ -6,6 +7,8 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from apps.orders.health import engine_health
+from apps.streams.health import relay_health
 from exchange.celery import app as celery_app
 
 WORKER_PING_TIMEOUT = 1.0
@@ -33,17 +36,22 @@ def _worker() -> str:
     return "ok" if serving else "no worker"
 
 
-CHECKS = {"database": _database, "redis": _redis, "worker": _worker}
+CHECKS = {"database": _database, "redis": _redis, "worker": _worker, "engine": engine_health, "relay": relay_health}
+"""Each check returns ``"ok"``, what is wrong, or ``None`` when it does not apply here (the engine when orders are
+matched inline)."""
 
 
 @require_GET
 def healthz(request):
-    """Report ``{"database": "ok", "redis": "ok", "worker": "ok"}``; a failing check reports why."""
+    """Report ``{"database": "ok", "redis": "ok", "worker": "ok", "engine": "ok", "relay": "ok"}`` (no ``engine``
+    with ``ORDERS_ENGINE=inline``); a failing check reports why."""
     report = {}
     for name, check in CHECKS.items():
         try:
-            report[name] = check()
+            result = check()
         except Exception as exc:  # any failure of a dependency is a health result, not a 500
-            report[name] = f"error: {type(exc).__name__}"
+            result = f"error: {type(exc).__name__}"
+        if result is not None:
+            report[name] = result
     healthy = all(value == "ok" for value in report.values())
     return JsonResponse(report, status=200 if healthy else 503)

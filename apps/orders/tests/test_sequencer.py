@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -15,12 +16,14 @@ import psycopg
 import pytest
 from django.conf import settings as django_settings
 from django.db import connection, connections
+from django.utils import timezone
 
 from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.models import Asset
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.errors import MarketHalted, OrderStatusUnknown
+from apps.orders.health import engine_health
 from apps.orders.models import Command, CommandKind, CommandStatus, Market, Order, OrderStatus, Trade
 from apps.orders.services import answers, market_create, open_orders_cancel, order_cancel_by_client_id, order_place
 from apps.orders.services import commands as engine_commands
@@ -889,3 +892,44 @@ def test_an_exact_retry_queued_behind_another_request_with_its_client_order_id_g
     refused = Command.objects.exclude(id=first.id).order_by("id").first()
     assert (refused.payload["qty"], refused.outcome["error"]["type"].split(":")[1]) == ("0.2", "IdempotencyConflict")
     assert Order.objects.count() == 1
+
+
+def test_health_names_the_markets_no_sequencer_serves_and_is_ok_once_every_one_is(engines, client, btc_usdt):
+    eth_usdt = _market("ETH")
+    assert engine_health() == "no sequencer for BTC-USDT, ETH-USDT"
+    engines("BTC-USDT")
+    response = client.get("/healthz")
+    assert (response.status_code, response.json()["engine"]) == (503, "no sequencer for ETH-USDT")
+    Market.objects.filter(id=eth_usdt.id).update(status="halted")  # its cancels still need a sequencer
+    assert engine_health() == "no sequencer for ETH-USDT"
+    engines("ETH-USDT")
+    assert engine_health() == "ok"
+
+
+def test_health_reports_commands_waiting_on_a_sequencer_that_holds_its_lock_but_applies_nothing(
+    sequencer_mode, btc_usdt
+):
+    """A hung sequencer (its session alive, the market's lock held, nothing applied): the oldest pending command
+    tells, once it has waited longer than a caller does (``ORDERS_ENGINE_WAIT_SECONDS``, 20 here)."""
+    user = UserFactory()
+    with psycopg.connect(database_url(connection.settings_dict), autocommit=True) as hung:
+        hung.execute("SELECT pg_advisory_lock(%s, %s)", [ENGINE_LOCK_CLASS, btc_usdt.id])
+        assert engine_health() == "ok"
+        command = Command.objects.create(
+            market=btc_usdt,
+            kind=CommandKind.CANCEL_ALL,
+            user=user,
+            request_hash="0" * 64,
+            token="hung",
+            payload={"user_id": user.id},
+            created_at=timezone.now() - timedelta(seconds=15),
+        )
+        assert engine_health() == "ok"  # its caller still waits
+        Command.objects.filter(id=command.id).update(created_at=timezone.now() - timedelta(seconds=75))
+        assert engine_health() == "commands waiting 75 s"
+
+
+def test_health_leaves_the_engine_out_when_orders_are_matched_inline(client, settings, btc_usdt):
+    settings.ORDERS_ENGINE = "inline"
+    assert engine_health() is None
+    assert "engine" not in client.get("/healthz").json()
