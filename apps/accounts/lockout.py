@@ -71,12 +71,17 @@ class AccountLockoutHandler(AxesDatabaseHandler):
         the owner when this failure is the one that reached it.
 
         The user's row is locked (``SELECT ... FOR UPDATE``) around the count, so concurrent failures of one
-        account are counted one after another and exactly one of them reaches the limit.
+        account are counted one after another and exactly one of them reaches the limit. A username longer than
+        any account's is not recorded (the audit log still has the failure).
         """
         if request is None:
             super().user_login_failed(sender, credentials, request, **kwargs)
             return
         username = get_client_username(request, credentials)
+        if len(username or "") > get_user_model()._meta.get_field("username").max_length:
+            # No account has such a name, so there is none to lock; axes' row could not hold it either (a 500 on a
+            # 256-character username: break-it review). The log-in rate per address still applies.
+            return
         limit = settings.AXES_ACCOUNT_FAILURE_LIMIT
         with transaction.atomic():
             user_id = (

@@ -195,3 +195,13 @@ def test_the_owner_is_e_mailed_and_the_lock_audited_once(
     assert "127.9.0.20" in body(message)
     (audited,) = AuditLogEntry.objects.filter(action="login_locked", object_id=str(carol.id))
     assert (audited.after["ip"], audited.after["failures"]) == ("127.9.0.20", 20)
+
+
+def test_a_username_longer_than_any_account_s_is_a_failed_log_in_not_a_500(db, client):
+    """Break-it review: a 256-character username was a 500 (django-axes' row holds 255 characters)."""
+    response = client.post("/accounts/login/", {"username": "z" * 256, "password": "wrong"})
+
+    assert response.status_code == 200
+    assert "Please enter a correct username and password" in response.content.decode()
+    failed = AuditLogEntry.objects.get(action="login_failed")
+    assert failed.after["username"] == "z" * 150
