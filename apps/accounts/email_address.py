@@ -6,7 +6,11 @@ enumeration: OWASP Authentication Cheat Sheet, "Authentication and Error Message
 gets the answer: a confirmation link when it is free, a notice when another account has it. Each request is a
 row (:class:`~apps.accounts.models.EmailRequest`) that its link names: the link sets the address once, and a newer
 request of the user retires the older links, so no old link can undo a later change; the address replaced is
-told. The rows also cap the requests (``EMAIL_REQUESTS_PER_DAY``): per user, refused in so many words; per
+told. Replacing an address needs that address's consent first: a link sent to it approves the change
+(:func:`email_change_approve`), and only then is the new address written to, as Binance asks for codes from both
+addresses. Without it, a password alone (phished, reused) let whoever had it enrol their own authenticator, move
+the address to their own mailbox and, with it, the withdrawal addresses' and withdrawals' confirmations (break-it
+review). The rows also cap the requests (``EMAIL_REQUESTS_PER_DAY``): per user, refused in so many words; per
 address, more messages are not sent (quietly, so the cap tells nothing either), so nobody can use the exchange
 to flood an address. Notifications, withdrawal links and the address book all go to the address so confirmed,
 never to one its owner did not prove they read.
@@ -37,6 +41,7 @@ from .second_factor import second_factor_check_if_enrolled
 from .selectors import EMAIL_IN_USE
 
 SALT = "accounts.email-request"
+APPROVAL_SALT = "accounts.email-change-approval"
 MAX_LENGTH = 254  # auth_user.email, and RFC 5321's limit on a path
 MAX_LOCAL_LENGTH = 64  # RFC 5321 section 4.5.3.1.1
 INVALID = "Enter a valid e-mail address (letters of the English alphabet before the @)."
@@ -92,12 +97,13 @@ def email_normalized(email: object) -> str:
 def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None) -> str:
     """Ask to make ``email`` the user's address; return it normalized (:func:`email_normalized`).
 
-    Records the request and sends, when the transaction commits, a link that sets it (:func:`email_address_confirm`,
-    valid ``EMAIL_CONFIRMATION_MAX_AGE`` seconds; it retires the user's earlier links) to ``email``, or, when
-    another user has it (whatever its case), a notice saying so to that user's address; the caller cannot tell
-    which and must answer the same way for both. Past ``EMAIL_REQUESTS_PER_DAY`` requests naming the address in
-    24 hours, nothing more is sent to it (logged). The user's current address, if any, is told of the request at
-    once. A user whose second factor is on gives a current code (``otp``, checked first: call this outside a
+    Records the request (retiring the user's earlier ones) and, when the transaction commits, sends to the user's
+    current address, if any, a link that approves the change (:func:`email_change_approve`, valid
+    ``EMAIL_CONFIRMATION_MAX_AGE`` seconds); with no current address, or once approved, ``email`` gets a link that
+    sets it (:func:`email_address_confirm`, valid as long), or, when another user has it (whatever its case), a
+    notice saying so goes to that user's address; the caller cannot tell which and must answer the same way for
+    both. Past ``EMAIL_REQUESTS_PER_DAY`` requests naming the address in 24 hours, nothing more is sent to it
+    (logged). A user whose second factor is on gives a current code (``otp``, checked first: call this outside a
     transaction, so a wrong code counts against the user); one without gives their password to the caller
     (:func:`apps.accounts.reauthentication.password_confirm`).
 
@@ -126,20 +132,41 @@ def _request_record(user, email: str) -> None:
     """:func:`email_confirmation_send`'s writes, in its transaction: the count, the row, the message on commit."""
     user_id = user.pk
     now = timezone.now()
-    since = now - timedelta(days=1)
-    limit = settings.EMAIL_REQUESTS_PER_DAY
-    if EmailRequest.objects.filter(user_id=user_id, created_at__gte=since).count() >= limit:
+    if EmailRequest.objects.filter(user_id=user_id, created_at__gte=now - timedelta(days=1)).count() >= (
+        settings.EMAIL_REQUESTS_PER_DAY
+    ):
         raise TooManyEmailRequests()
+    EmailRequest.objects.open().filter(user_id=user_id).update(superseded_at=now)
+    if not user.email:
+        request = EmailRequest(user_id=user_id, email=email, created_at=now)
+        _new_address_tell(user, request)
+        return
+    request = EmailRequest.objects.create(
+        user_id=user_id, email=email, approval_needed=True, link_sent=False, message_sent=False, created_at=now
+    )
+    token = signed_token_make(salt=APPROVAL_SALT, payload={"id": request.pk})
+    context = {
+        "username": user.username,
+        "email": email,
+        "time": now,
+        "link": site_url(reverse("web:email-approve", args=[token])),
+        "hours": settings.EMAIL_CONFIRMATION_MAX_AGE // 3600,
+    }
+    email_address_on_commit(to=user.email, template="email_change_approve", context=context)
+
+
+def _new_address_tell(user, request: EmailRequest) -> None:
+    """Save ``request`` with what its new address is sent when the transaction commits: the link that sets it, or
+    (another account has it) a notice to that account's address, or nothing past the address's day of messages.
+    Call it holding the address's advisory lock (see :func:`email_confirmation_send`)."""
+    email = request.email
+    limit = settings.EMAIL_REQUESTS_PER_DAY
+    since = timezone.now() - timedelta(days=1)
     to_address = EmailRequest.objects.alias(address=Lower("email")).filter(address=email.lower(), created_at__gte=since)
     quiet = to_address.filter(message_sent=True).count() >= limit
-    owner = get_user_model().objects.filter(email__iexact=email).exclude(pk=user_id).first()
-    EmailRequest.objects.open().filter(user_id=user_id).update(superseded_at=now)
-    request = EmailRequest.objects.create(
-        user_id=user_id, email=email, link_sent=owner is None, message_sent=not quiet, created_at=now
-    )
-    if user.email:  # the address in use hears of it at once: a hijacked session cannot change it unseen
-        context = {"username": user.username, "email": email, "time": now}
-        email_address_on_commit(to=user.email, template="email_change_requested", context=context)
+    owner = get_user_model().objects.filter(email__iexact=email).exclude(pk=user.pk).first()
+    request.link_sent, request.message_sent = owner is None, not quiet
+    request.save()
     if quiet:
         log.warning("accounts.email_request_not_sent", extra={"request": request.pk, "reason": "address_cap"})
     elif owner is not None:  # told at the address its owner confirmed (the case typed may differ)
@@ -151,6 +178,42 @@ def _request_record(user, email: str) -> None:
         email_address_on_commit(
             to=email, template="email_confirm", context={"username": user.username, "link": link, "hours": hours}
         )
+
+
+def email_approval_link_read(*, token: str) -> int:
+    """The e-mail request id an approval link's ``token`` names (nothing is read or written); raises
+    :class:`~apps.core.links.InvalidLink` for a bad token, another purpose's, or one older than
+    ``EMAIL_CONFIRMATION_MAX_AGE`` seconds."""
+    return signed_id_read(salt=APPROVAL_SALT, token=token, max_age=settings.EMAIL_CONFIRMATION_MAX_AGE)
+
+
+@transaction.atomic
+def email_change_approve(*, token: str) -> EmailRequest:
+    """Approve the change an approval link (sent to the user's current address) names: the new address is then sent
+    its message (:func:`_new_address_tell`) when the transaction commits; return the request. Audited
+    (``email.change_approved``, the user as actor).
+
+    Raises :class:`~apps.core.links.InvalidLink` for a bad or expired token, :class:`InvalidState` once it was
+    approved, cancelled, or a newer request retired it, :class:`NotFound` when the account is gone.
+    """
+    request_id = email_approval_link_read(token=token)
+    user_id = EmailRequest.objects.filter(pk=request_id, approval_needed=True).values_list("user_id", flat=True).first()
+    user = _user_locked(user_id)
+    request = EmailRequest.objects.select_for_update().filter(pk=request_id).first()
+    if user is None or request is None:
+        raise NotFound("This account no longer exists.", fields={"token": "No such account."})
+    if request.approved_at is not None or request.superseded_at is not None:
+        message = "This link was used already, or the change was cancelled or replaced by a newer one."
+        raise InvalidState(message, fields={"token": message})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [SALT, request.email.lower()])
+    request.approved_at = timezone.now()
+    _new_address_tell(user, request)
+    audit_record(
+        actor_id=user.pk, action="email.change_approved", object_type="auth.user", object_id=user.pk,
+        before={"email": user.email}, after={"email": request.email},
+    )  # fmt: skip
+    return request
 
 
 @transaction.atomic

@@ -141,9 +141,12 @@ class EmailRequestQuerySet(models.QuerySet):
 class EmailRequest(models.Model):
     """One request to make ``email`` a user's address (sign-up, the security page): the row the e-mailed link names.
 
-    ``link_sent`` is False when another account had the address, so its owner was told instead and there is no
-    link. ``message_sent`` is False when the address had its day's messages already, so nothing went out (the
-    asker is answered alike). A link sets the address once: ``confirmed_at`` is set then, and a newer request of
+    A change of an address the user has already (``approval_needed``) waits for the link sent to that address:
+    ``approved_at`` is set when it is opened, and only then does the new address get its message (the database
+    refuses a link sent before). ``link_sent`` is False when another account had the address, so its owner was
+    told instead and there is no link, or while the change awaits approval. ``message_sent`` is False when the
+    address had its day's messages already, so nothing went out (the asker is answered alike), or while the change
+    awaits approval. A link sets the address once: ``confirmed_at`` is set then, and a newer request of
     the user sets ``superseded_at`` on the older ones still open, so no older link works after it. The rows also
     count the requests a user and an address may have per day (``EMAIL_REQUESTS_PER_DAY``).
     """
@@ -152,6 +155,8 @@ class EmailRequest(models.Model):
     email = models.CharField(max_length=254)
     link_sent = models.BooleanField()
     message_sent = models.BooleanField()
+    approval_needed = models.BooleanField(default=False)
+    approved_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     confirmed_at = models.DateTimeField(null=True, blank=True)
     superseded_at = models.DateTimeField(null=True, blank=True)
@@ -167,6 +172,12 @@ class EmailRequest(models.Model):
             models.CheckConstraint(
                 condition=Q(confirmed_at__isnull=True) | (Q(link_sent=True) & Q(superseded_at__isnull=True)),
                 name="email_request_confirmed_only_with_a_link",
+            ),
+            models.CheckConstraint(
+                condition=Q(approval_needed=False, approved_at__isnull=True)
+                | Q(approval_needed=True, approved_at__isnull=True, link_sent=False, message_sent=False)
+                | Q(approval_needed=True, approved_at__isnull=False),
+                name="email_request_new_address_told_after_approval",
             ),
         ]
 

@@ -18,6 +18,8 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts.email_address import (
     email_address_confirm,
+    email_approval_link_read,
+    email_change_approve,
     email_confirmation_send,
     email_link_read,
     email_requests_cancel,
@@ -42,9 +44,15 @@ START_FORM, CONFIRM_FORM, REMOVE_FORM = "security-start", "security-confirm", "s
 EMAIL_FORM = "security-email"
 
 
-def email_link_sent_message(email: str) -> str:
-    """What the page says once a confirmation was asked for ``email`` (the same whoever has the address)."""
+def email_link_sent_message(email: str, *, current: str = "") -> str:
+    """What the page says once a confirmation was asked for ``email`` (the same whoever has the address); ``current``
+    the user's address, which approves the change first."""
     hours = settings.EMAIL_CONFIRMATION_MAX_AGE // 3600
+    if current:
+        return (
+            f"We sent a message to your current address, {current}: open the link in it within {hours} hours to "
+            f"approve the change. Then {email} gets a link that makes it your e-mail address."
+        )
     return f"We sent a message to {email}: open the link in it within {hours} hours to make it your e-mail address."
 
 
@@ -91,8 +99,9 @@ def security(request):
 @login_required
 @require_POST
 def email_change_view(request):
-    """Send a link to a new e-mail address (a current code when the second factor is on, the password when it is
-    off); the page says the same whether or not another account has the address."""
+    """Ask to change the e-mail address (a current code when the second factor is on, the password when it is off):
+    a link to approve it goes to the current address, if any, else one to confirm it to the new one; the page says
+    the same whether or not another account has the address."""
     form = EmailForm(request.POST)
     if form.is_valid():
         try:
@@ -103,7 +112,7 @@ def email_change_view(request):
         except DomainError as error:
             add_domain_error(form, error)
         else:
-            messages.info(request, email_link_sent_message(email))
+            messages.info(request, email_link_sent_message(email, current=request.user.email))
             return redirect("web:security")
     refused_form_keep(request, key=EMAIL_FORM, form=form)
     return redirect("web:security")
@@ -116,6 +125,14 @@ def email_change_cancel_view(request):
     email_requests_cancel(user_id=request.user.id)
     messages.info(request, "Cancelled: the link we sent no longer works, and your e-mail address is unchanged.")
     return redirect("web:security")
+
+
+def email_approve_view(request, token: str):
+    """The link e-mailed to the current address that approves a change of it (no log-in needed: the link is the
+    proof); the new address is then sent its link."""
+    return confirm_page(
+        request, token, what="change of e-mail address", confirm=email_change_approve, read=email_approval_link_read
+    )
 
 
 def email_confirm_view(request, token: str):

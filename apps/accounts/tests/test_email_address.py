@@ -11,26 +11,22 @@ from apps.accounts.email_address import (
     EmailInUse,
     TooManyEmailRequests,
     email_address_confirm,
+    email_change_approve,
     email_confirmation_send,
     email_normalized,
     email_requests_cancel,
 )
 from apps.accounts.models import EmailRequest
 from apps.accounts.second_factor import InvalidOtp
+from apps.accounts.tests.email_links import approval_for, link_for
 from apps.accounts.tests.otp import enrol_device, fresh_code
 from apps.audit.models import AuditLogEntry
-from apps.core.errors import DomainError, InvalidState
+from apps.core.errors import DomainError, InvalidState, NotFound
 from apps.core.links import MAX_TOKEN_LENGTH, InvalidLink, signed_token_make
 from apps.ledger.tests.factories import UserFactory
 from exchange.tests.concurrency import run_concurrently
 
 pytestmark = pytest.mark.django_db
-
-
-def link_for(user, email: str) -> str:
-    """Ask for ``email`` as the user's address; return the token of the link the message carries."""
-    email_confirmation_send(user_id=user.id, email=email)
-    return signed_token_make(salt=SALT, payload={"id": EmailRequest.objects.filter(user=user).latest("id").pk})
 
 
 def email_of(user) -> str:
@@ -246,11 +242,80 @@ def test_a_wrong_code_counts_against_the_user_though_nothing_is_sent():
     assert AuditLogEntry.objects.filter(actor=user, action="second_factor.failed").exists()
 
 
-def test_with_the_second_factor_on_a_current_code_lets_the_link_go(django_capture_on_commit_callbacks):
+def test_with_the_second_factor_on_a_current_code_lets_the_approval_link_go(django_capture_on_commit_callbacks):
     user = UserFactory(email="carol@example.com")
     with django_capture_on_commit_callbacks() as callbacks:
         email_confirmation_send(user_id=user.id, email="new@example.com", otp=fresh_code(user))
-    assert len(callbacks) == 2  # the link to the new address, and the notice to the current one
+    assert len(callbacks) == 1  # the approval link to the current address; nothing to the new one yet
+
+
+def test_a_change_of_address_writes_to_the_new_one_only_once_the_current_one_approves(
+    django_capture_on_commit_callbacks,
+):
+    """Break-it review: with the password alone, whoever had it moved the address to their own mailbox (the current
+    address was only told) and, with it, the confirmations of withdrawal addresses and withdrawals."""
+    user = UserFactory(email="owner@example.com")
+    with django_capture_on_commit_callbacks() as asked:
+        email_confirmation_send(user_id=user.id, email="thief@example.com")
+    (request,) = EmailRequest.objects.filter(user=user)
+    assert (request.approval_needed, request.approved_at, request.link_sent, request.message_sent) == (
+        True,
+        None,
+        False,
+        False,
+    )
+    assert len(asked) == 1  # the approval link, to owner@example.com
+    unapproved = signed_token_make(salt=SALT, payload={"id": request.pk})  # as if a link had gone to the new one
+    with pytest.raises(NotFound):
+        email_address_confirm(token=unapproved)
+    with pytest.raises(InvalidLink):  # a confirmation link is not an approval, nor the reverse
+        email_change_approve(token=unapproved)
+    with pytest.raises(InvalidLink):
+        email_address_confirm(token=approval_for(request))
+
+    with django_capture_on_commit_callbacks() as approved:
+        email_change_approve(token=approval_for(request))
+
+    request.refresh_from_db()
+    assert request.approved_at is not None and request.link_sent and request.message_sent
+    assert len(approved) == 1  # now the link to thief@example.com
+    (audit,) = AuditLogEntry.objects.filter(action="email.change_approved")
+    assert (audit.actor_id, audit.before, audit.after) == (
+        user.id,
+        {"email": "owner@example.com"},
+        {"email": "thief@example.com"},
+    )
+    with pytest.raises(InvalidState, match="used already"):
+        email_change_approve(token=approval_for(request))
+    email_address_confirm(token=unapproved)
+    assert email_of(user) == "thief@example.com"
+
+
+def test_a_cancelled_or_replaced_change_cannot_be_approved():
+    user = UserFactory(email="owner@example.com")
+    email_confirmation_send(user_id=user.id, email="first@example.com")
+    first = EmailRequest.objects.get(user=user)
+    email_confirmation_send(user_id=user.id, email="second@example.com")
+    second = EmailRequest.objects.filter(user=user).latest("id")
+    email_requests_cancel(user_id=user.id)
+
+    for request in (first, second):
+        with pytest.raises(InvalidState, match="cancelled or replaced"):
+            email_change_approve(token=approval_for(request))
+    assert not EmailRequest.objects.filter(approved_at__isnull=False).exists()
+    assert email_of(user) == "owner@example.com"
+
+
+def test_the_database_refuses_a_message_to_the_new_address_before_the_current_one_approves():
+    user = UserFactory(email="owner@example.com")
+    for fields in ({"link_sent": True}, {"message_sent": True}):
+        with pytest.raises(IntegrityError), transaction.atomic():
+            EmailRequest.objects.create(
+                user=user,
+                email="x@example.com",
+                approval_needed=True,
+                **{"link_sent": False, "message_sent": False, **fields},
+            )
 
 
 def test_the_database_refuses_a_confirmed_request_that_had_no_link_or_was_retired():

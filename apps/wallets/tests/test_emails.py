@@ -170,13 +170,18 @@ def test_an_address_is_set_by_the_link_sent_to_it_and_a_taken_one_is_told_to_its
     assert "impostor" not in body(notice)  # nothing the asker chose goes to the owner
     assert users.get(username="impostor").email == ""
 
-    # A change from the security page: the new address confirms it, the old one is told.
+    # A change from the security page: the current address approves it, then the new one confirms it, and the old
+    # one is told.
     newcomer = users.get(username="newcomer")
     client.force_login(newcomer)
     moving = {"email": "moved@example.com", "password": "correct horse battery staple"}
     assert client.post("/security/email/", moving).status_code == 302
-    (asked,) = messages_to(smtp_server, "A change of your e-mail address was asked for", "newcomer@example.com")
-    assert "make moved@example.com your account's e-mail address" in body(asked)  # told at once, before any link
+    (approve,) = messages_to(smtp_server, "Approve the change of your e-mail address", "newcomer@example.com")
+    assert "make moved@example.com your account's e-mail address instead of this one" in body(approve)
+    approval = link_path(approve, django_settings.SITE_URL)
+    assert browser.get(approval).status_code == 200  # a mail scanner's GET approves nothing
+    assert not smtp_server.mailbox.with_subject("Confirm your e-mail address")[1:]  # nothing to the new address yet
+    assert "Approved: we sent a message to <code>moved@example.com" in browser.post(approval).content.decode()
     (confirm_move,) = messages_to(smtp_server, "Confirm your e-mail address", "moved@example.com")
     assert browser.post(link_path(confirm_move, django_settings.SITE_URL)).status_code == 200
     (changed,) = messages_to(smtp_server, "Your e-mail address was changed", "newcomer@example.com")

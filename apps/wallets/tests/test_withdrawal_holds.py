@@ -18,18 +18,18 @@ from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from apps.accounts.email_address import SALT, email_address_confirm, email_confirmation_send
+from apps.accounts.email_address import email_address_confirm
 from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol, second_factor_remove
 from apps.accounts.errors import WithdrawalsOnHold
-from apps.accounts.models import ApiKey, EmailRequest, HoldReason, WithdrawalHold
+from apps.accounts.models import ApiKey, HoldReason, WithdrawalHold
 from apps.accounts.password_resets import CHANGED, password_change_record
 from apps.accounts.services import api_key_create
+from apps.accounts.tests.email_links import link_for
 from apps.accounts.tests.mail import body
 from apps.accounts.tests.otp import enrol, totp_code, user_code
 from apps.audit.models import AuditLogEntry
 from apps.backoffice.services import second_factor_reset_approve, second_factor_reset_request
 from apps.backoffice.tests.logins import login_with_second_factor
-from apps.core.links import signed_token_make
 from apps.ledger.tests.factories import PASSWORD, UserFactory
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.links import link_token_make
@@ -256,10 +256,8 @@ def test_the_api_answers_403_withdrawals_on_hold(api, trader):
 
 
 def _confirm_address(user, address: str) -> None:
-    """Ask for ``address`` as the user's e-mail address and follow the link the message carries."""
-    email_confirmation_send(user_id=user.id, email=address)
-    request_id = EmailRequest.objects.filter(user=user).latest("id").pk
-    email_address_confirm(token=signed_token_make(salt=SALT, payload={"id": request_id}))
+    """Ask for ``address`` as the user's e-mail address and follow the links the messages carry."""
+    email_address_confirm(token=link_for(user, address))
 
 
 def _operators():

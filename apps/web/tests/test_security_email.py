@@ -3,7 +3,7 @@
 import pytest
 from django.contrib.auth import get_user_model
 
-from apps.accounts.email_address import SALT
+from apps.accounts.email_address import APPROVAL_SALT, SALT
 from apps.accounts.models import EmailRequest
 from apps.accounts.tests.otp import enrol_device, fresh_code
 from apps.core.links import signed_token_make
@@ -90,9 +90,11 @@ def test_a_pending_change_is_shown_and_can_be_cancelled(client):
     client.force_login(user)
     assert 'id="pending-email"' not in shown(client)
     client.post("/security/email/", {"email": "typo@exampel.com", "password": PASSWORD})
-    assert "typo@exampel.com</code> your address was sent" in shown(client)
+    page = shown(client)
+    assert "We sent a message to your current address, carol@example.com" in page
+    assert "approve changing your address to <code>typo@exampel.com</code> was sent to your current address" in page
     (request,) = EmailRequest.objects.filter(user=user)
-    path = f"/email/confirm/{signed_token_make(salt=SALT, payload={'id': request.pk})}/"
+    path = f"/email/approve/{signed_token_make(salt=APPROVAL_SALT, payload={'id': request.pk})}/"
 
     assert client.post("/security/email/cancel/").status_code == 302
 
