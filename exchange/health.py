@@ -1,5 +1,5 @@
-"""``GET /healthz``: 200 when the database, Redis, a Celery worker, the matching engine and the stream relay answer,
-503 otherwise."""
+"""``GET /healthz``: 200 when the database, Redis, a Celery worker, the journal's sealer, the matching engine and the
+stream relay answer, 503 otherwise."""
 
 from django.conf import settings
 from django.core.cache import cache
@@ -7,6 +7,7 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from apps.ledger.seal.health import journal_health
 from apps.orders.health import engine_health
 from apps.streams.health import relay_health
 from exchange.celery import app as celery_app
@@ -36,14 +37,21 @@ def _worker() -> str:
     return "ok" if serving else "no worker"
 
 
-CHECKS = {"database": _database, "redis": _redis, "worker": _worker, "engine": engine_health, "relay": relay_health}
+CHECKS = {
+    "database": _database,
+    "redis": _redis,
+    "worker": _worker,
+    "journal": journal_health,
+    "engine": engine_health,
+    "relay": relay_health,
+}
 """Each check returns ``"ok"``, what is wrong, or ``None`` when it does not apply here (the engine when orders are
 matched inline)."""
 
 
 @require_GET
 def healthz(request):
-    """Report ``{"database": "ok", "redis": "ok", "worker": "ok", "engine": "ok", "relay": "ok"}`` (no ``engine``
+    """Report ``{"database": "ok", "redis": "ok", "worker": "ok", "journal": "ok", "engine": "ok", "relay": "ok"}`` (no ``engine``
     with ``ORDERS_ENGINE=inline``); a failing check reports why."""
     report = {}
     for name, check in CHECKS.items():

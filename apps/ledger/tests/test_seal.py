@@ -119,6 +119,7 @@ def test_blocks_chain_to_each_other_and_verify(db, usdt, user):
         "key_problems": [],
         "references": 0,
         "reference_problems": [],
+        "head_problem": None,
     }
     assert verify_json("--from-height", "1")[1]["blocks"] == 1
     assert run_command("journal_verify")[1].startswith("ok: 2 blocks, 2 entries, head 1")

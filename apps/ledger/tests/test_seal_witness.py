@@ -15,6 +15,7 @@ from apps.ledger.errors import SealRefused
 from apps.ledger.models import BlockEntry, JournalBlock
 from apps.ledger.reconciliation import reconcile
 from apps.ledger.seal import witness
+from apps.ledger.seal.health import journal_health
 from apps.ledger.seal.keys import signing_key_active
 from apps.ledger.seal.services import journal_seal
 from apps.ledger.seal.witness import witness_accept, witness_read, witness_record_on_commit
@@ -74,7 +75,9 @@ def test_deleted_top_blocks_stop_the_sealer_and_fail_reconcile(
     )
     problem = f"the chain has no block 1, which was sealed with hash {blocks[1].block_hash}: blocks were deleted"
 
-    assert verify_json()[0] == 0  # what is left of the chain verifies: only the witness knows
+    code, verified = verify_json()  # what is left of the chain verifies: only the witness knows
+    assert (code, verified["ok"], verified["discrepancy"], verified["head_problem"]) == (1, False, None, problem)
+    assert run_command("journal_verify")[1].endswith(f"FAIL head: {problem}\n")  # break-it review: it said "ok"
     with pytest.raises(SealRefused, match="Refusing to seal: the chain has no block 1"):
         _seal(django_capture_on_commit_callbacks)
     assert not JournalBlock.objects.filter(height=1).exists()
@@ -132,10 +135,10 @@ def test_a_chain_rewritten_and_re_signed_with_the_real_key_fails_reconcile(
     chain_rewrite(signing_key_active().private_key)
     rewritten = JournalBlock.objects.get(height=1).block_hash
 
-    assert verify_json()[0] == 0
-    assert _journal_sealed_problems() == [
-        f"block 1 is not the block sealed there (hash {blocks[1].block_hash}, now {rewritten}): it was rewritten"
-    ]
+    problem = f"block 1 is not the block sealed there (hash {blocks[1].block_hash}, now {rewritten}): it was rewritten"
+    code, verified = verify_json()  # every block verifies with the real key: only the witness knows
+    assert (code, verified["discrepancy"], verified["head_problem"]) == (1, None, problem)
+    assert _journal_sealed_problems() == [problem]
 
 
 def test_the_witness_only_moves_forward(witnessed, usdt, user, django_capture_on_commit_callbacks):
@@ -193,3 +196,22 @@ def test_a_search_path_that_shadows_the_catalog_does_not_move_the_witness(
         assert witness_read().block_hash == blocks[1].block_hash
         cursor.execute("SELECT (pg_control_system()).system_identifier")  # the shadow answers unqualified names
         assert cursor.fetchone() == (1,)
+
+
+def test_health_reports_deleted_blocks_at_once_and_entries_the_sealer_left(
+    witnessed, usdt, user, settings, django_capture_on_commit_callbacks
+):
+    blocks = _two_blocks(django_capture_on_commit_callbacks, usdt, user)
+    assert journal_health() == "ok"
+    fund(user, usdt, "30")  # not sealed yet
+    assert journal_health() == "ok"  # within LEDGER_SEAL_GRACE
+    settings.LEDGER_SEAL_GRACE = 0
+    assert re.fullmatch(r"entries unsealed for \d+ s", journal_health())
+
+    as_superuser_without_triggers(
+        ("DELETE FROM ledger_blockentry WHERE block_id = 1", []),
+        ("DELETE FROM ledger_journalblock WHERE height = 1", []),
+    )
+    assert journal_health() == (
+        f"the chain has no block 1, which was sealed with hash {blocks[1].block_hash}: blocks were deleted"
+    )

@@ -17,7 +17,7 @@ def relay(tmp_path):
 def test_healthz_is_200_when_database_redis_a_worker_and_the_relay_answer(client, worker, relay):
     response = client.get("/healthz")
     assert response.status_code == 200
-    assert response.json() == {"database": "ok", "redis": "ok", "worker": "ok", "relay": "ok"}
+    assert response.json() == {"database": "ok", "redis": "ok", "worker": "ok", "journal": "ok", "relay": "ok"}
 
 
 def test_healthz_is_503_once_the_worker_stops(client, worker, relay):

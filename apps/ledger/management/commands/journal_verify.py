@@ -1,11 +1,13 @@
 """``manage.py journal_verify [--from-height N] [--json]``: recompute the sealed journal from the rows.
 
 Exit 0 when every digest, root, chain link and signature verifies with a pinned key (``LEDGER_SIGNING_KEY``'s,
-``LEDGER_TRUSTED_PUBLIC_KEYS``), every key in the database is pinned and every liabilities snapshot records the
-hash of the chain's block at its height; 1 naming the first block (and entry), and each key and snapshot, that
-does not; 2 for a usage error (a bad argument, ``--from-height`` past the chain's head, a malformed pinned key),
-which is never a verdict on the journal. ``--json`` prints
-:meth:`~apps.ledger.seal.verification.VerifyResult.as_dict`.
+``LEDGER_TRUSTED_PUBLIC_KEYS``), every key in the database is pinned, every liabilities snapshot records the
+hash of the chain's block at its height and the chain still holds the head the sealer witnessed outside the database
+(:mod:`apps.ledger.seal.witness`: blocks deleted from the top leave a chain that verifies, break-it review); 1
+naming the first block (and entry), and each key, snapshot and head, that does not; 2 for a usage error (a bad
+argument, ``--from-height`` past the chain's head, a malformed pinned key), which is never a verdict on the journal.
+``--json`` prints :meth:`~apps.ledger.seal.verification.VerifyResult.as_dict` with ``head_problem`` (``null``, or
+the witness's finding) and ``ok`` false when there is one.
 """
 
 import json
@@ -16,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from apps.core.errors import NotFound
 from apps.ledger.seal.selectors import journal_head
 from apps.ledger.seal.verification import journal_verify
+from apps.ledger.seal.witness import witness_problem
 
 
 def _check_sealed(height: int) -> None:
@@ -31,8 +34,9 @@ def _check_sealed(height: int) -> None:
 
 class Command(BaseCommand):
     help = (
-        "Verify every sealed block from the rows against the pinned public keys, and the snapshots against the "
-        "chain; exit 1 naming the first block and entry that differ, and each unpinned key or snapshot that fails."
+        "Verify every sealed block from the rows against the pinned public keys, the snapshots against the chain "
+        "and the chain against its witnessed head; exit 1 naming the first block and entry that differ, and each "
+        "unpinned key, snapshot or head that fails."
     )
 
     def add_arguments(self, parser):
@@ -48,9 +52,11 @@ class Command(BaseCommand):
             result = journal_verify(from_height=options["from_height"])
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc), returncode=2) from None
+        head_problem = witness_problem()  # read after the chain, outside any snapshot: a newer block is there too
+        ok = result.ok and head_problem is None
         if options["json"]:
-            self.stdout.write(json.dumps(result.as_dict()))
-        elif result.ok:
+            self.stdout.write(json.dumps({**result.as_dict(), "ok": ok, "head_problem": head_problem}))
+        elif ok:
             self.stdout.write(
                 f"ok: {result.blocks} blocks, {result.entries} entries, head {result.head_height}, "
                 f"{result.references} snapshots, keys {', '.join(result.pinned_keys)}"
@@ -66,5 +72,7 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"FAIL {reference['reference']} at block {reference['height']}: {reference['problem']}"
                 )
-        if not result.ok:
+            if head_problem is not None:
+                self.stdout.write(f"FAIL head: {head_problem}")
+        if not ok:
             raise SystemExit(1)

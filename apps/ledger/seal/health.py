@@ -1,0 +1,24 @@
+"""The sealer's part of ``GET /healthz``: does the chain still hold the head it witnessed, and is it keeping up?"""
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..models import BlockEntry, JournalEntry
+from .witness import witness_problem
+
+
+def journal_health() -> str:
+    """``"ok"``; else the witness's problem (blocks deleted or rewritten: the sealer refuses to seal until an
+    operator accepts the head, :mod:`apps.ledger.seal.witness`) or ``"entries unsealed for 75 s"`` when the oldest
+    entry after the newest sealed one is older than ``LEDGER_SEAL_GRACE`` (no worker or beat seals them; reconcile's
+    invariant 9 fails at the same age). Cheap on any journal: two index reads (the sealer seals in id order; an
+    entry committed after a higher id was sealed is left to reconcile)."""
+    problem = witness_problem()
+    if problem is not None:
+        return problem
+    sealed = BlockEntry.objects.order_by("-entry_id").values_list("entry_id", flat=True).first() or 0
+    oldest = JournalEntry.objects.filter(id__gt=sealed).order_by("id").values_list("created_at", flat=True).first()
+    waited = 0.0 if oldest is None else (timezone.now() - oldest).total_seconds()
+    if waited > settings.LEDGER_SEAL_GRACE:
+        return f"entries unsealed for {waited:.0f} s"
+    return "ok"
