@@ -18,6 +18,7 @@ from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.safestring import mark_safe
+from django.views.decorators.cache import never_cache
 from django_otp import login as otp_login
 from django_otp.plugins.otp_totp.models import TOTPDevice
 from qrcode.image.svg import SvgPathImage
@@ -111,9 +112,12 @@ class TokenForm(forms.Form):
     )
 
 
+@never_cache
 @staff_member_required
 def second_factor(request):
-    """Confirm a TOTP token; on the first visit, enrol a new authenticator (shown once, until confirmed)."""
+    """Confirm a TOTP token; on the first visit, enrol a new authenticator (its secret shown until confirmed, the
+    answers marked ``Cache-Control: no-store``, ``never_cache``, so no browser or proxy cache keeps it: break-it
+    review)."""
     device = TOTPDevice.objects.filter(user=request.user, confirmed=True).first()
     enrolling = device is None
     if enrolling:

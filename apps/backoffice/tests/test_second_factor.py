@@ -15,8 +15,9 @@ def test_an_approver_must_enrol_and_confirm_a_one_time_password(client, approver
     response = client.get("/admin/backoffice/withdrawalapproval/")
     assert response.status_code == 302
     assert response.url == "/admin/second-factor/?next=/admin/backoffice/withdrawalapproval/"
-    enrol = client.get(response.url).content.decode()
-    assert 'id="totp-secret"' in enrol
+    enrolment = client.get(response.url)
+    assert 'id="totp-secret"' in enrolment.content.decode()
+    assert "no-store" in enrolment["Cache-Control"]  # break-it review: the secret was cacheable
     device = TOTPDevice.objects.get(user=approver, confirmed=False)
 
     confirmed = client.post(response.url, {"token": current_code(device)})
