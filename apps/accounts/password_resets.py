@@ -14,6 +14,7 @@ import logging
 
 import redis
 from axes.utils import reset as axes_reset
+from django import forms
 from django.conf import settings
 from django.contrib.auth import forms as auth_forms
 from django.contrib.auth import get_user_model
@@ -23,12 +24,14 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.services import audit_record
+from apps.core.errors import DomainError
 
 from .events import password_changed
 from .holds import withdrawals_hold
 from .models import HoldReason
 from .notifications import email_address_on_commit, email_user_on_commit, site_url
 from .reauthentication import password_is_right
+from .second_factor import second_factor_check_if_enrolled, user_has_second_factor
 from .services import api_keys_revoke_all
 
 log = logging.getLogger(__name__)
@@ -64,11 +67,28 @@ def password_change_record(*, user_id: int, action: str) -> None:
 class PasswordChangeForm(auth_forms.PasswordChangeForm):
     """Django's, the current password checked by ``authenticate`` (``request`` given), as a log-in's is: a wrong one
     counts as a failed log-in (django-axes), and a username locked out from the address is refused here too. Django's
-    own form only compared it, so a stolen session could guess the password without limit (review)."""
+    own form only compared it, so a stolen session could guess the password without limit (review).
+
+    A user with a second factor also gives a current code (``otp``, or a recovery code), as Binance asks: the old
+    password alone, with a session, changed it and logged the owner's other sessions out (break-it review). The code
+    is checked last, once everything else is valid, so a refused form does not spend it."""
 
     def __init__(self, user, *args, request=None, **kwargs):
         self.request = request
         super().__init__(user, *args, **kwargs)
+        if user_has_second_factor(user_id=user.pk):
+            self.fields["otp"] = forms.CharField(
+                max_length=32, label="Code from your authenticator app (or a recovery code)", strip=True
+            )
+
+    def clean(self):
+        cleaned = super().clean()
+        if "otp" in self.fields and not self.errors:
+            try:
+                second_factor_check_if_enrolled(user_id=self.user.pk, code=cleaned["otp"])
+            except DomainError as refused:
+                self.add_error("otp", refused.message)
+        return cleaned
 
     def clean_old_password(self) -> str:
         old_password = self.cleaned_data["old_password"]

@@ -6,6 +6,7 @@ import hashlib
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
 
+from apps.accounts.tests.otp import code_now, enrol_device
 from apps.audit.models import AuditLogEntry
 from apps.ledger.tests.factories import PASSWORD, UserFactory
 
@@ -126,3 +127,25 @@ def test_reset_links_to_one_address_are_capped_whoever_asks(client, db, django_c
         assert answer.status_code == 302  # answered alike
         sent.append(len(mails))
     assert sent == [1] * RESET_MAILS_PER_HOUR + [0, 0]
+
+
+def test_with_a_second_factor_a_change_also_needs_a_current_code(client, db):
+    """Break-it review: the old password alone, with a session, changed it (and logged the owner's other sessions
+    out) though the account had a second factor."""
+    user = UserFactory(username="carol")
+    client.force_login(user)
+    change = {"old_password": PASSWORD, "new_password1": NEW, "new_password2": NEW}
+    device = enrol_device(user)
+    assert 'name="otp"' in client.get("/accounts/password/change/").content.decode()
+
+    for otp in ("", "000000"):
+        refused = client.post("/accounts/password/change/", {**change, "otp": otp})
+        assert refused.status_code == 200 and refused.context["form"].errors["otp"]
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD)
+    device.throttle_reset()  # the wrong code's wait, passed
+
+    changed = client.post("/accounts/password/change/", {**change, "otp": code_now(device)})
+    assert (changed.status_code, changed["Location"]) == (302, "/security/")
+    user.refresh_from_db()
+    assert user.check_password(NEW)
