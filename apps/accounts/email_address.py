@@ -17,6 +17,7 @@ never to one its owner did not prove they read.
 """
 
 import logging
+import re
 from datetime import timedelta
 
 import idna
@@ -45,6 +46,10 @@ APPROVAL_SALT = "accounts.email-change-approval"
 MAX_LENGTH = 254  # auth_user.email, and RFC 5321's limit on a path
 MAX_LOCAL_LENGTH = 64  # RFC 5321 section 4.5.3.1.1
 INVALID = "Enter a valid e-mail address (letters of the English alphabet before the @)."
+DOT_ATOM = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+"""A local part as RFC 5322 section 3.4.1's ``dot-atom`` (ASCII letters, digits and ``atext`` symbols, dots between
+them): no quoted string, which Django's validator accepts (``"<script>alert(1)</script>"@example.com``: break-it
+review), and nothing a mailbox provider would not hand out."""
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +84,8 @@ def email_normalized(email: object) -> str:
 
     An ASCII local part: letters such as the Kelvin sign or the long s pass Django's validator, yet change under
     case folding (``K``, ``s``), so they could pose as another account's address, and mail to them is not
-    deliverable as the header encodes them. A domain literal (``a@[127.0.0.1]``) names no mail domain."""
+    deliverable as the header encodes them. A domain literal (``a@[127.0.0.1]``) names no mail domain. The local
+    part is a :data:`DOT_ATOM`."""
     if not isinstance(email, str) or len(email.strip()) > MAX_LENGTH:
         raise DomainError(INVALID, fields={"email": INVALID})
     email = BaseUserManager.normalize_email(email.strip())
@@ -89,7 +95,12 @@ def email_normalized(email: object) -> str:
         email = f"{local}@{idna.encode(domain, uts46=True, transitional=False).decode('ascii')}"
     except (ValidationError, idna.IDNAError, UnicodeError):
         raise DomainError(INVALID, fields={"email": INVALID}) from None
-    if not local.isascii() or len(local) > MAX_LOCAL_LENGTH or domain.startswith("[") or len(email) > MAX_LENGTH:
+    if (
+        not DOT_ATOM.fullmatch(local)
+        or len(local) > MAX_LOCAL_LENGTH
+        or domain.startswith("[")
+        or len(email) > MAX_LENGTH
+    ):
         raise DomainError(INVALID, fields={"email": INVALID})
     return email
 

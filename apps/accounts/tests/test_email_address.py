@@ -195,6 +195,9 @@ def test_an_address_gets_a_few_messages_a_day_then_none_whoever_asks(
         "line@example.com\nBcc: x@example.com",
         "a@[127.0.0.1]",  # a domain literal: no mail domain
         "l" * 65 + "@example.com",  # local parts are at most 64 characters (RFC 5321)
+        '"<script>alert(1)</script>"@example.com',  # a quoted string (break-it review): only dot-atoms
+        '"a b"@example.com',
+        "a..b@example.com",
     ],
 )
 def test_an_invalid_or_non_ascii_local_part_is_refused_on_its_field(email, django_capture_on_commit_callbacks):
@@ -211,6 +214,7 @@ def test_an_invalid_or_non_ascii_local_part_is_refused_on_its_field(email, djang
     [
         (" Jo@Bücher.Example ", "Jo@xn--bcher-kva.example"),
         ("a@straße.de", "a@xn--strae-oqa.de"),  # IDNA 2008: not strasse.de, another domain (IDNA 2003)
+        ("o'brien+tag@example.com", "o'brien+tag@example.com"),  # a dot-atom's symbols are letters too
     ],
 )
 def test_an_internationalised_domain_is_kept_in_its_ascii_form(typed, kept):
