@@ -54,6 +54,10 @@ class PostingOut(serializers.Serializer):
         choices=["available", "held"],
         help_text="available, or held (on hold for open orders and pending withdrawals).",
     )
+    account_id = serializers.IntegerField(
+        help_text="The account's id, as an entry proof's postings name it (docs/PROOFS.md section 1)."
+    )
+    posting_id = serializers.IntegerField(source="id", help_text="The posting's id, as an entry proof names it.")
     # Postings are signed debit-positive; user accounts are credit-normal, so the balance moves by -amount.
     amount = AmountOut(negate=True, help_text="Signed change of the balance: positive adds, negative takes away.")
     balance_after = AmountOut()

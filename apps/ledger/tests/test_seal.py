@@ -496,3 +496,18 @@ def test_journal_seal_command_reports_what_it_sealed(db, usdt, user):
     fund(user, usdt, Decimal("1"))
     code, out = run_command("journal_seal")
     assert code == 0 and out.startswith("sealed block 0: 1 entries, hash ")
+
+
+def test_the_statement_names_each_posting_and_account_as_the_entry_proof_does(db, usdt, user, api_as):
+    """Break-it review: the statement showed a posting from the customer's side (+1, ``available``) and the proof
+    as the journal keeps it (-1 on a numeric account id), with nothing to match them by but ``balance_after``."""
+    fund(user, usdt, "1.5")
+    journal_seal()
+    (row,) = api_as(user).get("/api/v1/ledger/entries/").json()
+
+    proof = api_as(user).get(f"/api/v1/ledger/entries/{row['entry_id']}/proof/").json()
+
+    (posting,) = [p for p in proof["entry"]["postings"] if p["id"] == row["posting_id"]]
+    assert posting["account_id"] == row["account_id"]
+    assert (posting["amount"], posting["balance_after"]) == ("-1.500000", row["balance_after"])
+    assert row["amount"] == "1.500000"
