@@ -4,6 +4,7 @@ clients; the browser-test rule."""
 import os
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
@@ -195,7 +196,7 @@ class StreamServers:
     """``webs``: two ``host:port`` of live uvicorn processes (``exchange.asgi``); ``relay`` the stream relay."""
 
     webs: list
-    relay: object
+    relay: Any
 
 
 @pytest.fixture(scope="session")
@@ -214,7 +215,9 @@ def stream_servers(django_db_setup, tmp_path_factory):
             webs.append(address)
         relay = start_relay(log_dir)
         processes.append(relay)
-        yield StreamServers(webs, relay)
+        servers = StreamServers(webs, relay)
+        yield servers
+        processes.append(servers.relay)  # a test may have started another one in its place
     finally:
         for process in processes:
             process.stop()

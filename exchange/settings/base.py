@@ -132,10 +132,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
 REDIS_URL = env("REDIS_URL")
+# Timeouts: a stalled Redis is an error within seconds (GET /healthz says so), never a request hanging for ever.
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
     }
 }
 
@@ -300,7 +302,17 @@ LEDGER_SEAL_GRACE = env.int("LEDGER_SEAL_GRACE", default=60)
 # (apps/ledger/seal/witness.py); off, nothing is recorded or checked.
 LEDGER_SEAL_HEAD_WITNESS = env.bool("LEDGER_SEAL_HEAD_WITNESS", default=True)
 
+# GET /healthz's worker check: beat sends a heartbeat task this often, and a worker must have run one within the
+# max age (exchange/health.py). An unrun heartbeat expires rather than piling up while no worker takes them.
+HEALTH_HEARTBEAT_SECONDS = env.float("HEALTH_HEARTBEAT_SECONDS", default=5.0)
+HEALTH_HEARTBEAT_MAX_AGE = env.float("HEALTH_HEARTBEAT_MAX_AGE", default=30.0)
+
 CELERY_BEAT_SCHEDULE: dict = {
+    "health-heartbeat": {
+        "task": "exchange.heartbeat",
+        "schedule": HEALTH_HEARTBEAT_SECONDS,
+        "options": {"expires": HEALTH_HEARTBEAT_SECONDS},
+    },
     "reconcile-hourly": {"task": "apps.backoffice.tasks.reconcile_scheduled", "schedule": crontab(minute=0)},
     "wallets-requeue-custody-events": {
         "task": "apps.wallets.tasks.custody_events_sweep",

@@ -161,6 +161,7 @@ import json
 from django.conf import settings
 from django.http import HttpResponse
 from django.middleware.csrf import CsrfViewMiddleware, get_token
+from django.middleware.security import SecurityMiddleware
 from django.test import Client, RequestFactory
 
 names = ["DEBUG", "SESSION_COOKIE_SECURE", "SESSION_COOKIE_HTTPONLY", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT",
@@ -171,9 +172,11 @@ plain = Client().get("/no-such-page/", headers={"host": "exchange.example"})
 secure = Client().get("/no-such-page/", headers={"host": "exchange.example", "x-forwarded-proto": "https"})
 request = RequestFactory().get("/", secure=True, headers={"host": "exchange.example"})
 response = CsrfViewMiddleware(lambda request: (get_token(request), HttpResponse())[1])(request)
+probe = RequestFactory().get("/healthz", headers={"host": "exchange.example"})  # a supervisor's, over plain HTTP
 figures.update(http_status=plain.status_code, http_location=plain.headers.get("Location"),
                hsts=secure.headers.get("Strict-Transport-Security"),
-               csrf_cookie_secure=bool(response.cookies["csrftoken"]["secure"]))
+               csrf_cookie_secure=bool(response.cookies["csrftoken"]["secure"]),
+               healthz_redirected=SecurityMiddleware(lambda request: HttpResponse()).process_request(probe) is not None)
 print(json.dumps(figures))
 """
 
@@ -200,6 +203,7 @@ def test_production_cookies_are_secure_and_https_is_enforced_with_hsts():
         "http_location": "https://exchange.example/no-such-page/",
         "hsts": "max-age=31536000; includeSubDomains; preload",
         "csrf_cookie_secure": True,
+        "healthz_redirected": False,  # break-it review: a supervisor probing gunicorn got a 301 to the public site
     }
 
 

@@ -1,34 +1,38 @@
-"""``/healthz`` with a real worker and relay (the worker fixtures live with the wallets' tests)."""
+"""``/healthz`` with a real worker and the session's relay (the worker fixtures live with the wallets' tests)."""
+
+import re
+import time
 
 import pytest
+from django.core.cache import cache
 
-from apps.streams.tests.processes import start_relay
+from exchange.celery import heartbeat
+from exchange.health import heartbeat_key
+
+from .conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def relay(tmp_path):
-    relay = start_relay(tmp_path)
-    yield relay
-    relay.stop()
+def test_healthz_is_200_once_a_worker_ran_a_heartbeat_and_503_when_none_ran_lately(
+    client, worker, stream_servers, settings
+):
+    cache.delete(heartbeat_key())
+    assert client.get("/healthz").json()["worker"] == "no task run yet (worker or beat down)"
 
+    heartbeat.delay()  # as beat sends it every HEALTH_HEARTBEAT_SECONDS
+    wait_for(lambda: client.get("/healthz").status_code == 200, message="/healthz 200")
+    assert client.get("/healthz").json() == {
+        "database": "ok",
+        "redis": "ok",
+        "worker": "ok",
+        "journal": "ok",
+        "relay": "ok",
+    }
 
-def test_healthz_is_200_when_database_redis_a_worker_and_the_relay_answer(client, worker, relay):
-    response = client.get("/healthz")
-    assert response.status_code == 200
-    assert response.json() == {"database": "ok", "redis": "ok", "worker": "ok", "journal": "ok", "relay": "ok"}
-
-
-def test_healthz_is_503_once_the_worker_stops(client, worker, relay):
-    worker.stop()
-    response = client.get("/healthz")
-    assert response.status_code == 503
-    assert response.json()["worker"] == "no worker"
-
-
-def test_healthz_is_503_once_the_relay_stops(client, worker, relay):
-    relay.stop()
+    worker.stop()  # break-it review: a worker whose pool ran nothing still answered the control broadcast
+    settings.HEALTH_HEARTBEAT_MAX_AGE = 1
+    time.sleep(1.5)
     response = client.get("/healthz")
     assert response.status_code == 503
-    assert response.json()["relay"] == "no relay"
+    assert re.fullmatch(r"no task run for \d+ s \(worker or beat down\)", response.json()["worker"])
