@@ -198,6 +198,22 @@ def email_approval_link_read(*, token: str) -> int:
     return signed_id_read(salt=APPROVAL_SALT, token=token, max_age=settings.EMAIL_CONFIRMATION_MAX_AGE)
 
 
+def email_change_pending(*, token: str) -> EmailRequest:
+    """The change an approval link's ``token`` names, while it may still be approved (what its page shows before the
+    button: the new address). Raises as :func:`email_change_approve` would, without writing anything."""
+    request = EmailRequest.objects.filter(pk=email_approval_link_read(token=token), approval_needed=True).first()
+    if request is None:
+        raise NotFound("This account no longer exists.", fields={"token": "No such account."})
+    _approvable_check(request)
+    return request
+
+
+def _approvable_check(request: EmailRequest) -> None:
+    if request.approved_at is not None or request.superseded_at is not None:
+        message = "This link was used already, or the change was cancelled or replaced by a newer one."
+        raise InvalidState(message, fields={"token": message})
+
+
 @transaction.atomic
 def email_change_approve(*, token: str) -> EmailRequest:
     """Approve the change an approval link (sent to the user's current address) names: the new address is then sent
@@ -213,9 +229,7 @@ def email_change_approve(*, token: str) -> EmailRequest:
     request = EmailRequest.objects.select_for_update().filter(pk=request_id).first()
     if user is None or request is None:
         raise NotFound("This account no longer exists.", fields={"token": "No such account."})
-    if request.approved_at is not None or request.superseded_at is not None:
-        message = "This link was used already, or the change was cancelled or replaced by a newer one."
-        raise InvalidState(message, fields={"token": message})
+    _approvable_check(request)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [SALT, request.email.lower()])
     request.approved_at = timezone.now()

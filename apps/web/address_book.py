@@ -34,11 +34,12 @@ def withdrawal_address_delete_view(request, entry_id: int):
 
 def confirm_page(request, token: str, *, what: str, confirm, read):
     """GET: a page with a confirm button, or why the link cannot confirm anything (``read(token=...)`` refuses it:
-    malformed, altered, another purpose's or expired). POST: confirm; the outcome (or why not) on the same page."""
+    malformed, altered, another purpose's or expired; what it returns is the page's ``pending``). POST: confirm; the
+    outcome (or why not) on the same page."""
     context = {"what": what, "token": token}
     try:
         if request.method != "POST":
-            read(token=token)
+            context["pending"] = read(token=token)
             return render(request, "web/confirm_link.html", context)
         context["done"] = confirm(token=token)
     except DomainError as error:

@@ -18,8 +18,8 @@ from django.views.decorators.http import require_POST
 
 from apps.accounts.email_address import (
     email_address_confirm,
-    email_approval_link_read,
     email_change_approve,
+    email_change_pending,
     email_confirmation_send,
     email_link_read,
     email_requests_cancel,
@@ -131,7 +131,7 @@ def email_approve_view(request, token: str):
     """The link e-mailed to the current address that approves a change of it (no log-in needed: the link is the
     proof); the new address is then sent its link."""
     return confirm_page(
-        request, token, what="change of e-mail address", confirm=email_change_approve, read=email_approval_link_read
+        request, token, what="change of e-mail address", confirm=email_change_approve, read=email_change_pending
     )
 
 

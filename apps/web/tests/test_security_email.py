@@ -95,12 +95,17 @@ def test_a_pending_change_is_shown_and_can_be_cancelled(client):
     assert "approve changing your address to <code>typo@exampel.com</code> was sent to your current address" in page
     (request,) = EmailRequest.objects.filter(user=user)
     path = f"/email/approve/{signed_token_make(salt=APPROVAL_SALT, payload={'id': request.pk})}/"
+    assert "Approve making <code>typo@exampel.com</code> the account's e-mail address" in (
+        client.get(path).content.decode()  # the page names what it approves (break-it review)
+    )
 
     assert client.post("/security/email/cancel/").status_code == 302
 
     page = shown(client)
     assert "Cancelled: the link we sent no longer works" in page
     assert 'id="pending-email"' not in page
+    dead = client.get(path)  # no live button on a link that can no longer approve anything
+    assert dead.status_code == 409 and "cancelled or replaced" in dead.content.decode()
     assert client.post(path).status_code == 409
     assert get_user_model().objects.get(pk=user.pk).email == "carol@example.com"
 
