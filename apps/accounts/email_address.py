@@ -223,12 +223,7 @@ def email_change_approve(*, token: str) -> EmailRequest:
     Raises :class:`~apps.core.links.InvalidLink` for a bad or expired token, :class:`InvalidState` once it was
     approved, cancelled, or a newer request retired it, :class:`NotFound` when the account is gone.
     """
-    request_id = email_approval_link_read(token=token)
-    user_id = EmailRequest.objects.filter(pk=request_id, approval_needed=True).values_list("user_id", flat=True).first()
-    user = _user_locked(user_id)
-    request = EmailRequest.objects.select_for_update().filter(pk=request_id).first()
-    if user is None or request is None:
-        raise NotFound("This account no longer exists.", fields={"token": "No such account."})
+    user, request = _request_locked(email_approval_link_read(token=token), approval_needed=True)
     _approvable_check(request)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [SALT, request.email.lower()])
@@ -247,6 +242,17 @@ def email_requests_cancel(*, user_id: int) -> int:
     address, say); return how many were open."""
     _user_locked(user_id)
     return EmailRequest.objects.open().filter(user_id=user_id).update(superseded_at=timezone.now())
+
+
+def _request_locked(request_id: int, **condition) -> tuple:
+    """The user and the request ``request_id`` (when it meets ``condition``), both locked, the user's row first (see
+    :func:`_user_locked`); raises :class:`NotFound` when either is gone."""
+    user_id = EmailRequest.objects.filter(pk=request_id, **condition).values_list("user_id", flat=True).first()
+    user = _user_locked(user_id)
+    request = EmailRequest.objects.select_for_update().filter(pk=request_id).first()
+    if user is None or request is None:
+        raise NotFound("This account no longer exists.", fields={"token": "No such account."})
+    return user, request
 
 
 def _user_locked(user_id: int | None):
@@ -271,12 +277,7 @@ def email_address_confirm(*, token: str):
     address first, :class:`NotFound` when the account is gone. The address it replaces, if any, is told; the
     change is in the audit log, the user as actor.
     """
-    request_id = email_link_read(token=token)
-    user_id = EmailRequest.objects.filter(pk=request_id, link_sent=True).values_list("user_id", flat=True).first()
-    user = _user_locked(user_id)
-    request = EmailRequest.objects.select_for_update().filter(pk=request_id).first()
-    if user is None or request is None:
-        raise NotFound("This account no longer exists.", fields={"token": "No such account."})
+    user, request = _request_locked(email_link_read(token=token), link_sent=True)
     if request.confirmed_at is not None or request.superseded_at is not None:
         message = "This link was used already, or a newer request for another address replaced it."
         raise InvalidState(message, fields={"token": message})
