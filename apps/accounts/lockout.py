@@ -78,7 +78,8 @@ class AccountLockoutHandler(AxesDatabaseHandler):
             super().user_login_failed(sender, credentials, request, **kwargs)
             return
         username = get_client_username(request, credentials)
-        if len(username or "") > get_user_model()._meta.get_field("username").max_length:
+        longest = get_user_model()._meta.get_field("username").max_length
+        if longest is not None and len(username or "") > longest:
             # No account has such a name, so there is none to lock; axes' row could not hold it either (a 500 on a
             # 256-character username: break-it review). The log-in rate per address still applies.
             return
