@@ -133,8 +133,7 @@ def email_confirmation_send(*, user_id: int, email: str, otp: str | None = None)
     with transaction.atomic():
         # The user's requests, then the address's, are counted one at a time.
         _user_locked(user_id)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [SALT, email.lower()])
+        _address_locked(email)
         _request_record(user, email)
     return email
 
@@ -155,13 +154,11 @@ def _request_record(user, email: str) -> None:
     request = EmailRequest.objects.create(
         user_id=user_id, email=email, approval_needed=True, link_sent=False, message_sent=False, created_at=now
     )
-    token = signed_token_make(salt=APPROVAL_SALT, payload={"id": request.pk})
     context = {
         "username": user.username,
         "email": email,
         "time": now,
-        "link": site_url(reverse("web:email-approve", args=[token])),
-        "hours": settings.EMAIL_CONFIRMATION_MAX_AGE // 3600,
+        **_link("web:email-approve", APPROVAL_SALT, request),
     }
     email_address_on_commit(to=user.email, template="email_change_approve", context=context)
 
@@ -183,12 +180,22 @@ def _new_address_tell(user, request: EmailRequest) -> None:
     elif owner is not None:  # told at the address its owner confirmed (the case typed may differ)
         email_address_on_commit(to=owner.email, template="email_in_use", context={})
     else:
-        token = signed_token_make(salt=SALT, payload={"id": request.pk})
-        link = site_url(reverse("web:email-confirm", args=[token]))
-        hours = settings.EMAIL_CONFIRMATION_MAX_AGE // 3600
-        email_address_on_commit(
-            to=email, template="email_confirm", context={"username": user.username, "link": link, "hours": hours}
-        )
+        context = {"username": user.username, **_link("web:email-confirm", SALT, request)}
+        email_address_on_commit(to=email, template="email_confirm", context=context)
+
+
+def _link(view: str, salt: str, request: EmailRequest) -> dict:
+    """The e-mailed link to ``view`` naming ``request`` (signed with ``salt``) and the hours it works, as the
+    messages' context: ``{"link", "hours"}``."""
+    token = signed_token_make(salt=salt, payload={"id": request.pk})
+    return {"link": site_url(reverse(view, args=[token])), "hours": settings.EMAIL_CONFIRMATION_MAX_AGE // 3600}
+
+
+def _address_locked(email: str) -> None:
+    """Take the transaction's advisory lock of ``email`` (any case): the messages an address is sent are counted one
+    request at a time."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [SALT, email.lower()])
 
 
 def email_approval_link_read(*, token: str) -> int:
@@ -225,8 +232,7 @@ def email_change_approve(*, token: str) -> EmailRequest:
     """
     user, request = _request_locked(email_approval_link_read(token=token), approval_needed=True)
     _approvable_check(request)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s), hashtext(%s))", [SALT, request.email.lower()])
+    _address_locked(request.email)
     request.approved_at = timezone.now()
     _new_address_tell(user, request)
     audit_record(

@@ -18,8 +18,6 @@ from apps.ledger.seal.selectors import (
     entry_proof,
     journal_block,
     journal_head,
-    second_factor_missing,
-    sees_every_entry,
 )
 from exchange.converters import MAX_ID
 
@@ -120,8 +118,4 @@ class EntryProofApi(ScopedApiView):
     @extend_schema(responses=EntryProofOut)
     def get(self, request, id: str):
         entry_id = path_id(id, what="entry")
-        user = request.user
-        proof = entry_proof(
-            entry_id, user_id=user.id, is_staff=sees_every_entry(user), unconfirmed_staff=second_factor_missing(user)
-        )
-        return Response(proof)
+        return Response(entry_proof(entry_id, user=request.user))

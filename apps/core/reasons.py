@@ -35,10 +35,7 @@ def hidden_characters_refuse(text: str, *, field: str) -> None:
     """Raise :class:`DomainError` naming ``field`` when ``text`` holds a control or format character other than a
     line break or tab, a line or paragraph separator (Unicode categories Cc, Cf, Cs, Zl, Zp; see :func:`reason_checked`)
     or a character that renders as nothing (:data:`BLANK_LOOKING`)."""
-    if any(
-        (unicodedata.category(character) in HIDDEN or character in BLANK_LOOKING) and character not in "\n\r\t"
-        for character in text
-    ):
+    if any(_hidden(character) for character in text):
         message = "Control and invisible formatting characters are not allowed."
         raise DomainError(message, fields={field: message})
 
@@ -47,9 +44,10 @@ def hidden_characters_shown(text: str) -> str:
     """``text`` with each hidden character :func:`hidden_characters_refuse` refuses (tabs and line breaks stay) written
     as its escape (``\\u001b``), for screens that show what was recorded as it was: an operator reads a failed log-in
     as ``op\\u001berator``, not as ``operator`` (break-it review)."""
-    return "".join(
-        f"\\u{ord(character):04x}"
-        if (unicodedata.category(character) in HIDDEN or character in BLANK_LOOKING) and character not in "\n\r\t"
-        else character
-        for character in text
-    )
+    return "".join(f"\\u{ord(character):04x}" if _hidden(character) else character for character in text)
+
+
+def _hidden(character: str) -> bool:
+    """A control, format or separator character (:data:`HIDDEN`) other than a line break or tab, or one of
+    :data:`BLANK_LOOKING`."""
+    return (unicodedata.category(character) in HIDDEN or character in BLANK_LOOKING) and character not in "\n\r\t"

@@ -9,7 +9,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from apps.core.errors import DomainError
-from apps.ledger.seal.selectors import entry_proof, second_factor_missing, sees_every_entry
+from apps.ledger.seal.selectors import entry_proof
 
 from .documents import snapshot_header_of
 from .selectors import liabilities_proof, snapshot_latest
@@ -65,10 +65,7 @@ def liabilities_proof_download(request):
 def entry_proof_download(request, entry_id: int):
     """One journal entry's inclusion proof as a JSON file (to its owner, and to staff who may read every entry: ``sees_every_entry``; staff who would but for the second factor a 403, else a 404)."""
     try:
-        user = request.user
-        proof = entry_proof(
-            entry_id, user_id=user.id, is_staff=sees_every_entry(user), unconfirmed_staff=second_factor_missing(user)
-        )
+        proof = entry_proof(entry_id, user=request.user)
     except DomainError as exc:
         return _json_download({"error": {"code": exc.code, "message": exc.message}}, "error.json", exc.status)
     return _json_download(proof, f"entry-{entry_id}-proof.json")

@@ -103,10 +103,14 @@ def deposits_in_flight(*, asset_ids: Iterable[int]) -> dict[int, Decimal]:
     A deposit credited that custody never counted (a forged callback; coins custody no longer holds) is not in
     flight: it shows as a difference."""
     asset_ids = list(asset_ids)
-    totals: dict[int, Decimal] = {}
-    pending = Deposit.objects.filter(asset_id__in=asset_ids, status=DepositStatus.PENDING).values_list(
-        "asset_id", "amount"
+    pending = (
+        Deposit.objects.filter(asset_id__in=asset_ids, status=DepositStatus.PENDING)
+        .values("asset_id")
+        .annotate(total=Sum("amount"))
+        .values_list("asset_id", "total")
+        .order_by()
     )
+    totals = {asset_id: -total for asset_id, total in pending}
     recorded = Deposit.objects.filter(asset_id=OuterRef("asset_id"), txid=OuterRef("txid"), vout=OuterRef("vout"))
     unrecorded = (
         CustodyEvent.objects.filter(asset_id__in=asset_ids, type=EventType.DEPOSIT, state=EventState.RECEIVED)
@@ -116,8 +120,6 @@ def deposits_in_flight(*, asset_ids: Iterable[int]) -> dict[int, Decimal]:
         .order_by()  # no ordering columns in the DISTINCT: each output once
         .distinct()
     )
-    for asset_id, amount in pending:
-        totals[asset_id] = totals.get(asset_id, Decimal(0)) - amount
     for asset_id, _, _, amount in unrecorded:
         totals[asset_id] = totals.get(asset_id, Decimal(0)) - amount
     return totals

@@ -1,7 +1,8 @@
 """The sealer's part of ``GET /healthz``: does the chain still hold the head it witnessed, and is it keeping up?"""
 
 from django.conf import settings
-from django.utils import timezone
+
+from apps.core.health import waited_seconds
 
 from ..models import BlockEntry, JournalEntry
 from .witness import witness_problem
@@ -18,7 +19,7 @@ def journal_health() -> str:
         return problem
     sealed = BlockEntry.objects.order_by("-entry_id").values_list("entry_id", flat=True).first() or 0
     oldest = JournalEntry.objects.filter(id__gt=sealed).order_by("id").values_list("created_at", flat=True).first()
-    waited = 0.0 if oldest is None else (timezone.now() - oldest).total_seconds()
+    waited = waited_seconds(oldest)
     if waited > settings.LEDGER_SEAL_GRACE:
         return f"entries unsealed for {waited:.0f} s"
     return "ok"

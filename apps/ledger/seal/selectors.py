@@ -36,22 +36,27 @@ def journal_block(height: int) -> JournalBlock:
 ENTRY_VIEW_PERMISSION = "ledger.view_journalentry"
 
 
+def _entry_reader(user) -> tuple[bool, bool]:
+    """``(staff holding ENTRY_VIEW_PERMISSION, session confirmed with the second factor)`` of a request's user."""
+    is_verified = getattr(user, "is_verified", None)
+    return bool(user.is_staff and user.has_perm(ENTRY_VIEW_PERMISSION)), bool(is_verified and is_verified())
+
+
 def sees_every_entry(user) -> bool:
     """Whether ``user`` (a request's) may read any journal entry's proof, not only their own: staff with the
     permission :data:`ENTRY_VIEW_PERMISSION`, in a session confirmed with their second factor (django-otp's
     ``user.is_verified()``, which only a session's user has: never a user authenticated by an API key). A staff
     password alone, through the admin's log-in or a new API key, does not open every customer's entries (break-it
     review)."""
-    is_verified = getattr(user, "is_verified", None)
-    return bool(user.is_staff and user.has_perm(ENTRY_VIEW_PERMISSION) and is_verified is not None and is_verified())
+    permitted, verified = _entry_reader(user)
+    return permitted and verified
 
 
 def second_factor_missing(user) -> bool:
     """Whether ``user`` is staff with :data:`ENTRY_VIEW_PERMISSION` who would see every entry's proof
     (:func:`sees_every_entry`) but for a session confirmed with the second factor (an API key never is)."""
-    is_verified = getattr(user, "is_verified", None)
-    verified = is_verified is not None and is_verified()
-    return bool(user.is_staff and user.has_perm(ENTRY_VIEW_PERMISSION) and not verified)
+    permitted, verified = _entry_reader(user)
+    return permitted and not verified
 
 
 def entry_visible_to(entry_id: int, *, user_id: int, is_staff: bool) -> bool:
@@ -62,18 +67,18 @@ def entry_visible_to(entry_id: int, *, user_id: int, is_staff: bool) -> bool:
     return Posting.objects.filter(entry_id=entry_id, account__owner_id=user_id).exists()
 
 
-def entry_proof(entry_id: int, *, user_id: int, is_staff: bool, unconfirmed_staff: bool = False) -> dict:
+def entry_proof(entry_id: int, *, user) -> dict:
     """The entry's inclusion proof: ``{"entry": E, "block": B, "block_hash", "signature", "key_id",
     "leaf_index", "tree_size", "audit_path": [hex, ...]}`` (RFC 6962 audit path, leaf to root).
 
+    ``user`` is the request's: its owner sees its own entries, staff who may every one (:func:`sees_every_entry`).
     Raises :class:`NotFound` when the entry does not exist or the user may not see it (the
-    same answer, so ids of others' entries leak nothing), :class:`PermissionDenied` for another customer's entry when
-    ``unconfirmed_staff`` (:func:`second_factor_missing`: staff who would see it with the second factor; break-it
-    review: told "No entry", an auditor took the entry for missing), :class:`InvalidState` while the entry is not
-    sealed yet.
+    same answer, so ids of others' entries leak nothing), :class:`PermissionDenied` for another customer's entry to
+    staff who would see it with the second factor (:func:`second_factor_missing`; break-it review: told "No entry",
+    an auditor took the entry for missing), :class:`InvalidState` while the entry is not sealed yet.
     """
-    if not entry_visible_to(entry_id, user_id=user_id, is_staff=is_staff):
-        if unconfirmed_staff and JournalEntry.objects.filter(id=entry_id).exists():
+    if not entry_visible_to(entry_id, user_id=user.id, is_staff=sees_every_entry(user)):
+        if second_factor_missing(user) and JournalEntry.objects.filter(id=entry_id).exists():
             raise PermissionDenied(
                 "Another customer's entry needs a back-office session confirmed with your second factor "
                 "(log in at /admin/ and give its code), never an API key."
