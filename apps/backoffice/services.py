@@ -318,7 +318,12 @@ def withdrawal_decide(*, withdrawal_id: int, operator_id: int, approve: bool, re
     same transaction. Raises what they raise: :class:`InvalidState` for a second decision,
     :class:`PermissionDenied`, :class:`NotFound`, :class:`DomainError` (reason).
     """
-    before = Withdrawal.objects.filter(id=withdrawal_id).first()
+    # A rejection reads the state it overturns under the row lock withdrawal_reject takes first anyway (break-it
+    # review: racing an approval, it audited awaiting_approval for a withdrawal it found approved). An approval moves
+    # only from awaiting_approval, so what it reads unlocked is what it changed, and its locks keep their order
+    # (the withdrawals block, then the row).
+    rows = Withdrawal.objects.filter(id=withdrawal_id)
+    before = (rows if approve else rows.select_for_update(no_key=True)).first()
     if approve:
         withdrawal = withdrawal_approve(withdrawal_id=withdrawal_id, operator_id=operator_id)
     else:

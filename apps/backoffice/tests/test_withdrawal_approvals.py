@@ -1,15 +1,20 @@
 """The withdrawal approval queue in the admin, driven with Django's test client."""
 
+import threading
+import time
 from decimal import Decimal
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.audit.models import AuditLogEntry
+from apps.backoffice.services import withdrawal_decide
 from apps.ledger.services import user_accounts
 from apps.wallets.custody.simnet import new_address
 from apps.wallets.models import Withdrawal, WithdrawalStatus
 from apps.wallets.services import withdrawal_cancel, withdrawal_request
+from apps.wallets.tests.conftest import make_operator
 from apps.wallets.tests.factories import book_address, deposit_through_custody
 
 
@@ -147,3 +152,32 @@ def test_a_malformed_withdrawal_id_is_a_404(client, approver, admin_login, path)
     admin_login(approver)
     assert client.get(path, follow=True).status_code == 404  # the admin may first redirect to .../change/
     assert client.post(path, {"decision": "approve"}, follow=True).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rejection_racing_an_approval_audits_the_approved_state_it_overturned(awaiting):
+    """Break-it review: the rejection read the withdrawal before waiting for the approval's lock, and audited it as
+    awaiting approval when it rejected an approved one."""
+    first, second = make_operator("first"), make_operator("second")
+    approved = threading.Event()
+
+    def approve() -> None:
+        try:
+            with transaction.atomic():
+                withdrawal_decide(withdrawal_id=awaiting.id, operator_id=first.id, approve=True)
+                approved.set()
+                time.sleep(0.5)  # the rejection meets the row locked, and reads it meanwhile without a lock
+        finally:
+            connection.close()
+
+    approving = threading.Thread(target=approve)
+    approving.start()
+    assert approved.wait(timeout=30)
+    withdrawal_decide(withdrawal_id=awaiting.id, operator_id=second.id, approve=False, reason="seen too late")
+    approving.join(timeout=30)
+
+    audited = AuditLogEntry.objects.filter(object_type="wallets.withdrawal", object_id=str(awaiting.id)).order_by("id")
+    assert [(row.action, row.before["status"], row.after["status"]) for row in audited] == [
+        ("withdrawal.approve", "awaiting_approval", "approved"),
+        ("withdrawal.reject", "approved", "rejected"),
+    ]
