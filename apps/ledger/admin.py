@@ -81,37 +81,6 @@ def amount_column(field: str, asset_of: Callable[[Any], Asset], description: str
     return column
 
 
-@admin.register(Asset)
-class AssetAdmin(admin.ModelAdmin):
-    list_display = (
-        "code",
-        "name",
-        "decimals",
-        "display_decimals",
-        "network",
-        "fee_display",
-        "minimum_display",
-        "auto_approve_display",
-        "daily_limit_display",
-        "confirmations_required",
-    )
-    search_fields = ("code", "name")
-
-    fee_display = amount_column("withdrawal_fee", lambda asset: asset, "withdrawal fee")
-    minimum_display = amount_column("min_withdrawal", lambda asset: asset, "minimum withdrawal")
-    auto_approve_display = amount_column(
-        "withdrawal_auto_approve_limit", lambda asset: asset, "approved without an operator up to, per 24 h"
-    )
-    daily_limit_display = amount_column("withdrawal_daily_limit", lambda asset: asset, "daily limit")
-
-    def get_readonly_fields(self, request, obj=None):
-        # Precision and code are fixed once amounts exist in them.
-        return ("code", "decimals") if obj else ()
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(Account)
 class AccountAdmin(ReadOnlyAdmin):
     list_display = ("id", "kind", "owner_name", "asset", "shard", "balance_display", "version", "statement_link")
