@@ -11,6 +11,9 @@ order for a base quantity (IOC), with ``quoteOrderQty`` a market buy with a quot
 market sell by quote amount is not supported: -1014). ``selfTradePreventionMode`` EXPIRE_TAKER,
 EXPIRE_MAKER, EXPIRE_BOTH map to ours; NONE, DECREMENT and TRANSFER are refused (-2010: self-trades
 are always prevented here). Without ``newClientOrderId`` a random one is drawn, as Binance does.
+``strategyId`` and ``strategyType`` (a bot's tags of its orders) are checked as Binance checks them and otherwise
+ignored: nothing keeps them, so no answer carries them back (break-it review: a bot tagging its orders had every
+one refused, -1104).
 """
 
 import re
@@ -77,7 +80,12 @@ _ORDER_PARAMS = (
     "newClientOrderId",
     "newOrderRespType",
     "selfTradePreventionMode",
+    "strategyId",
+    "strategyType",
 )
+STRATEGY_TYPE_MIN = 1_000_000
+"""The least ``strategyType`` Binance takes (lower values are its own)."""
+MAX_INT32 = 2**31 - 1
 
 
 def _not_required(name: str) -> BinanceError:
@@ -122,6 +130,8 @@ def _order_arguments(params: Params, market: Market) -> dict:
         raise BinanceError(NEW_ORDER_REJECTED, "This symbol does not allow the specified self-trade prevention mode.")
     stp_name = params.choice("selfTradePreventionMode", STP_MODES)
     client_order_id = params.text("newClientOrderId", pattern=CLIENT_ORDER_ID) or secrets.token_urlsafe(16)[:22]
+    params.integer("strategyId")  # LONG
+    params.integer("strategyType", minimum=STRATEGY_TYPE_MIN, maximum=MAX_INT32)  # INT
     return {
         "market": market.symbol,
         "side": Side.BUY if side == "BUY" else Side.SELL,

@@ -362,6 +362,10 @@ ORDER = {"symbol": "BTCUSDT", "side": "BUY", "type": "LIMIT", "timeInForce": "GT
         ({"selfTradePreventionMode": "SOMETIMES"}, -1130, "selfTradePreventionMode"),
         ({"newClientOrderId": "x" * 37}, -1100, "newClientOrderId"),
         ({"icebergQty": "0.01"}, -1104, "icebergQty"),
+        ({"strategyId": "-1"}, -1100, "strategyId"),
+        ({"strategyId": "x"}, -1100, "strategyId"),
+        ({"strategyType": "999999"}, -1100, "strategyType"),
+        ({"strategyType": str(2**31)}, -1100, "strategyType"),
         ({"type": "MARKET", "timeInForce": None, "price": None, "quantity": None}, -1102, "quoteOrderQty"),
         (
             {
@@ -386,6 +390,15 @@ def test_bad_orders_get_binance_codes_and_leave_nothing(trader, usdt, change, co
     assert response.status_code == 400
     assert response.json()["code"] == code and msg_part in response.json()["msg"]
     assert Order.objects.count() == 0 and balance(user, usdt) == (Decimal("100000"), Decimal("0"))
+
+
+def test_an_order_tagged_with_a_strategy_is_placed(trader):
+    """Break-it review: ``strategyId`` and ``strategyType``, which Binance takes on any order, were refused (-1104)."""
+    user, signed = trader
+    response = signed("POST", "order", **ORDER, strategyId="1", strategyType="1000000")
+
+    assert response.status_code == 200, response.json()
+    assert Order.objects.get(id=response.json()["orderId"]).user_id == user.id
 
 
 def test_cancel_by_orig_client_order_id_answers_the_cancelled_order_then_2011(trader):
