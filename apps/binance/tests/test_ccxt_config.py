@@ -2,6 +2,7 @@
 classes know (REST families and, for ccxt.pro, WebSocket ones) names our host, so that no call, signed or not,
 carries a user's API key to Binance."""
 
+import json
 import re
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -38,6 +39,23 @@ def test_the_readme_configuration_sends_no_request_to_binance():
     assert {family for family, _ in _urls(ccxt.binance().urls["api"])} <= hosts.keys()
     assert {family: host for family, host in hosts.items() if host != "127.0.0.1:8000"} == {}
     assert namespace["exchange"].urls["api"]["sapi"] == "http://127.0.0.1:8000/not-served/sapi"
+
+
+def test_the_readme_freqtrade_block_names_every_family_and_no_host_but_ours(capsys):
+    """Break-it review: with the REST block alone, freqtrade's candles (ccxt.pro's watch_ohlcv) came from Binance."""
+    section = README.read_text().split("**freqtrade**", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    exec(code, {})  # noqa: S102  (our own README's example)
+    config = json.loads(capsys.readouterr().out)
+
+    exchange = ccxt.pro.binance(config)
+    hosts = _hosts(exchange)
+    assert {family for family, _ in _urls(ccxt.pro.binance().urls["api"])} <= hosts.keys()
+    assert {family: host for family, host in hosts.items() if host not in ("127.0.0.1:8000", "127.0.0.1:8001")} == {}
+    assert (exchange.urls["api"]["public"], exchange.urls["api"]["ws"]["spot"]) == (
+        "http://127.0.0.1:8000/api/v3",
+        "ws://127.0.0.1:8001/ws",
+    )
 
 
 def test_the_test_clients_name_no_host_but_ours():
