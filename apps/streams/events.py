@@ -12,6 +12,7 @@ from decimal import Decimal
 
 from apps.ledger.amounts import format_amount
 from apps.orders.models import EndReason, OrderStatus, SelfTradePrevention
+from apps.orders.selectors import Depth
 
 STATUS = {
     "open": "NEW",
@@ -148,6 +149,17 @@ def agg_trades(market: MarketInfo, change: BookChange, now_ms: int) -> list[dict
         }
         for run in runs
     ]
+
+
+def partial_depth(market: MarketInfo, book: Depth, levels: int) -> dict:
+    """A partial book depth event (Binance's ``<symbol>@depth<levels>``, which has no event type): the best
+    ``levels`` price levels of each side of ``book`` and the update id it is at, as ``GET /api/v3/depth`` shows
+    them (``lastUpdateId``, ``[price, quantity]`` pairs, best first)."""
+    return {
+        "lastUpdateId": book.sequence,
+        "bids": [[market.price(price), market.qty(qty)] for price, qty in book.bids[:levels]],
+        "asks": [[market.price(price), market.qty(qty)] for price, qty in book.asks[:levels]],
+    }
 
 
 def _report(market: MarketInfo, order: dict, now_ms: int, execution: str, status: str, filled, filled_quote) -> dict:

@@ -3,11 +3,17 @@
 import re
 from dataclasses import dataclass
 
-from .groups import ALL_MARKETS_STREAMS, MARKET_STREAMS, all_markets_group, market_group
+from .groups import ALL_MARKETS_STREAMS, MARKET_STREAMS, PARTIAL_DEPTH_LEVELS, all_markets_group, market_group
 
 MAX_STREAMS = 200  # per connection
 _KEY = re.compile(r"^[0-9a-f]{64}$")
-_DEPTH_SPEEDS = ("depth@100ms", "depth@1000ms")  # Binance's update speeds of a depth stream
+# Binance's names of the same stream: a depth stream's update speeds (every change is published as it commits) and
+# a partial depth stream's default speed.
+_SAME_STREAMS = {
+    "depth@100ms": "depth",
+    "depth@1000ms": "depth",
+    **{f"depth{levels}@1000ms": f"depth{levels}" for levels in PARTIAL_DEPTH_LEVELS},
+}
 
 
 class InvalidStream(ValueError):
@@ -29,8 +35,8 @@ def parse_stream(name: str, symbols: set[str]) -> PublicStream | str:
 
     ``symbols`` are the markets' stream symbols (``btcusdt``). The array streams of every market are
     :data:`~apps.streams.groups.ALL_MARKETS_STREAMS`. Binance's update-speed suffix of a depth stream
-    (``btcusdt@depth@100ms``, ``@1000ms``) names the same stream: every book change is published as it commits.
-    A key is 64 lower-case hex characters
+    (``btcusdt@depth@100ms``, ``@1000ms``) names the same stream: every book change is published as it commits;
+    ``btcusdt@depth5@1000ms`` is ``btcusdt@depth5``. A key is 64 lower-case hex characters
     (:func:`apps.streams.services.stream_token_create`); whether it is valid is for the caller to check.
     """
     if name in ALL_MARKETS_STREAMS:
@@ -41,8 +47,7 @@ def parse_stream(name: str, symbols: set[str]) -> PublicStream | str:
             return name
         raise InvalidStream(f"{name[:80]!r} is neither <symbol>@<stream> nor a stream key.")
     symbol, _, stream = name.partition("@")
-    if stream in _DEPTH_SPEEDS:
-        stream = "depth"
+    stream = _SAME_STREAMS.get(stream, stream)
     if symbol not in symbols:
         raise InvalidStream(f"No market {symbol[:40]!r} (symbols are lower case without a dash: btcusdt).")
     if stream not in MARKET_STREAMS:

@@ -13,7 +13,9 @@ order and a round never sees update ``n + 1`` without ``n``; consecutive rows of
 within a round are merged into one ``depthUpdate`` (``U``..``u``); a run with trades also publishes the
 candles they went into (``kline_<interval>``, read from :mod:`apps.marketdata`, whose candles are
 kept in the fill's transaction), and markets whose book changed get a ``24hrTicker`` at most once
-a second (:func:`apps.marketdata.selectors.ticker_24h`). Every ``KLINE_SECONDS`` each market that has
+a second (:func:`apps.marketdata.selectors.ticker_24h`). Every market's best 5, 10 and 20 levels go out every
+second on its partial depth streams (``depth<levels>``, and ``depth<levels>@100ms`` every 100 ms while its book
+changes), read from the book (:func:`apps.orders.selectors.order_book_depth`). Every ``KLINE_SECONDS`` each market that has
 traded gets its current candle of every interval, trades or not, preceded by the final state of a candle
 that closed since (:func:`apps.marketdata.selectors.candles_live`). Deposit and withdrawal
 rows are published as their objects are when the relay reads them, with the user's
@@ -38,11 +40,12 @@ from apps.ledger.models import Asset
 from apps.ledger.selectors import balances_for_users
 from apps.marketdata.selectors import candles_latest, candles_live, ticker_24h
 from apps.orders.models import Market
+from apps.orders.selectors import order_book_depth
 from apps.wallets.apis import WithdrawalOut
 from apps.wallets.models import Deposit, Withdrawal
 
 from . import events
-from .groups import all_markets_group, market_group, user_group
+from .groups import PARTIAL_DEPTH_LEVELS, PARTIAL_DEPTH_SPEEDS, all_markets_group, market_group, user_group
 from .models import RELAY_CHANNEL, StreamEventKind
 
 log = logging.getLogger(__name__)
@@ -76,6 +79,8 @@ class Relay:
         self.tickers_sent = 0.0
         self.klines_sent = 0.0
         self.kline_buckets: dict[tuple[int, str], datetime] = {}  # (market, interval) -> the bucket last pushed
+        self.depth_changed: set[int] = set()  # markets whose book changed since the last partial depth push
+        self.depths_sent = dict.fromkeys(PARTIAL_DEPTH_SPEEDS, 0.0)  # speed -> when its streams were last pushed
         self.stopped = False
         self.doorbell = Doorbell([])
 
@@ -95,6 +100,7 @@ class Relay:
                     published = self.round()
                     self.tickers()
                     self.klines()
+                    self.partial_depths()
                     if published < self.batch:
                         self.wait()
             except Exception:
@@ -111,8 +117,11 @@ class Relay:
         log.info("stream relay active")
 
     def wait(self) -> None:
-        """Until a writer rings (or ``idle`` seconds pass); a ring that came since the last wait returns at once."""
-        self.doorbell.wait(self.idle)
+        """Until a writer rings, ``idle`` seconds pass or partial depth streams are due (:meth:`partial_depths`); a
+        ring that came since the last wait returns at once."""
+        due = [speed for speed in PARTIAL_DEPTH_SPEEDS if speed == "" or self.depth_changed]
+        until = min(self.depths_sent[speed] + PARTIAL_DEPTH_SPEEDS[speed] for speed in due) - time.monotonic()
+        self.doorbell.wait(max(0.0, min(self.idle, until)))
 
     def round(self) -> int:
         """Publish one batch of outbox rows in one transaction; returns how many rows it took."""
@@ -183,6 +192,7 @@ class Relay:
                 kline = events.kline(market, candle, stamp)
                 out.append((market_group(symbol, f"kline_{candle.interval}"), _message(kline, last, last)))
         self.tickers_due.add(market.id)
+        self.depth_changed.add(market.id)
         return out
 
     def tickers(self) -> None:
@@ -242,6 +252,41 @@ class Relay:
                     self.kline_buckets[key] = due[-1].open_time
                 group = market_group(market.stream_symbol, f"kline_{latest.interval}")
                 out += [(group, _message(events.kline(market, candle, stamp))) for candle in due]
+        return out
+
+    def partial_depths(self) -> None:
+        """:meth:`partial_depth_messages` published when due; a failure is logged and left to the next push (no outbox
+        row is at stake)."""
+        now = time.monotonic()
+        due = [
+            speed
+            for speed, seconds in PARTIAL_DEPTH_SPEEDS.items()
+            if now - self.depths_sent[speed] >= seconds and (speed == "" or self.depth_changed)
+        ]
+        if not due:
+            return
+        every_market = "" in due  # the one-second push: every market, on every speed's streams
+        market_ids = None if every_market else sorted(self.depth_changed)
+        speeds = list(PARTIAL_DEPTH_SPEEDS) if every_market else due
+        self.depths_sent.update(dict.fromkeys(speeds, now))
+        self.depth_changed = set()
+        try:
+            self.loop.run_until_complete(self.publish(self.partial_depth_messages(market_ids, speeds)))
+        except Exception:
+            log.exception("stream relay partial depths failed")
+
+    def partial_depth_messages(self, market_ids: list[int] | None, speeds: list[str]) -> list[tuple[str, dict]]:
+        """Binance's partial book depth events (:func:`events.partial_depth`) of ``market_ids`` (``None``: every
+        market) on their ``depth<levels><speed>`` streams, for each of ``speeds`` (``""``, ``"@100ms"``)."""
+        if market_ids is None:
+            market_ids = list(Market.objects.order_by("id").values_list("id", flat=True))
+        out = []
+        for market_id in market_ids:
+            market = self.market(market_id)
+            book = order_book_depth(market=market.symbol, limit=max(PARTIAL_DEPTH_LEVELS))
+            for levels in PARTIAL_DEPTH_LEVELS:
+                message = _message(events.partial_depth(market, book, levels))
+                out += [(market_group(market.stream_symbol, f"depth{levels}{speed}"), message) for speed in speeds]
         return out
 
     def wallet_message(self, kind: str, user_id: int, object_id: int, touched) -> list:

@@ -370,3 +370,51 @@ def test_a_connection_past_its_message_budget_is_told_and_closed_and_one_within_
     assert [message["id"] for message in flooded[:-1]] == list(range(10))
     assert flooded[-1]["error"]["code"] == -1003 and "5 messages a second" in flooded[-1]["error"]["msg"]
     assert flood.closed_code == 1008
+
+
+def rest_place(web: str, key: str, side: str, price: str) -> None:
+    body = {"market": "BTC-USDT", "side": side, "type": "limit", "price": price, "qty": "0.02"}
+    response = requests.post(
+        f"http://{web}/api/v1/orders/", json=body, headers={"Authorization": f"Token {key}"}, timeout=30
+    )
+    assert response.status_code == 201, response.text
+
+
+def test_partial_depth_streams_push_the_best_levels_as_the_rest_depth_shows_them(stream_servers, btc_usdt, btc, usdt):
+    """Break-it review: ``btcusdt@depth5`` and Binance's other partial book depth streams were refused. A connection
+    open while the book changes and one opened after it (the every-second push) both reach the book's last update."""
+    webs = stream_servers.webs
+    names = ["btcusdt@depth5", "btcusdt@depth10@100ms", "btcusdt@depth20@1000ms"]
+    url = f"ws://{webs[0]}/stream?streams={'/'.join(names)}"
+    before = StreamReader(url)
+    try:
+        buyer, seller = trader(btc, usdt)[1], trader(btc, usdt)[1]
+        for n in range(12):  # 12 levels a side: more than 5 and 10, fewer than 20
+            rest_place(webs[n % 2], buyer, "buy", f"{90 + n * 0.25:.2f}")
+            rest_place(webs[n % 2], seller, "sell", f"{110 - n * 0.25:.2f}")
+        final = rest_depth(webs[1])
+        after = StreamReader(url)
+        try:
+            pushed = {}
+            for reader in (before, after):
+                latest: dict[str, dict] = {}
+
+                def at_final(message, latest=latest) -> bool:
+                    latest[message["stream"]] = message["data"]
+                    return all(latest.get(name, {}).get("lastUpdateId") == final["last_update_id"] for name in names)
+
+                reader.wait_for(at_final, timeout=30)
+                pushed[reader] = latest
+        finally:
+            after.close()
+    finally:
+        before.close()
+
+    bids, asks = rest_levels(final)
+    assert (len(bids), len(asks), final["last_update_id"]) == (12, 12, 24)
+    for latest in pushed.values():
+        for name, levels in zip(names, (5, 10, 20), strict=True):
+            data = latest[name]
+            assert set(data) == {"lastUpdateId", "bids", "asks"}
+            assert [[D(p), D(q)] for p, q in data["bids"]] == bids[:levels]
+            assert [[D(p), D(q)] for p, q in data["asks"]] == asks[:levels]
