@@ -1,6 +1,7 @@
 """``/api/v3/userDataStream``: Binance's listenKey, which is our user stream key (apps.streams).
 
-``POST`` creates a key (valid ``STREAMS_TOKEN_TTL`` seconds, 60 minutes by default, as Binance's);
+``POST`` creates a key (valid ``STREAMS_TOKEN_TTL`` seconds, 60 minutes by default, as Binance's), or returns
+the one the API key has, kept alive, as Binance returns the account's active listenKey;
 ``PUT`` with ``listenKey`` keeps it alive; ``DELETE`` closes it. The key opens the user's stream at
 ``/ws/<listenKey>`` (``executionReport``, ``outboundAccountPosition``). It needs an API key (with
 the ``read`` scope) and no signature (Binance's ``USER_STREAM`` security); an unknown, expired or
@@ -9,7 +10,7 @@ expired, the key's listenKeys open nothing and their streams are closed (``liste
 """
 
 from apps.core.errors import NotFound
-from apps.streams.services import stream_token_create, stream_token_extend, stream_token_revoke
+from apps.streams.services import stream_token_extend, stream_token_of_api_key, stream_token_revoke
 
 from .endpoint import Call, Security, endpoint
 from .errors import INVALID_LISTEN_KEY, BinanceError, mandatory
@@ -28,7 +29,7 @@ def _listen_key(call: Call) -> str:
 
 @endpoint(weight=2, security=Security.USER_STREAM)
 def listen_key_create(call: Call) -> dict:
-    _, key = stream_token_create(user_id=call.user_id, api_key_id=call.api_key.pk)  # dies with the API key
+    _, key = stream_token_of_api_key(user_id=call.user_id, api_key_id=call.api_key.pk)  # dies with the API key
     return {"listenKey": key}
 
 

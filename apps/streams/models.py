@@ -73,6 +73,9 @@ class StreamToken(models.Model):
         "accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="stream_tokens"
     )
     key_hash = models.CharField(max_length=64, unique=True)
+    # The key is HMAC(SECRET_KEY, nonce): the server can hand the same key out again (Binance's listenKey), and
+    # the table alone does not give it (apps.streams.services.stream_key_of). Empty for keys made before it was.
+    nonce = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
 

@@ -18,7 +18,9 @@ from datetime import datetime, timedelta
 
 import orjson
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from apps.accounts.models import ApiKey
 from apps.core.doorbell import ring_at_commit
@@ -166,6 +168,12 @@ def _key_hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def stream_key_of(nonce: str) -> str:
+    """The stream key of a token with ``nonce``: HMAC-SHA256 of it under ``SECRET_KEY`` (64 hex characters), so
+    the key can be given again while the token lives but is not in the database."""
+    return salted_hmac("apps.streams.stream-key", nonce, algorithm="sha256").hexdigest()
+
+
 def stream_token_create(*, user_id: int, api_key_id: int | None = None) -> tuple[StreamToken, str]:
     """A new user stream key for ``user_id``, valid ``settings.STREAMS_TOKEN_TTL`` seconds.
 
@@ -176,11 +184,13 @@ def stream_token_create(*, user_id: int, api_key_id: int | None = None) -> tuple
     any more are deleted on the way.
     """
     StreamToken.objects.filter(user_id=user_id).exclude(pk__in=stream_tokens_live().values("pk")).delete()
-    key = secrets.token_hex(32)
+    nonce = secrets.token_hex(32)
+    key = stream_key_of(nonce)
     token = StreamToken.objects.create(
         user_id=user_id,
         api_key_id=api_key_id,
         key_hash=_key_hash(key),
+        nonce=nonce,
         expires_at=_expiry(
             ApiKey.objects.filter(pk=api_key_id).values_list("expires_at", flat=True).first() if api_key_id else None
         ),
@@ -192,6 +202,22 @@ def _expiry(key_expiry: datetime | None) -> datetime:
     """``STREAMS_TOKEN_TTL`` seconds from now, or ``key_expiry`` (the API key's, if it has one) when that is sooner."""
     expires_at = timezone.now() + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
     return min(expires_at, key_expiry) if key_expiry is not None else expires_at
+
+
+@transaction.atomic
+def stream_token_of_api_key(*, user_id: int, api_key_id: int) -> tuple[StreamToken, str]:
+    """The API key's live stream key, kept alive another ``STREAMS_TOKEN_TTL`` seconds (:func:`stream_token_extend`),
+    or a new one (:func:`stream_token_create`) when it has none: Binance's ``POST /api/v3/userDataStream``, "If the
+    account has an active listenKey, that listenKey will be returned and its validity extended" (break-it review:
+    every call made a new key, 120 calls 120 live keys). Calls for one API key are taken in turn (its row is locked).
+    Returns the row and the key."""
+    ApiKey.objects.select_for_update().filter(pk=api_key_id).first()
+    live = stream_tokens_live().filter(user_id=user_id, api_key_id=api_key_id).exclude(nonce="")
+    token = live.select_related("api_key").order_by("-expires_at", "-pk").first()
+    if token is None:
+        return stream_token_create(user_id=user_id, api_key_id=api_key_id)
+    key = stream_key_of(token.nonce)
+    return stream_token_extend(user_id=user_id, key=key), key
 
 
 def stream_token_extend(*, user_id: int, key: str) -> StreamToken:

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block
 from apps.accounts.services import api_key_create
@@ -537,6 +538,32 @@ def test_listen_key_create_keep_alive_close(client, trader, signing_key):
         client.post("/api/v3/userDataStream", "", content_type="application/x-www-form-urlencoded").json()["code"]
         == -2014
     )
+
+
+def test_the_api_keys_live_listen_key_is_returned_and_kept_alive_until_closed(client, trader, signing_key):
+    """Binance: "If the account has an active listenKey, that listenKey will be returned and its validity extended"
+    (break-it review: every POST made a new key, 120 calls 120 live keys)."""
+    from apps.streams.models import StreamToken
+    from apps.streams.selectors import stream_token_user_id
+
+    user, signed = trader
+    form = {"content_type": "application/x-www-form-urlencoded", "HTTP_X_MBX_APIKEY": signed.raw_key}
+    first = client.post("/api/v3/userDataStream", "", **form).json()["listenKey"]
+    StreamToken.objects.update(expires_at=timezone.now() + timedelta(minutes=5))
+
+    again = client.post("/api/v3/userDataStream", "", **form).json()["listenKey"]
+
+    assert again == first and stream_token_user_id(key=again) == user.id
+    (token,) = StreamToken.objects.all()
+    assert token.expires_at > timezone.now() + timedelta(minutes=59)  # extended, as a keep-alive would
+    assert first not in token.nonce and first != token.key_hash  # the table alone does not give the key
+    other_key = signing_key(user, "read")[0]
+    other = client.post(
+        "/api/v3/userDataStream", "", content_type="application/x-www-form-urlencoded", HTTP_X_MBX_APIKEY=other_key
+    ).json()["listenKey"]
+    assert other != first  # a listenKey lives with the API key that made it
+    client.delete(f"/api/v3/userDataStream?listenKey={first}", HTTP_X_MBX_APIKEY=signed.raw_key)
+    assert client.post("/api/v3/userDataStream", "", **form).json()["listenKey"] not in (first, other)
 
 
 def test_a_key_from_the_token_endpoint_signs_requests(client, btc, usdt, btc_usdt):
