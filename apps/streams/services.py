@@ -214,10 +214,11 @@ def stream_token_of_api_key(*, user_id: int, api_key_id: int) -> tuple[StreamTok
     ApiKey.objects.select_for_update().filter(pk=api_key_id).first()
     live = stream_tokens_live().filter(user_id=user_id, api_key_id=api_key_id).exclude(nonce="")
     token = live.select_related("api_key").order_by("-expires_at", "-pk").first()
-    if token is None:
-        return stream_token_create(user_id=user_id, api_key_id=api_key_id)
-    key = stream_key_of(token.nonce)
-    return stream_token_extend(user_id=user_id, key=key), key
+    if token is not None:
+        key = stream_key_of(token.nonce)
+        if _key_hash(key) == token.key_hash:  # else made under another SECRET_KEY
+            return stream_token_extend(user_id=user_id, key=key), key
+    return stream_token_create(user_id=user_id, api_key_id=api_key_id)
 
 
 def stream_token_extend(*, user_id: int, key: str) -> StreamToken:

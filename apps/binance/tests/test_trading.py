@@ -566,6 +566,17 @@ def test_the_api_keys_live_listen_key_is_returned_and_kept_alive_until_closed(cl
     assert client.post("/api/v3/userDataStream", "", **form).json()["listenKey"] not in (first, other)
 
 
+def test_a_listen_key_made_under_another_secret_key_is_replaced_not_refused(client, trader, settings):
+    user, signed = trader
+    form = {"content_type": "application/x-www-form-urlencoded", "HTTP_X_MBX_APIKEY": signed.raw_key}
+    first = client.post("/api/v3/userDataStream", "", **form).json()["listenKey"]
+    settings.SECRET_KEY = "rotated-" + settings.SECRET_KEY
+
+    again = client.post("/api/v3/userDataStream", "", **form)
+
+    assert again.status_code == 200 and again.json()["listenKey"] != first
+
+
 def test_a_key_from_the_token_endpoint_signs_requests(client, btc, usdt, btc_usdt):
     user = UserFactory()
     fund(user, usdt, "1000")
