@@ -46,7 +46,7 @@ from .errors import (
 )
 from .keys import key_authenticate, signing_secret
 from .params import Params, pairs_of
-from .signing import recv_window_check, signature_check, signed_payload
+from .signing import recv_window_check, recv_window_param, signature_check, signed_payload
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def _authenticate(call: Call, security: Security, query: str, body: str) -> None
         payload, signature = signed_payload(query_string=query, body=body)
         recv_window_check(
             timestamp=call.params.integer("timestamp"),
-            recv_window=call.params.integer("recvWindow", minimum=0),
+            recv_window=recv_window_param(call.params),
             now_ms=call.now_ms,
         )
         signature_check(secret=signing_secret(key), payload=payload, signature=signature)

@@ -4,13 +4,14 @@ Binance's rule ("SIGNED endpoint security"): ``signature`` is the hex HMAC-SHA25
 the API key's secret, of ``totalParams``, the query string concatenated with the request body,
 each exactly as sent (percent-encoding included) with the ``signature`` parameter itself left
 out. ``timestamp`` (milliseconds since the epoch) must be less than 1 s ahead of the server's
-clock and at most ``recvWindow`` ms (default 5000, at most 60000) behind it: a captured
-request replayed after its window is refused (-1021). The comparison is constant-time.
+clock and at most ``recvWindow`` ms (default 5000, at most 60000, with up to three decimals: microseconds) behind
+it: a captured request replayed after its window is refused (-1021). The comparison is constant-time.
 """
 
 import hashlib
 import hmac
 import re
+from decimal import Decimal
 
 from .errors import BAD_RECV_WINDOW, INVALID_SIGNATURE, INVALID_TIMESTAMP, BinanceError, illegal, mandatory
 
@@ -51,7 +52,23 @@ def signature_check(*, secret: str, payload: str, signature: str) -> None:
         raise BinanceError(INVALID_SIGNATURE, "Signature for this request is not valid.")
 
 
-def recv_window_check(*, timestamp: int | None, recv_window: int | None, now_ms: int) -> None:
+_RECV_WINDOW = re.compile(r"[0-9]{1,18}(\.[0-9]{1,3})?")
+_RECV_WINDOW_RANGE = f"0.001..{MAX_RECV_WINDOW_MS}, at most three decimals"
+
+
+def recv_window_param(params) -> Decimal | None:
+    """``recvWindow`` of ``params`` (:class:`~apps.binance.params.Params`) in ms, ``None`` when absent: a whole number
+    or one with up to three decimals (Binance: "recvWindow ... supports up to three decimal places of precision
+    (e.g., 6000.346) so that microseconds may be specified"; break-it review: 5000.5 was refused); -1100 otherwise."""
+    value = params.raw("recvWindow")
+    if value is None:
+        return None
+    if not _RECV_WINDOW.fullmatch(value):
+        raise illegal("recvWindow", _RECV_WINDOW_RANGE)
+    return Decimal(value)
+
+
+def recv_window_check(*, timestamp: int | None, recv_window: Decimal | int | None, now_ms: int) -> None:
     """-1102 without ``timestamp``; -1131 for a ``recvWindow`` above 60000; -1021 outside the window.
 
     Accepted when ``timestamp < now + 1000`` and ``now - timestamp <= recvWindow``.
@@ -62,7 +79,7 @@ def recv_window_check(*, timestamp: int | None, recv_window: int | None, now_ms:
     if window > MAX_RECV_WINDOW_MS:
         raise BinanceError(BAD_RECV_WINDOW, f"recvWindow must be less than {MAX_RECV_WINDOW_MS}.")
     if window <= 0:
-        raise illegal("recvWindow", f"1..{MAX_RECV_WINDOW_MS}")
+        raise illegal("recvWindow", _RECV_WINDOW_RANGE)
     if timestamp >= now_ms + MAX_AHEAD_MS:
         raise BinanceError(INVALID_TIMESTAMP, "Timestamp for this request was 1000ms ahead of the server's time.")
     if now_ms - timestamp > window:

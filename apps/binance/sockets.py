@@ -47,7 +47,7 @@ from .errors import (
 )
 from .keys import key_authenticate, signing_secret
 from .params import MAX_INT64, Params
-from .signing import recv_window_check, signature_check
+from .signing import recv_window_check, recv_window_param, signature_check
 
 
 class MarketSocket(StreamConsumer):
@@ -70,7 +70,7 @@ def _signed_key(params: dict, client_ip: str) -> ApiKey:
     checked = Params(values.items())
     recv_window_check(
         timestamp=checked.integer("timestamp"),
-        recv_window=checked.integer("recvWindow", minimum=0),
+        recv_window=recv_window_param(checked),
         now_ms=int(time.time() * 1000),
     )
     signature = checked.text("signature", required=True, pattern=re.compile(r"[0-9a-fA-F]{64}"))

@@ -490,6 +490,32 @@ def test_timestamps_outside_the_window_are_refused(trader):
     assert signed.send("GET", "account", "recvWindow=5000").json()["code"] == -1102
 
 
+@pytest.mark.parametrize(
+    ("recv_window", "code"),
+    [
+        ("6000.346", None),  # 5.5 s late: inside the window
+        ("5000.5", -1021),  # well formed, and the request is outside it
+        ("6000.3461", -1100),
+        ("-1", -1100),
+        ("0", -1100),
+        ("1e3", -1100),
+        ("60000.001", -1131),
+    ],
+)
+def test_a_recv_window_takes_up_to_three_decimals_as_binance_does(trader, recv_window, code):
+    """Binance: "recvWindow ... supports up to three decimal places of precision (e.g., 6000.346)" (break-it review:
+    5000.5 was refused); anything else is -1100 naming the one legal range."""
+    _, signed = trader
+    now = int(time.time() * 1000)
+    response = signed.send("GET", "account", signed.sign({"recvWindow": recv_window}, timestamp=now - 5500))
+    if code is None:
+        assert response.status_code == 200, response.json()
+    else:
+        assert (response.status_code, response.json()["code"]) == (400, code)
+    if code == -1100:
+        assert "legal range is '0.001..60000, at most three decimals'" in response.json()["msg"]
+
+
 def test_a_captured_request_replayed_after_its_window_is_refused(trader, usdt):
     user, signed = trader
     captured = signed.sign({**ORDER, "recvWindow": 1000})
