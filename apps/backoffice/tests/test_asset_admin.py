@@ -1,4 +1,10 @@
-"""The assets' admin screen audits every creation and change of an asset's settings, with a reason."""
+"""The assets' admin screen: every creation and change of an asset's settings audited with a reason, and the
+withdrawal settings the database refuses shown as field errors."""
+
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
 
 from apps.audit.models import AuditLogEntry
 from apps.ledger.models import Asset
@@ -72,3 +78,35 @@ def test_a_new_asset_is_audited_with_its_settings(admin_client, admin_user, db):
     assert row.after["withdrawal_daily_limit"] == "500"
     assert row.after["confirmations_required"] == 2
     assert row.after["reason"] == "listing approved by the committee"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("withdrawal_fee", "0.000000001", "At most 8 decimal places (BTC precision)."),
+        ("min_withdrawal", "-1", "Must be zero or more."),
+        ("withdrawal_auto_approve_limit", "0.123456789", "At most 8 decimal places (BTC precision)."),
+        ("withdrawal_daily_limit", "-0.1", "Must be zero or more."),
+    ],
+)
+def test_a_withdrawal_setting_the_database_refuses_is_a_field_error_not_a_500(admin_client, btc, field, value, error):
+    before = getattr(btc, field)
+    response = admin_client.post(
+        reverse("admin:ledger_asset_change", args=[btc.id]), asset_form(btc, **{field: value}, reason="fee review")
+    )
+
+    assert response.status_code == 200  # the form again, with the error
+    assert response.context["adminform"].form.errors == {field: [error]}
+    btc.refresh_from_db()
+    assert getattr(btc, field) == before
+
+
+def test_an_exact_withdrawal_setting_is_saved(admin_client, btc):
+    response = admin_client.post(
+        reverse("admin:ledger_asset_change", args=[btc.id]),
+        asset_form(btc, withdrawal_fee="0.00000001", reason="fee review"),
+    )
+
+    assert response.status_code == 302
+    btc.refresh_from_db()
+    assert btc.withdrawal_fee == Decimal("0.00000001")
