@@ -29,7 +29,7 @@ from apps.wallets.selectors import (
     withdrawals_to_decide,
 )
 
-from . import api_key_admin, asset_admin, customer_admin, fee_admin, market_admin, user_admin  # noqa: F401 (their screens register on import)
+from . import api_key_admin, customer_admin, fee_admin, market_admin, user_admin  # noqa: F401 (their screens register on import)
 from .admin_helpers import about, numeric_id
 from .models import (
     Adjustment,
