@@ -215,9 +215,11 @@ class Account(models.Model):
         ordering = ["id"]
         # Postings name their account and its asset (checked per INSERT by the posting's ``entry_balanced``
         # trigger): an account is never deleted and its id and asset never change, so what was checked stays true.
+        # Nor do its owner, kind and shard: the sealed journal names accounts by id, so an UPDATE of the owner moved a
+        # customer's balance to another customer and journal_verify still passed (break-it review).
         triggers = [
             enforced.Protect(name="permanent", operation=pgtrigger.Delete),
-            enforced.ReadOnly(name="keys_fixed", fields=["id", "asset"]),
+            enforced.ReadOnly(name="keys_fixed", fields=["id", "asset", "owner", "kind", "shard"]),
             _truncated_with_postings(),
         ]
         constraints = [

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from apps.ledger.models import Account, AccountKind, Asset, JournalEntry, Posting
 from apps.ledger.services import system_account, user_account
-from apps.ledger.tests.factories import fund
+from apps.ledger.tests.factories import UserFactory, fund
 
 
 def _raw_entry(cursor, key: str) -> int:
@@ -163,17 +163,35 @@ def test_an_account_cannot_be_deleted_with_or_without_postings(db, usdt, btc, us
     assert Account.objects.filter(id__in=[a.id for a in accounts]).count() == 2
 
 
-@pytest.mark.parametrize("change", ["asset_id = %(other_asset)s", "id = id + 1000000"])
-def test_an_accounts_id_and_asset_never_change(db, usdt, btc, user, change):
+@pytest.mark.parametrize(
+    "change",
+    [
+        "asset_id = %(other_asset)s",
+        "id = id + 1000000",
+        "owner_id = %(other_user)s",  # break-it review: a customer's balance moved to another, journal_verify ok
+        "kind = 'user_held'",
+        "shard = 1",
+    ],
+)
+def test_an_accounts_id_asset_owner_kind_and_shard_never_change(db, usdt, btc, user, change):
     fund(user, usdt, "5")
+    other = UserFactory()
+    user_account(other.id, usdt)  # the other customer's account exists, as in the review
     available = user_account(user.id, usdt)
     with pytest.raises(DatabaseError, match="Cannot update rows from ledger_account"):
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute(
-                f"UPDATE ledger_account SET {change} WHERE id = %(id)s", {"other_asset": btc.id, "id": available.id}
+                f"UPDATE ledger_account SET {change} WHERE id = %(id)s",
+                {"other_asset": btc.id, "other_user": other.id, "id": available.id},
             )
     available.refresh_from_db()
-    assert (available.asset_id, available.balance) == (usdt.id, Decimal(5))
+    assert (available.asset_id, available.owner_id, available.kind, available.shard, available.balance) == (
+        usdt.id,
+        user.id,
+        "user_available",
+        0,
+        Decimal(5),
+    )
 
 
 @pytest.mark.parametrize(
