@@ -68,13 +68,16 @@ class Witnessed:
     sealed_at: datetime
 
 
-def witness_read() -> Witnessed | None:
-    """The witnessed head; ``None`` when off, never recorded, or Redis cannot be reached."""
+def witness_read(*, strict: bool = False) -> Witnessed | None:
+    """The witnessed head; ``None`` when off, never recorded, or Redis cannot be reached (with ``strict``, that
+    raises ``redis.RedisError`` instead: the health check says it could not look)."""
     if not settings.LEDGER_SEAL_HEAD_WITNESS:
         return None
     try:
         stored: dict[bytes, bytes] = _client().hgetall(_key())  # type: ignore[assignment]  # a bytes client's
     except redis.RedisError:
+        if strict:
+            raise
         log.warning("ledger.head_witness_unavailable", exc_info=True)
         return None
     if not stored:
@@ -101,13 +104,14 @@ def witness_record_on_commit(block: JournalBlock) -> None:
     transaction.on_commit(record)
 
 
-def witness_problem(*, sealed_before: datetime | None = None) -> str | None:
-    """Why the database's chain contradicts the witness (a message naming the height), or ``None``.
+def witness_problem(*, sealed_before: datetime | None = None, strict: bool = False) -> str | None:
+    """Why the database's chain contradicts the witness (a message naming the height), or ``None``; ``strict`` as
+    :func:`witness_read`'s.
 
     ``sealed_before``: a reader whose snapshot was taken earlier than the witness was read (reconcile's) cannot see
     a block committed since; a witnessed block missing from it counts only when it was sealed before that time.
     A block that is there with another hash always counts (heights are unique and blocks never change)."""
-    witnessed = witness_read()
+    witnessed = witness_read(strict=strict)
     if witnessed is None:
         return None
     stored = JournalBlock.objects.filter(height=witnessed.height).values_list("block_hash", flat=True).first()
