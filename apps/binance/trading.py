@@ -277,14 +277,19 @@ def order_delete(call: Call) -> dict:
     client_id = call.params.text("origClientOrderId", pattern=ORIG_CLIENT_ORDER_ID)
     if client_id is not None and call.params.raw("orderId") is None and restriction is None:
         cancel = partial(
-            order_cancel_by_client_id, user_id=call.user_id, market=market.symbol, client_order_id=client_id
+            order_cancel_by_client_id,
+            user_id=call.user_id,
+            market=market.symbol,
+            client_order_id=client_id,
+            cancel_client_order_id=cancel_id,
         )
         return _cancel(cancel, market, cancel_id)
     order = _find_order(call, market, missing=BinanceError(CANCEL_REJECTED, "Unknown order sent."))
     wanted = {"ONLY_NEW": "NEW", "ONLY_PARTIALLY_FILLED": "PARTIALLY_FILLED"}.get(restriction or "")
     if wanted is not None and order_query(order, market)["status"] != wanted:
         raise BinanceError(CANCEL_REJECTED, "Order was not canceled due to cancel restrictions.")
-    return _cancel(partial(order_cancel, order_id=order.id, user_id=order.user_id), market, cancel_id)
+    cancel = partial(order_cancel, order_id=order.id, user_id=order.user_id, cancel_client_order_id=cancel_id)
+    return _cancel(cancel, market, cancel_id)
 
 
 @endpoint(weight=lambda params: 6 if params.raw("symbol") else 80, security=Security.USER_DATA, params=("symbol",))

@@ -217,7 +217,8 @@ def execution_reports(market: MarketInfo, change: BookChange, now_ms: int) -> li
 
     A placed order: ``NEW``, then one ``TRADE`` per fill (cumulative ``z``/``Z`` growing), then
     ``EXPIRED`` when it ended unfilled. A resting order filled: one ``TRADE`` (``m`` true); cancelled:
-    ``CANCELED``. An order expired by self-trade prevention (taker or maker): ``TRADE_PREVENTION`` with status
+    ``CANCELED``, its ``c`` the cancel request's own client id when it had one (Binance's: ``C`` is the order's).
+    An order expired by self-trade prevention (taker or maker): ``TRADE_PREVENTION`` with status
     ``EXPIRED_IN_MATCH``, as Binance's. ``n``/``N`` are the fill's fee and the asset it was taken in.
     """
     orders = {order["id"]: order for order in change.payload["orders"]}
@@ -253,12 +254,10 @@ def execution_reports(market: MarketInfo, change: BookChange, now_ms: int) -> li
             continue
         if order["status"] in ("cancelled", "expired", "rejected"):
             execution, status = _ending(order)
-            reports.append(
-                (
-                    order["user_id"],
-                    _report(market, order, now_ms, execution, status, order["filled_qty"], order["filled_quote_qty"]),
-                )
-            )
+            report = _report(market, order, now_ms, execution, status, order["filled_qty"], order["filled_quote_qty"])
+            if execution == "CANCELED" and change.payload.get("cancel_client_order_id"):
+                report["c"] = change.payload["cancel_client_order_id"]  # the cancel's own id; C stays the order's
+            reports.append((order["user_id"], report))
     return reports
 
 

@@ -40,6 +40,7 @@ _INSERT_BOOK_EVENT = f"""
     INSERT INTO streams_streamevent (kind, market_id, update_id, payload, created_at)
     SELECT 'book', %(market)s, %(update_id)s, jsonb_build_object(
         'taker', %(taker)s::bigint,
+        'cancel_client_order_id', %(cancel_client_order_id)s::text,
         'levels', COALESCE((
             SELECT jsonb_agg(jsonb_build_array(t.side, t.price::text, COALESCE((
                 SELECT sum(o.qty - o.filled_qty) FROM orders_order o
@@ -78,7 +79,14 @@ _INSERT_BOOK_EVENT = f"""
 """
 
 
-def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], taker_order_id: int | None) -> None:
+def book_event_record(
+    *,
+    market_id: int,
+    update_id: int,
+    order_ids: list[int],
+    taker_order_id: int | None,
+    cancel_client_order_id: str = "",
+) -> None:
     """Record the book change ``update_id`` of the market (one statement, in the caller's transaction).
 
     Call it under the market's row lock, after every write of the change: ``update_id`` is
@@ -86,7 +94,8 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
     event, so a market's update ids have no gaps); ``order_ids`` the orders the change
     wrote (their price levels are published with the quantity resting there now);
     ``taker_order_id`` the placed order whose trades are published (``None`` for a cancel,
-    a halt or a resume).
+    a halt or a resume); ``cancel_client_order_id`` a cancel's own client id (Binance's ``newClientOrderId`` of the
+    cancel request: its execution report's ``c``), empty for none.
     """
     if not settings.STREAMS_PUBLISH:
         return
@@ -98,6 +107,7 @@ def book_event_record(*, market_id: int, update_id: int, order_ids: list[int], t
                 "update_id": update_id,
                 "orders": order_ids,
                 "taker": taker_order_id,
+                "cancel_client_order_id": cancel_client_order_id,
                 "trade_number_base": TRADE_NUMBER_BASE,
             },
         )

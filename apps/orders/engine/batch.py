@@ -162,6 +162,7 @@ class Cancel:
     order_id: int
     user_id: int | None
     by_operator: bool
+    cancel_client_order_id: str = ""  # the cancel request's own client id (its execution report's c), if any
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,7 @@ class CancelByClientId:
     user_id: int
     client_order_id: str
     by_operator: bool
+    cancel_client_order_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -283,7 +285,8 @@ class BookChange:
 
     ``orders`` maps each order the change wrote to its state right after the change;
     ``levels`` the ``(side, price, quantity resting)`` of their prices; ``bid``/``ask`` the best
-    levels after it; ``trades`` the taker's fills (``taker_order_id`` ``None`` for a cancel or a replay).
+    levels after it; ``trades`` the taker's fills (``taker_order_id`` ``None`` for a cancel or a replay);
+    ``cancel_client_order_id`` a cancel's own client id, if it had one.
     """
 
     offset: int
@@ -293,6 +296,7 @@ class BookChange:
     bid: tuple[Decimal, Decimal] | None
     ask: tuple[Decimal, Decimal] | None
     trades: list[TradeRow]
+    cancel_client_order_id: str = ""
 
 
 @dataclass
@@ -628,6 +632,7 @@ class BatchPlanner:
         orders: dict[int, OrderState],
         prices: list[tuple[str, Decimal | None]],
         trades: list[TradeRow] | None = None,
+        cancel_client_order_id: str = "",
     ) -> None:
         """Record one sequence bump with the book's levels as the change leaves them."""
         levels = sorted(
@@ -642,6 +647,7 @@ class BatchPlanner:
                 bid=self.book.best(Side.BUY),
                 ask=self.book.best(Side.SELL),
                 trades=trades or [],
+                cancel_client_order_id=cancel_client_order_id,
             )
         )
 
@@ -693,7 +699,12 @@ class BatchPlanner:
         if release:
             self.plan.entries.append(Release(order_id, maker.user_id, asset, release))
             self._credit(maker.user_id, asset, release)
-        self._change(taker_order_id=None, orders={order_id: state}, prices=[(maker.side, maker.price)])
+        self._change(
+            taker_order_id=None,
+            orders={order_id: state},
+            prices=[(maker.side, maker.price)],
+            cancel_client_order_id=command.cancel_client_order_id,
+        )
         return order_id
 
     def cancel_by_client_id(self, command: CancelByClientId) -> int:
@@ -712,7 +723,7 @@ class BatchPlanner:
             raise NotFound(
                 f"No order with client_order_id {command.client_order_id!r}.", fields={"order": "No such order."}
             )
-        return self.cancel(Cancel(order_id, command.user_id, command.by_operator))
+        return self.cancel(Cancel(order_id, command.user_id, command.by_operator, command.cancel_client_order_id))
 
     def cancel_all(self, command: CancelAll) -> list[int]:
         """Plan the cancel of every order ``command.user_id`` has resting in the book now, oldest first (each

@@ -144,10 +144,13 @@ def _parsed(
         payload = command.payload
         if command.kind == CommandKind.CANCEL and "client_order_id" in payload:
             by_operator = bool(payload.get("by_operator"))
-            result.append(CancelByClientId(payload["user_id"], payload["client_order_id"], by_operator))
+            cancel_id = payload.get("cancel_client_order_id", "")
+            result.append(CancelByClientId(payload["user_id"], payload["client_order_id"], by_operator, cancel_id))
             continue
         if command.kind == CommandKind.CANCEL:
-            result.append(Cancel(payload["order_id"], payload.get("user_id"), bool(payload.get("by_operator"))))
+            by_operator = bool(payload.get("by_operator"))
+            cancel_id = payload.get("cancel_client_order_id", "")
+            result.append(Cancel(payload["order_id"], payload.get("user_id"), by_operator, cancel_id))
             continue
         if command.kind == CommandKind.CANCEL_ALL:
             result.append(CancelAll(payload["user_id"], bool(payload.get("by_operator"))))
@@ -437,6 +440,7 @@ def _payload(change: BookChange, statics: dict[int, sql.OrderStatic], now_ms: in
     ]
     return {
         "taker": change.taker_order_id,
+        "cancel_client_order_id": change.cancel_client_order_id,
         "levels": [[str(side), _text(price), _text(qty) if qty else "0"] for side, price, qty in change.levels],
         "bid": _level(change.bid),
         "ask": _level(change.ask),

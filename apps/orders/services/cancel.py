@@ -26,8 +26,12 @@ def order_cancel(
     by_operator: bool = False,
     operator_id: int | None = None,
     reason: str = "",
+    cancel_client_order_id: str = "",
 ) -> Order:
     """Cancel an open order and release its whole remaining hold (``order:<id>:release``), exactly once.
+
+    ``cancel_client_order_id``: the cancel request's own client id (Binance's ``newClientOrderId`` of a cancel), the
+    ``c`` of the order's ``CANCELED`` execution report; empty for none.
 
     ``user_id``: the owner asking (an order of another user is :class:`NotFound`);
     ``None`` for an operator or the system (``by_operator`` records who). An ``operator_id`` is audited with the
@@ -70,7 +74,12 @@ def order_cancel(
             ]
         )
         book_changed.send(
-            sender=Order, market_id=market.id, update_id=market.sequence, order_ids=[order.id], taker_order_id=None
+            sender=Order,
+            market_id=market.id,
+            update_id=market.sequence,
+            order_ids=[order.id],
+            taker_order_id=None,
+            cancel_client_order_id=cancel_client_order_id,
         )
         if operator_id is not None:
             order_cancel_audit(order_id=order.id, operator_id=operator_id, reason=reason, filled_qty=order.filled_qty)
@@ -110,7 +119,7 @@ def open_orders_cancel(*, market_id: int, user_id: int, by_operator: bool = Fals
 
 @retrying_atomic
 def order_cancel_by_client_id(
-    *, market_id: int, user_id: int, client_order_id: str, by_operator: bool = False
+    *, market_id: int, user_id: int, client_order_id: str, by_operator: bool = False, cancel_client_order_id: str = ""
 ) -> Order:
     """Cancel the open order ``user_id`` placed on the market with ``client_order_id``, as :func:`order_cancel`
     (its errors). Raises :class:`NotFound` when the user has no order of that client id on that market."""
@@ -121,4 +130,6 @@ def order_cancel_by_client_id(
     )
     if order_id is None:
         raise NotFound(f"No order with client_order_id {client_order_id!r}.", fields={"order": "No such order."})
-    return order_cancel(order_id=order_id, user_id=user_id, by_operator=by_operator)
+    return order_cancel(
+        order_id=order_id, user_id=user_id, by_operator=by_operator, cancel_client_order_id=cancel_client_order_id
+    )

@@ -350,10 +350,15 @@ def order_judge(**arguments: Any) -> None:
         pass
 
 
-def order_cancel(*, order_id: int, user_id: int | None = None, by_operator: bool = False) -> Order:
-    """Cancel an open order: :func:`apps.orders.services.cancel.order_cancel` (its errors), inline or by the
-    sequencer of the order's market. Also raises :class:`OrderStatusUnknown` (sequencer mode, no answer in time)."""
+def order_cancel(
+    *, order_id: int, user_id: int | None = None, by_operator: bool = False, cancel_client_order_id: str = ""
+) -> Order:
+    """Cancel an open order: :func:`apps.orders.services.cancel.order_cancel` (its errors, and its
+    ``cancel_client_order_id``), inline or by the sequencer of the order's market. Also raises
+    :class:`OrderStatusUnknown` (sequencer mode, no answer in time)."""
     arguments: dict[str, Any] = {"order_id": order_id, "user_id": user_id, "by_operator": by_operator}
+    if cancel_client_order_id:
+        arguments["cancel_client_order_id"] = cancel_client_order_id
     if settings.ORDERS_ENGINE == "inline":
         return cancel.order_cancel(**arguments)
     found = Order.objects.filter(id=order_id).values_list("market__symbol", "user_id").first()
@@ -394,7 +399,9 @@ def order_cancel_by_operator(
     return order_of_outcome(outcome)
 
 
-def order_cancel_by_client_id(*, user_id: int, market: str, client_order_id: str) -> Order:
+def order_cancel_by_client_id(
+    *, user_id: int, market: str, client_order_id: str, cancel_client_order_id: str = ""
+) -> Order:
     """Cancel the open order ``user_id`` placed on ``market`` (a symbol) with ``client_order_id``
     (:func:`apps.orders.services.cancel.order_cancel_by_client_id`: its errors), inline or by the market's sequencer.
 
@@ -405,9 +412,14 @@ def order_cancel_by_client_id(*, user_id: int, market: str, client_order_id: str
     """
     if settings.ORDERS_ENGINE == "inline":
         return cancel.order_cancel_by_client_id(
-            market_id=_market_id(market), user_id=user_id, client_order_id=client_order_id
+            market_id=_market_id(market),
+            user_id=user_id,
+            client_order_id=client_order_id,
+            cancel_client_order_id=cancel_client_order_id,
         )
-    payload = {"user_id": user_id, "client_order_id": client_order_id, "by_operator": False}
+    payload: dict[str, Any] = {"user_id": user_id, "client_order_id": client_order_id, "by_operator": False}
+    if cancel_client_order_id:
+        payload["cancel_client_order_id"] = cancel_client_order_id
     return order_of_outcome(command_submit(market=market, kind=CommandKind.CANCEL, user_id=user_id, payload=payload))
 
 

@@ -62,10 +62,17 @@ def _inline(users, market, script, ids: dict) -> list:
                 continue
             if step["kind"] == "cancel_client":
                 order = cancel.order_cancel_by_client_id(
-                    market_id=market.id, user_id=users[step["user"]].id, client_order_id=step["client_order_id"]
+                    market_id=market.id,
+                    user_id=users[step["user"]].id,
+                    client_order_id=step["client_order_id"],
+                    cancel_client_order_id=step.get("cancel_id", ""),
                 )
             elif step["kind"] == "cancel":
-                order = cancel.order_cancel(order_id=ids.get(step["ref"], 0), user_id=users[step["user"]].id)
+                order = cancel.order_cancel(
+                    order_id=ids.get(step["ref"], 0),
+                    user_id=users[step["user"]].id,
+                    cancel_client_order_id=step.get("cancel_id", ""),
+                )
             else:
                 order = placement.order_place(user_id=users[step["user"]].id, market=market.symbol, **step["order"])
         except DomainError as exc:
@@ -80,10 +87,11 @@ def _payload(users, market, step, ids: dict | None = None) -> dict:
     user = users[step["user"]]
     if step["kind"] == "cancel_all":
         return {"user_id": user.id, "by_operator": False}
+    named = {"cancel_client_order_id": step["cancel_id"]} if step.get("cancel_id") else {}
     if step["kind"] == "cancel_client":
-        return {"user_id": user.id, "client_order_id": step["client_order_id"], "by_operator": False}
+        return {"user_id": user.id, "client_order_id": step["client_order_id"], "by_operator": False, **named}
     if step["kind"] == "cancel":
-        return {"order_id": (ids or {}).get(step["ref"], 0), "user_id": user.id, "by_operator": False}
+        return {"order_id": (ids or {}).get(step["ref"], 0), "user_id": user.id, "by_operator": False, **named}
     order = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
     order |= {"post_only": False, "stp": None, "client_order_id": ""} | step["order"]
     return {"user_id": user.id, "market": market.symbol, **order}
@@ -185,16 +193,16 @@ def market_order(user, side, **more):
     return {"kind": "place", "user": user, "order": {"side": side, "type": "market", **more}}
 
 
-def cancel_of(user, ref):
-    return {"kind": "cancel", "user": user, "ref": ref}
+def cancel_of(user, ref, **more):
+    return {"kind": "cancel", "user": user, "ref": ref, **more}
 
 
 def cancel_all(user):
     return {"kind": "cancel_all", "user": user}
 
 
-def cancel_by_client_id(user, client_order_id):
-    return {"kind": "cancel_client", "user": user, "client_order_id": client_order_id}
+def cancel_by_client_id(user, client_order_id, **more):
+    return {"kind": "cancel_client", "user": user, "client_order_id": client_order_id, **more}
 
 
 def test_a_batch_of_makers_takers_cancels_and_an_unfundable_order_gives_what_inline_placement_gives(
@@ -306,6 +314,18 @@ def test_a_cancel_by_client_order_id_finds_the_order_queued_before_it_or_stored_
     assert codes[3:6] == ["InvalidState", "NotFound", "NotFound"]
     assert codes[7] == "InvalidState"
     assert {row[0]: row[1] for row in result["orders"]}["1.0"] == "cancelled"
+
+
+def test_a_cancels_own_client_order_id_is_in_its_stream_event_as_inline_records_it(traders, btc_usdt, btc, usdt):
+    """Break-it review: a cancel's ``newClientOrderId`` (Binance's ``c`` of the CANCELED report) never reached the
+    user stream."""
+    resting = [limit(0, "buy", "49990", "0.1", client_order_id="bid"), limit(1, "sell", "50020", "0.2")]
+    cancels = [cancel_by_client_id(0, "bid", cancel_id="undo-bid"), cancel_of(1, "0.1", cancel_id="undo-ask")]
+
+    result = _compare(traders, btc_usdt, btc, usdt, [resting, cancels])
+
+    named = [event["cancel_client_order_id"] for event in result["events"]]
+    assert named == ["", "", "undo-bid", "undo-ask"]
 
 
 _users = st.integers(min_value=0, max_value=3)

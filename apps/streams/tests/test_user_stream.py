@@ -59,7 +59,7 @@ def test_a_user_stream_carries_the_users_orders_fills_balances_and_withdrawals_a
         carols = order_place(user_id=carol.id, market="BTC-USDT", side="buy", price="90", qty="1")
         order_cancel(order_id=carols.id, user_id=carol.id)
         bobs = order_place(user_id=bob.id, market="BTC-USDT", side="buy", price="80", qty="1", client_order_id="bid-1")
-        order_cancel(order_id=bobs.id, user_id=bob.id)
+        order_cancel(order_id=bobs.id, user_id=bob.id, cancel_client_order_id="bid-1-undo")
         withdrawal = withdrawal_request(
             user_id=alice.id, asset_code="USDT", amount="25", address=book_address(alice, "USDT", new_address()).address
         )
@@ -90,7 +90,7 @@ def test_a_user_stream_carries_the_users_orders_fills_balances_and_withdrawals_a
     assert {report["i"] for report in bob_reports if report["e"] == "executionReport"} == {bobs.id}
     assert [(r["x"], r["r"], r["c"], r["C"]) for r in bob_reports if r["e"] == "executionReport"] == [
         ("NEW", "NONE", "bid-1", ""),
-        ("CANCELED", "NONE", "bid-1", "bid-1"),  # r was "cancelled", and no C
+        ("CANCELED", "NONE", "bid-1-undo", "bid-1"),  # r was "cancelled", no C, and c not the cancel's own id
     ]
     assert all(m["stream"] in (bob_key, "btcusdt@trade") for m in bob_events)
     assert [m["data"]["q"] for m in bob_events if m["stream"] == "btcusdt@trade"] == ["0.20000000"]
