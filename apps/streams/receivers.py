@@ -20,24 +20,10 @@ from .services import (
 )
 
 
-def book_changed(
-    sender,
-    *,
-    market_id: int,
-    update_id: int,
-    order_ids: list[int],
-    taker_order_id: int | None,
-    cancel_client_order_id: str = "",
-    **kwargs,
-) -> None:
-    """A market's book changed: its event ``update_id`` (levels, best bid and ask, trades, orders written)."""
-    book_event_record(
-        market_id=market_id,
-        update_id=update_id,
-        order_ids=order_ids,
-        taker_order_id=taker_order_id,
-        cancel_client_order_id=cancel_client_order_id,
-    )
+def book_changed(sender, signal, **change) -> None:
+    """A market's book changed: its event (:func:`book_event_record`, which takes the signal's keyword arguments:
+    the update id, the orders written, the taker, a cancel's own client id)."""
+    book_event_record(**change)
 
 
 def batch_written(sender, *, market_id: int, events, **kwargs) -> list[tuple[str, list]]:

@@ -119,9 +119,12 @@ class Relay:
     def wait(self) -> None:
         """Until a writer rings, ``idle`` seconds pass or partial depth streams are due (:meth:`partial_depths`); a
         ring that came since the last wait returns at once."""
-        due = [speed for speed in PARTIAL_DEPTH_SPEEDS if speed == "" or self.depth_changed]
-        until = min(self.depths_sent[speed] + PARTIAL_DEPTH_SPEEDS[speed] for speed in due) - time.monotonic()
-        self.doorbell.wait(max(0.0, min(self.idle, until)))
+        next_push = min(self.depths_sent[speed] + PARTIAL_DEPTH_SPEEDS[speed] for speed in self.depth_speeds_live())
+        self.doorbell.wait(max(0.0, min(self.idle, next_push - time.monotonic())))
+
+    def depth_speeds_live(self) -> list[str]:
+        """The partial depth speeds with a push to come: every second's always, the 100 ms one while a book changed."""
+        return [speed for speed in PARTIAL_DEPTH_SPEEDS if speed == "" or self.depth_changed]
 
     def round(self) -> int:
         """Publish one batch of outbox rows in one transaction; returns how many rows it took."""
@@ -259,9 +262,7 @@ class Relay:
         row is at stake)."""
         now = time.monotonic()
         due = [
-            speed
-            for speed, seconds in PARTIAL_DEPTH_SPEEDS.items()
-            if now - self.depths_sent[speed] >= seconds and (speed == "" or self.depth_changed)
+            speed for speed in self.depth_speeds_live() if now - self.depths_sent[speed] >= PARTIAL_DEPTH_SPEEDS[speed]
         ]
         if not due:
             return

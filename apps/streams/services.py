@@ -223,7 +223,7 @@ def stream_token_of_api_key(*, user_id: int, api_key_id: int) -> tuple[StreamTok
     Returns the row and the key."""
     ApiKey.objects.select_for_update().filter(pk=api_key_id).first()
     live = stream_tokens_live().filter(user_id=user_id, api_key_id=api_key_id).exclude(nonce="")
-    token = live.select_related("api_key").order_by("-expires_at", "-pk").first()
+    token = live.order_by("-expires_at", "-pk").first()
     if token is not None:
         key = stream_key_of(token.nonce)
         if _key_hash(key) == token.key_hash:  # else made under another SECRET_KEY

@@ -142,18 +142,15 @@ def _parsed(
     result: list[Place | Cancel | CancelByClientId | CancelAll | DomainError] = []
     for command in commands:
         payload = command.payload
+        by_operator, cancel_id = bool(payload.get("by_operator")), payload.get("cancel_client_order_id", "")
         if command.kind == CommandKind.CANCEL and "client_order_id" in payload:
-            by_operator = bool(payload.get("by_operator"))
-            cancel_id = payload.get("cancel_client_order_id", "")
             result.append(CancelByClientId(payload["user_id"], payload["client_order_id"], by_operator, cancel_id))
             continue
         if command.kind == CommandKind.CANCEL:
-            by_operator = bool(payload.get("by_operator"))
-            cancel_id = payload.get("cancel_client_order_id", "")
             result.append(Cancel(payload["order_id"], payload.get("user_id"), by_operator, cancel_id))
             continue
         if command.kind == CommandKind.CANCEL_ALL:
-            result.append(CancelAll(payload["user_id"], bool(payload.get("by_operator"))))
+            result.append(CancelAll(payload["user_id"], by_operator))
             continue
         order_id = next(ids)
         if payload["user_id"] in frozen:
