@@ -36,10 +36,38 @@ def test_a_change_needs_the_current_password_logs_out_other_sessions_and_is_audi
     assert (changed.status_code, changed["Location"]) == (302, "/security/")
     assert len(mails) == 1  # "Your password was changed", to the account's address
     assert client.get("/security/").status_code == 200  # this session stays
-    assert elsewhere.get("/security/").status_code == 302  # every other one is logged out
+    assert elsewhere.get("/security/")["Location"] == "/accounts/login/?next=/security/"  # every other one is out
+    assert "_auth_user_id" not in elsewhere.session
     user.refresh_from_db()
     assert user.check_password(NEW) and not user.check_password(PASSWORD)
     assert AuditLogEntry.objects.filter(actor=user, action="password.changed", object_id=str(user.id)).count() == 1
+
+
+def test_a_reset_by_the_e_mailed_link_logs_out_every_session_of_the_account(client, db):
+    """Two browsers logged in as the owner; a third follows the reset link: neither of the two stays logged in, and
+    the new password logs in."""
+    from django.contrib.auth.tokens import default_token_generator
+    from django.test import Client
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    user = UserFactory(username="carol")
+    browsers = [Client(), Client()]
+    for browser in browsers:
+        browser.force_login(user)
+        assert browser.get("/security/").status_code == 200
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+
+    link = client.get(f"/accounts/password/reset/{uid}/{default_token_generator.make_token(user)}/")
+    reset = client.post(link["Location"], {"new_password1": NEW, "new_password2": NEW})
+
+    assert (reset.status_code, reset["Location"]) == (302, "/accounts/login/")
+    for browser in browsers:
+        page = browser.get("/security/")
+        assert (page.status_code, page["Location"]) == (302, "/accounts/login/?next=/security/")
+        assert "_auth_user_id" not in browser.session
+    logged_in = client.post("/accounts/login/", {"username": "carol", "password": NEW})
+    assert (logged_in.status_code, logged_in["Location"]) == (302, "/wallet/")
 
 
 def test_wrong_current_passwords_count_as_failed_log_ins_and_a_lockout_refuses_the_right_one(client, db, settings):
