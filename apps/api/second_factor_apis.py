@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
 from apps.accounts.passwords import MAX_PASSWORD_LENGTH
 from apps.accounts.reauthentication import password_confirm
+from apps.accounts.session_second_factor import session_second_factor_keep
 
 from .base import ScopedApiView
 from .fields import InputSerializer, Text
@@ -76,9 +77,11 @@ class OtpConfirmApi(ScopedApiView):
 
     @extend_schema(request=ConfirmIn, responses={200: ConfirmOut})
     def post(self, request):
-        """Turn the second factor on; returns ten recovery codes, shown only here. 400 ``invalid_otp``."""
+        """Turn the second factor on; returns ten recovery codes, shown only here. 400 ``invalid_otp``. Every browser
+        session of the user but the caller's is logged out (:mod:`apps.accounts.session_second_factor`)."""
         secret_shown_once(request)
         body = ConfirmIn(data=request.data)
         body.is_valid(raise_exception=True)
         codes = second_factor_confirm(user_id=request.user.id, otp=body.validated_data["otp"])
+        session_second_factor_keep(request._request, user_id=request.user.id)  # a browser session's call stays in
         return Response(ConfirmOut({"enabled": True, "recovery_codes": codes}).data)

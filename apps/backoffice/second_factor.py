@@ -25,6 +25,7 @@ from qrcode.image.svg import SvgPathImage
 
 from apps.accounts.errors import SecondFactorLocked
 from apps.accounts.second_factor import second_factor_device_verify
+from apps.accounts.session_second_factor import session_second_factor_keep
 
 from .groups import GROUP_PERMISSIONS
 
@@ -141,6 +142,8 @@ def second_factor(request):
                 if enrolling:
                     verified.confirmed = True
                     verified.save(update_fields=["confirmed"])
+                    # The staff user's other sessions end (a new second factor); this one goes on.
+                    session_second_factor_keep(request, user_id=request.user.id)
                 otp_login(request, verified)
                 target = request.GET.get("next", "")
                 if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):

@@ -33,6 +33,7 @@ from apps.accounts.enrolment import (
 from apps.accounts.reauthentication import password_confirm
 from apps.accounts.second_factor import user_has_second_factor
 from apps.accounts.selectors import email_request_open
+from apps.accounts.session_second_factor import session_second_factor_keep
 from apps.core.errors import DomainError
 
 from .address_book import confirm_page
@@ -166,7 +167,8 @@ def second_factor_start(request):
 @require_POST
 def second_factor_confirm_view(request):
     """Turn the second factor on with a code from the new authenticator; show the recovery codes once (in an
-    answer no cache keeps: ``Cache-Control: no-store``)."""
+    answer no cache keeps: ``Cache-Control: no-store``). Every other session of the user is logged out; this one
+    stays (:mod:`apps.accounts.session_second_factor`)."""
     form = OtpForm(request.POST)
     if form.is_valid():
         try:
@@ -174,7 +176,11 @@ def second_factor_confirm_view(request):
         except DomainError as error:
             add_domain_error(form, error)
         else:
-            messages.success(request, "Second factor on: withdrawals and changes to it now need a code.")
+            session_second_factor_keep(request, user_id=request.user.id)
+            messages.success(
+                request,
+                "Second factor on: withdrawals and changes to it now need a code. Your other sessions are logged out.",
+            )
             return _render(request, recovery_codes=codes)  # shown once, in this answer only: never kept
     refused_form_keep(request, key=CONFIRM_FORM, form=form)
     return redirect("web:security")
@@ -183,7 +189,8 @@ def second_factor_confirm_view(request):
 @login_required
 @require_POST
 def second_factor_remove_view(request):
-    """Turn the second factor off with a current code (or a recovery code)."""
+    """Turn the second factor off with a current code (or a recovery code); every other session of the user is
+    logged out, this one stays."""
     form = OtpForm(request.POST)
     if form.is_valid():
         try:
@@ -191,7 +198,12 @@ def second_factor_remove_view(request):
         except DomainError as error:
             add_domain_error(form, error)
         else:
-            messages.success(request, "Second factor off. You cannot withdraw until you set one up again.")
+            session_second_factor_keep(request, user_id=request.user.id)
+            messages.success(
+                request,
+                "Second factor off: your other sessions are logged out. You cannot withdraw until you set one up "
+                "again.",
+            )
             return redirect("web:security")
     refused_form_keep(request, key=REMOVE_FORM, form=form)
     return redirect("web:security")

@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "apps.backoffice.parameters.AdminParametersMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "apps.accounts.session_second_factor.SessionSecondFactorMiddleware",  # before OTPMiddleware
     "django_otp.middleware.OTPMiddleware",
     "apps.backoffice.second_factor.SecondFactorMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

@@ -3,10 +3,13 @@ and compute codes as an authenticator app would (RFC 6238 with the device's own 
 
 import time
 
+from django.contrib.auth import SESSION_KEY
+from django.contrib.sessions.models import Session
 from django_otp.oath import hotp, totp
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol
+from apps.accounts.session_second_factor import SECOND_FACTOR_SESSION_KEY, second_factor_fingerprints
 
 STEP_MARGIN_SECONDS = 2.0
 """A code is not computed this close to the end of a time step: checked just after the step changed, the earliest
@@ -43,8 +46,24 @@ def code_now(device: TOTPDevice, *, steps_ahead: int = 0) -> str:
 
 
 def enrol_device(user) -> TOTPDevice:
-    """Give ``user`` a confirmed TOTP authenticator directly (no recovery codes)."""
-    return TOTPDevice.objects.create(user=user, name="authenticator", confirmed=True)
+    """Give ``user`` a confirmed TOTP authenticator directly (no recovery codes). The test's own authenticator, not
+    an enrolment: the user's sessions logged in already stay logged in (:func:`sessions_keep`)."""
+    device = TOTPDevice.objects.create(user=user, name="authenticator", confirmed=True)
+    sessions_keep(user)
+    return device
+
+
+def sessions_keep(user) -> None:
+    """Bind every stored session of ``user`` to their second factor of now, as the session that changes it is
+    (:func:`apps.accounts.session_second_factor.session_second_factor_keep`): a test client logged in before the
+    test gave the user an authenticator goes on. Scans the session table: for tests only."""
+    fingerprint = second_factor_fingerprints(user_id=user.pk)[0]
+    for stored in Session.objects.all():
+        data = stored.get_decoded()
+        if data.get(SESSION_KEY) == str(user.pk):
+            Session.objects.save(
+                stored.session_key, {**data, SECOND_FACTOR_SESSION_KEY: fingerprint}, stored.expire_date
+            )
 
 
 def fresh_code(user) -> str:

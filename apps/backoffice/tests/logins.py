@@ -7,8 +7,8 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 def login_with_second_factor(client: Client, user) -> Client:
     """Log ``client`` in as ``user`` with a confirmed second factor (TOTP) this session."""
-    client.force_login(user)
     device = TOTPDevice.objects.create(user=user, name="test", confirmed=True)
+    client.force_login(user)  # after the authenticator: a session is bound to the second factor it logged in with
     session = client.session
     session[DEVICE_ID_SESSION_KEY] = device.persistent_id
     session.save()

@@ -209,6 +209,9 @@ def test_a_session_withdrawal_needs_a_second_factor(usdt, user, client, settings
     without = client.post("/api/v1/withdrawals/", body, content_type="application/json")
     assert without.status_code == 403 and without.json()["error"]["code"] == "second_factor_required"
     enrol(user)
+    client.force_login(
+        user
+    )  # an enrolment made elsewhere logged this session out (apps.accounts.session_second_factor)
     wrong = client.post("/api/v1/withdrawals/", {**body, "otp": "000000x"}, content_type="application/json")
     assert wrong.status_code == 400 and wrong.json()["error"]["code"] == "invalid_otp"
     assert not Withdrawal.objects.exists()
