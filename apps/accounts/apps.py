@@ -10,9 +10,11 @@ class AccountsConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_in
 
         from .notifications import login_notify
+        from .session_idle import session_activity_start
         from .session_second_factor import session_second_factor_bind
         from .sessions import session_end_fix
 
         user_logged_in.connect(login_notify, dispatch_uid="accounts.login_notify")
         user_logged_in.connect(session_end_fix, dispatch_uid="accounts.session_end_fix")
+        user_logged_in.connect(session_activity_start, dispatch_uid="accounts.session_activity_start")
         user_logged_in.connect(session_second_factor_bind, dispatch_uid="accounts.session_second_factor_bind")

@@ -3,7 +3,8 @@
 Django computes a session's expiry as "``SESSION_COOKIE_AGE`` from its last save", so every request that writes
 to the session (a refused form kept for the next page, say) moved the end on, and a stolen session could be kept
 alive for ever (review). Setting the expiry as a moment, at the log-in, makes it absolute: Django stores that
-moment in the session, and later saves keep it.
+moment in the session, and later saves keep it. A session unused for ``SESSION_IDLE_SECONDS`` ends earlier
+(:mod:`apps.accounts.session_idle`).
 """
 
 from datetime import timedelta

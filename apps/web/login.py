@@ -15,6 +15,7 @@ from django_otp import login as otp_login
 
 from apps.accounts.errors import SecondFactorLocked
 from apps.accounts.second_factor import second_factor_refusal, second_factor_verified_device, user_has_second_factor
+from apps.accounts.session_idle import session_idle_ended_pop, session_idle_message
 from apps.api.throttles import LoginRateThrottle
 
 from .forms import OtpForm
@@ -33,6 +34,13 @@ class LoginView(ThrottledPostMixin, auth_views.LoginView):
 
     throttle = LoginRateThrottle
     throttled_message = "Too many log-ins from your network: try again in a minute."
+
+    def get(self, request, *args, **kwargs):
+        """The form; once after a session was logged out for being idle (:mod:`apps.accounts.session_idle`), it says
+        so."""
+        if session_idle_ended_pop(request):
+            messages.info(request, session_idle_message())
+        return super().get(request, *args, **kwargs)
 
     def form_valid(self, form):
         user = form.get_user()

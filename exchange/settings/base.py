@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "apps.backoffice.parameters.AdminParametersMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "apps.accounts.session_idle.SessionIdleMiddleware",  # before OTPMiddleware
     "apps.accounts.session_second_factor.SessionSecondFactorMiddleware",  # before OTPMiddleware
     "django_otp.middleware.OTPMiddleware",
     "apps.backoffice.second_factor.SecondFactorMiddleware",
@@ -197,6 +198,10 @@ LOGIN_REDIRECT_URL = "web:wallet"  # "/" is the markets, for everyone
 # A browser session ends this long after its log-in (Django's default is two weeks). Not moved on by each request:
 # that would write the session on every page (SESSION_SAVE_EVERY_REQUEST), even after a failed statement.
 SESSION_COOKIE_AGE = env.int("SESSION_SECONDS", default=12 * 3600)
+# Not a Django setting: a browser session unused this long (seconds) is logged out at its next request, within the
+# absolute end above (apps/accounts/session_idle.py); 0 turns it off. Its last use is written at most once a minute,
+# so a session ends between a minute less and this long after its last request.
+SESSION_IDLE_SECONDS = env.int("SESSION_IDLE_SECONDS", default=30 * 60)
 LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {

@@ -28,6 +28,9 @@
     interval: root.dataset.interval || "1m",
   };
   const api = (path) => "/api/v1/" + path;
+  // What the page asks by itself (on connecting, on a stream's event) is no use of the session: the server's idle
+  // timeout (apps/accounts/session_idle.py) does not count a request with this header.
+  const background = { "X-Background-Request": "1" };
   const csrfToken = () => (document.querySelector("input[name=csrfmiddlewaretoken]") || {}).value || "";
 
   // Amounts stay strings (exact decimals from the server); numbers only for drawing and sorting.
@@ -49,7 +52,7 @@
     if (snapshotPending) return;
     snapshotPending = true;
     try {
-      const response = await fetch(api(`markets/${config.symbol}/depth/?limit=1000`), { credentials: "same-origin" });
+      const response = await fetch(api(`markets/${config.symbol}/depth/?limit=1000`), { credentials: "same-origin", headers: background });
       const depth = await response.json();
       if (book.buffer.length && book.buffer[0].U > depth.last_update_id + 1) {
         setTimeout(takeSnapshot, 200); // the stream is ahead of this snapshot: fetch a newer one
@@ -330,7 +333,7 @@
     }
     tablesFetch = (async () => {
       try {
-        const response = await fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html" } });
+        const response = await fetch(location.pathname, { credentials: "same-origin", headers: { Accept: "text/html", ...background } });
         if (!response.ok) return;
         const page = new DOMParser().parseFromString(await response.text(), "text/html");
         for (const selector of ownTables) {
@@ -389,7 +392,7 @@
     const response = await fetch(api("stream-token/"), {
       method: "POST",
       credentials: "same-origin",
-      headers: { "X-CSRFToken": csrfToken() },
+      headers: { "X-CSRFToken": csrfToken(), ...background },
     });
     return response.ok ? (await response.json()).token : null;
   }
