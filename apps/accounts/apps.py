@@ -9,6 +9,7 @@ class AccountsConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
 
+        from .authenticators import authenticators_watch
         from .notifications import login_notify
         from .session_idle import session_activity_start
         from .session_second_factor import session_second_factor_bind
@@ -18,3 +19,4 @@ class AccountsConfig(AppConfig):
         user_logged_in.connect(session_end_fix, dispatch_uid="accounts.session_end_fix")
         user_logged_in.connect(session_activity_start, dispatch_uid="accounts.session_activity_start")
         user_logged_in.connect(session_second_factor_bind, dispatch_uid="accounts.session_second_factor_bind")
+        authenticators_watch()

@@ -13,3 +13,7 @@ api_key_created = Signal()
 password_changed = Signal()
 """Sent when a user's password is changed or reset, in its transaction. Keyword arguments: ``user_id``, ``reset``
 (True for a reset by an e-mailed link)."""
+
+second_factor_changed = Signal()
+"""Sent when a user's confirmed authenticators change (one confirmed, created confirmed, re-keyed or deleted), by any
+path (:mod:`apps.accounts.authenticators`), in its transaction. Keyword arguments: ``user_id``."""

@@ -64,3 +64,11 @@ def password_changed(sender, *, user_id: int, **kwargs) -> None:
     """A password changed or reset: the stream keys made in the account's browser sessions end with them (break-it
     review: one made before a reset kept delivering balances and deposits, and opened new streams, after it)."""
     stream_tokens_of_sessions_revoke(user_id=user_id)
+
+
+def second_factor_changed(sender, *, user_id: int, **kwargs) -> None:
+    """The user's second factor was turned on, replaced or removed: the stream keys made in the user's browser
+    sessions end, as those sessions do (:mod:`apps.accounts.session_second_factor`; break-it review: a page left
+    open in a session logged out that way kept its stream until the key's end, an hour later). Keys made with an API
+    key stay, as the API keys do."""
+    stream_tokens_of_sessions_revoke(user_id=user_id)

@@ -4,8 +4,12 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from apps.accounts.enrolment import second_factor_confirm, second_factor_enrol, second_factor_remove
 from apps.accounts.password_resets import CHANGED, RESET, password_change_record
+from apps.accounts.second_factor import second_factor_require
+from apps.accounts.tests.otp import enrol, totp_code, user_code
 from apps.api.base import api_time
 from apps.ledger.tests.factories import PASSWORD, UserFactory
 from apps.streams.models import StreamToken
@@ -110,6 +114,35 @@ def test_a_password_change_or_reset_ends_the_stream_keys_made_in_browser_session
 
     assert stream_token_user_id(key=in_a_session) is None
     assert stream_token_user_id(key=with_a_key) == (None if action == RESET else user.id)  # its API key decides
+
+
+@pytest.mark.parametrize("change", ["on", "replaced", "off"])
+def test_a_change_of_the_second_factor_ends_the_stream_keys_made_in_browser_sessions(api_as, user, change):
+    """Break-it review: the browser sessions logged out by a change of the second factor left their stream keys, so
+    a page left open kept its stream for the key's hour."""
+    with_a_key = api_as(user, "read").post(URL).json()["token"]
+    if change != "on":
+        enrol(user)
+    _, in_a_session = stream_token_create(user_id=user.id)
+
+    if change == "off":
+        second_factor_remove(user_id=user.id, otp=user_code(user))
+    else:
+        second_factor_enrol(user_id=user.id, otp=user_code(user) if change == "replaced" else None)
+        second_factor_confirm(user_id=user.id, otp=totp_code(TOTPDevice.objects.get(user=user, confirmed=False)))
+
+    assert stream_token_user_id(key=in_a_session) is None
+    assert stream_token_user_id(key=with_a_key) == user.id
+
+
+def test_using_or_starting_to_set_up_a_second_factor_leaves_the_stream_keys(user):
+    enrol(user)
+    _, in_a_session = stream_token_create(user_id=user.id)
+
+    second_factor_require(user_id=user.id, code=user_code(user))  # a code used: django-otp saves the device
+    second_factor_enrol(user_id=user.id, otp=user_code(user))  # a replacement begun, not confirmed
+
+    assert stream_token_user_id(key=in_a_session) == user.id
 
 
 def test_a_log_out_ends_the_stream_keys_made_in_browser_sessions(client, api_as, user):
