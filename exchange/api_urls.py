@@ -21,7 +21,7 @@ from apps.orders.apis import (
     OrderDetailApi,
     OrderListApi,
 )
-from apps.proofs.apis import LiabilityProofApi, LiabilitySnapshotListApi
+from apps.proofs.apis import LiabilityProofApi, LiabilitySnapshotListApi, LiabilitySnapshotProofApi
 from apps.streams.apis import StreamTokenApi
 from apps.wallets.apis import (
     DepositAddressApi,
@@ -61,6 +61,11 @@ urlpatterns = [
     path("proofs/journal/blocks/<str:height>/", JournalBlockApi.as_view(), name="api-proofs-journal-block"),
     path("proofs/liabilities/", LiabilitySnapshotListApi.as_view(), name="api-proofs-liabilities"),
     path("proofs/liabilities/latest/", LiabilityProofApi.as_view(), name="api-proofs-liabilities-latest"),
+    path(
+        "proofs/liabilities/<str:snapshot_id>/proof/",
+        LiabilitySnapshotProofApi.as_view(),
+        name="api-proofs-liabilities-snapshot-proof",
+    ),
     path("stream-token/", StreamTokenApi.as_view(), name="api-stream-token"),
     re_path(r"", api_not_found),  # last: not a DRF view, so not in the schema
 ]

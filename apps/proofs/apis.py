@@ -5,7 +5,7 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 
-from apps.api.base import ScopedApiView, limit_param
+from apps.api.base import ScopedApiView, limit_param, path_id
 
 from .documents import snapshot_served
 from .selectors import liabilities_proof, snapshots_published
@@ -68,3 +68,12 @@ class LiabilityProofApi(ScopedApiView):
     @extend_schema(responses=LiabilityProofOut)
     def get(self, request):
         return Response(liabilities_proof(request.user.id))
+
+
+class LiabilitySnapshotProofApi(ScopedApiView):
+    """The authenticated user's proof of inclusion in one snapshot, by its ``snapshot_id`` (404 for no such snapshot,
+    or when they had no balance in it): what ``latest/`` gives for the newest, for any published one."""
+
+    @extend_schema(responses=LiabilityProofOut)
+    def get(self, request, snapshot_id: str):
+        return Response(liabilities_proof(request.user.id, snapshot_id=path_id(snapshot_id, what="snapshot_id")))

@@ -19,6 +19,12 @@ def snapshots_published(*, limit: int = 100) -> list[LiabilitySnapshot]:
     return list(LiabilitySnapshot.objects.order_by("-id")[:limit])
 
 
+def snapshots_of_user(*, user_id: int, limit: int = 30) -> list[LiabilitySnapshot]:
+    """The newest ``limit`` snapshots holding a leaf of the user (their balances were in them), newest first."""
+    ids = LiabilityLeaf.objects.filter(user_id=user_id).values("snapshot_id")
+    return list(LiabilitySnapshot.objects.filter(id__in=ids).order_by("-id")[:limit])
+
+
 def snapshot_latest() -> LiabilitySnapshot | None:
     """The newest snapshot, if any."""
     return LiabilitySnapshot.objects.order_by("-id").first()
@@ -47,18 +53,25 @@ def _sums(encoded: bytes, assets: list[dict]) -> list[str]:
     ]
 
 
-def liabilities_proof(user_id: int) -> dict:
-    """The user's proof in the newest snapshot (PROOFS.md section 2):
-    ``{"snapshot": S, "snapshot_hash", "signature", "key_id", "user_id", "nonce", "balances", "path"}``.
+def liabilities_proof(user_id: int, *, snapshot_id: int | None = None) -> dict:
+    """The user's proof in snapshot ``snapshot_id``, by default the newest (PROOFS.md section 2):
+    ``{"snapshot": S, "snapshot_hash", "signature", "key_id", "user_id", "nonce", "balances", "path"}``. Every snapshot
+    keeps its tree, so a customer can check any of them, not only the one published last.
 
-    Raises :class:`NotFound` when there is no snapshot or the user had nothing in it.
+    Raises :class:`NotFound` when there is no such snapshot (none yet, for the newest) or the user had nothing in it.
     """
-    snapshot = snapshot_latest()
-    if snapshot is None:
-        raise NotFound("No liabilities snapshot has been taken yet.")
+    if snapshot_id is None:
+        snapshot = snapshot_latest()
+        if snapshot is None:
+            raise NotFound("No liabilities snapshot has been taken yet.")
+    else:
+        snapshot = LiabilitySnapshot.objects.filter(id=snapshot_id).first()
+        if snapshot is None:
+            raise NotFound("No such liabilities snapshot.", fields={"snapshot_id": "No such liabilities snapshot."})
     leaf = LiabilityLeaf.objects.filter(snapshot=snapshot, user_id=user_id).first()
     if leaf is None:
-        raise NotFound("You had no balance in the latest liabilities snapshot, so it holds no leaf of yours.")
+        which = "the latest liabilities snapshot" if snapshot_id is None else f"liabilities snapshot {snapshot.id}"
+        raise NotFound(f"You had no balance in {which}, so it holds no leaf of yours.")
     steps = path_steps(leaf.position, snapshot.leaf_count)
     wanted = Q(level=0, position=leaf.position)
     for level, position, _ in steps:

@@ -12,7 +12,7 @@ from apps.core.errors import DomainError
 from apps.ledger.seal.selectors import entry_proof
 
 from .documents import snapshot_header_of
-from .selectors import liabilities_proof, snapshot_latest
+from .selectors import liabilities_proof, snapshot_latest, snapshots_of_user
 
 VERIFIER = Path(__file__).resolve().parents[2] / "tools" / "verify_liabilities.py"
 
@@ -28,7 +28,8 @@ def _json_download(document: dict, filename: str, status: int = 200) -> HttpResp
 @login_required
 @require_GET
 def liabilities(request):
-    """The user's balances in the latest snapshot, its published root and totals, and how to check them."""
+    """The user's balances in the latest snapshot, its published root and totals, how to check them, and the earlier
+    snapshots holding their balances (each proof downloadable)."""
     snapshot = snapshot_latest()
     proof = None
     if snapshot is not None:
@@ -44,17 +45,20 @@ def liabilities(request):
             {"code": asset["code"], "mine": balance, "total": total}
             for asset, balance, total in zip(header["assets"], mine, header["root_sums"], strict=True)
         ]
-    return render(
-        request, "proofs/liabilities.html", {"snapshot": snapshot, "header": header, "proof": proof, "rows": rows}
-    )
+    earlier = [
+        older for older in snapshots_of_user(user_id=request.user.id) if snapshot is None or older.id != snapshot.id
+    ]
+    context = {"snapshot": snapshot, "header": header, "proof": proof, "rows": rows, "earlier": earlier}
+    return render(request, "proofs/liabilities.html", context)
 
 
 @login_required
 @require_GET
-def liabilities_proof_download(request):
-    """The user's proof in the latest snapshot as a JSON file (what ``tools/verify_liabilities.py`` reads)."""
+def liabilities_proof_download(request, snapshot_id: int | None = None):
+    """The user's proof in the latest snapshot, or in snapshot ``snapshot_id``, as a JSON file (what
+    ``tools/verify_liabilities.py`` reads)."""
     try:
-        proof = liabilities_proof(request.user.id)
+        proof = liabilities_proof(request.user.id, snapshot_id=snapshot_id)
     except DomainError as exc:
         return _json_download({"error": {"code": exc.code, "message": exc.message}}, "error.json", exc.status)
     return _json_download(proof, f"liabilities-proof-{proof['snapshot']['snapshot_id']}.json")

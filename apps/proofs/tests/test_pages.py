@@ -11,8 +11,10 @@ from django.contrib.auth.models import Group
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.tests.otp import code_now
-from apps.ledger.models import Posting
-from apps.ledger.tests.factories import UserFactory
+from apps.ledger.models import Asset, Posting
+from apps.ledger.seal.services import journal_seal
+from apps.ledger.tests.factories import UserFactory, fund
+from apps.proofs.services import liabilities_snapshot_take
 
 VERIFIER = Path(__file__).resolve().parents[3] / "tools" / "verify_liabilities.py"
 
@@ -33,6 +35,26 @@ def test_a_user_without_a_leaf_is_told_so(snapshot, funded, client):
     client.force_login(funded[3])
     assert "holds no leaf of yours" in client.get("/proofs/liabilities/").content.decode()
     assert client.get("/proofs/liabilities/proof.json").status_code == 404
+
+
+def test_the_page_offers_my_proof_in_each_earlier_snapshot_holding_my_balances(snapshot, funded, client):
+    fund(funded[3], Asset.objects.get(code="BTC"), "1")
+    journal_seal()
+    newer = liabilities_snapshot_take()
+    client.force_login(funded[0])
+
+    page = client.get("/proofs/liabilities/").content.decode()
+    download = client.get(f"/proofs/liabilities/{snapshot.id}/proof.json")
+
+    assert f"Snapshot {newer.id}" in page
+    assert f'<a href="/proofs/liabilities/{snapshot.id}/proof.json" download>' in page
+    assert f'href="/proofs/liabilities/{newer.id}/proof.json"' not in page  # the newest is offered above
+    assert download.status_code == 200 and json.loads(download.content)["snapshot"]["snapshot_id"] == snapshot.id
+    assert json.loads(download.content)["balances"] == ["0.50000000", "12.000000"]
+    client.force_login(funded[3])  # only in the newer snapshot
+    assert "Earlier snapshots" not in client.get("/proofs/liabilities/").content.decode()
+    assert client.get(f"/proofs/liabilities/{snapshot.id}/proof.json").status_code == 404
+    assert "reserves" not in page  # none are published (break-it review: the page told customers to compare them)
 
 
 def test_the_page_needs_a_login(db, client):

@@ -72,6 +72,33 @@ def test_every_users_proof_verifies_and_the_user_without_a_balance_has_none(snap
     assert api.get("/api/v1/proofs/liabilities/latest/").status_code in (401, 403)
 
 
+def test_a_users_proof_in_an_earlier_snapshot_is_served_by_its_id(snapshot, funded, btc, api, api_as, verifier):
+    """Break-it review: only the newest snapshot's proof was served, so a customer who missed a day could never check
+    that day's liabilities."""
+    ann, dan = funded[0], funded[3]
+    fund(ann, btc, "2")
+    fund(dan, btc, "1")
+    journal_seal()
+    newer = liabilities_snapshot_take()
+    keys = api.get("/api/v1/proofs/keys/").json()
+
+    earlier = api_as(ann).get(f"/api/v1/proofs/liabilities/{snapshot.id}/proof/")
+    latest = api_as(ann).get(f"/api/v1/proofs/liabilities/{newer.id}/proof/")
+
+    assert earlier.status_code == 200 and earlier.json()["snapshot"]["snapshot_id"] == snapshot.id
+    assert verifier.verify(earlier.json(), keys) == ["0.50000000", "12.000000"]
+    assert latest.json() == api_as(ann).get("/api/v1/proofs/liabilities/latest/").json()
+    assert verifier.verify(latest.json(), keys) == ["2.50000000", "12.000000"]
+    not_in_it = api_as(dan).get(f"/api/v1/proofs/liabilities/{snapshot.id}/proof/")
+    assert (
+        not_in_it.status_code == 404 and f"liabilities snapshot {snapshot.id}" in not_in_it.json()["error"]["message"]
+    )
+    for missing in (str(newer.id + 1), "0", "x", "9" * 30):
+        refused = api_as(ann).get(f"/api/v1/proofs/liabilities/{missing}/proof/")
+        assert refused.status_code == 404 and set(refused.json()["error"]["fields"]) == {"snapshot_id"}
+    assert api.get(f"/api/v1/proofs/liabilities/{snapshot.id}/proof/").status_code in (401, 403)
+
+
 def test_held_funds_count_and_unsealed_entries_wait_for_the_next_snapshot(funded, usdt, btc, api_as):
     ann = funded[0]
     funds_hold(user_id=ann.id, asset=usdt, amount=Decimal("2"), idempotency_key="order:1:hold")  # unsealed
