@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from apps.audit.services import audit_record
 from apps.core.errors import DomainError
+from apps.core.single_valued import SingleValuedForm
 
 from .events import password_changed
 from .holds import withdrawals_hold
@@ -64,7 +65,7 @@ def password_change_record(*, user_id: int, action: str) -> None:
     )
 
 
-class PasswordChangeForm(auth_forms.PasswordChangeForm):
+class PasswordChangeForm(SingleValuedForm, auth_forms.PasswordChangeForm):
     """Django's, the current password checked by ``authenticate`` (``request`` given), as a log-in's is: a wrong one
     counts as a failed log-in (django-axes), and a username locked out from the address is refused here too. Django's
     own form only compared it, so a stolen session could guess the password without limit (review).
@@ -114,7 +115,7 @@ def _reset_mail_allowed(address: str) -> bool:
         return True
 
 
-class PasswordResetForm(auth_forms.PasswordResetForm):
+class PasswordResetForm(SingleValuedForm, auth_forms.PasswordResetForm):
     """Django's reset request (the same answer whether or not an account has the address; accounts with no
     usable password are left out), its link sent as ``emails/password_reset.txt`` through the Celery queue, at most
     :data:`RESET_MAILS_PER_HOUR` an hour to one address."""

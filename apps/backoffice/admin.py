@@ -18,6 +18,7 @@ from apps.accounts.selectors import account_restriction, withdrawal_hold
 from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError
 from apps.core.reasons import hidden_characters_shown
+from apps.core.single_valued import SingleValuedForm
 from apps.ledger.admin import ReadOnlyAdmin, amount_column
 from apps.ledger.amounts import format_exact, parse_amount
 from apps.ledger.models import Account, AccountKind, Asset
@@ -102,14 +103,14 @@ class ReconciliationRunAdmin(ReadOnlyAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
 
-class AdjustmentForm(forms.Form):
+class AdjustmentForm(SingleValuedForm, forms.Form):
     memo = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 60}), help_text="Why: ticket, incident, ...")
 
 
 ADJUSTABLE_KINDS = [(kind.value, kind.label) for kind in AccountKind if kind != AccountKind.USER_HELD]
 
 
-class AdjustmentLegForm(forms.Form):
+class AdjustmentLegForm(SingleValuedForm, forms.Form):
     """One leg: which account (a kind of the chart, an asset, and a username for user funds), a side, an amount.
 
     An untouched row is skipped. Held funds cannot be adjusted (they belong to open orders

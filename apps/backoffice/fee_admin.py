@@ -9,6 +9,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.shortcuts import redirect, render
 
 from apps.core.errors import DomainError
+from apps.core.single_valued import SingleValuedForm
 from apps.orders.models import FeeSchedule
 
 from .admin_helpers import add_domain_error
@@ -17,7 +18,7 @@ from .models import FeeChange, FeeChangeKind
 from .services import fee_change_approve, fee_change_draft, fee_change_reject
 
 
-class FeeChangeForm(forms.Form):
+class FeeChangeForm(SingleValuedForm, forms.Form):
     """What to change; which fields count depends on ``kind`` (see :func:`fee_change_draft`)."""
 
     kind = forms.ChoiceField(choices=FeeChangeKind.choices)

@@ -8,6 +8,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.shortcuts import redirect, render
 
 from apps.core.errors import DomainError
+from apps.core.single_valued import SingleValuedForm
 from apps.ledger.admin import amount_column
 from apps.ledger.amounts import format_exact
 from apps.ledger.forms import PlainAmountFormField
@@ -23,7 +24,7 @@ def _amount_field(help_text: str, **options) -> PlainAmountFormField:
     return PlainAmountFormField(help_text=help_text, **options)
 
 
-class MarketChangeForm(forms.Form):
+class MarketChangeForm(SingleValuedForm, forms.Form):
     """The market's new filters, every one of them (the form starts from the market's current ones)."""
 
     market = forms.ModelChoiceField(queryset=Market.objects.order_by("symbol"))

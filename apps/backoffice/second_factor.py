@@ -26,6 +26,7 @@ from qrcode.image.svg import SvgPathImage
 from apps.accounts.errors import SecondFactorLocked
 from apps.accounts.second_factor import second_factor_device_verify
 from apps.accounts.session_second_factor import session_second_factor_keep
+from apps.core.single_valued import SingleValuedForm
 
 from .groups import GROUP_PERMISSIONS
 
@@ -105,7 +106,7 @@ def qr_code_svg(data: str) -> str:
     return mark_safe(image.to_string(encoding="unicode"))  # noqa: S308  (generated paths, no input text)
 
 
-class TokenForm(forms.Form):
+class TokenForm(SingleValuedForm, forms.Form):
     token = forms.CharField(
         max_length=8,
         label="One-time password",

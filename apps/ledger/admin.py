@@ -22,6 +22,7 @@ from apps.core.csv_export import csv_response, text_cell
 from apps.core.days import last_day_validator
 from apps.core.errors import DomainError
 from apps.core.reasons import MAX_REASON_LENGTH, reason_checked
+from apps.core.single_valued import SingleValuedForm
 
 from .amounts import format_amount, format_display, format_exact
 from .events import asset_saved
@@ -95,7 +96,7 @@ def asset_state(asset: Asset) -> dict:
     return state
 
 
-class AssetForm(forms.ModelForm):
+class AssetForm(SingleValuedForm, forms.ModelForm):
     """The asset's fields and why it is created or changed (``reason``, required: it goes to the audit log)."""
 
     reason = forms.CharField(
@@ -229,7 +230,7 @@ class PostingInline(admin.TabularInline):
         return amount_html(posting.balance_after, posting.asset)
 
 
-class ExportForm(forms.Form):
+class ExportForm(SingleValuedForm, forms.Form):
     """The accountants' export: entries posted from ``start`` to ``end`` (days, UTC, both included; ``end`` at most
     :data:`~apps.core.days.LAST_DAY`, 9999-12-30)."""
 

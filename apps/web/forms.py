@@ -12,6 +12,7 @@ from apps.accounts.email_address import INVALID as EMAIL_INVALID
 from apps.accounts.models import Scope
 from apps.accounts.passwords import MAX_PASSWORD_LENGTH
 from apps.core.days import last_day_validator
+from apps.core.single_valued import SingleValuedForm
 from apps.ledger.models import EntryReason
 from apps.orders.models import OrderType, Side, TimeInForce
 from exchange.converters import MAX_ID
@@ -19,7 +20,7 @@ from exchange.converters import MAX_ID
 USERNAME_TAKEN = "This username is taken."
 
 
-class SignUpForm(UserCreationForm):
+class SignUpForm(SingleValuedForm, UserCreationForm):
     """A trader's sign-up: username, optional e-mail, password twice (Django's password validators, with the
     128-character cap of :mod:`apps.accounts.passwords`).
 
@@ -63,7 +64,7 @@ def _lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-class ApiKeyForm(forms.Form):
+class ApiKeyForm(SingleValuedForm, forms.Form):
     """A new API key: the service (``api_key_create``) judges every value and names the field at fault."""
 
     EXPIRY_CHOICES = [("", "Never"), ("86400", "1 day"), ("2592000", "30 days"), ("7776000", "90 days")]
@@ -114,7 +115,7 @@ def _new_request_key() -> str:
 _API_NAMES = re.compile(r"\b(quote_qty|qty|time_in_force|post_only|client_order_id)\b")
 
 
-class OrderForm(forms.Form):
+class OrderForm(SingleValuedForm, forms.Form):
     """The buy/sell form of a market page. Amounts stay strings: the order service parses them against the
     market (tick, step, precisions) and names the field at fault. ``client_order_id`` is a fresh key per form
     shown, so a double submit places one order."""
@@ -163,7 +164,7 @@ class OrderForm(forms.Form):
         }
 
 
-class WithdrawForm(forms.Form):
+class WithdrawForm(SingleValuedForm, forms.Form):
     """The withdraw form of the wallet page; ``request_key`` makes a double submit one withdrawal."""
 
     asset = forms.ChoiceField()
@@ -179,7 +180,7 @@ class WithdrawForm(forms.Form):
         self.fields["asset"].choices = [(asset.code, f"{asset.code} · {asset.name}") for asset in assets]
 
 
-class WithdrawalAddressForm(forms.Form):
+class WithdrawalAddressForm(SingleValuedForm, forms.Form):
     """Add an address to the withdrawal address book; ``otp`` is required once a second factor is on. Its fields
     are prefixed ``book-`` (the wallet page also has the withdraw form)."""
 
@@ -194,13 +195,13 @@ class WithdrawalAddressForm(forms.Form):
         self.fields["asset"].choices = [(asset.code, f"{asset.code} · {asset.name}") for asset in assets]
 
 
-class OtpForm(forms.Form):
+class OtpForm(SingleValuedForm, forms.Form):
     """One code from the authenticator app (or a recovery code)."""
 
     otp = forms.CharField(max_length=32, label="Code from your authenticator app", widget=OTP_INPUT)
 
 
-class EmailForm(forms.Form):
+class EmailForm(SingleValuedForm, forms.Form):
     """A new e-mail address for the account, and a current code when the second factor is on."""
 
     email = forms.EmailField(max_length=254, label="New e-mail address", error_messages={"invalid": EMAIL_INVALID})
@@ -212,7 +213,7 @@ class EmailForm(forms.Form):
         super().__init__(*args, **kwargs)
 
 
-class SecondFactorStartForm(forms.Form):
+class SecondFactorStartForm(SingleValuedForm, forms.Form):
     """Setting up an authenticator: a current code when one is on already (replacing it), the account's password
     when none is."""
 
@@ -251,7 +252,7 @@ def with_new_key(form: AnyForm, key_field: str, message: str, **kwargs) -> AnyFo
     return renewed
 
 
-class HistoryFilterForm(forms.Form):
+class HistoryFilterForm(SingleValuedForm, forms.Form):
     """A date range of a history (GET): ``start`` and ``end`` are days, UTC, both included; ``end`` is at most
     :data:`~apps.core.days.LAST_DAY` (9999-12-30)."""
 

@@ -1,9 +1,11 @@
 """NUL bytes and other characters no name holds are 4xx on the web UI, never a 500 (hole 6)."""
 
 import pytest
+from django.http import QueryDict
 
 from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.models import Order
+from apps.web.forms import ApiKeyForm
 
 from .test_markets import order_form
 
@@ -45,3 +47,33 @@ def test_a_nul_byte_in_the_activity_filter_is_a_400(trader, client, asset):
 def test_the_activity_filter_still_filters(trader, client):
     page = client.get("/activity/", {"asset": "USDT"})
     assert page.status_code == 200
+
+
+@pytest.mark.parametrize("field, values", [("side", ["buy", "sell"]), ("qty", ["0.01", "0.5"])])
+def test_an_order_form_field_sent_twice_is_refused_not_the_last_one_taken(trader, client, field, values):
+    """Break-it review: ``side=buy&side=sell`` placed a sell order (Django's forms read the last value), while the
+    API refuses a repeated field (``duplicate_field``)."""
+    form = order_form()
+    form[field] = values
+
+    response = client.post("/markets/BTC-USDT/orders/", form, follow=True)
+
+    assert response.redirect_chain == [("/markets/BTC-USDT/", 302)]
+    assert response.context["form"].errors[field] == ["This field was sent more than once: send it once."]
+    assert not Order.objects.exists()
+
+
+def test_a_filter_given_twice_is_refused(trader, client):
+    response = client.get("/activity/?asset=USDT&asset=BTC")
+    assert response.status_code == 400
+    assert "sent more than once" in response.content.decode()
+
+
+def test_a_field_taking_several_values_still_takes_them():
+    """A multiple choice (the API key's scopes) is no repeated field."""
+    form = ApiKeyForm(data=QueryDict("name=bot&scopes=read&scopes=trade&name=other"))
+
+    form.is_valid()
+
+    assert "scopes" not in form.errors and form.cleaned_data["scopes"] == ["read", "trade"]
+    assert form.errors["name"] == ["This field was sent more than once: send it once."]

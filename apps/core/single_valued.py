@@ -1,0 +1,25 @@
+"""Forms that refuse a field sent twice, as the API does (:class:`apps.core.errors.DuplicateField`).
+
+Django's forms read the last value of a repeated field (``QueryDict.__getitem__``), so ``side=buy&side=sell``
+placed a sell order from the web while the API refuses the same (break-it review). :class:`SingleValuedForm`
+refuses each field given more than once, except those whose widget takes several values (a multiple choice).
+"""
+
+from django import forms
+
+DUPLICATE_MESSAGE = "This field was sent more than once: send it once."
+
+
+class SingleValuedForm(forms.BaseForm):
+    """Mix in before the form class (``class OrderForm(SingleValuedForm, forms.Form)``): a bound form whose data
+    holds a single-valued field more than once is invalid, that field's error (code ``duplicate_field``) saying so."""
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        if not self.is_bound or not hasattr(self.data, "getlist"):
+            return
+        for name, field in self.fields.items():
+            if getattr(field.widget, "allow_multiple_selected", False):
+                continue
+            if len(self.data.getlist(self.add_prefix(name))) > 1:
+                self.add_error(name, forms.ValidationError(DUPLICATE_MESSAGE, code="duplicate_field"))
