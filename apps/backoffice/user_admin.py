@@ -8,9 +8,10 @@ from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import UserChangeForm
 
 from apps.accounts.selectors import EMAIL_IN_USE, email_in_use
+from apps.core.single_valued import SingleValuedForm
 
 
-class OperatorUserChangeForm(UserChangeForm):
+class OperatorUserChangeForm(SingleValuedForm, UserChangeForm):
     """Django's user form; ``email`` must be no other user's (:func:`apps.accounts.selectors.email_in_use`)."""
 
     def clean_email(self) -> str:

@@ -46,3 +46,11 @@ def test_the_task_sends_one_plain_text_message_through_djangos_smtp_backend(smtp
     assert (message["To"], message["Subject"]) == ("trader@example.com", "Subject line")
     assert message["From"] == "Exchange <no-reply@exchange.localhost>"
     assert body(message).splitlines() == ["Body"]  # SMTP carries CRLF line ends
+
+
+@pytest.mark.parametrize("hours, says", [(1, "within 1 hour to"), (2, "within 2 hours to")])
+def test_the_reset_link_says_its_hours_in_good_english(hours, says):
+    """Break-it review: a reset link valid for one hour was to be opened "within 1 hours"."""
+    text = render_to_string("emails/password_reset.txt", {"username": "ann", "link": "https://x/", "hours": hours})
+
+    assert says in text

@@ -190,6 +190,19 @@ def test_an_address_is_set_by_the_link_sent_to_it_and_a_taken_one_is_told_to_its
     assert users.get(username="newcomer").email == "moved@example.com"
     assert not smtp_server.mailbox.with_subject("Confirm your e-mail address")[2:]  # no link went to the impostor
 
+    # The old address can freeze the account from that notice (break-it review: its only advice, to set the address
+    # back, needed the new address's approval), and nothing is frozen by a mail scanner's GET.
+    key = api_key_create(user_id=newcomer.id, name="bot", scopes=["read"]).raw_key
+    freeze = link_path(changed, django_settings.SITE_URL)
+    assert "freeze your account at once with this link (it works for 7 days)" in body(changed)
+    assert "Freeze the account newcomer?" in browser.get(freeze).content.decode()
+    assert users.get(username="newcomer").is_active
+    frozen = browser.post(freeze)
+    assert "Frozen: the account newcomer can no longer log in" in frozen.content.decode()
+    assert not users.get(username="newcomer").is_active
+    assert client.get("/wallet/").status_code == 302  # its session is logged out
+    assert APIClient().get("/api/v1/balances/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 401
+
 
 @pytest.mark.django_db(transaction=True)
 def test_turning_the_second_factor_on_and_off_is_told_by_e_mail(mail_worker, smtp_server, client):
