@@ -66,6 +66,7 @@ ENDPOINTS = [
     ("get", "/api/v1/proofs/journal/blocks/{height}/", None),
     ("get", "/api/v1/proofs/liabilities/", None),
     ("get", "/api/v1/proofs/liabilities/latest/", "read"),
+    ("get", "/api/v1/proofs/liabilities/{snapshot_id}/proof/", "read"),
     ("post", "/api/v1/stream-token/", "read"),
     ("put", "/api/v1/stream-token/", "read"),
     ("delete", "/api/v1/stream-token/", "read"),
@@ -117,7 +118,7 @@ def world(db):
     second_factor_enrol(user_id=trader.id)  # an authenticator waiting for its confirmation
     stream_key = stream_token_create(user_id=trader.id)[1]
     journal_seal()  # so the proof endpoints have a block, an entry proof and a liabilities snapshot to serve
-    liabilities_snapshot_take()
+    snapshot = liabilities_snapshot_take()
     entry_id = Posting.objects.filter(account__owner=trader).order_by("id").first().entry_id
     return {
         "trader": trader,
@@ -126,6 +127,7 @@ def world(db):
         "entry": entry,
         "entry_id": entry_id,
         "stream_key": stream_key,
+        "snapshot_id": snapshot.id,
     }
 
 
@@ -138,6 +140,7 @@ def call(client: APIClient, method: str, path: str, world: dict):
         .replace("withdrawal-addresses/{id}", f"withdrawal-addresses/{world['entry'].id}")
         .replace("entries/{id}", f"entries/{world['entry_id']}")
         .replace("{height}", "0")
+        .replace("{snapshot_id}", str(world["snapshot_id"]))
     )
     body = BODIES.get((method, path))
     if path == "/api/v1/account/otp/confirm/":
