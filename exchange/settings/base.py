@@ -78,6 +78,7 @@ MIDDLEWARE = [
     "django_otp.middleware.OTPMiddleware",
     "apps.backoffice.second_factor.SecondFactorMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "apps.web.htmx_login.HtmxLoginRedirectMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "apps.web.not_found.NotFoundMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

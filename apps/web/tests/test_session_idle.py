@@ -104,9 +104,12 @@ def test_a_page_polling_by_itself_does_not_keep_the_session_alive(browser):
     assert poll.status_code == 200 and poll.templates[0].name == "web/_balances.html"  # the table alone
     assert _last_use(browser) == moved_back
     _last_use(browser, seconds_ago=IDLE + 1)
-    expired = browser.get("/wallet/", **POLL)  # as an expired session's poll: the log-in page
-    assert (expired.status_code, expired["Location"]) == (302, WALLET_LOGIN)
+    expired = browser.get("/wallet/", **POLL)  # the whole page goes to the log-in page, not the balances box
+    assert (expired.status_code, expired["HX-Redirect"]) == (200, WALLET_LOGIN) and expired.content == b""
     assert "_auth_user_id" not in browser.session
+    assert browser.get("/wallet/", **POLL)["HX-Redirect"] == WALLET_LOGIN  # and at every poll after
+    page = browser.get(WALLET_LOGIN)  # where htmx sends the browser: the reason is still to be told
+    assert "You were logged out after 30 minutes without activity" in page.content.decode()
 
 
 def test_the_session_api_of_an_idle_session_refuses_and_api_keys_are_not_touched(browser, api_as):
