@@ -35,7 +35,6 @@ from apps.audit.services import audit_record
 from apps.core.errors import DomainError, InvalidState, NotFound, violated_constraint
 from apps.core.links import signed_id_read, signed_token_make
 
-from .account_freeze import account_freeze_link
 from .holds import withdrawals_hold
 from .models import EMAIL_UNIQUE_INDEX, EmailRequest, HoldReason
 from .notifications import email_address_on_commit, site_url
@@ -308,11 +307,6 @@ def email_address_confirm(*, token: str):
         email_address_on_commit(
             to=was,
             template="email_changed",
-            context={
-                "username": user.username,
-                "email": request.email,
-                "held_until": held_until,
-                **account_freeze_link(request=request),
-            },
+            context={"username": user.username, "email": request.email, "held_until": held_until},
         )
     return user

@@ -17,7 +17,3 @@ password_changed = Signal()
 second_factor_changed = Signal()
 """Sent when a user's confirmed authenticators change (one confirmed, created confirmed, re-keyed or deleted), by any
 path (:mod:`apps.accounts.authenticators`), in its transaction. Keyword arguments: ``user_id``."""
-
-account_frozen = Signal()
-"""Sent when an account's owner freezes it (:mod:`apps.accounts.account_freeze`), in its transaction. Keyword
-arguments: ``user_id``."""

@@ -131,30 +131,3 @@ def account_withdrawals_unblock(
     return _restriction_set(
         user_id=user_id, operator_id=approver_id, restriction="withdrawals", on=False, reason=reason
     )
-
-
-def account_owner_freeze(*, user_id: int, reason: str) -> AccountRestriction:
-    """The owner's own emergency stop (:mod:`apps.accounts.account_freeze`): freeze trading and block withdrawals at
-    once, with ``reason``, the owner as actor, in the caller's transaction; audited as ``account.owner_freeze``. A flag
-    an operator set already keeps its reason. Only operators lift them (:func:`account_trading_freeze`,
-    :func:`account_withdrawals_unblock`). Raises nothing of its own."""
-    withdrawals_lock(user_id=user_id, shared=False)  # waits for the withdrawal steps under way
-    row, _ = AccountRestriction.objects.select_for_update().get_or_create(
-        user_id=user_id, defaults={"updated_by_id": user_id}
-    )
-    before = _state(row)
-    for flag, reason_field, _, _ in _FLAGS.values():
-        if not getattr(row, flag):
-            setattr(row, flag, True)
-            setattr(row, reason_field, reason)
-    row.updated_by_id = user_id
-    row.save()
-    audit_record(
-        actor_id=user_id,
-        action="account.owner_freeze",
-        object_type="auth.user",
-        object_id=user_id,
-        before=before,
-        after=_state(row),
-    )
-    return row

@@ -276,13 +276,12 @@ def _revoke(key: ApiKey, *, actor_id: int, reason: str = "") -> bool:
     return True
 
 
-def api_keys_revoke_all(*, user_id: int, reason: str = "password_reset") -> list[int]:
+def api_keys_revoke_all(*, user_id: int) -> list[int]:
     """Revoke every key of the user not revoked yet, in the caller's transaction, each audited as
-    :func:`api_key_revoke` is with ``reason``; return the ids revoked. A password reset calls it (whoever knew the old
-    password may have made keys with it), and the owner's freeze of the account (``account_frozen``). Raises nothing
-    of its own."""
+    :func:`api_key_revoke` is with the reason ``password_reset``; return the ids revoked. A password reset calls it:
+    whoever knew the old password may have made keys with it. Raises nothing of its own."""
     keys = ApiKey.objects.select_for_update(of=("self",), no_key=True).filter(user_id=user_id, revoked_at__isnull=True)
-    return [key.id for key in keys.order_by("id") if _revoke(key, actor_id=user_id, reason=reason)]
+    return [key.id for key in keys.order_by("id") if _revoke(key, actor_id=user_id, reason="password_reset")]
 
 
 _PREFIX = re.compile(r"[0-9a-f]{8,16}")

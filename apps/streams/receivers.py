@@ -72,9 +72,3 @@ def second_factor_changed(sender, *, user_id: int, **kwargs) -> None:
     open in a session logged out that way kept its stream until the key's end, an hour later). Keys made with an API
     key stay, as the API keys do."""
     stream_tokens_of_sessions_revoke(user_id=user_id)
-
-
-def account_frozen(sender, *, user_id: int, **kwargs) -> None:
-    """The owner froze the account (:mod:`apps.accounts.account_freeze`): the stream keys made in its browser sessions
-    end with the sessions (those made with an API key end with the key, revoked too)."""
-    stream_tokens_of_sessions_revoke(user_id=user_id)

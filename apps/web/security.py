@@ -16,7 +16,6 @@ from django.utils.safestring import mark_safe
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from apps.accounts.account_freeze import account_freeze, account_freeze_pending
 from apps.accounts.email_address import (
     email_address_confirm,
     email_change_approve,
@@ -135,12 +134,6 @@ def email_approve_view(request, token: str):
     return confirm_page(
         request, token, what="change of e-mail address", confirm=email_change_approve, read=email_change_pending
     )
-
-
-def account_freeze_view(request, token: str):
-    """The link in the notice of a replaced e-mail address that freezes the account (no log-in needed: the link is
-    the proof; see :mod:`apps.accounts.account_freeze`)."""
-    return confirm_page(request, token, what="account freeze", confirm=account_freeze, read=account_freeze_pending)
 
 
 def email_confirm_view(request, token: str):

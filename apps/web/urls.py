@@ -34,7 +34,6 @@ urlpatterns = [
     path("security/email/cancel/", security.email_change_cancel_view, name="email-change-cancel"),
     path("email/confirm/<str:token>/", security.email_confirm_view, name="email-confirm"),
     path("email/approve/<str:token>/", security.email_approve_view, name="email-approve"),
-    path("account/freeze/<str:token>/", security.account_freeze_view, name="account-freeze"),
     path("security/second-factor/", security.second_factor_start, name="second-factor-start"),
     path("security/second-factor/confirm/", security.second_factor_confirm_view, name="second-factor-confirm"),
     path("security/second-factor/remove/", security.second_factor_remove_view, name="second-factor-remove"),

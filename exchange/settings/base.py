@@ -394,8 +394,6 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Exchange <no-reply@excha
 SITE_URL = env("SITE_URL", default=f"http://127.0.0.1:{env('WEB_PORT', default='8000')}").rstrip("/")
 # A trader's e-mail address is set only by the link sent to it (sign-up, the security page), valid this long.
 EMAIL_CONFIRMATION_MAX_AGE = env.int("EMAIL_CONFIRMATION_MAX_AGE", default=172800)
-# How long the link freezing an account, in the notice that its e-mail address was replaced, works (seconds; 7 days).
-ACCOUNT_FREEZE_LINK_MAX_AGE = env.int("ACCOUNT_FREEZE_LINK_MAX_AGE", default=7 * 86400)
 # At most this many such requests per user in 24 hours (more are refused), and messages to one address (more are
 # not sent): nobody uses the exchange to flood an address.
 EMAIL_REQUESTS_PER_DAY = env.int("EMAIL_REQUESTS_PER_DAY", default=5)
