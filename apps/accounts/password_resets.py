@@ -65,6 +65,10 @@ def password_change_record(*, user_id: int, action: str) -> None:
     )
 
 
+class SetPasswordForm(SingleValuedForm, auth_forms.SetPasswordForm):
+    """Django's form of the e-mailed reset link's page (a new password twice), refusing a field sent twice."""
+
+
 class PasswordChangeForm(SingleValuedForm, auth_forms.PasswordChangeForm):
     """Django's, the current password checked by ``authenticate`` (``request`` given), as a log-in's is: a wrong one
     counts as a failed log-in (django-axes), and a username locked out from the address is refused here too. Django's

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth import login as auth_login
 from django.contrib.auth import logout as auth_logout
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
 from django.shortcuts import redirect, render
 from django_otp import login as otp_login
 
@@ -17,6 +18,7 @@ from apps.accounts.errors import SecondFactorLocked
 from apps.accounts.second_factor import second_factor_refusal, second_factor_verified_device, user_has_second_factor
 from apps.accounts.session_idle import session_idle_ended_pop, session_idle_message
 from apps.api.throttles import LoginRateThrottle
+from apps.core.single_valued import SingleValuedForm
 
 from .forms import OtpForm
 from .throttled import ThrottledPostMixin
@@ -26,6 +28,11 @@ PENDING_LOGIN = "pending_login"
 PENDING_LOGIN_SECONDS = 300
 
 
+class LoginForm(SingleValuedForm, AuthenticationForm):
+    """Django's log-in form, refusing a field sent twice (break-it review: ``username=x&username=alice`` logged in
+    as alice)."""
+
+
 class LoginView(ThrottledPostMixin, auth_views.LoginView):
     """``/accounts/login/``: username and password (django-axes counts failures per username and address); a user
     with a second factor is sent to the second step instead of being logged in. The form's POSTs are limited per
@@ -33,6 +40,7 @@ class LoginView(ThrottledPostMixin, auth_views.LoginView):
     on username after username."""
 
     throttle = LoginRateThrottle
+    authentication_form = LoginForm
     throttled_message = "Too many log-ins from your network: try again in a minute."
 
     def get(self, request, *args, **kwargs):

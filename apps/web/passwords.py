@@ -16,6 +16,7 @@ from apps.accounts.password_resets import (
     RESET,
     PasswordChangeForm,
     PasswordResetForm,
+    SetPasswordForm,
     password_change_record,
 )
 from apps.api.throttles import PasswordResetRateThrottle
@@ -61,6 +62,7 @@ class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
 
     template_name = "registration/password_reset_confirm.html"
     success_url = reverse_lazy("login")
+    form_class = SetPasswordForm
 
     @transaction.atomic
     def form_valid(self, form):

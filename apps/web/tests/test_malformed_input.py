@@ -77,3 +77,25 @@ def test_a_field_taking_several_values_still_takes_them():
 
     assert "scopes" not in form.errors and form.cleaned_data["scopes"] == ["read", "trade"]
     assert form.errors["name"] == ["This field was sent more than once: send it once."]
+
+
+def test_the_admins_multiple_selects_still_take_several_values(admin_client):
+    """Break-it review: the admin wraps its selects (``RelatedFieldWidgetWrapper``), which hid that they take several
+    values, so a user could not be given two groups."""
+    from django.contrib.auth.models import Group
+
+    user = UserFactory(username="erin")
+    groups = [Group.objects.get(name="operators"), Group.objects.get(name="approvers")]
+    page = admin_client.get(f"/admin/auth/user/{user.id}/change/")
+    form = page.context["adminform"].form
+    data = QueryDict(mutable=True)
+    for name, value in form.initial.items():
+        if value is not None and name not in ("groups", "user_permissions", "password", "last_login", "date_joined"):
+            data[name] = value
+    data.update({"date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"})
+    data.setlist("groups", [str(group.id) for group in groups])
+
+    saved = admin_client.post(f"/admin/auth/user/{user.id}/change/", dict(data.lists()))
+
+    assert saved.status_code == 302, saved.context["adminform"].form.errors
+    assert set(user.groups.all()) == set(groups)

@@ -177,3 +177,24 @@ def test_with_a_second_factor_a_change_also_needs_a_current_code(client, db):
     assert (changed.status_code, changed["Location"]) == (302, "/security/")
     user.refresh_from_db()
     assert user.check_password(NEW)
+
+
+def test_a_log_in_or_a_new_password_sent_twice_is_refused_not_the_last_one_taken(client, db):
+    """Break-it review: ``username=x&username=carol`` logged in as carol, and ``new_password1=A&new_password1=B`` set
+    B, where the API refuses a repeated field."""
+    from django.contrib.auth.tokens import default_token_generator
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    user = UserFactory(username="carol")
+    twice = "This field was sent more than once: send it once."
+
+    login = client.post("/accounts/login/", {"username": ["nobody", "carol"], "password": PASSWORD})
+    assert login.status_code == 200 and login.context["form"].errors["username"] == [twice]
+    assert "_auth_user_id" not in client.session
+    uid = urlsafe_base64_encode(force_bytes(user.pk))
+    link = client.get(f"/accounts/password/reset/{uid}/{default_token_generator.make_token(user)}/")
+    reset = client.post(link["Location"], {"new_password1": ["first try", NEW], "new_password2": NEW})
+    assert reset.status_code == 200 and reset.context["form"].errors["new_password1"] == [twice]
+    user.refresh_from_db()
+    assert user.check_password(PASSWORD)
