@@ -183,3 +183,18 @@ class EmailRequest(models.Model):
 
     def __str__(self) -> str:
         return f"e-mail request {self.pk} of user {self.user_id}"
+
+
+class SecondFactorEpoch(models.Model):
+    """How many times the user's second factor changed (enrolled, replaced, removed), by any path: bumped by
+    :mod:`apps.accounts.session_second_factor` on :data:`~apps.accounts.events.second_factor_changed`. A browser
+    session is bound to it, so a change ends the other sessions even when the authenticators end as they were (turned
+    on, then off, before the other session's next request: break-it review). A user without a row has 0."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="second_factor_epoch"
+    )
+    number = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"second factor of {self.user_id}: change {self.number}"

@@ -121,3 +121,19 @@ def test_a_session_not_bound_to_a_second_factor_is_logged_out(user):
     session.save()
 
     assert _logged_out(browser)
+
+
+def test_a_change_undone_before_the_other_sessions_next_request_still_ends_it(user):
+    """Break-it review: turned on, then off before the other session's next request, the authenticators ended as they
+    were, and the other session matched them again. The count of changes is bound too."""
+    this, other = _logged_in(user), _logged_in(user)
+    assert this.post("/security/second-factor/", {"password": PASSWORD}).status_code == 200
+    confirming = TOTPDevice.objects.get(user=user, confirmed=False)
+    assert this.post("/security/second-factor/confirm/", {"otp": totp_code(confirming)}).status_code == 200
+
+    removed = this.post("/security/second-factor/remove/", {"otp": user_code(user)})
+
+    assert (removed.status_code, removed["Location"]) == (302, "/security/")
+    assert not TOTPDevice.objects.filter(user=user).exists()  # as when the other session logged in
+    assert this.get("/security/").status_code == 200
+    assert _logged_out(other)
