@@ -1,6 +1,7 @@
 """The customer screen: one customer's balances, open orders, deposits, withdrawals, log-ins and second
 factor, with the operators' actions (freeze trading, block withdrawals, reset the second factor)."""
 
+from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.shortcuts import get_object_or_404, redirect
@@ -11,6 +12,7 @@ from apps.accounts.models import AccountRestriction
 from apps.accounts.restrictions import CHANGE_PERMISSION, account_trading_freeze, account_withdrawals_block
 from apps.accounts.selectors import account_restriction, withdrawal_hold
 from apps.core.errors import DomainError
+from apps.core.single_valued import DUPLICATE_MESSAGE, SingleValuedForm
 from apps.ledger.admin import ReadOnlyAdmin
 from apps.ledger.selectors import balances_for_user
 from apps.orders.selectors import orders_for_user
@@ -45,6 +47,15 @@ def _restriction_of(customer) -> AccountRestriction:
         return customer.restriction
     except AccountRestriction.DoesNotExist:
         return AccountRestriction()
+
+
+class RestrictionForm(SingleValuedForm, forms.Form):
+    """What :meth:`CustomerAdmin.restrict_view` is posted: each field once (break-it review: the last of two was
+    taken)."""
+
+    restriction = forms.ChoiceField(choices=[("trading", "trading"), ("withdrawals", "withdrawals")])
+    switch = forms.ChoiceField(choices=[("on", "on"), ("off", "off")])
+    reason = forms.Field(required=False)  # as sent: reason_checked says what is wrong with it
 
 
 @admin.register(Customer)
@@ -140,8 +151,18 @@ class CustomerAdmin(ReadOnlyAdmin):
         if not request.user.has_perm(CHANGE_PERMISSION):
             raise DjangoPermissionDenied
         get_object_or_404(self.get_queryset(request), id=user_id)  # customers only: never an operator
-        restriction, switch = request.POST.get("restriction"), request.POST.get("switch")
-        reason = request.POST.get("reason", "")
+        form = RestrictionForm(request.POST)
+        if not form.is_valid():
+            twice = any(
+                error.code == "duplicate_field" for errors in form.errors.as_data().values() for error in errors
+            )
+            message = DUPLICATE_MESSAGE if twice else "Choose a restriction and whether to set or lift it."
+            return self._back(request, user_id, DomainError(message))
+        restriction, switch, reason = (
+            form.cleaned_data["restriction"],
+            form.cleaned_data["switch"],
+            form.cleaned_data["reason"] or "",
+        )
         try:
             if restriction == "trading" and switch in ("on", "off"):
                 account_trading_freeze(
@@ -152,8 +173,6 @@ class CustomerAdmin(ReadOnlyAdmin):
             elif restriction == "withdrawals" and switch == "off":  # two operators: a request, another approves
                 withdrawals_unblock_request(user_id=user_id, operator_id=request.user.id, reason=reason)
                 return self._back(request, user_id, success="Lifting requested; another operator must approve it.")
-            else:
-                raise DomainError("Choose a restriction and whether to set or lift it.")
         except DomainError as error:
             return self._back(request, user_id, error)
         noun = "Trading" if restriction == "trading" else "Withdrawals"

@@ -312,6 +312,21 @@ def test_an_unknown_restriction_changes_nothing(client, operator, customer, fiel
     assert audit(customer) == []
 
 
+def test_a_restriction_field_sent_twice_changes_nothing(client, operator, customer):
+    """Break-it review: ``restriction=withdrawals&restriction=trading&switch=off&switch=on`` froze trading (the last
+    of each was taken)."""
+    client.force_login(operator)
+    fields = {"restriction": ["withdrawals", "trading"], "switch": ["off", "on"], "reason": "x"}
+
+    response = client.post(f"/admin/backoffice/customer/{customer.id}/restrict/", fields, follow=True)
+
+    assert [str(shown) for shown in response.context["messages"]] == [
+        "This field was sent more than once: send it once."
+    ]
+    assert audit(customer) == []
+    assert not AccountRestriction.objects.filter(user=customer).exists()
+
+
 def test_a_second_factor_reset_needs_another_operators_approval(client, operator, approver, customer):
     client.force_login(operator)
     client.post(f"/admin/backoffice/customer/{customer.id}/second-factor-reset/", {"reason": "lost phone, ID checked"})
