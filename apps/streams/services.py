@@ -185,7 +185,8 @@ def stream_key_of(nonce: str) -> str:
 
 
 def stream_token_create(*, user_id: int, api_key_id: int | None = None) -> tuple[StreamToken, str]:
-    """A new user stream key for ``user_id``, valid ``settings.STREAMS_TOKEN_TTL`` seconds.
+    """A new user stream key for ``user_id``, valid ``settings.STREAMS_TOKEN_TTL`` seconds (made in a browser session,
+    at most ``SESSION_IDLE_SECONDS``: :func:`_expiry`).
 
     ``api_key_id`` is the API key the request was authenticated with (None for a browser session): the stream
     key then opens nothing once that key is revoked or expires, and open streams are closed
@@ -202,15 +203,22 @@ def stream_token_create(*, user_id: int, api_key_id: int | None = None) -> tuple
         key_hash=_key_hash(key),
         nonce=nonce,
         expires_at=_expiry(
-            ApiKey.objects.filter(pk=api_key_id).values_list("expires_at", flat=True).first() if api_key_id else None
+            ApiKey.objects.filter(pk=api_key_id).values_list("expires_at", flat=True).first() if api_key_id else None,
+            browser=api_key_id is None,
         ),
     )
     return token, key
 
 
-def _expiry(key_expiry: datetime | None) -> datetime:
-    """``STREAMS_TOKEN_TTL`` seconds from now, or ``key_expiry`` (the API key's, if it has one) when that is sooner."""
-    expires_at = timezone.now() + timedelta(seconds=settings.STREAMS_TOKEN_TTL)
+def _expiry(key_expiry: datetime | None, *, browser: bool) -> datetime:
+    """``STREAMS_TOKEN_TTL`` seconds from now, or ``key_expiry`` (the API key's, if it has one) when that is sooner.
+    A key made in a browser session (``browser``) lives at most ``SESSION_IDLE_SECONDS`` (when on): its stream then
+    ends by the session's idle end, and the page's next key (taken as it reconnects) is refused once the session is
+    logged out (break-it review: a market page's stream ran on for half an hour after its session's idle end)."""
+    seconds = settings.STREAMS_TOKEN_TTL
+    if browser and settings.SESSION_IDLE_SECONDS > 0:
+        seconds = min(seconds, settings.SESSION_IDLE_SECONDS)
+    expires_at = timezone.now() + timedelta(seconds=seconds)
     return min(expires_at, key_expiry) if key_expiry is not None else expires_at
 
 
@@ -241,7 +249,7 @@ def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
     live = stream_tokens_live().filter(user_id=user_id, key_hash=_key_hash(key))
     token = live.select_related("api_key").first()
     if token is not None:
-        token.expires_at = _expiry(token.api_key.expires_at if token.api_key else None)
+        token.expires_at = _expiry(token.api_key.expires_at if token.api_key else None, browser=token.api_key is None)
         # Still live as it is moved (not revoked, nor its API key, in between): one statement.
         if StreamToken.objects.filter(pk__in=live.values("pk")).update(expires_at=token.expires_at):
             return token

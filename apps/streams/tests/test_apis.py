@@ -1,5 +1,6 @@
 """``/api/v1/stream-token/``: create, keep alive and revoke a user stream key."""
 
+import hashlib
 from datetime import timedelta
 
 import pytest
@@ -169,3 +170,22 @@ def test_another_user_logging_in_in_the_same_browser_ends_the_first_ones_stream_
 
     assert stream_token_user_id(key=first) is None
     assert client.get("/wallet/").wsgi_request.user.username == "second"
+
+
+def test_a_key_made_in_a_browser_session_lives_no_longer_than_the_sessions_idle_limit(client, api_as, user, settings):
+    """Break-it review: a market page's stream (a key made in the session) ran on for up to an hour after the session's
+    idle end, since nothing logged the session out until its next request. Keys made with an API key keep their TTL."""
+    settings.SESSION_IDLE_SECONDS, settings.STREAMS_TOKEN_TTL = 600, 3600
+    client.force_login(user)
+
+    def lifetime(key: str) -> float:
+        expires_at = StreamToken.objects.get(key_hash=hashlib.sha256(key.encode()).hexdigest()).expires_at
+        return (expires_at - timezone.now()).total_seconds()
+
+    in_a_session = client.post(URL, content_type="application/json").json()["token"]
+    with_a_key = api_as(user, "read").post(URL).json()["token"]
+    assert 590 < lifetime(in_a_session) <= 600 and 3590 < lifetime(with_a_key) <= 3600
+    assert client.put(URL, {"token": in_a_session}, content_type="application/json").status_code == 200
+    assert 590 < lifetime(in_a_session) <= 600  # kept alive by the page: still at most the idle limit
+    settings.SESSION_IDLE_SECONDS = 0  # no idle limit: the TTL
+    assert 3590 < lifetime(client.post(URL, content_type="application/json").json()["token"]) <= 3600
