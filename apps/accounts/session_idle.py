@@ -58,9 +58,9 @@ def session_idle_message() -> str:
 
 class SessionIdleMiddleware:
     """Log out a logged-in session unused for longer than ``SESSION_IDLE_SECONDS``, else note its use (at most every
-    :data:`REFRESH_SECONDS` or a quarter of the timeout; never for a request with ``X-Background-Request``). Reads the session only, no query
-    but the log-out's. Goes right after ``AuthenticationMiddleware``, before ``django_otp``'s ``OTPMiddleware``
-    (which then sees the anonymous user)."""
+    :data:`REFRESH_SECONDS` or a quarter of the timeout; never for a request with ``X-Background-Request``). Reads
+    the session only, no query but the log-out's. Goes right after ``AuthenticationMiddleware``, before
+    ``django_otp``'s ``OTPMiddleware`` (which then sees the anonymous user)."""
 
     def __init__(self, get_response):
         self.get_response = get_response

@@ -259,8 +259,8 @@ def stream_token_extend(*, user_id: int, key: str) -> StreamToken:
 def stream_tokens_of_sessions_revoke(*, user_id: int) -> int:
     """Delete the user's stream keys made in browser sessions (not with an API key), in the caller's transaction; return
     how many. A password change or reset and a change of the second factor call it (they end the account's other
-    sessions; a stream key made in one of them must not outlive it): open streams get ``listenKeyExpired`` within ``STREAMS_TOKEN_CHECK_SECONDS``.
-    Keys made with an API key live as long as that key (a reset revokes every key)."""
+    sessions; a stream key made in one of them must not outlive it): open streams get ``listenKeyExpired`` within
+    ``STREAMS_TOKEN_CHECK_SECONDS``. Keys made with an API key live as long as that key (a reset revokes every key)."""
     return StreamToken.objects.filter(user_id=user_id, api_key__isnull=True).delete()[0]
 
 
