@@ -18,7 +18,7 @@ from apps.accounts.selectors import account_restriction, withdrawal_hold
 from apps.audit.models import AuditLogEntry
 from apps.core.errors import DomainError
 from apps.core.reasons import hidden_characters_shown
-from apps.core.single_valued import SingleValuedForm
+from apps.core.single_valued import SingleValuedForm, SingleValuedFormSet
 from apps.ledger.admin import ReadOnlyAdmin, amount_column
 from apps.ledger.amounts import format_exact, parse_amount
 from apps.ledger.models import Account, AccountKind, Asset
@@ -154,7 +154,9 @@ class AdjustmentLegForm(SingleValuedForm, forms.Form):
         return Leg(account.id, data["value"] if data["side"] == "debit" else -data["value"])
 
 
-AdjustmentLegFormSet = formset_factory(AdjustmentLegForm, extra=4, min_num=2, validate_min=True)
+AdjustmentLegFormSet = formset_factory(
+    AdjustmentLegForm, formset=SingleValuedFormSet, extra=4, min_num=2, validate_min=True
+)
 
 
 @admin.register(Adjustment)

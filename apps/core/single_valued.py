@@ -2,10 +2,12 @@
 
 Django's forms read the last value of a repeated field (``QueryDict.__getitem__``), so ``side=buy&side=sell``
 placed a sell order from the web while the API refuses the same (break-it review). :class:`SingleValuedForm`
-refuses each field given more than once, except those whose widget takes several values (a multiple choice).
+refuses each field given more than once, except those whose widget takes several values (a multiple choice);
+:class:`SingleValuedFormSet` refuses a formset's management fields (``<prefix>-TOTAL_FORMS``...) given more than once.
 """
 
 from django import forms
+from django.forms.formsets import ManagementForm
 
 DUPLICATE_MESSAGE = "This field was sent more than once: send it once."
 
@@ -32,3 +34,19 @@ class SingleValuedForm(forms.BaseForm):
                 continue
             if len(self.data.getlist(self.add_prefix(name))) > 1:
                 self.add_error(name, forms.ValidationError(DUPLICATE_MESSAGE, code="duplicate_field"))
+
+
+class SingleValuedFormSet(forms.BaseFormSet):
+    """A formset (``formset_factory(..., formset=SingleValuedFormSet)``) that is invalid when a management field
+    (``<prefix>-TOTAL_FORMS``, ``-INITIAL_FORMS``, ``-MIN_NUM_FORMS``, ``-MAX_NUM_FORMS``) was sent more than once:
+    Django reads the last one, so ``TOTAL_FORMS=4&TOTAL_FORMS=2`` dropped the third and fourth forms without a word.
+    The error is the formset's own (``non_form_errors``, code ``duplicate_field``). Use :class:`SingleValuedForm`
+    for its forms."""
+
+    def clean(self) -> None:
+        super().clean()
+        if not hasattr(self.data, "getlist"):
+            return
+        for name in ManagementForm.base_fields:
+            if len(self.data.getlist(f"{self.prefix}-{name}")) > 1:
+                raise forms.ValidationError(f"{self.prefix}-{name}: {DUPLICATE_MESSAGE}", code="duplicate_field")

@@ -99,6 +99,35 @@ def test_an_unbalanced_draft_in_the_admin_says_by_how_much_and_in_which_asset(cl
     assert not Adjustment.objects.exists()
 
 
+def test_a_leg_count_sent_twice_is_refused_not_read_as_the_last(client, operator, user, usdt):
+    """Django reads the last ``legs-TOTAL_FORMS``: 4 then 2 drafted the first two legs and dropped the others
+    without a word (break-it review's formset note); now nothing is drafted and the page says why."""
+    client.force_login(operator)
+    legs = [("equity", "", "debit", "10"), ("user_available", user.username, "credit", "10")] * 2
+    form = {
+        "memo": "goodwill",
+        "legs-TOTAL_FORMS": ["4", "2"],
+        "legs-INITIAL_FORMS": "0",
+        "legs-MIN_NUM_FORMS": "2",
+        "legs-MAX_NUM_FORMS": "1000",
+        **{
+            f"legs-{n}-{name}": value
+            for n, (kind, username, side, amount) in enumerate(legs)
+            for name, value in {
+                "kind": kind,
+                "asset": usdt.id,
+                "username": username,
+                "side": side,
+                "amount": amount,
+            }.items()
+        },
+    }
+    response = client.post("/admin/backoffice/adjustment/add/", form)
+    assert response.status_code == 200
+    assert "legs-TOTAL_FORMS: This field was sent more than once: send it once." in response.content.decode()
+    assert not Adjustment.objects.exists()
+
+
 def test_the_author_can_withdraw_their_own_draft_and_no_one_else_can(operator, approver, user, goodwill_legs):
     adjustment = adjustment_draft(author_id=operator.id, memo="duplicate of #3", legs=goodwill_legs)
 
