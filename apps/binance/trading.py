@@ -25,8 +25,8 @@ from apps.accounts.second_factor import user_has_second_factor
 from apps.accounts.selectors import account_restriction
 from apps.core.errors import DomainError
 from apps.ledger.selectors import balances_for_user
-from apps.orders.errors import OrderStatusUnknown
-from apps.orders.models import OPEN_STATUSES, Market, Order, OrderType, Side
+from apps.orders.errors import CancelRestricted, OrderStatusUnknown
+from apps.orders.models import OPEN_STATUSES, Market, Order, OrderStatus, OrderType, Side
 from apps.orders.selectors import fee_rates_for_user, order_for_user, orders_for_user, placement_pending
 from apps.orders.services import open_orders_cancel, order_cancel, order_cancel_by_client_id, order_judge, order_place
 
@@ -249,12 +249,20 @@ def order_get(call: Call) -> dict:
     return order_query(order, market)
 
 
+_CANCEL_RESTRICTIONS = {"ONLY_NEW": OrderStatus.OPEN, "ONLY_PARTIALLY_FILLED": OrderStatus.PARTIALLY_FILLED}
+"""Binance's ``cancelRestrictions``: the one status a cancel may find the order in (``only_status`` of the cancel
+service, judged when the cancel is applied, not when the request arrives: break-it review, an ``ONLY_NEW`` cancel
+checked on receipt cancelled an order a fill had reached while the cancel waited in the engine's queue)."""
+
+
 def _cancel(cancel: Callable[[], Order], market: Market, cancel_client_id: str) -> dict:
     """Binance's answer to ``cancel()`` (a cancel service): the order cancelled, -2011 for one it cannot cancel."""
     try:
         cancelled = cancel()
     except OrderStatusUnknown:  # queued for the engine, not refused: it may still be cancelled
         raise status_unknown() from None
+    except CancelRestricted:
+        raise BinanceError(CANCEL_REJECTED, "Order was not canceled due to cancel restrictions.") from None
     except DomainError:  # none, or ended meanwhile (filled, expired): Binance's answer for an order it cannot cancel
         raise BinanceError(CANCEL_REJECTED, "Unknown order sent.") from None
     return order_cancelled(cancelled, market, cancel_client_id, ms(cancelled.updated_at))
@@ -285,10 +293,13 @@ def order_delete(call: Call) -> dict:
         )
         return _cancel(cancel, market, cancel_id)
     order = _find_order(call, market, missing=BinanceError(CANCEL_REJECTED, "Unknown order sent."))
-    wanted = {"ONLY_NEW": "NEW", "ONLY_PARTIALLY_FILLED": "PARTIALLY_FILLED"}.get(restriction or "")
-    if wanted is not None and order_query(order, market)["status"] != wanted:
-        raise BinanceError(CANCEL_REJECTED, "Order was not canceled due to cancel restrictions.")
-    cancel = partial(order_cancel, order_id=order.id, user_id=order.user_id, cancel_client_order_id=cancel_id)
+    cancel = partial(
+        order_cancel,
+        order_id=order.id,
+        user_id=order.user_id,
+        cancel_client_order_id=cancel_id,
+        only_status=_CANCEL_RESTRICTIONS.get(restriction or "", ""),
+    )
     return _cancel(cancel, market, cancel_id)
 
 

@@ -3,7 +3,7 @@
 A rejection is synchronous and leaves nothing behind: no order row, nothing held.
 """
 
-from apps.core.errors import DomainError
+from apps.core.errors import DomainError, InvalidState
 
 
 class OrderRejected(DomainError):
@@ -72,6 +72,17 @@ class InvalidFeeRate(DomainError):
 
     def __init__(self, message: str, *, field: str):
         super().__init__(message, fields={field: message})
+
+
+class CancelRestricted(InvalidState):
+    """A cancel restricted to one status (``only_status``: Binance's ``cancelRestrictions``) found the order open in
+    another (409): an ``open`` order has filled meanwhile, or a ``partially_filled`` one has not. Nothing changed."""
+
+    code = "cancel_restricted"
+
+    def __init__(self, order_id: int, status: str):
+        message = f"Order {order_id} is {status}: the cancel was restricted to another status."
+        super().__init__(message, fields={"order": message})
 
 
 class OrderStatusUnknown(DomainError):

@@ -761,3 +761,30 @@ def test_account_cannot_withdraw_once_the_second_factor_is_off(client, funded_us
     second_factor_remove(user_id=user.id, otp=fresh_code(user))
 
     assert signed("GET", "account").json()["canWithdraw"] is False
+
+
+def test_cancel_restrictions_cancel_only_an_order_in_the_status_named(trader, maker):
+    """``cancelRestrictions``: ``ONLY_NEW`` cancels an order nothing has filled, ``ONLY_PARTIALLY_FILLED`` one partly
+    filled; otherwise -2011 and the order stays open (judged when the cancel is applied: the engine's test,
+    ``test_a_cancel_restricted_to_a_status_is_judged_when_applied_after_the_fills_queued_before_it``)."""
+    _, signed = trader
+    new = signed("POST", "order", **ORDER).json()["orderId"]
+    partly = signed("POST", "order", **{**ORDER, "price": "50001"}).json()["orderId"]
+    place(maker, side="sell", price="50001", qty="0.01")
+    restricted = {"code": -2011, "msg": "Order was not canceled due to cancel restrictions."}
+
+    refused = [
+        signed("DELETE", "order", symbol="BTCUSDT", orderId=partly, cancelRestrictions="ONLY_NEW"),
+        signed("DELETE", "order", symbol="BTCUSDT", orderId=new, cancelRestrictions="ONLY_PARTIALLY_FILLED"),
+    ]
+
+    assert [(r.status_code, r.json()) for r in refused] == [(400, restricted)] * 2
+    assert Order.objects.get(id=partly).status == "partially_filled" and Order.objects.get(id=new).status == "open"
+    cancelled = [
+        signed("DELETE", "order", symbol="BTCUSDT", orderId=partly, cancelRestrictions="ONLY_PARTIALLY_FILLED"),
+        signed("DELETE", "order", symbol="BTCUSDT", orderId=new, cancelRestrictions="ONLY_NEW"),
+    ]
+    assert [(r.status_code, r.json()["status"], r.json()["executedQty"]) for r in cancelled] == [
+        (200, "CANCELED", "0.01000000"),
+        (200, "CANCELED", "0.00000000"),
+    ]

@@ -30,7 +30,7 @@ from typing import Protocol
 from apps.core.errors import DomainError, InvalidState, NotFound
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds
 
-from ..errors import FokNotFillable, InvalidQuantity, MarketHalted, NoFeeSchedule, PostOnlyWouldTake
+from ..errors import CancelRestricted, FokNotFillable, InvalidQuantity, MarketHalted, NoFeeSchedule, PostOnlyWouldTake
 from .book import OrderBook
 from .matching import WIDE, Fill, Maker, MatchPlan, Taker, plan_match
 from .settlement import hold_plan, maker_updates, outcome, settlements_plan
@@ -163,6 +163,7 @@ class Cancel:
     user_id: int | None
     by_operator: bool
     cancel_client_order_id: str = ""  # the cancel request's own client id (its execution report's c), if any
+    only_status: str = ""  # cancel only an order in this status (open, partially_filled): CancelRestricted else
 
 
 @dataclass(frozen=True)
@@ -682,6 +683,9 @@ class BatchPlanner:
         if maker is None:
             message = f"Order {order_id} is {status}: it can no longer be cancelled."
             raise InvalidState(message, fields={"order": message})
+        status = OrderStatus.PARTIALLY_FILLED if maker.filled_qty else OrderStatus.OPEN
+        if command.only_status and status != command.only_status:
+            raise CancelRestricted(order_id, status)
         self.book.remove(order_id)
         self.left[order_id] = maker.user_id
         release = maker.held_remaining

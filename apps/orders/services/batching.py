@@ -147,7 +147,8 @@ def _parsed(
             result.append(CancelByClientId(payload["user_id"], payload["client_order_id"], by_operator, cancel_id))
             continue
         if command.kind == CommandKind.CANCEL:
-            result.append(Cancel(payload["order_id"], payload.get("user_id"), by_operator, cancel_id))
+            only_status = payload.get("only_status", "")
+            result.append(Cancel(payload["order_id"], payload.get("user_id"), by_operator, cancel_id, only_status))
             continue
         if command.kind == CommandKind.CANCEL_ALL:
             result.append(CancelAll(payload["user_id"], by_operator))

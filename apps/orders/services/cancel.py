@@ -12,6 +12,7 @@ from apps.ledger.services import entries_post
 from apps.ledger.trading import TradingAccounts, order_release_entry
 from apps.ledger.transactions import retrying_atomic
 
+from ..errors import CancelRestricted
 from ..events import book_changed
 from ..models import OPEN_STATUSES, EndReason, Market, Order, OrderStatus
 from ..store import orders as order_rows
@@ -27,11 +28,15 @@ def order_cancel(
     operator_id: int | None = None,
     reason: str = "",
     cancel_client_order_id: str = "",
+    only_status: str = "",
 ) -> Order:
     """Cancel an open order and release its whole remaining hold (``order:<id>:release``), exactly once.
 
     ``cancel_client_order_id``: the cancel request's own client id (Binance's ``newClientOrderId`` of a cancel), the
-    ``c`` of the order's ``CANCELED`` execution report; empty for none.
+    ``c`` of the order's ``CANCELED`` execution report; empty for none. ``only_status`` (``open`` or
+    ``partially_filled``; empty for either): cancel only an order in that status when the cancel is applied, under
+    the market lock (Binance's ``cancelRestrictions`` ``ONLY_NEW`` / ``ONLY_PARTIALLY_FILLED``), else
+    :class:`~apps.orders.errors.CancelRestricted`.
 
     ``user_id``: the owner asking (an order of another user is :class:`NotFound`);
     ``None`` for an operator or the system (``by_operator`` records who). An ``operator_id`` is audited with the
@@ -54,6 +59,8 @@ def order_cancel(
         if order.status not in OPEN_STATUSES:
             message = f"Order {order_id} is {order.status}: it can no longer be cancelled."
             raise InvalidState(message, fields={"order": message})
+        if only_status and order.status != only_status:
+            raise CancelRestricted(order.id, order.status)
         release = order.held_remaining
         order.status = OrderStatus.CANCELLED
         order.reject_reason = EndReason.CANCELLED_BY_OPERATOR if by_operator else EndReason.CANCELLED

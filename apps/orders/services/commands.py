@@ -48,7 +48,7 @@ from apps.core.reasons import reason_checked
 from apps.ledger.errors import IdempotencyConflict
 
 from ..errors import OrderStatusUnknown
-from ..models import CommandKind, Market, Order, OrderType
+from ..models import CommandKind, Market, Order, OrderStatus, OrderType
 from ..store import commands as queue
 from ..store import orders as order_rows
 from . import answers, cancel, placement
@@ -351,14 +351,23 @@ def order_judge(**arguments: Any) -> None:
 
 
 def order_cancel(
-    *, order_id: int, user_id: int | None = None, by_operator: bool = False, cancel_client_order_id: str = ""
+    *,
+    order_id: int,
+    user_id: int | None = None,
+    by_operator: bool = False,
+    cancel_client_order_id: str = "",
+    only_status: str = "",
 ) -> Order:
-    """Cancel an open order: :func:`apps.orders.services.cancel.order_cancel` (its errors, and its
-    ``cancel_client_order_id``), inline or by the sequencer of the order's market. Also raises
-    :class:`OrderStatusUnknown` (sequencer mode, no answer in time)."""
+    """Cancel an open order: :func:`apps.orders.services.cancel.order_cancel` (its errors, its
+    ``cancel_client_order_id`` and its ``only_status``, judged when the cancel is applied), inline or by the
+    sequencer of the order's market. Also raises :class:`OrderStatusUnknown` (sequencer mode, no answer in time)."""
     arguments: dict[str, Any] = {"order_id": order_id, "user_id": user_id, "by_operator": by_operator}
     if cancel_client_order_id:
         arguments["cancel_client_order_id"] = cancel_client_order_id
+    if only_status:
+        if only_status not in (OrderStatus.OPEN, OrderStatus.PARTIALLY_FILLED):
+            raise ValueError(f"only_status {only_status!r} is not an open status")
+        arguments["only_status"] = only_status
     if settings.ORDERS_ENGINE == "inline":
         return cancel.order_cancel(**arguments)
     found = Order.objects.filter(id=order_id).values_list("market__symbol", "user_id").first()

@@ -72,6 +72,7 @@ def _inline(users, market, script, ids: dict) -> list:
                     order_id=ids.get(step["ref"], 0),
                     user_id=users[step["user"]].id,
                     cancel_client_order_id=step.get("cancel_id", ""),
+                    only_status=step.get("only_status", ""),
                 )
             else:
                 order = placement.order_place(user_id=users[step["user"]].id, market=market.symbol, **step["order"])
@@ -91,7 +92,9 @@ def _payload(users, market, step, ids: dict | None = None) -> dict:
     if step["kind"] == "cancel_client":
         return {"user_id": user.id, "client_order_id": step["client_order_id"], "by_operator": False, **named}
     if step["kind"] == "cancel":
-        return {"order_id": (ids or {}).get(step["ref"], 0), "user_id": user.id, "by_operator": False, **named}
+        restricted = {"only_status": step["only_status"]} if step.get("only_status") else {}
+        order_id = (ids or {}).get(step["ref"], 0)
+        return {"order_id": order_id, "user_id": user.id, "by_operator": False, **named, **restricted}
     order = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
     order |= {"post_only": False, "stp": None, "client_order_id": ""} | step["order"]
     return {"user_id": user.id, "market": market.symbol, **order}
@@ -314,6 +317,32 @@ def test_a_cancel_by_client_order_id_finds_the_order_queued_before_it_or_stored_
     assert codes[3:6] == ["InvalidState", "NotFound", "NotFound"]
     assert codes[7] == "InvalidState"
     assert {row[0]: row[1] for row in result["orders"]}["1.0"] == "cancelled"
+
+
+def test_a_cancel_restricted_to_a_status_is_judged_when_applied_after_the_fills_queued_before_it(
+    traders, btc_usdt, btc, usdt
+):
+    """Break-it review: Binance's ``cancelRestrictions=ONLY_NEW`` was checked when the request arrived, and a fill
+    queued before the cancel made the order partially filled by the time the engine cancelled it anyway."""
+    resting = [limit(0, "buy", "49990", "0.2"), limit(1, "buy", "49980", "0.1")]
+    mix = [
+        limit(2, "sell", "49990", "0.05"),  # partly fills user 0's bid, ahead of the cancels
+        cancel_of(0, "0.0", only_status="open"),  # refused: partially filled by the command before it
+        cancel_of(1, "0.1", only_status="partially_filled"),  # refused: nothing filled
+        cancel_of(0, "0.0", only_status="partially_filled"),
+        cancel_of(1, "0.1", only_status="open"),
+    ]
+
+    result = _compare(traders, btc_usdt, btc, usdt, [resting, mix])
+
+    outcomes = result["outcomes"][len(resting) :]
+    assert [o.get("error", {}).get("type", "").rsplit(":", 1)[-1] for o in outcomes[1:3]] == ["CancelRestricted"] * 2
+    assert (
+        outcomes[1]["error"]["message"] == "Order 0.0 is partially_filled: the cancel was restricted to another status."
+    )
+    assert outcomes[3:] == [{"order": "0.0"}, {"order": "0.1"}]
+    states = {row[0]: (row[1], row[3]) for row in result["orders"]}
+    assert states["0.0"] == ("cancelled", D("0.05")) and states["0.1"] == ("cancelled", D("0"))
 
 
 def test_a_cancels_own_client_order_id_is_in_its_stream_event_as_inline_records_it(traders, btc_usdt, btc, usdt):
