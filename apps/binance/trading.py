@@ -325,7 +325,9 @@ def open_orders_delete(call: Call) -> list:
         raise status_unknown() from None
     if not cancelled:
         raise BinanceError(CANCEL_REJECTED, "Unknown order sent.")
-    return [order_cancelled(order, market, secrets.token_urlsafe(16)[:22], ms(order.updated_at)) for order in cancelled]
+    # Each answer's clientOrderId is the one its CANCELED execution report carries (``c``: the order's own, as the
+    # command names no cancel id); a fresh id per answer matched nothing on the user stream (break-it review D).
+    return [order_cancelled(order, market, order.client_order_id, ms(order.updated_at)) for order in cancelled]
 
 
 @endpoint(weight=20, security=Security.USER_DATA, params=("symbol", "orderId", "startTime", "endTime", "limit"))

@@ -17,8 +17,10 @@ from apps.accounts.restrictions import account_trading_freeze, account_withdrawa
 from apps.accounts.services import api_key_create
 from apps.accounts.tests.otp import fresh_code
 from apps.ledger.tests.factories import UserFactory, fund
-from apps.orders.models import Command, Order
+from apps.orders.models import Command, Market, Order
 from apps.orders.tests.helpers import balance, place
+from apps.streams.events import BookChange, MarketInfo, execution_reports
+from apps.streams.models import StreamEvent
 
 pytestmark = pytest.mark.django_db
 
@@ -329,6 +331,16 @@ def test_cancel_all_open_orders_on_a_symbol(trader, usdt):
     cancelled = signed("DELETE", "openOrders", symbol="BTCUSDT").json()
     assert [o["status"] for o in cancelled] == ["CANCELED", "CANCELED"]
     assert balance(user, usdt) == (Decimal("100000"), Decimal("0"))
+    # Each answer's clientOrderId is its CANCELED report's c on the user stream (break-it review: a fresh id per
+    # answer, found nowhere else).
+    market = MarketInfo.of(Market.objects.select_related("base", "quote").get(symbol="BTC-USDT"))
+    reports = [
+        report
+        for row in StreamEvent.objects.filter(kind="book").order_by("id")
+        for _, report in execution_reports(market, BookChange(row.update_id, row.payload), 0)
+        if report["x"] == "CANCELED"
+    ]
+    assert [(r["i"], r["c"]) for r in reports] == [(o["orderId"], o["clientOrderId"]) for o in cancelled]
 
     none_open = signed("DELETE", "openOrders", symbol="BTCUSDT")  # was 200 []: Binance answers -2011
     assert (none_open.status_code, none_open.json()) == (400, {"code": -2011, "msg": "Unknown order sent."})
