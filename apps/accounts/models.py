@@ -80,8 +80,8 @@ class AccountRestriction(models.Model):
 
     ``trading_frozen``: no new order is accepted (open orders stay cancellable).
     ``withdrawals_blocked``: no new withdrawal is accepted (pending ones stay with operators).
-    Each flag keeps the reason, the operator and the time of its last change; a user
-    without a row has no restriction.
+    Each flag keeps the reason, the operator and the time of its last change (no operator: the system set it,
+    :func:`apps.accounts.restrictions.account_withdrawals_block_by_system`); a user without a row has no restriction.
     """
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="restriction")
@@ -89,7 +89,9 @@ class AccountRestriction(models.Model):
     trading_reason = models.TextField(blank=True)
     withdrawals_blocked = models.BooleanField(default=False)
     withdrawals_reason = models.TextField(blank=True)
-    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -114,6 +114,29 @@ def account_withdrawals_block(*, user_id: int, operator_id: int, blocked: bool, 
     return _restriction_set(user_id=user_id, operator_id=operator_id, restriction="withdrawals", on=True, reason=reason)
 
 
+def account_withdrawals_block_by_system(*, user_id: int, reason: str) -> AccountRestriction:
+    """Block the user's withdrawals on the system's own judgement (no operator: ``updated_by`` empty, audited as
+    ``account.withdrawals_block`` with no actor), in the caller's transaction: a deposit credited and then reported
+    failed by custody (:mod:`apps.wallets.services`), whose coins the user must not withdraw before an operator
+    reverses it. A block already in place is left as it is (its reason and operator kept). Lifting it is the usual
+    maker-checker (:func:`account_withdrawals_unblock`). Waits for the user's withdrawal steps under way, as
+    :func:`account_withdrawals_block`."""
+    flag, reason_field, set_action, _ = _FLAGS["withdrawals"]
+    withdrawals_lock(user_id=user_id, shared=False)
+    row, _ = AccountRestriction.objects.select_for_update().get_or_create(user_id=user_id)
+    if getattr(row, flag):
+        return row
+    before = _state(row)
+    setattr(row, flag, True)
+    setattr(row, reason_field, reason)
+    row.updated_by_id = None
+    row.save(update_fields=[flag, reason_field, "updated_by", "updated_at"])
+    audit_record(
+        actor_id=None, action=set_action, object_type="auth.user", object_id=user_id, before=before, after=_state(row)
+    )
+    return row
+
+
 def account_withdrawals_unblock(
     *, user_id: int, requested_by_id: int, approver_id: int, reason: str
 ) -> AccountRestriction:

@@ -10,7 +10,8 @@ from apps.core import triggers as enforced
 class AuditLogEntry(models.Model):
     """Who did what to which object, when, with its state before and after. Append-only.
 
-    ``actor`` is empty only for what nobody signed in did: a failed log-in.
+    ``actor`` is empty only for what nobody signed in did: a failed log-in, or a withdrawals block the system set on
+    its own (a credited deposit reported failed).
     """
 
     actor = models.ForeignKey(

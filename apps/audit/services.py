@@ -9,7 +9,7 @@ def audit_record(
 ) -> AuditLogEntry:
     """Append who did ``action`` to ``object_type`` ``object_id``, with its state before and after (JSON-able dicts).
 
-    ``actor_id`` is None only for what nobody signed in did (a failed log-in). Runs in the caller's transaction
+    ``actor_id`` is None only for what nobody signed in did (a failed log-in, a withdrawals block the system set). Runs in the caller's transaction
     (the audited change and its row commit or roll back together); the table is append-only (a trigger).
     """
     return AuditLogEntry.objects.create(

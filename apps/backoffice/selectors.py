@@ -195,6 +195,8 @@ class Dashboard:
     means the worker or beat is not doing its work. ``snapshot``: the latest liabilities snapshot
     (its ``block`` loaded; None before the first) and ``solvency`` its per-asset liabilities against
     the custody holdings reported when it was taken (:func:`apps.proofs.selectors.snapshot_solvency`).
+    ``rejected_events``: custody events rejected within ``REJECTED_EVENTS_WINDOW`` (a report contradicting what was
+    recorded, a credited deposit reported failed): each needs an operator, and nothing else would say so.
     """
 
     approvals: list[AssetTotal]
@@ -206,6 +208,7 @@ class Dashboard:
     overdue_after: timedelta
     snapshot: LiabilitySnapshot | None = None
     solvency: list["AssetSolvency"] = field(default_factory=list)
+    rejected_events: int = 0
     checked_at: datetime = field(default_factory=timezone.now)
 
     @property
@@ -252,6 +255,10 @@ def _solvency(snapshot: LiabilitySnapshot | None) -> list[AssetSolvency]:
     return [AssetSolvency(assets.get(row.asset), row) for row in figures]
 
 
+REJECTED_EVENTS_WINDOW = timedelta(days=1)
+"""How far back the dashboard counts rejected custody events (the list in the admin keeps them all)."""
+
+
 def dashboard() -> Dashboard:
     """The admin index's figures (see :class:`Dashboard`)."""
     waiting = Withdrawal.objects.filter(status=WithdrawalStatus.AWAITING_APPROVAL)
@@ -269,6 +276,9 @@ def dashboard() -> Dashboard:
         overdue_after=overdue_after(),
         snapshot=snapshot,
         solvency=_solvency(snapshot),
+        rejected_events=CustodyEvent.objects.filter(
+            state=EventState.REJECTED, received_at__gte=timezone.now() - REJECTED_EVENTS_WINDOW
+        ).count(),
     )
 
 

@@ -47,3 +47,17 @@ class EventRejected(Exception):
     """A custody event that can never be applied as it stands (unknown deposit address, a report
     contradicting what was already recorded); it is kept, marked ``rejected`` with the reason,
     and needs an operator."""
+
+
+class CreditedDepositFailed(EventRejected):
+    """Custody reports failed (a chain reorganisation, say) a deposit the ledger has already credited: the event is
+    rejected, the credit stays until an operator reverses it by hand (an adjustment), and meanwhile the owner's
+    withdrawals are blocked (:func:`apps.accounts.restrictions.account_withdrawals_block_by_system`), so the coins
+    that never arrived cannot leave."""
+
+    def __init__(self, *, deposit_id: int, user_id: int):
+        self.deposit_id, self.user_id = deposit_id, user_id
+        super().__init__(
+            f"Deposit #{deposit_id} was credited and is now reported failed: its owner's withdrawals are blocked; "
+            "reverse the credit by hand, then lift the block."
+        )

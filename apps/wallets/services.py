@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from apps.accounts.errors import WithdrawalsBlocked, WithdrawalsOnHold
 from apps.accounts.notifications import email_user_on_commit, site_url
+from apps.accounts.restrictions import account_withdrawals_block_by_system
 from apps.accounts.selectors import withdrawal_hold, withdrawals_blocked
 from apps.core.addresses import address_validate
 from apps.core.errors import (
@@ -64,7 +65,14 @@ from . import queueing, selectors
 from .address_book import AddressNotAllowed, own_deposit_address, withdrawal_address_require_active
 from .custody import get_adapter
 from .custody.base import CustodyRejected, CustodyUnavailable
-from .errors import UNKNOWN_ASSET, EventNotReady, EventRejected, WithdrawalLimit, unknown_asset_message
+from .errors import (
+    UNKNOWN_ASSET,
+    CreditedDepositFailed,
+    EventNotReady,
+    EventRejected,
+    WithdrawalLimit,
+    unknown_asset_message,
+)
 from .events import transfer_changed
 from .links import link_token_make, link_token_read
 from .models import (
@@ -306,10 +314,22 @@ def _event_outcome(event: CustodyEvent) -> tuple[str, str]:
             else:
                 _withdrawal_event_apply(event)
     except (EventRejected, DomainError) as exc:  # a report that can never apply waits for an operator
+        _reported_failed_after_credit(exc)  # after the savepoint's rollback: the block stays
         error = getattr(exc, "message", str(exc))
         log.error("custody event %s rejected: %s", event.event_id, error)
         return EventState.REJECTED, error
     return EventState.PROCESSED, ""
+
+
+def _reported_failed_after_credit(exc: Exception) -> None:
+    """For :class:`CreditedDepositFailed`, block the owner's withdrawals in the event's transaction (break-it review:
+    a credited deposit reported failed stayed spendable, and the owner withdrew it); nothing for another refusal."""
+    if isinstance(exc, CreditedDepositFailed):
+        account_withdrawals_block_by_system(
+            user_id=exc.user_id,
+            reason=f"Deposit #{exc.deposit_id} was credited and custody now reports it failed: reverse the credit "
+            "by hand (an adjustment), then lift this block.",
+        )
 
 
 def _events_mark(outcomes: dict[int, tuple[str, str]]) -> None:
@@ -522,9 +542,11 @@ def _deposit_events_apply(events: Sequence[CustodyEvent]) -> dict[int, tuple[str
     credits: dict[int, Deposit] = {}
     for event, address in valid:
         deposit = deposits[_event_output(event)]
-        error = _deposit_report_judge(deposit, event, address)
-        if error:
-            outcomes[event.pk] = _rejected(event, error)
+        try:
+            _deposit_report_judge(deposit, event, address)
+        except EventRejected as exc:
+            _reported_failed_after_credit(exc)
+            outcomes[event.pk] = _rejected(event, str(exc))
             continue
         outcomes[event.pk] = (EventState.PROCESSED, "")
         deposit.asset = event.asset  # the same asset (judged above), already loaded: no query per deposit
@@ -582,24 +604,26 @@ def _rejected(event: CustodyEvent, error: str) -> tuple[str, str]:
     return EventState.REJECTED, error
 
 
-def _deposit_report_judge(deposit: Deposit, event: CustodyEvent, address: DepositAddress) -> str:
+def _deposit_report_judge(deposit: Deposit, event: CustodyEvent, address: DepositAddress) -> None:
     """Apply one report to ``deposit`` in memory (status, confirmations; ``credited_at`` when it is now to be
-    credited); return why it is rejected ('' when it applies). The rules of :func:`_deposit_event_apply`."""
+    credited), or raise why it is rejected (:class:`EventRejected`, :class:`CreditedDepositFailed`). The rules of
+    :func:`_deposit_event_apply`."""
     asset = event.asset
     if (deposit.asset_id, deposit.address_id, deposit.amount) != (asset.id, address.id, event.amount):
-        return f"The report ({asset.code} {event.amount} to {event.address}) contradicts deposit #{deposit.pk}."
+        raise EventRejected(
+            f"The report ({asset.code} {event.amount} to {event.address}) contradicts deposit #{deposit.pk}."
+        )
     if event.status == CustodyEventStatus.FAILED:
         if deposit.status == DepositStatus.CREDITED:
-            return f"Deposit #{deposit.pk} was credited and is now reported failed: reverse it by hand."
+            raise CreditedDepositFailed(deposit_id=deposit.pk, user_id=deposit.user_id)
         deposit.status = DepositStatus.FAILED
-        return ""
+        return
     if deposit.status == DepositStatus.FAILED:
-        return f"Deposit #{deposit.pk} was reported failed before."
+        raise EventRejected(f"Deposit #{deposit.pk} was reported failed before.")
     confirmations = max(_reported_confirmations(event), deposit.confirmations)
     if deposit.status == DepositStatus.PENDING and confirmations >= asset.confirmations_required:
         deposit.status, deposit.credited_at = DepositStatus.CREDITED, timezone.now()
     deposit.confirmations = confirmations
-    return ""
 
 
 def _reported_confirmations(event: CustodyEvent) -> int:
@@ -705,7 +729,7 @@ def _deposit_event_apply(event: CustodyEvent) -> None:
         )
     if event.status == CustodyEventStatus.FAILED:
         if deposit.status == DepositStatus.CREDITED:
-            raise EventRejected(f"Deposit #{deposit.pk} was credited and is now reported failed: reverse it by hand.")
+            raise CreditedDepositFailed(deposit_id=deposit.pk, user_id=deposit.user_id)
         Deposit.objects.filter(pk=deposit.pk, status=DepositStatus.PENDING).update(
             status=DepositStatus.FAILED, updated_at=timezone.now()
         )

@@ -3,6 +3,7 @@ plain decimals in the audit log, dates with seconds and the time zone, the accou
 
 import csv
 import io
+from datetime import timedelta
 from decimal import Decimal
 
 from django.urls import reverse
@@ -15,8 +16,9 @@ from apps.ledger.tests.factories import UserFactory, fund
 from apps.orders.services import market_halt
 from apps.proofs.services import liabilities_snapshot_take
 from apps.wallets.custody import simnet
-from apps.wallets.services import withdrawal_request
-from apps.wallets.tests.factories import book_address, deposit_through_custody
+from apps.wallets.models import CustodyEvent
+from apps.wallets.services import custody_event_process, custody_event_receive, withdrawal_request
+from apps.wallets.tests.factories import book_address, deposit_payload, deposit_through_custody, signed
 
 
 def test_the_dashboard_shows_approvals_reconciliation_halted_markets_and_health(
@@ -192,3 +194,22 @@ def test_the_journal_export_refuses_an_end_date_whose_next_day_no_datetime_holds
 
     assert refused.status_code == 400 and "Must be on or before 9999-12-30." in refused.content.decode()
     assert last.status_code == 200
+
+
+def test_the_dashboard_counts_the_custody_events_rejected_within_a_day(client, operator, admin_login, btc):
+    """Break-it review: a credited deposit reported failed was only a rejected event, and the dashboard said
+    "Healthy"; every rejected event now shows for a day."""
+    deposit = deposit_through_custody(UserFactory(), btc, "1")
+    for event_id in ("reorg-old", "reorg"):
+        payload = deposit_payload(
+            deposit.address.address, "1", txid=deposit.txid, status="failed", confirmations=None, event_id=event_id
+        )
+        custody_event_process(event_pk=custody_event_receive(body=signed(payload)[0])[0].pk)
+    CustodyEvent.objects.filter(event_id="reorg-old").update(received_at=timezone.now() - timedelta(days=2))
+    admin_login(operator)
+
+    page = client.get(reverse("admin:index")).content.decode()
+
+    assert '<section class="module tile attention" id="tile-rejected-events">' in page
+    tile = page.split('id="tile-rejected-events"')[1].split("</section>")[0]
+    assert '?state__exact=rejected">1</a>' in tile and "withdrawals are blocked" in tile

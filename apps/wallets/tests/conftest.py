@@ -82,6 +82,15 @@ def operator(db):
     return make_operator()
 
 
+def make_blocker():
+    """A staff user who may restrict accounts (the permission itself: a transactional test has no groups)."""
+    blocker = UserFactory(is_staff=True)
+    blocker.user_permissions.add(
+        Permission.objects.get(content_type__app_label="accounts", codename="change_accountrestriction")
+    )
+    return type(blocker).objects.get(pk=blocker.pk)
+
+
 # Waiting ---------------------------------------------------------------------------------------------
 
 

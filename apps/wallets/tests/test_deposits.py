@@ -6,19 +6,27 @@ from decimal import Decimal
 import pytest
 from django.db import connections
 
+from apps.accounts.errors import WithdrawalsBlocked
+from apps.accounts.models import AccountRestriction
+from apps.accounts.restrictions import account_withdrawals_block
+from apps.audit.models import AuditLogEntry
 from apps.core.errors import InvalidState
 from apps.ledger.models import AccountKind, JournalEntry
 from apps.ledger.services import system_account, user_accounts
 from apps.ledger.tests.factories import UserFactory
 from apps.wallets import tasks
+from apps.wallets.custody import simnet
 from apps.wallets.models import CustodyEvent, Deposit, DepositStatus, EventState
 from apps.wallets.services import (
     custody_event_process,
     custody_event_receive,
+    custody_events_process_batch,
     deposit_address_get_or_create,
     deposit_credit,
+    withdrawal_request,
 )
 
+from .conftest import make_blocker
 from .factories import deposit_payload, deposit_through_custody, signed
 
 
@@ -111,15 +119,61 @@ def test_a_pending_deposit_reported_failed_is_never_credited(btc, user, address)
     assert available(user, btc) == 0
 
 
-def test_a_credited_deposit_reported_failed_is_left_for_an_operator(btc, user, address):
+def _withdrawals_blocked_by_the_system(user) -> None:
+    """The user's withdrawals are blocked with no operator, audited with no actor, and a withdrawal is refused."""
+    restriction = AccountRestriction.objects.get(user=user)
+    assert (restriction.withdrawals_blocked, restriction.updated_by_id) == (True, None)
+    deposit = Deposit.objects.get(user=user)
+    assert restriction.withdrawals_reason.startswith(f"Deposit #{deposit.pk} was credited and custody")
+    audit = AuditLogEntry.objects.get(action="account.withdrawals_block", object_id=str(user.id))
+    assert (audit.actor_id, audit.after["withdrawals_blocked"]) == (None, True)
+    with pytest.raises(WithdrawalsBlocked):
+        withdrawal_request(user_id=user.id, asset_code="BTC", amount="0.5", address=simnet.new_address())
+
+
+def test_a_credited_deposit_reported_failed_is_left_for_an_operator_and_its_owner_cannot_withdraw(btc, user, address):
+    """Break-it review: a credited deposit reported failed (a reorganisation) stayed spendable, and its owner
+    withdrew it; nothing told the operators but the rejected event's error."""
     receive_and_process(deposit_payload(address, "1", txid="c7"))
 
     event = receive_and_process(deposit_payload(address, "1", txid="c7", confirmations=None, status="failed"))
 
     assert event.state == EventState.REJECTED
-    assert "reverse it by hand" in event.error
+    assert event.error.startswith(f"Deposit #{Deposit.objects.get().pk} was credited and is now reported failed")
     assert Deposit.objects.get().status == DepositStatus.CREDITED
     assert available(user, btc) == Decimal(1)
+    _withdrawals_blocked_by_the_system(user)
+
+
+def test_a_credited_deposit_reported_failed_in_a_batch_blocks_its_owners_withdrawals(btc, user, address):
+    receive_and_process(deposit_payload(address, "1", txid="c8"))
+    other = UserFactory()
+    other_address = deposit_address_get_or_create(user_id=other.id, asset=btc).address
+    for payload in (
+        deposit_payload(address, "1", txid="c8", confirmations=None, status="failed", event_id="c8-failed"),
+        deposit_payload(other_address, "2", txid="c9", event_id="c9"),  # the rest of the batch applies
+    ):
+        custody_event_receive(body=signed(payload)[0])
+
+    batch = custody_events_process_batch(limit=10)
+
+    states = dict(CustodyEvent.objects.values_list("event_id", "state"))
+    assert (batch.claimed, states["c8-failed"], states["c9"]) == (2, EventState.REJECTED, EventState.PROCESSED)
+    assert available(other, btc) == Decimal(2) and available(user, btc) == Decimal(1)
+    _withdrawals_blocked_by_the_system(user)
+    assert not AccountRestriction.objects.filter(user=other).exists()
+
+
+def test_a_system_block_keeps_an_operators_block_as_it_is(btc, user, address):
+    operator = make_blocker()
+    account_withdrawals_block(user_id=user.id, operator_id=operator.id, blocked=True, reason="fraud review")
+    receive_and_process(deposit_payload(address, "1", txid="c10"))
+
+    receive_and_process(deposit_payload(address, "1", txid="c10", confirmations=None, status="failed"))
+
+    restriction = AccountRestriction.objects.get(user=user)
+    assert (restriction.withdrawals_reason, restriction.updated_by_id) == ("fraud review", operator.id)
+    assert AuditLogEntry.objects.filter(action="account.withdrawals_block").count() == 1
 
 
 def test_a_report_contradicting_the_recorded_deposit_is_rejected(btc, user, address):

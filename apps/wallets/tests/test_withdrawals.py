@@ -5,7 +5,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.db import connections, transaction
 from django.utils import timezone
 
@@ -39,7 +38,7 @@ from apps.wallets.services import (
     withdrawals_requeue_submission,
 )
 
-from .conftest import backend_pids, make_operator, wait_for
+from .conftest import backend_pids, make_blocker, make_operator, wait_for
 from .factories import book_address, deliver_custody_callbacks, deposit_through_custody, signed
 
 DESTINATION = new_address()
@@ -534,15 +533,6 @@ def test_custody_not_answering_at_all_keeps_the_hold_and_nothing_reaches_custody
     assert not SimWithdrawal.objects.exists()
     assert balances(user, usdt) == (Decimal(70), Decimal(30))
     assert withdrawal_submit(withdrawal_id=withdrawal.pk).status == WithdrawalStatus.SUBMITTED
-
-
-def make_blocker():
-    """A staff user who may restrict accounts (the permission itself: a transactional test has no groups)."""
-    blocker = UserFactory(is_staff=True)
-    blocker.user_permissions.add(
-        Permission.objects.get(content_type__app_label="accounts", codename="change_accountrestriction")
-    )
-    return type(blocker).objects.get(pk=blocker.pk)
 
 
 def block_withdrawals(user, *, blocked: bool = True) -> None:
