@@ -366,7 +366,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "text": {"format": "%(asctime)s level=%(levelname)s logger=%(name)s process=%(process)d %(message)s"},
+        "text": {
+            "()": "apps.core.log_text.TextFormatter",
+            "format": "%(asctime)s level=%(levelname)s logger=%(name)s process=%(process)d %(message)s",
+        },
         "json": {
             "()": "pythonjsonlogger.json.JsonFormatter",
             "fmt": "%(asctime)s %(levelname)s %(name)s %(process)d %(message)s",
