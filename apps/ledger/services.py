@@ -762,12 +762,16 @@ def _transfer_create_atomic(transfer: _Transfer) -> JournalEntry:
 
 def adjustment_legs_validate(legs: Sequence[Leg]) -> None:
     """Check a manual adjustment's legs: balanced and exact (as :func:`legs_validate`), one on ``equity``,
-    none on ``user_held`` (held funds belong to open orders and pending withdrawals: invariant 4).
+    none on ``user_held`` (held funds belong to open orders and pending withdrawals: invariant 4), each account
+    named once (two legs on one account were approved and posted as an entry that moved nothing: break-it review).
 
     Raises :class:`UnbalancedEntry`, :class:`InvalidAmount`, :class:`NotFound`, :class:`DomainError`
     (field ``legs``).
     """
     legs_validate(legs)
+    if len({leg.account_id for leg in legs}) < len(legs):
+        message = "Each account takes one leg: combine the legs on the same account."
+        raise DomainError(message, fields={"legs": message})
     kinds = set(Account.objects.filter(id__in=[leg.account_id for leg in legs]).values_list("kind", flat=True))
     if AccountKind.EQUITY not in kinds:
         raise UnbalancedEntry("A manual adjustment needs an equity leg.", fields={"legs": "Add an equity leg."})

@@ -63,6 +63,18 @@ def test_the_database_refuses_a_checker_who_is_the_maker(operator, goodwill_legs
         Adjustment.objects.filter(id=adjustment.id).update(decided_by=operator, status=AdjustmentStatus.REJECTED)
 
 
+def test_a_draft_naming_an_account_twice_is_refused(operator, usdt):
+    """Break-it review: equity debited and credited 1 each was drafted, approved and posted: an entry that moved
+    nothing."""
+    equity = system_account(AccountKind.EQUITY, usdt)
+    with pytest.raises(DomainError) as raised:
+        adjustment_draft(
+            author_id=operator.id, memo="no-op", legs=[Leg(equity.id, Decimal("1")), Leg(equity.id, Decimal("-1"))]
+        )
+    assert raised.value.fields == {"legs": "Each account takes one leg: combine the legs on the same account."}
+    assert not Adjustment.objects.exists()
+
+
 def test_an_unbalanced_draft_is_refused(operator, usdt, user):
     equity = system_account(AccountKind.EQUITY, usdt)
     legs = [Leg(equity.id, Decimal("25")), Leg(user_account(user.id, usdt).id, Decimal("-24"))]
