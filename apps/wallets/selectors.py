@@ -38,6 +38,11 @@ def withdrawals_for_user(*, user_id: int) -> QuerySet[Withdrawal]:
     return Withdrawal.objects.filter(user_id=user_id).select_related("asset").order_by("-id")
 
 
+def withdrawal_requested_under(*, user_id: int, request_key: str) -> bool:
+    """Whether the user already requested a withdrawal under ``request_key`` (its replay returns it: no new one)."""
+    return bool(request_key) and Withdrawal.objects.filter(user_id=user_id, request_key=request_key).exists()
+
+
 def withdrawals_to_decide() -> QuerySet[Withdrawal]:
     """The operators' queue, oldest first: withdrawals awaiting approval, and approved ones held back because the
     account's withdrawals are blocked or paused after a security change (custody does not have them; they can be

@@ -34,6 +34,7 @@ from apps.wallets.selectors import (
     deposit_address_for_user,
     deposits_for_user,
     withdrawal_addresses_for_user,
+    withdrawal_requested_under,
     withdrawals_for_user,
 )
 from apps.wallets.services import (
@@ -190,7 +191,10 @@ def withdraw(request):
                 address=data["address"],
                 request_key=data["request_key"],
             )  # before the code is spent: a typo does not use it up
-            second_factor_require(user_id=request.user.id, code=data["otp"])
+            if not withdrawal_requested_under(user_id=request.user.id, request_key=data["request_key"]):
+                # The form sent again (a double click) replays its withdrawal with no code (its own code is spent
+                # already): break-it review, the second post said "code already used" of a withdrawal requested.
+                second_factor_require(user_id=request.user.id, code=data["otp"])
             withdrawal = withdrawal_request(
                 user_id=request.user.id,
                 asset_code=data["asset"],

@@ -82,12 +82,19 @@ def test_withdrawing_from_the_form(holder, usdt, client):
     assert f'<tr data-withdrawal="{withdrawal.id}">' in page
 
 
-def test_a_double_submit_of_the_withdraw_form_is_one_withdrawal(holder, usdt, client):
+def test_a_double_submit_of_the_withdraw_form_is_one_withdrawal_and_says_so(holder, usdt, client):
+    """Break-it review: the second post (the same form, its code spent by the first) said "This code was already
+    used" of a withdrawal that had gone through; it now answers that withdrawal."""
     client.force_login(holder)
-    post_withdraw(client, holder, withdraw_form(request_key="twice"))
-    post_withdraw(client, holder, withdraw_form(request_key="twice"))
-    assert Withdrawal.objects.count() == 1
+    form = {**withdraw_form(request_key="twice"), "otp": user_code(holder)}  # the same form, its code with it
+    client.post("/wallet/withdraw/", form)
+    client.get("/wallet/")  # the first answer's message, shown
+    client.post("/wallet/withdraw/", form)
+
+    withdrawal = Withdrawal.objects.get()
     assert balances(holder, usdt) == (Decimal(449), Decimal(51))
+    page = client.get("/wallet/").content.decode()
+    assert f"Withdrawal #{withdrawal.id} of 50 USDT: approved." in page and "already used" not in page
 
 
 @pytest.mark.parametrize(
