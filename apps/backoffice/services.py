@@ -396,7 +396,7 @@ def fee_change_draft(
     ``assign_tier`` (``user_id``; ``schedule_id`` or None for the default). Rates are
     fractions (``"0.001"`` is 0.1 %) checked now against ``settings.FEE_RATE_MAX``
     (:func:`apps.orders.services.fee_rate_parse`) and again when applied. Audited.
-    Raises :class:`DomainError` (memo, kind, a missing field),
+    Raises :class:`DomainError` (memo, kind, a missing field, a tier for a staff user),
     :class:`~apps.orders.errors.InvalidFeeRate`, :class:`NotFound` (schedule, user),
     :class:`PermissionDenied` (what the author pays: their own tier, or the rates of their schedule),
     :class:`InvalidState` (a change of the same thing awaits a decision: :func:`_pending_fee_change_refuse`).
@@ -424,12 +424,17 @@ def fee_change_draft(
             fee_schedule_cap_check(schedule=schedule)
         fields["schedule_id"] = schedule.id
     if kind == FeeChangeKind.ASSIGN_TIER:
-        if not get_user_model().objects.filter(id=_required(user_id, "user")).exists():
+        user = get_user_model().objects.filter(id=_required(user_id, "user")).first()
+        if user is None:
             raise NotFound("No such user.", fields={"user": "No such user."})
         fields["user_id"] = user_id
     if _own_fees_changed(kind, fields.get("schedule_id"), fields.get("user_id"), author_id):
         field_name = "user" if kind == FeeChangeKind.ASSIGN_TIER else "schedule"
         raise PermissionDenied(_OWN_FEES, fields={field_name: _OWN_FEES})
+    if kind == FeeChangeKind.ASSIGN_TIER and (user.is_staff or user.is_superuser):
+        # As adjustments refuse staff funds: one operator's favour to another, approved by a third (break-it review).
+        message = f"Fee tiers are for customers only; {user.username} is staff."
+        raise DomainError(message, fields={"user": message})
     _pending_fee_change_refuse(kind, fields.get("schedule_id"), fields.get("user_id"), fields.get("name", ""))
     change = FeeChange.objects.create(**fields)
     audit_record(

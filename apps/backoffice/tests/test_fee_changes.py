@@ -233,8 +233,9 @@ def test_nobody_drafts_or_decides_a_change_of_their_own_fee_tier(operator, appro
         fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t", user_id=operator.id, schedule_id=zero.id)
     assert raised.value.fields == {"user": OWN}
 
-    for_approver = fee_change_draft(
-        author_id=operator.id, kind="assign_tier", memo="t", user_id=approver.id, schedule_id=zero.id
+    # Drafted before staff tiers were refused (fee_change_draft refuses it now): its approver still may not decide it.
+    for_approver = FeeChange.objects.create(
+        kind="assign_tier", memo="t", user=approver, schedule=zero, created_by=operator
     )
     with pytest.raises(PermissionDenied, match="their own fee tier"):
         fee_change_approve(change_id=for_approver.id, approver_id=approver.id)
@@ -243,6 +244,16 @@ def test_nobody_drafts_or_decides_a_change_of_their_own_fee_tier(operator, appro
     assert FeeChange.objects.get(id=for_approver.id).status == ChangeStatus.DRAFT
     assert not UserFeeTier.objects.filter(user=approver).exists()
     assert not AuditLogEntry.objects.filter(action__in=("fee_change.approve", "fee_change.reject")).exists()
+
+
+def test_a_fee_tier_for_a_staff_user_is_refused(operator, approver, default_schedule):
+    """Break-it review: a tier for an approver was drafted (another operator would approve it) while adjustments
+    refuse staff funds."""
+    zero = FeeSchedule.objects.create(name="zero", maker_rate=D("0"), taker_rate=D("0"))
+    with pytest.raises(DomainError) as raised:
+        fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t", user_id=approver.id, schedule_id=zero.id)
+    assert raised.value.fields == {"user": "Fee tiers are for customers only; arno is staff."}
+    assert not FeeChange.objects.filter(kind="assign_tier").exists()
 
 
 def test_nobody_drafts_or_decides_the_rates_of_a_schedule_they_pay(operator, approver, default_schedule):
