@@ -423,17 +423,18 @@ def fee_change_draft(
         if kind != FeeChangeKind.RATES:
             fee_schedule_cap_check(schedule=schedule)
         fields["schedule_id"] = schedule.id
+    staff = ""  # the username of a staff user the tier is for
     if kind == FeeChangeKind.ASSIGN_TIER:
         user = get_user_model().objects.filter(id=_required(user_id, "user")).first()
         if user is None:
             raise NotFound("No such user.", fields={"user": "No such user."})
         fields["user_id"] = user_id
+        staff = user.username if user.is_staff or user.is_superuser else ""
     if _own_fees_changed(kind, fields.get("schedule_id"), fields.get("user_id"), author_id):
         field_name = "user" if kind == FeeChangeKind.ASSIGN_TIER else "schedule"
         raise PermissionDenied(_OWN_FEES, fields={field_name: _OWN_FEES})
-    if kind == FeeChangeKind.ASSIGN_TIER and (user.is_staff or user.is_superuser):
-        # As adjustments refuse staff funds: one operator's favour to another, approved by a third (break-it review).
-        message = f"Fee tiers are for customers only; {user.username} is staff."
+    if staff:  # as adjustments refuse staff funds: one operator's favour to another, approved by a third
+        message = f"Fee tiers are for customers only; {staff} is staff."
         raise DomainError(message, fields={"user": message})
     _pending_fee_change_refuse(kind, fields.get("schedule_id"), fields.get("user_id"), fields.get("name", ""))
     change = FeeChange.objects.create(**fields)
