@@ -57,7 +57,7 @@ def restriction_operator_check(*, operator_id: int, user_id: int) -> None:
 
 @transaction.atomic
 def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bool, reason: str) -> AccountRestriction:
-    flag, reason_field, set_action, lift_action = _FLAGS[restriction]
+    flag = _FLAGS[restriction][0]
     reason = reason_checked(reason)
     restriction_operator_check(operator_id=operator_id, user_id=user_id)
     if not get_user_model().objects.filter(pk=user_id).exists():
@@ -69,6 +69,15 @@ def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bo
     )
     if not on and not getattr(row, flag):
         raise InvalidState(_NOT_SET[restriction])
+    return _flag_write(row, restriction=restriction, on=on, reason=reason, operator_id=operator_id)
+
+
+def _flag_write(
+    row: AccountRestriction, *, restriction: str, on: bool, reason: str, operator_id: int | None
+) -> AccountRestriction:
+    """Set or lift ``restriction`` on ``row`` (locked) with its reason and operator (``None``: the system), and audit
+    it with that actor, in the caller's transaction."""
+    flag, reason_field, set_action, lift_action = _FLAGS[restriction]
     before = _state(row)
     setattr(row, flag, on)
     setattr(row, reason_field, reason)
@@ -78,7 +87,7 @@ def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bo
         actor_id=operator_id,
         action=set_action if on else lift_action,
         object_type="auth.user",
-        object_id=user_id,
+        object_id=row.user_id,
         before=before,
         after=_state(row),
     )
@@ -121,20 +130,11 @@ def account_withdrawals_block_by_system(*, user_id: int, reason: str) -> Account
     reverses it. A block already in place is left as it is (its reason and operator kept). Lifting it is the usual
     maker-checker (:func:`account_withdrawals_unblock`). Waits for the user's withdrawal steps under way, as
     :func:`account_withdrawals_block`."""
-    flag, reason_field, set_action, _ = _FLAGS["withdrawals"]
     withdrawals_lock(user_id=user_id, shared=False)
     row, _ = AccountRestriction.objects.select_for_update().get_or_create(user_id=user_id)
-    if getattr(row, flag):
+    if row.withdrawals_blocked:
         return row
-    before = _state(row)
-    setattr(row, flag, True)
-    setattr(row, reason_field, reason)
-    row.updated_by_id = None
-    row.save(update_fields=[flag, reason_field, "updated_by", "updated_at"])
-    audit_record(
-        actor_id=None, action=set_action, object_type="auth.user", object_id=user_id, before=before, after=_state(row)
-    )
-    return row
+    return _flag_write(row, restriction="withdrawals", on=True, reason=reason, operator_id=None)
 
 
 def account_withdrawals_unblock(
