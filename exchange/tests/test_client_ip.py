@@ -47,7 +47,9 @@ def _login_statuses(api, forwarded_values, *, remote="203.0.113.50"):
 
 
 def _forget_counters(*addresses: str) -> None:
-    cache.delete_many([f"throttle_{scope}_{address}" for scope in ("login", "ip") for address in addresses])
+    """Delete the rate counters of ``addresses`` (:mod:`apps.api.throttles`' keys, ``throttle:<scope>:<ident>``):
+    DRF's key format, deleted here before, named no counter, and a run within a minute of another found its counts."""
+    cache.delete_many([f"throttle:{scope}:{address}" for scope in ("login", "ip") for address in addresses])
 
 
 def _login_rate(settings, rate: str) -> None:
