@@ -9,7 +9,9 @@ import os
 
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
+# A deployment's servers default to the production settings: unset, gunicorn served the local ones, DEBUG on, to
+# any request naming 127.0.0.1 as its host (break-it review). ``make run``, the tests and the benches name theirs.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.production")
 
 django_application = get_asgi_application()  # sets Django up before the consumers are imported
 

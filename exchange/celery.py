@@ -1,10 +1,11 @@
 """The Celery application: Redis broker, configuration from Django settings (``CELERY_*``)."""
 
-import os
-
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "exchange.settings.local")
+# No default settings module here: every import of the ``exchange`` package runs this module, so a default would
+# be every script's (``manage.py`` and ``make run`` name the local settings, the servers' entry points
+# ``exchange.wsgi`` and ``exchange.asgi`` the production ones); a worker started without DJANGO_SETTINGS_MODULE
+# stops at its first read of the settings instead of running the local ones (the simulated custody).
 
 app = Celery("exchange")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -11,6 +11,7 @@ from typing import Any
 import environ
 from celery.schedules import crontab
 from csp.constants import NONE, SELF, UNSAFE_INLINE
+from django.core.exceptions import ImproperlyConfigured
 
 from .environment import (
     SIMULATED_CUSTODY_ADAPTER,
@@ -18,6 +19,7 @@ from .environment import (
     celery_broker_from_redis_url,
     database_from_url,
     pubsub_prefix,
+    throttle_rate,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
@@ -216,11 +218,11 @@ REST_FRAMEWORK = {
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "apps.api.negotiation.FormatNegotiation",
     "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttles.IpRateThrottle", "apps.api.throttles.KeyRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
-        "ip": env("API_RATE_PER_IP", default="1200/min"),
-        "key": env("API_RATE_PER_KEY", default="600/min"),
-        "login": env("API_RATE_LOGIN", default="10/min"),
-        "signup": env("SIGNUP_RATE_PER_IP", default="20/hour"),  # the web sign-up form's POSTs
-        "password_reset": env("PASSWORD_RESET_RATE_PER_IP", default="10/hour"),  # the reset form's POSTs
+        "ip": throttle_rate(env, "API_RATE_PER_IP", default="1200/min"),
+        "key": throttle_rate(env, "API_RATE_PER_KEY", default="600/min"),
+        "login": throttle_rate(env, "API_RATE_LOGIN", default="10/min"),
+        "signup": throttle_rate(env, "SIGNUP_RATE_PER_IP", default="20/hour"),  # the web sign-up form's POSTs
+        "password_reset": throttle_rate(env, "PASSWORD_RESET_RATE_PER_IP", default="10/hour"),  # the reset form's
     },
     "EXCEPTION_HANDLER": "apps.api.exceptions.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -346,6 +348,8 @@ LEDGER_FEE_REVENUE_SHARDS = env.int("LEDGER_FEE_REVENUE_SHARDS", default=8)
 # placement or cancel in the caller's process and transaction (tests, tiny installs); "sequencer"
 # hands it to the market's sequencer process (manage.py run_engine) and waits for its outcome.
 ORDERS_ENGINE = env("ORDERS_ENGINE", default="inline")
+if ORDERS_ENGINE not in ("inline", "sequencer"):  # "Sequencer" queued for a sequencer /healthz did not watch
+    raise ImproperlyConfigured(f"ORDERS_ENGINE is inline or sequencer, not {ORDERS_ENGINE!r}.")
 # How long a caller waits for the sequencer's answer before order_status_unknown (HTTP 504).
 ORDERS_ENGINE_WAIT_SECONDS = env.float("ORDERS_ENGINE_WAIT_SECONDS", default=10.0)
 # A sequencer is rung when a command is queued (apps.core.doorbell); without a ring (lost with Redis) it reads

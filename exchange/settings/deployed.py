@@ -14,6 +14,11 @@ from .base import LOGGING, MIDDLEWARE, env
 DEBUG = False
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
 ADMIN_URL = env("DJANGO_ADMIN_URL")
+# .env.example's placeholders, and values that switch a protection off (break-it review: each started silently).
+if not ALLOWED_HOSTS or any(host.strip() in ("*", "", "exchange.example.com") for host in ALLOWED_HOSTS):
+    raise ImproperlyConfigured(
+        "DJANGO_ALLOWED_HOSTS must name this exchange's own host names: not *, empty, or .env.example's placeholder."
+    )
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
@@ -32,10 +37,19 @@ for _name in ("DJANGO_SECRET_KEY", "CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPT
     if env(_name).strip().lower().startswith(PUBLISHED_SECRET_PREFIXES):
         raise ImproperlyConfigured(f"{_name} is a published placeholder or development value: set your own secret.")
 
-# The custody webhook's shared secret, and the key of API keys' signing secrets, must be real secrets.
-for _name in ("CUSTODY_WEBHOOK_SECRET", "API_SECRET_ENCRYPTION_KEY"):
-    if len(env(_name)) < 32:
-        raise ImproperlyConfigured(f"{_name} must be at least 32 characters.")
+# The custody webhook's shared secret, and the key of API keys' signing secrets, must be real secrets; the session
+# key too, by Django's own measure (check --deploy's W009: 50 characters, 5 of them different). Each its own, so that
+# each can be rotated alone (README).
+SECRETS = {"DJANGO_SECRET_KEY": 50, "CUSTODY_WEBHOOK_SECRET": 32, "API_SECRET_ENCRYPTION_KEY": 32}
+for _name, _length in SECRETS.items():
+    if len(env(_name)) < _length:
+        raise ImproperlyConfigured(f"{_name} must be at least {_length} characters.")
+    if len(set(env(_name))) < 5:  # forty spaces, or forty times the same letter (break-it review)
+        raise ImproperlyConfigured(f"{_name} must be random: it repeats fewer than 5 different characters.")
+if len({env(_name) for _name in SECRETS}) < len(SECRETS):
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY, CUSTODY_WEBHOOK_SECRET and API_SECRET_ENCRYPTION_KEY must be three different secrets."
+    )
 
 # Blocks and liabilities snapshots are signed with this key: without it nothing could be verified.
 if not env("LEDGER_SIGNING_KEY", default=""):
@@ -44,6 +58,8 @@ try:
     private_key_load(env("LEDGER_SIGNING_KEY"))
 except SigningKeyError as exc:
     raise ImproperlyConfigured(f"LEDGER_SIGNING_KEY is not usable: {exc}") from None
+if len(set(env("LEDGER_SIGNING_KEY").strip().lower())) < 5:  # 64 zeros is a key anyone can sign with
+    raise ImproperlyConfigured("LEDGER_SIGNING_KEY must be random: it repeats fewer than 5 different characters.")
 for _listed in env.list("LEDGER_TRUSTED_PUBLIC_KEYS", default=[]):  # read at start-up, not at the first verification
     try:
         public_key_load(_listed)

@@ -8,6 +8,7 @@
 """
 
 import os
+import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -85,6 +86,17 @@ def pubsub_prefix(name: str, redis_url: str) -> str:
     return name if not number else f"{name}.db{number}"
 
 
+def throttle_rate(env, name: str, *, default: str) -> str:
+    """The request rate ``name`` sets (``10/min``: DRF's throttle rate), checked at start-up: ``lots`` started, then
+    answered every API request 500 (break-it review). Raises ``ImproperlyConfigured`` naming the variable."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    rate = env(name, default=default)
+    if not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", rate):
+        raise ImproperlyConfigured(f"{name} is <requests>/<second|minute|hour|day> (10/min), not {rate!r}.")
+    return rate
+
+
 def amounts_by_asset(raw: dict[str, str], *, name: str) -> dict[str, Decimal]:
     """``{asset code: amount}`` from a django-environ dict (``BTC=0.5,USDT=10000``): each a finite Decimal, 0 or
     more. Raises ``ImproperlyConfigured`` naming the variable otherwise, so a typo stops the start."""
@@ -98,5 +110,5 @@ def amounts_by_asset(raw: dict[str, str], *, name: str) -> dict[str, Decimal]:
             amount = None
         if amount is None or not amount.is_finite() or amount < 0:
             raise ImproperlyConfigured(f"{name}: {code}={text!r} is not an amount of 0 or more.")
-        amounts[code] = amount
+        amounts[code.strip().upper()] = amount  # asset codes are upper case: btc=0.5 guarded nothing (break-it review)
     return amounts

@@ -25,6 +25,8 @@ PRODUCTION_ENV = {
     "CUSTODY_ADAPTER": "custody_provider.adapter.ProviderCustody",
     "LEDGER_SIGNING_KEY": private_key_generate_hex(),
     "WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE": "BTC=0.5,USDT=10000",
+    "EMAIL_URL": "smtp+tls://exchange:mail-password@smtp.example:587",
+    "SITE_URL": "https://exchange.example",
 }
 
 
@@ -32,7 +34,20 @@ def manage(*args: str, env: dict) -> subprocess.CompletedProcess:
     clean = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("DJANGO_", "DATABASE_", "REDIS_", "CUSTODY_", "API_", "LEDGER_", "WITHDRAWAL_"))
+        if not k.startswith(
+            (
+                "DJANGO_",
+                "DATABASE_",
+                "REDIS_",
+                "CUSTODY_",
+                "API_",
+                "LEDGER_",
+                "WITHDRAWAL_",
+                "EMAIL_",
+                "SITE_",
+                "ORDERS_",
+            )
+        )
     }
     clean["LOCAL_DATA_DIR"] = "/nonexistent"  # production never reads the embedded services' file
     return subprocess.run(
@@ -64,6 +79,8 @@ def test_check_deploy_is_clean_with_production_settings():
         "API_SECRET_ENCRYPTION_KEY",
         "LEDGER_SIGNING_KEY",
         "WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE",
+        "EMAIL_URL",
+        "SITE_URL",
     ],
 )
 def test_production_refuses_to_start_without_a_secret(missing):
@@ -236,3 +253,76 @@ def test_production_refuses_to_start_with_no_withdrawal_confirmation_threshold()
     result = manage("check", env={**PRODUCTION_ENV, "WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE": ""})
     assert result.returncode != 0
     assert "to at least one asset's threshold (BTC=0.5,USDT=10000)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("DJANGO_ALLOWED_HOSTS", "*", "DJANGO_ALLOWED_HOSTS must name this exchange's own host names"),
+        ("DJANGO_ALLOWED_HOSTS", "exchange.example.com", "DJANGO_ALLOWED_HOSTS must name this exchange's own host"),
+        ("DJANGO_ADMIN_URL", "ops-change-me/", "DJANGO_ADMIN_URL must be a path of your own"),
+        ("DJANGO_ADMIN_URL", "admin/", "DJANGO_ADMIN_URL must be a path of your own"),
+        ("DJANGO_ADMIN_URL", "", "DJANGO_ADMIN_URL must be a path of your own"),
+        ("DJANGO_ADMIN_URL", "/ops-4b1d/", "DJANGO_ADMIN_URL must be a path of your own"),
+        ("DJANGO_SECRET_KEY", "x", "DJANGO_SECRET_KEY must be at least 50 characters"),
+        ("DJANGO_SECRET_KEY", "a" * 60, "DJANGO_SECRET_KEY must be random"),
+        ("CUSTODY_WEBHOOK_SECRET", " " * 40, "CUSTODY_WEBHOOK_SECRET must be random"),
+        ("CUSTODY_WEBHOOK_SECRET", PRODUCTION_ENV["API_SECRET_ENCRYPTION_KEY"], "must be three different secrets"),
+        ("LEDGER_SIGNING_KEY", "0" * 64, "LEDGER_SIGNING_KEY must be random"),
+        ("EMAIL_URL", "consolemail://", "EMAIL_URL must name an SMTP server"),
+        ("SITE_URL", "http://127.0.0.1:8000", "SITE_URL must be this exchange's https:// address"),
+        ("API_RATE_PER_IP", "lots", "API_RATE_PER_IP is <requests>/<second|minute|hour|day> (10/min), not 'lots'"),
+        ("ORDERS_ENGINE", "Sequencer", "ORDERS_ENGINE is inline or sequencer, not 'Sequencer'"),
+    ],
+)
+def test_production_refuses_placeholders_weak_secrets_and_settings_that_fail_later(variable, value, message):
+    """Break-it review: each of these started, and either switched a protection off (any host, a known signing key,
+    reset links printed to the logs) or failed at the first request (every API call a 500)."""
+    result = manage("check", env={**PRODUCTION_ENV, variable: value})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_withdrawal_thresholds_are_read_by_upper_case_asset_code():
+    """Break-it review: ``btc=0.5`` started and guarded no BTC withdrawal (asset codes are upper case)."""
+    code = "from django.conf import settings; print(settings.WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE)"
+    result = manage("shell", "-c", code, env={**PRODUCTION_ENV, "WITHDRAWAL_EMAIL_CONFIRMATION_ABOVE": " btc=0.5"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "{'BTC': Decimal('0.5')}"
+
+
+SERVER_SETTINGS = "import {module}; from django.conf import settings; print(settings.SETTINGS_MODULE, settings.DEBUG)"
+
+
+def _python(code: str, env: dict) -> subprocess.CompletedProcess:
+    """``python -c code`` in the repository with ``env`` and none of this process's settings module or secrets."""
+    clean = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE" and k not in PRODUCTION_ENV}
+    clean["LOCAL_DATA_DIR"] = "/nonexistent"
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("module", ["exchange.wsgi", "exchange.asgi"])
+def test_the_web_servers_entry_points_default_to_the_production_settings(module):
+    """Break-it review: with DJANGO_SETTINGS_MODULE unset, gunicorn served the local settings, DEBUG on. The web
+    servers' entry points now take the production ones (and refuse to start without their secrets)."""
+    unset = {k: v for k, v in PRODUCTION_ENV.items() if k != "DJANGO_SETTINGS_MODULE"}
+
+    served = _python(SERVER_SETTINGS.format(module=module), unset)
+    refused = _python(SERVER_SETTINGS.format(module=module), {})
+
+    assert served.returncode == 0, served.stderr
+    assert served.stdout.strip().splitlines()[-1] == "exchange.settings.production False"
+    assert refused.returncode != 0 and "Set the DJANGO_SECRET_KEY environment variable" in refused.stderr
+
+
+def test_a_worker_without_a_settings_module_reads_no_settings():
+    """The Celery app (which every import of the package runs) names no settings module: a worker started without
+    one stops at its first read, never running the local settings (and their simulated custody)."""
+    unset = {k: v for k, v in PRODUCTION_ENV.items() if k != "DJANGO_SETTINGS_MODULE"}
+
+    result = _python("from exchange.celery import app; print(app.conf.broker_url)", unset)
+
+    assert result.returncode != 0
+    assert "You must either define the environment variable DJANGO_SETTINGS_MODULE" in result.stderr
