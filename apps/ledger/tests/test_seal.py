@@ -120,6 +120,7 @@ def test_blocks_chain_to_each_other_and_verify(db, usdt, user):
         "references": 0,
         "reference_problems": [],
         "head_problem": None,
+        "head_witness": "off",  # the test settings' (the witness has its own tests)
     }
     assert verify_json("--from-height", "1")[1]["blocks"] == 1
     assert run_command("journal_verify")[1].startswith("ok: 2 blocks, 2 entries, head 1")

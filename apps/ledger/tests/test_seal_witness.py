@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test import override_settings
 from django.utils import timezone
 
 from apps.audit.models import AuditLogEntry
@@ -168,6 +169,20 @@ def test_reconcile_does_not_count_a_block_sealed_after_its_snapshot(
     assert _journal_sealed_problems() == [
         f"the chain has no block 3, which was sealed with hash {'cd' * 32}: blocks were deleted"
     ]
+
+
+def test_verify_says_whether_it_compared_the_witnessed_head(witnessed, usdt, user, django_capture_on_commit_callbacks):
+    """Break-it review: with Redis out of reach, journal_verify said "ok" (exit 0, ``head_problem`` null) and only a
+    log line on stderr told that the head was never compared."""
+    _two_blocks(django_capture_on_commit_callbacks, usdt, user)
+    assert verify_json()[1]["head_witness"] == "checked"
+
+    with override_settings(REDIS_URL="redis://127.0.0.1:1/0"):  # nothing listens there
+        code, verified = verify_json()
+        text = run_command("journal_verify")[1]
+
+    assert (code, verified["ok"], verified["head_problem"], verified["head_witness"]) == (0, True, None, "unchecked")
+    assert text.rstrip().endswith("; head witness NOT checked (Redis could not be reached)")
 
 
 def test_off_it_records_and_checks_nothing(witnessed, settings, usdt, user, django_capture_on_commit_callbacks):

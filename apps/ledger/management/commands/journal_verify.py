@@ -7,11 +7,15 @@ hash of the chain's block at its height and the chain still holds the head the s
 naming the first block (and entry), and each key, snapshot and head, that does not; 2 for a usage error (a bad
 argument, ``--from-height`` past the chain's head, a malformed pinned key), which is never a verdict on the journal.
 ``--json`` prints :meth:`~apps.ledger.seal.verification.VerifyResult.as_dict` with ``head_problem`` (``null``, or
-the witness's finding) and ``ok`` false when there is one.
+the witness's finding) and ``ok`` false when there is one, and ``head_witness``: ``checked``, ``off``
+(``LEDGER_SEAL_HEAD_WITNESS`` false) or ``unchecked`` (Redis could not be reached: the head was not compared, and the
+text output says so too; break-it review: an auditor without Redis was told "ok" with no word of it).
 """
 
 import json
 
+import redis
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
@@ -30,6 +34,16 @@ def _check_sealed(height: int) -> None:
         raise CommandError(f"No block at height {height}: nothing is sealed yet.", returncode=2) from None
     if height > head:
         raise CommandError(f"No block at height {height}: the chain's head is block {head}.", returncode=2)
+
+
+def _head_witnessed() -> tuple[str | None, str]:
+    """``(head problem or None, "checked" | "off" | "unchecked")``: :func:`witness_problem`, and whether it could look."""
+    if not settings.LEDGER_SEAL_HEAD_WITNESS:
+        return None, "off"
+    try:
+        return witness_problem(strict=True), "checked"
+    except redis.RedisError:
+        return None, "unchecked"
 
 
 class Command(BaseCommand):
@@ -52,14 +66,16 @@ class Command(BaseCommand):
             result = journal_verify(from_height=options["from_height"])
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc), returncode=2) from None
-        head_problem = witness_problem()  # read after the chain, outside any snapshot: a newer block is there too
+        head_problem, witness = _head_witnessed()  # after the chain, outside any snapshot: a newer block is there too
         ok = result.ok and head_problem is None
         if options["json"]:
-            self.stdout.write(json.dumps({**result.as_dict(), "ok": ok, "head_problem": head_problem}))
+            figures = {**result.as_dict(), "ok": ok, "head_problem": head_problem, "head_witness": witness}
+            self.stdout.write(json.dumps(figures))
         elif ok:
+            unchecked = "; head witness NOT checked (Redis could not be reached)" if witness == "unchecked" else ""
             self.stdout.write(
                 f"ok: {result.blocks} blocks, {result.entries} entries, head {result.head_height}, "
-                f"{result.references} snapshots, keys {', '.join(result.pinned_keys)}"
+                f"{result.references} snapshots, keys {', '.join(result.pinned_keys)}{unchecked}"
             )
         else:
             found = result.discrepancy
