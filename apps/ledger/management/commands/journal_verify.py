@@ -5,7 +5,8 @@ Exit 0 when every digest, root, chain link and signature verifies with a pinned 
 hash of the chain's block at its height and the chain still holds the head the sealer witnessed outside the database
 (:mod:`apps.ledger.seal.witness`: blocks deleted from the top leave a chain that verifies, break-it review); 1
 naming the first block (and entry), and each key, snapshot and head, that does not; 2 for a usage error (a bad
-argument, ``--from-height`` past the chain's head, a malformed pinned key), which is never a verdict on the journal.
+argument, ``--from-height`` past the chain's head, a malformed pinned key), which is never a verdict on the journal;
+3 when the database could not be reached (:mod:`apps.core.commands`).
 ``--json`` prints :meth:`~apps.ledger.seal.verification.VerifyResult.as_dict` with ``head_problem`` (``null``, or
 the witness's finding) and ``ok`` false when there is one, and ``head_witness``: ``checked``, ``off``
 (``LEDGER_SEAL_HEAD_WITNESS`` false) or ``unchecked`` (Redis could not be reached: the head was not compared, and the
@@ -19,6 +20,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.core.commands import database_reachable
 from apps.core.errors import NotFound
 from apps.ledger.seal.selectors import journal_head
 from apps.ledger.seal.verification import journal_verify
@@ -58,6 +60,10 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
     def handle(self, *args, **options):
+        with database_reachable():
+            self.verify(options)
+
+    def verify(self, options) -> None:
         if options["from_height"] < 0:
             raise CommandError("--from-height must be 0 or more.", returncode=2)
         if options["from_height"] > 0:

@@ -1,10 +1,12 @@
 """``manage.py reconcile [--json] [--asset CODE]``: exit 0 when every invariant holds, 1 when one fails, 2 for a
-usage error (a bad argument, an unknown asset: never a verdict on the books)."""
+usage error (a bad argument, an unknown asset: never a verdict on the books), 3 when the database could not be
+reached (:mod:`apps.core.commands`)."""
 
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from apps.core.commands import database_reachable
 from apps.core.errors import NotFound
 from apps.ledger.reconciliation import reconcile
 
@@ -21,7 +23,8 @@ class Command(BaseCommand):
         if len(assets) > 1:  # argparse kept the last one silently (break-it review: BTC went unchecked, exit 0)
             raise CommandError("Give --asset once: one asset, or leave it out for every asset.", returncode=2)
         try:
-            report = reconcile(asset_code=assets[0])
+            with database_reachable():
+                report = reconcile(asset_code=assets[0])
         except NotFound as exc:
             raise CommandError(exc.message, returncode=2) from None
         if options["json"]:
