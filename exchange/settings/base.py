@@ -4,7 +4,6 @@ See ``.env.example`` for the variables and README.md for their meaning.
 """
 
 from datetime import timedelta
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from .environment import (
     amounts_by_asset,
     celery_broker_from_redis_url,
     database_from_url,
+    fraction,
     pubsub_prefix,
     throttle_rate,
 )
@@ -135,6 +135,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # How many proxies in front of the app append to X-Forwarded-For (API.md; README "Production"): 0 means the
 # socket's peer is the client. exchange.client_ip decides the client's address for throttles, lockouts and keys.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+if TRUSTED_PROXY_COUNT < 0:
+    raise ImproperlyConfigured(
+        f"TRUSTED_PROXY_COUNT is the number of proxies in front, 0 or more, not {TRUSTED_PROXY_COUNT}."
+    )
 
 REDIS_URL = env("REDIS_URL")
 # Timeouts: a stalled Redis is an error within seconds (GET /healthz says so), never a request hanging for ever.
@@ -155,6 +159,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 # one username within the cool-off, from any addresses, lock every log-in of it (owner told by e-mail). axes has
 # one limit for all its parameter sets, so this one is counted by the handler; keep it above AXES_FAILURE_LIMIT.
 AXES_ACCOUNT_FAILURE_LIMIT = env.int("AXES_ACCOUNT_FAILURE_LIMIT", default=20)
+if not 0 < AXES_FAILURE_LIMIT < AXES_ACCOUNT_FAILURE_LIMIT:  # else one address alone locks the owner out everywhere
+    raise ImproperlyConfigured("AXES_ACCOUNT_FAILURE_LIMIT must be above AXES_FAILURE_LIMIT, and both above 0.")
 AXES_HANDLER = "apps.accounts.lockout.AccountLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "apps.accounts.lockout.lockout_response"
@@ -315,6 +321,8 @@ LEDGER_SEAL_HEAD_WITNESS = env.bool("LEDGER_SEAL_HEAD_WITNESS", default=True)
 # max age (exchange/health.py). An unrun heartbeat expires rather than piling up while no worker takes them.
 HEALTH_HEARTBEAT_SECONDS = env.float("HEALTH_HEARTBEAT_SECONDS", default=5.0)
 HEALTH_HEARTBEAT_MAX_AGE = env.float("HEALTH_HEARTBEAT_MAX_AGE", default=30.0)
+if not 0 < HEALTH_HEARTBEAT_SECONDS < HEALTH_HEARTBEAT_MAX_AGE:  # else /healthz reports a working worker down
+    raise ImproperlyConfigured("HEALTH_HEARTBEAT_SECONDS must be above 0 and below HEALTH_HEARTBEAT_MAX_AGE.")
 
 CELERY_BEAT_SCHEDULE: dict = {
     "health-heartbeat": {
@@ -387,7 +395,7 @@ LOGGING = {
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # Back office: the highest maker or taker fee rate an operator may propose (a fraction: 0.01 is 1 %).
-FEE_RATE_MAX = Decimal(env("FEE_RATE_MAX", default="0.01"))
+FEE_RATE_MAX = fraction(env, "FEE_RATE_MAX", default="0.01")
 # Whether every staff user (not only approvers) must confirm a second factor (TOTP) in the admin.
 # Off for local runs and tests; production turns it on.
 STAFF_SECOND_FACTOR_REQUIRED = env.bool("STAFF_SECOND_FACTOR_REQUIRED", default=False)

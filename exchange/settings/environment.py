@@ -97,6 +97,21 @@ def throttle_rate(env, name: str, *, default: str) -> str:
     return rate
 
 
+def fraction(env, name: str, *, default: str) -> Decimal:
+    """The fraction ``name`` sets (``0.01`` is 1 %): a Decimal from 0 to below 1. Raises ``ImproperlyConfigured``
+    naming the variable otherwise (break-it review: ``FEE_RATE_MAX=5`` and ``abc`` started)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    text = env(name, default=default)
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        value = None
+    if value is None or not value.is_finite() or not 0 <= value < 1:
+        raise ImproperlyConfigured(f"{name} is a fraction from 0 to below 1 (0.01 is 1 %), not {text!r}.")
+    return value
+
+
 def amounts_by_asset(raw: dict[str, str], *, name: str) -> dict[str, Decimal]:
     """``{asset code: amount}`` from a django-environ dict (``BTC=0.5,USDT=10000``): each a finite Decimal, 0 or
     more. Raises ``ImproperlyConfigured`` naming the variable otherwise, so a typo stops the start."""

@@ -12,6 +12,10 @@ from .deployed import env
 from .environment import SIMULATED_CUSTODY_ADAPTER, amounts_by_asset
 
 CUSTODY_ADAPTER = env("CUSTODY_ADAPTER")  # no default: "Set the CUSTODY_ADAPTER environment variable"
+if CUSTODY_ADAPTER.strip() in ("your_provider.custody.ProviderCustody", "apps.wallets.custody.base.CustodyAdapter"):
+    raise ImproperlyConfigured(  # each started, and reconcile then failed with a traceback (break-it review)
+        "CUSTODY_ADAPTER names .env.example's placeholder or the abstract adapter: set your provider's adapter."
+    )
 if CUSTODY_ADAPTER.strip().startswith(SIMULATED_CUSTODY_ADAPTER.rsplit(".", 2)[0]):  # the simulator's package
     raise ImproperlyConfigured(
         "CUSTODY_ADAPTER names the simulated custody, which is for development and tests only: "

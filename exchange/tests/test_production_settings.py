@@ -275,6 +275,17 @@ def test_production_refuses_to_start_with_no_withdrawal_confirmation_threshold()
         ("SITE_URL", "http://127.0.0.1:8000", "SITE_URL must be this exchange's https:// address"),
         ("API_RATE_PER_IP", "lots", "API_RATE_PER_IP is <requests>/<second|minute|hour|day> (10/min), not 'lots'"),
         ("ORDERS_ENGINE", "Sequencer", "ORDERS_ENGINE is inline or sequencer, not 'Sequencer'"),
+        (
+            "CUSTODY_ADAPTER",
+            "your_provider.custody.ProviderCustody",
+            "CUSTODY_ADAPTER names .env.example's placeholder",
+        ),
+        ("CUSTODY_ADAPTER", "apps.wallets.custody.base.CustodyAdapter", "or the abstract adapter"),
+        ("TRUSTED_PROXY_COUNT", "-1", "TRUSTED_PROXY_COUNT is the number of proxies in front, 0 or more, not -1"),
+        ("AXES_ACCOUNT_FAILURE_LIMIT", "3", "AXES_ACCOUNT_FAILURE_LIMIT must be above AXES_FAILURE_LIMIT"),
+        ("HEALTH_HEARTBEAT_SECONDS", "60", "HEALTH_HEARTBEAT_SECONDS must be above 0 and below HEALTH_HEARTBEAT_MAX"),
+        ("FEE_RATE_MAX", "5", "FEE_RATE_MAX is a fraction from 0 to below 1 (0.01 is 1 %), not '5'"),
+        ("FEE_RATE_MAX", "abc", "FEE_RATE_MAX is a fraction from 0 to below 1 (0.01 is 1 %), not 'abc'"),
     ],
 )
 def test_production_refuses_placeholders_weak_secrets_and_settings_that_fail_later(variable, value, message):
