@@ -7,6 +7,8 @@ them read :mod:`apps.accounts.selectors` (``order_place`` refuses with ``trading
 A block is ordered against those steps by the lock of :mod:`apps.accounts.locks`.
 """
 
+from datetime import datetime
+
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -56,7 +58,11 @@ def restriction_operator_check(*, operator_id: int, user_id: int) -> None:
 
 
 @transaction.atomic
-def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bool, reason: str) -> AccountRestriction:
+def _restriction_set(
+    *, user_id: int, operator_id: int, restriction: str, on: bool, reason: str, asked_at: datetime | None = None
+) -> AccountRestriction:
+    """Set or lift ``restriction`` (see the callers); ``asked_at``: when the change was asked, refused
+    (:class:`InvalidState`) if the restriction changed since."""
     flag = _FLAGS[restriction][0]
     reason = reason_checked(reason)
     restriction_operator_check(operator_id=operator_id, user_id=user_id)
@@ -69,6 +75,10 @@ def _restriction_set(*, user_id: int, operator_id: int, restriction: str, on: bo
     )
     if not on and not getattr(row, flag):
         raise InvalidState(_NOT_SET[restriction])
+    if asked_at is not None and row.updated_at > asked_at:
+        raise InvalidState(
+            f"The restriction changed after this was asked (now: {getattr(row, _FLAGS[restriction][1])}): ask again."
+        )
     return _flag_write(row, restriction=restriction, on=on, reason=reason, operator_id=operator_id)
 
 
@@ -127,30 +137,34 @@ def account_withdrawals_block_by_system(*, user_id: int, reason: str) -> Account
     """Block the user's withdrawals on the system's own judgement (no operator: ``updated_by`` empty, audited as
     ``account.withdrawals_block`` with no actor), in the caller's transaction: a deposit credited and then reported
     failed by custody (:mod:`apps.wallets.services`), whose coins the user must not withdraw before an operator
-    reverses it. A block already in place is left as it is (its reason and operator kept). Lifting it is the usual
-    maker-checker (:func:`account_withdrawals_unblock`). Waits for the user's withdrawal steps under way, as
-    :func:`account_withdrawals_block`."""
+    reverses it. A block already in place gets ``reason`` added to its own (and a lift asked before it can no longer be
+    approved: :func:`account_withdrawals_unblock`'s ``asked_at``; break-it review: the failed deposit left an
+    operator's block as it was, whose lift, asked earlier for another reason, then let the coins out). Lifting it is
+    the usual maker-checker. Waits for the user's withdrawal steps under way, as :func:`account_withdrawals_block`."""
     withdrawals_lock(user_id=user_id, shared=False)
     row, _ = AccountRestriction.objects.select_for_update().get_or_create(user_id=user_id)
     if row.withdrawals_blocked:
-        return row
+        reason = f"{row.withdrawals_reason} {reason}"
     return _flag_write(row, restriction="withdrawals", on=True, reason=reason, operator_id=None)
 
 
 def account_withdrawals_unblock(
-    *, user_id: int, requested_by_id: int, approver_id: int, reason: str
+    *, user_id: int, requested_by_id: int, approver_id: int, reason: str, asked_at: datetime | None = None
 ) -> AccountRestriction:
     """Lift the user's withdrawals block, as ``requested_by_id`` asked (with ``reason``) and ``approver_id``, another
     operator, approved (maker-checker: :func:`apps.backoffice.services.withdrawals_unblock_approve`); audited as
     ``account.withdrawals_unblock`` by the approver, in the caller's transaction. The approved withdrawals the block
     held back go out at the next sweep.
 
+    ``asked_at``: when the lift was asked; a block changed since (the system added a failed deposit to it, say) is not
+    lifted, :class:`InvalidState`: the operators decide again on what it is now.
+
     Raises :class:`PermissionDenied` (one operator both asking and approving, or either lacking
-    ``accounts.change_accountrestriction``, or their own account), :class:`InvalidState` (not blocked),
-    :class:`NotFound`, :class:`DomainError` (no reason)."""
+    ``accounts.change_accountrestriction``, or their own account), :class:`InvalidState` (not blocked, or changed
+    since ``asked_at``), :class:`NotFound`, :class:`DomainError` (no reason)."""
     if requested_by_id == approver_id:
         raise PermissionDenied("Another operator must approve lifting a withdrawals block (four eyes).")
     restriction_operator_check(operator_id=requested_by_id, user_id=user_id)
     return _restriction_set(
-        user_id=user_id, operator_id=approver_id, restriction="withdrawals", on=False, reason=reason
+        user_id=user_id, operator_id=approver_id, restriction="withdrawals", on=False, reason=reason, asked_at=asked_at
     )

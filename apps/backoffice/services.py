@@ -806,7 +806,7 @@ def withdrawals_unblock_approve(*, unblock_id: int, approver_id: int) -> Withdra
     """Approve a request: the block is lifted (:func:`apps.accounts.restrictions.account_withdrawals_unblock`, its
     reason the request's). The approver needs ``backoffice.approve_withdrawalsunblock`` and is neither the requester
     nor the customer. Raises :class:`PermissionDenied`, :class:`InvalidState` (decided already, or the block was
-    lifted meanwhile), :class:`NotFound`."""
+    lifted or changed since the request: the system added a failed deposit to it, say), :class:`NotFound`."""
 
     def apply(unblock: WithdrawalsUnblock) -> _Applied:
         account_withdrawals_unblock(
@@ -814,6 +814,7 @@ def withdrawals_unblock_approve(*, unblock_id: int, approver_id: int) -> Withdra
             requested_by_id=unblock.created_by_id,
             approver_id=approver_id,
             reason=unblock.reason,
+            asked_at=unblock.created_at,
         )
         return _Applied()
 

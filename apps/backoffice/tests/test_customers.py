@@ -11,7 +11,12 @@ from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from apps.accounts.errors import TradingFrozen, WithdrawalsBlocked
 from apps.accounts.models import AccountRestriction
-from apps.accounts.restrictions import account_trading_freeze, account_withdrawals_block, account_withdrawals_unblock
+from apps.accounts.restrictions import (
+    account_trading_freeze,
+    account_withdrawals_block,
+    account_withdrawals_block_by_system,
+    account_withdrawals_unblock,
+)
 from apps.accounts.selectors import account_restriction
 from apps.audit.models import AuditLogEntry
 from apps.backoffice.models import ChangeStatus, SecondFactorReset, WithdrawalsUnblock
@@ -222,6 +227,29 @@ def test_lifting_a_withdrawals_block_takes_a_second_operator(operator, approver,
     assert WithdrawalsUnblock.objects.get().status == ChangeStatus.APPROVED
     with pytest.raises(InvalidState):
         withdrawals_unblock_reject(unblock_id=unblock.id, approver_id=second.id, note="late")
+
+
+def test_a_lift_asked_before_the_system_added_a_failed_deposit_to_the_block_is_not_approved(
+    operator, approver, customer
+):
+    """Break-it review: a failed deposit left an operator's block as it was; approving a lift asked earlier for
+    another reason freed the account, and its owner withdrew the coins that never arrived."""
+    account_withdrawals_block(user_id=customer.id, operator_id=operator.id, blocked=True, reason="KYC expired.")
+    unblock = withdrawals_unblock_request(user_id=customer.id, operator_id=operator.id, reason="KYC renewed")
+    account_withdrawals_block_by_system(user_id=customer.id, reason="Deposit #7 was credited and reported failed.")
+    restriction = account_restriction(user_id=customer.id)
+    assert restriction.withdrawals_reason == "KYC expired. Deposit #7 was credited and reported failed."
+    assert restriction.updated_by_id is None
+
+    with pytest.raises(InvalidState, match="The restriction changed after this was asked"):
+        withdrawals_unblock_approve(unblock_id=unblock.id, approver_id=approver.id)
+
+    assert account_restriction(user_id=customer.id).withdrawals_blocked
+    assert WithdrawalsUnblock.objects.get().status == ChangeStatus.DRAFT  # to reject; a new request is decided anew
+    withdrawals_unblock_reject(unblock_id=unblock.id, approver_id=approver.id, note="stale")
+    again = withdrawals_unblock_request(user_id=customer.id, operator_id=operator.id, reason="deposit 7 reversed")
+    withdrawals_unblock_approve(unblock_id=again.id, approver_id=approver.id)
+    assert not account_restriction(user_id=customer.id).withdrawals_blocked
 
 
 def test_a_withdrawal_approved_before_the_block_waits_in_the_queue_where_it_can_only_be_rejected(

@@ -164,16 +164,19 @@ def test_a_credited_deposit_reported_failed_in_a_batch_blocks_its_owners_withdra
     assert not AccountRestriction.objects.filter(user=other).exists()
 
 
-def test_a_system_block_keeps_an_operators_block_as_it_is(btc, user, address):
+def test_a_system_block_adds_its_reason_to_an_operators_block(btc, user, address):
     operator = make_blocker()
-    account_withdrawals_block(user_id=user.id, operator_id=operator.id, blocked=True, reason="fraud review")
+    account_withdrawals_block(user_id=user.id, operator_id=operator.id, blocked=True, reason="fraud review.")
     receive_and_process(deposit_payload(address, "1", txid="c10"))
 
     receive_and_process(deposit_payload(address, "1", txid="c10", confirmations=None, status="failed"))
 
     restriction = AccountRestriction.objects.get(user=user)
-    assert (restriction.withdrawals_reason, restriction.updated_by_id) == ("fraud review", operator.id)
-    assert AuditLogEntry.objects.filter(action="account.withdrawals_block").count() == 1
+    deposit = Deposit.objects.get()
+    assert restriction.withdrawals_reason.startswith(f"fraud review. Deposit #{deposit.pk} was credited and custody")
+    assert restriction.updated_by_id is None
+    audits = AuditLogEntry.objects.filter(action="account.withdrawals_block").order_by("id")
+    assert [audit.actor_id for audit in audits] == [operator.id, None]
 
 
 def test_a_report_contradicting_the_recorded_deposit_is_rejected(btc, user, address):
