@@ -423,19 +423,15 @@ def fee_change_draft(
         if kind != FeeChangeKind.RATES:
             fee_schedule_cap_check(schedule=schedule)
         fields["schedule_id"] = schedule.id
-    staff = ""  # the username of a staff user the tier is for
     if kind == FeeChangeKind.ASSIGN_TIER:
-        user = get_user_model().objects.filter(id=_required(user_id, "user")).first()
-        if user is None:
+        if not get_user_model().objects.filter(id=_required(user_id, "user")).exists():
             raise NotFound("No such user.", fields={"user": "No such user."})
         fields["user_id"] = user_id
-        staff = user.username if user.is_staff or user.is_superuser else ""
     if _own_fees_changed(kind, fields.get("schedule_id"), fields.get("user_id"), author_id):
         field_name = "user" if kind == FeeChangeKind.ASSIGN_TIER else "schedule"
         raise PermissionDenied(_OWN_FEES, fields={field_name: _OWN_FEES})
-    if staff:  # as adjustments refuse staff funds: one operator's favour to another, approved by a third
-        message = f"Fee tiers are for customers only; {staff} is staff."
-        raise DomainError(message, fields={"user": message})
+    if kind == FeeChangeKind.ASSIGN_TIER:
+        _staff_tier_refuse(fields["user_id"])
     _pending_fee_change_refuse(kind, fields.get("schedule_id"), fields.get("user_id"), fields.get("name", ""))
     change = FeeChange.objects.create(**fields)
     audit_record(
@@ -447,6 +443,16 @@ def fee_change_draft(
         after=_fee_change_state(change),
     )
     return change
+
+
+def _staff_tier_refuse(user_id: int) -> None:
+    """Refuse a fee tier for a staff user (staff or superuser), as adjustments refuse staff funds: one operator's
+    favour to another, approved by a third (break-it review). Raises :class:`DomainError` (field ``user``)."""
+    staff = get_user_model().objects.filter(Q(is_staff=True) | Q(is_superuser=True), id=user_id)
+    username = staff.values_list("username", flat=True).first()
+    if username is not None:
+        message = f"Fee tiers are for customers only; {username} is staff."
+        raise DomainError(message, fields={"user": message})
 
 
 def _pending_fee_change_refuse(kind: str, schedule_id: int | None, user_id: int | None, name: str) -> None:
@@ -503,6 +509,7 @@ def _fee_change_apply(change: FeeChange) -> tuple[str, FeeSchedule | None, dict,
             {"default": schedule.name},
         )
     user_id = _required(change.user_id, "user")
+    _staff_tier_refuse(user_id)  # again: the user may have become staff since the draft (break-it review)
     tier = UserFeeTier.objects.select_related("schedule").filter(user_id=user_id).first()
     fee_tier_assign(user_id=user_id, schedule_id=change.schedule_id)
     before = {"user": user_id, "schedule": tier.schedule.name if tier else None}

@@ -6,6 +6,8 @@ refuses each field given more than once, except those whose widget takes several
 :class:`SingleValuedFormSet` refuses a formset's management fields (``<prefix>-TOTAL_FORMS``...) given more than once.
 """
 
+import re
+
 from django import forms
 from django.forms.formsets import ManagementForm
 
@@ -39,9 +41,10 @@ class SingleValuedForm(forms.BaseForm):
 class SingleValuedFormSet(forms.BaseFormSet):
     """A formset (``formset_factory(..., formset=SingleValuedFormSet)``) that is invalid when a management field
     (``<prefix>-TOTAL_FORMS``, ``-INITIAL_FORMS``, ``-MIN_NUM_FORMS``, ``-MAX_NUM_FORMS``) was sent more than once:
-    Django reads the last one, so ``TOTAL_FORMS=4&TOTAL_FORMS=2`` dropped the third and fourth forms without a word.
-    The error is the formset's own (``non_form_errors``, code ``duplicate_field``). Use :class:`SingleValuedForm`
-    for its forms."""
+    Django reads the last one, so ``TOTAL_FORMS=4&TOTAL_FORMS=2`` dropped the third and fourth forms without a word;
+    and when a form numbered past ``TOTAL_FORMS`` was sent, which Django ignores alike (break-it review). The error is
+    the formset's own (``non_form_errors``, codes ``duplicate_field``, ``forms_past_total``). Use
+    :class:`SingleValuedForm` for its forms."""
 
     def clean(self) -> None:
         super().clean()
@@ -50,3 +53,13 @@ class SingleValuedFormSet(forms.BaseFormSet):
         for name in ManagementForm.base_fields:
             if len(self.data.getlist(f"{self.prefix}-{name}")) > 1:
                 raise forms.ValidationError(f"{self.prefix}-{name}: {DUPLICATE_MESSAGE}", code="duplicate_field")
+        numbered = re.compile(rf"{re.escape(str(self.prefix))}-(\d+)-")
+        past = {int(found[1]) for key in self.data if (found := numbered.match(key))} - set(
+            range(self.total_form_count())
+        )
+        if past:
+            raise forms.ValidationError(
+                f"Forms past {self.prefix}-TOTAL_FORMS ({self.total_form_count()}) were sent: numbers "
+                f"{', '.join(map(str, sorted(past)))}. Send the count of every form.",
+                code="forms_past_total",
+            )

@@ -14,10 +14,19 @@ from .base import LOGGING, MIDDLEWARE, env
 DEBUG = False
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS")
 ADMIN_URL = env("DJANGO_ADMIN_URL")
+
+
 # .env.example's placeholders, and values that switch a protection off (break-it review: each started silently).
-if not ALLOWED_HOSTS or any(host.strip() in ("*", "", "exchange.example.com") for host in ALLOWED_HOSTS):
+def _too_wide(host: str) -> bool:
+    """``*``, empty, .env.example's placeholder, or a whole top-level domain (``.com`` matches every .com host)."""
+    host = host.strip().lower()
+    return host in ("*", "", "exchange.example.com") or (host.startswith(".") and host.count(".") < 2)
+
+
+if not ALLOWED_HOSTS or any(_too_wide(host) for host in ALLOWED_HOSTS):
     raise ImproperlyConfigured(
-        "DJANGO_ALLOWED_HOSTS must name this exchange's own host names: not *, empty, or .env.example's placeholder."
+        "DJANGO_ALLOWED_HOSTS must name this exchange's own host names: not *, empty, a whole top-level domain "
+        "(.com), or .env.example's placeholder."
     )
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

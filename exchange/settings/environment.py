@@ -86,6 +86,49 @@ def pubsub_prefix(name: str, redis_url: str) -> str:
     return name if not number else f"{name}.db{number}"
 
 
+SITE_PATHS = frozenset(
+    {
+        "accounts",
+        "activity",
+        "api",
+        "api-keys",
+        "custody",
+        "email",
+        "fills",
+        "healthz",
+        "markets",
+        "not-served",
+        "orders",
+        "proofs",
+        "security",
+        "signup",
+        "static",
+        "wallet",
+    }
+)
+"""The first path segments the site serves besides the back office (``exchange/urls.py``, and ``static`` for the
+static files; a test holds them equal to the URLconf's): a ``DJANGO_ADMIN_URL`` starting with one would take that
+part of the site over (the admin is mounted first, with its catch-all)."""
+
+
+def admin_url_checked(value: str) -> str:
+    """``DJANGO_ADMIN_URL`` as production takes it: a path of the deployment's own, lower case, ending in ``/``; not
+    empty, ``admin/``, .env.example's placeholder, nor under a path the site serves (:data:`SITE_PATHS`: break-it
+    review, ``custody/`` swallowed the custody webhook and ``api/`` the API). Raises ``ImproperlyConfigured``."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    first = value.split("/", 1)[0]
+    if (
+        not re.fullmatch(r"[a-z0-9][a-z0-9_-]*/([a-z0-9_-]+/)*", value)
+        or first in {"admin", "ops-change-me"} | SITE_PATHS
+    ):
+        raise ImproperlyConfigured(
+            "DJANGO_ADMIN_URL must be a path of your own ending in / (ops-4b1d/): lower case, not empty, admin/, the "
+            f"placeholder, nor under one of the site's own paths ({', '.join(sorted(SITE_PATHS))})."
+        )
+    return value
+
+
 def throttle_rate(env, name: str, *, default: str) -> str:
     """The request rate ``name`` sets (``10/min``: DRF's throttle rate), checked at start-up: ``lots`` started, then
     answered every API request 500 (break-it review). Raises ``ImproperlyConfigured`` naming the variable."""

@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .deployed import *  # noqa: F403
 from .deployed import env
-from .environment import SIMULATED_CUSTODY_ADAPTER, amounts_by_asset
+from .environment import SIMULATED_CUSTODY_ADAPTER, admin_url_checked, amounts_by_asset
 
 CUSTODY_ADAPTER = env("CUSTODY_ADAPTER")  # no default: "Set the CUSTODY_ADAPTER environment variable"
 if CUSTODY_ADAPTER.strip() in ("your_provider.custody.ProviderCustody", "apps.wallets.custody.base.CustodyAdapter"):
@@ -24,20 +24,16 @@ if CUSTODY_ADAPTER.strip().startswith(SIMULATED_CUSTODY_ADAPTER.rsplit(".", 2)[0
 
 # The back office at a path of the deployment's own (the soak's deployed settings keep admin/): not .env.example's
 # placeholder, nor empty, which mounted the admin at / ahead of the traders' pages (break-it review).
-ADMIN_URL = env("DJANGO_ADMIN_URL")
-if ADMIN_URL.strip("/") in ("", "ops-change-me", "admin") or not ADMIN_URL.endswith("/") or ADMIN_URL.startswith("/"):
-    raise ImproperlyConfigured(
-        "DJANGO_ADMIN_URL must be a path of your own ending in / (ops-4b1d/): not empty, admin/ or the placeholder."
-    )
+ADMIN_URL = admin_url_checked(env("DJANGO_ADMIN_URL"))
 
 # E-mail carries password reset, withdrawal and address confirmation links: printed on the console (base's default)
 # they went to the log collector, where anyone reading the logs could take accounts over, and no customer got them
 # (break-it review). Production sends them through an SMTP server, with links to its own https address.
 _email_url = env("EMAIL_URL")  # no default: "Set the EMAIL_URL environment variable"
-if not _email_url.startswith(("smtp://", "smtps://", "smtp+tls://", "smtp+ssl://")):
-    raise ImproperlyConfigured("EMAIL_URL must name an SMTP server (smtp+tls://user:password@smtp.example.com:587).")
+if not _email_url.startswith(("smtp://", "smtps://", "smtp+tls://", "smtp+ssl://")) or "smtp.example.com" in _email_url:
+    raise ImproperlyConfigured("EMAIL_URL must name your SMTP server (smtp+tls://user:password@host:587).")
 SITE_URL = env("SITE_URL").rstrip("/")  # no default: "Set the SITE_URL environment variable"
-if not SITE_URL.startswith("https://"):
+if not SITE_URL.startswith("https://") or SITE_URL.lower() == "https://exchange.example.com":  # .env.example's
     raise ImproperlyConfigured("SITE_URL must be this exchange's https:// address (the e-mailed links start with it).")
 
 # Every operator confirms a second factor in the back office, not only approvers.

@@ -266,12 +266,20 @@ def test_production_refuses_to_start_with_no_withdrawal_confirmation_threshold()
         ("DJANGO_ADMIN_URL", "admin/", "DJANGO_ADMIN_URL must be a path of your own"),
         ("DJANGO_ADMIN_URL", "", "DJANGO_ADMIN_URL must be a path of your own"),
         ("DJANGO_ADMIN_URL", "/ops-4b1d/", "DJANGO_ADMIN_URL must be a path of your own"),
+        ("DJANGO_ADMIN_URL", "ADMIN/", "DJANGO_ADMIN_URL must be a path of your own"),
+        ("DJANGO_ADMIN_URL", " ops-4b1d/", "DJANGO_ADMIN_URL must be a path of your own"),
+        ("DJANGO_ADMIN_URL", "custody/", "nor under one of the site's own paths"),
+        ("DJANGO_ADMIN_URL", "api/ops/", "nor under one of the site's own paths"),
         ("DJANGO_SECRET_KEY", "x", "DJANGO_SECRET_KEY must be at least 50 characters"),
         ("DJANGO_SECRET_KEY", "a" * 60, "DJANGO_SECRET_KEY must be random"),
         ("CUSTODY_WEBHOOK_SECRET", " " * 40, "CUSTODY_WEBHOOK_SECRET must be random"),
         ("CUSTODY_WEBHOOK_SECRET", PRODUCTION_ENV["API_SECRET_ENCRYPTION_KEY"], "must be three different secrets"),
         ("LEDGER_SIGNING_KEY", "0" * 64, "LEDGER_SIGNING_KEY must be random"),
-        ("EMAIL_URL", "consolemail://", "EMAIL_URL must name an SMTP server"),
+        ("EMAIL_URL", "consolemail://", "EMAIL_URL must name your SMTP server"),
+        ("EMAIL_URL", "smtp+tls://user:password@smtp.example.com:587", "EMAIL_URL must name your SMTP server"),
+        ("SITE_URL", "https://exchange.example.com", "SITE_URL must be this exchange's https:// address"),
+        ("DJANGO_ALLOWED_HOSTS", "EXCHANGE.EXAMPLE.COM", "DJANGO_ALLOWED_HOSTS must name this exchange's own host"),
+        ("DJANGO_ALLOWED_HOSTS", "exchange.example,.com", "a whole top-level domain (.com)"),
         ("SITE_URL", "http://127.0.0.1:8000", "SITE_URL must be this exchange's https:// address"),
         ("API_RATE_PER_IP", "lots", "API_RATE_PER_IP is <requests>/<second|minute|hour|day> (10/min), not 'lots'"),
         ("ORDERS_ENGINE", "Sequencer", "ORDERS_ENGINE is inline or sequencer, not 'Sequencer'"),
@@ -339,3 +347,21 @@ def test_a_worker_without_a_settings_module_reads_no_settings():
 
     assert result.returncode != 0
     assert "You must either define the environment variable DJANGO_SETTINGS_MODULE" in result.stderr
+
+
+def test_the_admin_url_refusal_knows_every_path_the_site_serves(settings):
+    """:data:`SITE_PATHS` is the URLconf's first segments besides the back office (and static files): a new route
+    must be added there, or a DJANGO_ADMIN_URL under it would take it over."""
+    from django.urls import get_resolver
+
+    from exchange.settings.environment import SITE_PATHS
+
+    served = set()
+    for pattern in get_resolver().url_patterns:
+        text = str(pattern.pattern).lstrip("^")
+        if text.startswith(settings.ADMIN_URL):
+            continue
+        nested = getattr(pattern, "url_patterns", None) if text == "" else None
+        for inner in nested if nested is not None else [pattern]:
+            served.add(str(inner.pattern).lstrip("^").split("/", 1)[0])
+    assert served - {""} == SITE_PATHS - {"static"}

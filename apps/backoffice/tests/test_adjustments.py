@@ -140,6 +140,34 @@ def test_a_leg_count_sent_twice_is_refused_not_read_as_the_last(client, operator
     assert not Adjustment.objects.exists()
 
 
+def test_legs_numbered_past_the_leg_count_are_refused_not_dropped(client, operator, user, usdt):
+    """Break-it review: legs-TOTAL_FORMS=2 with four legs filled drafted the first two and dropped the others."""
+    client.force_login(operator)
+    legs = [("equity", "", "debit", "10"), ("user_available", user.username, "credit", "10")] * 2
+    form = {
+        "memo": "goodwill",
+        "legs-TOTAL_FORMS": "2",
+        "legs-INITIAL_FORMS": "0",
+        "legs-MIN_NUM_FORMS": "2",
+        "legs-MAX_NUM_FORMS": "1000",
+        **{
+            f"legs-{n}-{name}": value
+            for n, (kind, username, side, amount) in enumerate(legs)
+            for name, value in {
+                "kind": kind,
+                "asset": usdt.id,
+                "username": username,
+                "side": side,
+                "amount": amount,
+            }.items()
+        },
+    }
+    response = client.post("/admin/backoffice/adjustment/add/", form)
+    assert response.status_code == 200
+    assert "Forms past legs-TOTAL_FORMS (2) were sent: numbers 2, 3." in response.content.decode()
+    assert not Adjustment.objects.exists()
+
+
 def test_the_author_can_withdraw_their_own_draft_and_no_one_else_can(operator, approver, user, goodwill_legs):
     adjustment = adjustment_draft(author_id=operator.id, memo="duplicate of #3", legs=goodwill_legs)
 

@@ -256,6 +256,20 @@ def test_a_fee_tier_for_a_staff_user_is_refused(operator, approver, default_sche
     assert not FeeChange.objects.filter(kind="assign_tier").exists()
 
 
+def test_a_fee_tier_for_a_customer_made_staff_after_the_draft_is_not_applied(
+    operator, approver, user, default_schedule
+):
+    zero = FeeSchedule.objects.create(name="zero", maker_rate=D("0"), taker_rate=D("0"))
+    change = fee_change_draft(author_id=operator.id, kind="assign_tier", memo="t", user_id=user.id, schedule_id=zero.id)
+    type(user).objects.filter(id=user.id).update(is_staff=True)
+
+    with pytest.raises(DomainError, match="Fee tiers are for customers only"):
+        fee_change_approve(change_id=change.id, approver_id=approver.id)
+
+    assert not UserFeeTier.objects.filter(user=user).exists()
+    assert FeeChange.objects.get(id=change.id).status == ChangeStatus.DRAFT
+
+
 def test_nobody_drafts_or_decides_the_rates_of_a_schedule_they_pay(operator, approver, default_schedule):
     """A break-it review: an approver on a schedule approved its rates at 0 %, drafted by another approver."""
     from apps.orders.services import fee_tier_assign
