@@ -276,20 +276,22 @@ def _cancel(cancel: Callable[[], Order], market: Market, cancel_client_id: str) 
 def order_delete(call: Call) -> dict:
     """Cancel one order (``DELETE /api/v3/order``); an unknown or ended order is -2011.
 
-    By ``origClientOrderId`` alone (no ``orderId``, no ``cancelRestrictions``) the market's sequencer looks the
-    order up when the cancel's turn comes (:func:`apps.orders.services.order_cancel_by_client_id`), so the
-    caller's placement still queued before it is cancelled, not answered -2011 and left to go live later."""
+    By ``origClientOrderId`` alone (no ``orderId``) the market's sequencer looks the order up when the cancel's turn
+    comes (:func:`apps.orders.services.order_cancel_by_client_id`), so the caller's placement still queued before it
+    is cancelled (or, under ``cancelRestrictions``, judged), not answered -2011 or -1007 and left to go live later."""
     market = symbol_market(call.params)
     cancel_id = call.params.text("newClientOrderId", pattern=CLIENT_ORDER_ID) or secrets.token_urlsafe(16)[:22]
     restriction = call.params.choice("cancelRestrictions", ("ONLY_NEW", "ONLY_PARTIALLY_FILLED"))
     client_id = call.params.text("origClientOrderId", pattern=ORIG_CLIENT_ORDER_ID)
-    if client_id is not None and call.params.raw("orderId") is None and restriction is None:
+    only_status = _CANCEL_RESTRICTIONS.get(restriction or "", "")
+    if client_id is not None and call.params.raw("orderId") is None:
         cancel = partial(
             order_cancel_by_client_id,
             user_id=call.user_id,
             market=market.symbol,
             client_order_id=client_id,
             cancel_client_order_id=cancel_id,
+            only_status=only_status,
         )
         return _cancel(cancel, market, cancel_id)
     order = _find_order(call, market, missing=BinanceError(CANCEL_REJECTED, "Unknown order sent."))
@@ -298,7 +300,7 @@ def order_delete(call: Call) -> dict:
         order_id=order.id,
         user_id=order.user_id,
         cancel_client_order_id=cancel_id,
-        only_status=_CANCEL_RESTRICTIONS.get(restriction or "", ""),
+        only_status=only_status,
     )
     return _cancel(cancel, market, cancel_id)
 

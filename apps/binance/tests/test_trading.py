@@ -800,3 +800,23 @@ def test_cancel_restrictions_cancel_only_an_order_in_the_status_named(trader, ma
         (200, "CANCELED", "0.01000000"),
         (200, "CANCELED", "0.00000000"),
     ]
+
+
+def test_cancel_restrictions_by_orig_client_order_id(trader, maker):
+    """By ``origClientOrderId`` the restriction is judged where the cancel is applied too (break-it review: with a
+    restriction, a cancel of a placement still queued was answered -1007 and never queued)."""
+    _, signed = trader
+    signed("POST", "order", **{**ORDER, "price": "50001"}, newClientOrderId="grid-1")
+    place(maker, side="sell", price="50001", qty="0.01")
+
+    refused = signed("DELETE", "order", symbol="BTCUSDT", origClientOrderId="grid-1", cancelRestrictions="ONLY_NEW")
+    cancelled = signed(
+        "DELETE", "order", symbol="BTCUSDT", origClientOrderId="grid-1", cancelRestrictions="ONLY_PARTIALLY_FILLED"
+    )
+
+    assert refused.json() == {"code": -2011, "msg": "Order was not canceled due to cancel restrictions."}
+    assert (cancelled.status_code, cancelled.json()["status"], cancelled.json()["origClientOrderId"]) == (
+        200,
+        "CANCELED",
+        "grid-1",
+    )

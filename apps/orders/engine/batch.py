@@ -175,6 +175,7 @@ class CancelByClientId:
     client_order_id: str
     by_operator: bool
     cancel_client_order_id: str = ""
+    only_status: str = ""  # as Cancel's
 
 
 @dataclass(frozen=True)
@@ -727,7 +728,9 @@ class BatchPlanner:
             raise NotFound(
                 f"No order with client_order_id {command.client_order_id!r}.", fields={"order": "No such order."}
             )
-        return self.cancel(Cancel(order_id, command.user_id, command.by_operator, command.cancel_client_order_id))
+        return self.cancel(
+            Cancel(order_id, command.user_id, command.by_operator, command.cancel_client_order_id, command.only_status)
+        )
 
     def cancel_all(self, command: CancelAll) -> list[int]:
         """Plan the cancel of every order ``command.user_id`` has resting in the book now, oldest first (each

@@ -144,7 +144,15 @@ def _parsed(
         payload = command.payload
         by_operator, cancel_id = bool(payload.get("by_operator")), payload.get("cancel_client_order_id", "")
         if command.kind == CommandKind.CANCEL and "client_order_id" in payload:
-            result.append(CancelByClientId(payload["user_id"], payload["client_order_id"], by_operator, cancel_id))
+            result.append(
+                CancelByClientId(
+                    payload["user_id"],
+                    payload["client_order_id"],
+                    by_operator,
+                    cancel_id,
+                    payload.get("only_status", ""),
+                )
+            )
             continue
         if command.kind == CommandKind.CANCEL:
             only_status = payload.get("only_status", "")

@@ -126,10 +126,17 @@ def open_orders_cancel(*, market_id: int, user_id: int, by_operator: bool = Fals
 
 @retrying_atomic
 def order_cancel_by_client_id(
-    *, market_id: int, user_id: int, client_order_id: str, by_operator: bool = False, cancel_client_order_id: str = ""
+    *,
+    market_id: int,
+    user_id: int,
+    client_order_id: str,
+    by_operator: bool = False,
+    cancel_client_order_id: str = "",
+    only_status: str = "",
 ) -> Order:
     """Cancel the open order ``user_id`` placed on the market with ``client_order_id``, as :func:`order_cancel`
-    (its errors). Raises :class:`NotFound` when the user has no order of that client id on that market."""
+    (its errors, its ``only_status``). Raises :class:`NotFound` when the user has no order of that client id on that
+    market."""
     order_id = (
         Order.objects.filter(market_id=market_id, user_id=user_id, client_order_id=client_order_id)
         .values_list("id", flat=True)
@@ -138,5 +145,9 @@ def order_cancel_by_client_id(
     if order_id is None:
         raise NotFound(f"No order with client_order_id {client_order_id!r}.", fields={"order": "No such order."})
     return order_cancel(
-        order_id=order_id, user_id=user_id, by_operator=by_operator, cancel_client_order_id=cancel_client_order_id
+        order_id=order_id,
+        user_id=user_id,
+        by_operator=by_operator,
+        cancel_client_order_id=cancel_client_order_id,
+        only_status=only_status,
     )

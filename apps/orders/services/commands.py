@@ -365,9 +365,7 @@ def order_cancel(
     if cancel_client_order_id:
         arguments["cancel_client_order_id"] = cancel_client_order_id
     if only_status:
-        if only_status not in (OrderStatus.OPEN, OrderStatus.PARTIALLY_FILLED):
-            raise ValueError(f"only_status {only_status!r} is not an open status")
-        arguments["only_status"] = only_status
+        arguments["only_status"] = _open_status(only_status)
     if settings.ORDERS_ENGINE == "inline":
         return cancel.order_cancel(**arguments)
     found = Order.objects.filter(id=order_id).values_list("market__symbol", "user_id").first()
@@ -375,6 +373,13 @@ def order_cancel(
         raise NotFound(f"No order {order_id}.", fields={"order": "No such order."})
     outcome = command_submit(market=found[0], kind=CommandKind.CANCEL, user_id=found[1], payload=arguments)
     return order_of_outcome(outcome)
+
+
+def _open_status(status: str) -> str:
+    """``status`` when it is an open one (``only_status`` of a cancel); ``ValueError`` otherwise (a caller's bug)."""
+    if status not in (OrderStatus.OPEN, OrderStatus.PARTIALLY_FILLED):
+        raise ValueError(f"only_status {status!r} is not an open status")
+    return status
 
 
 def order_cancel_by_operator(
@@ -409,10 +414,11 @@ def order_cancel_by_operator(
 
 
 def order_cancel_by_client_id(
-    *, user_id: int, market: str, client_order_id: str, cancel_client_order_id: str = ""
+    *, user_id: int, market: str, client_order_id: str, cancel_client_order_id: str = "", only_status: str = ""
 ) -> Order:
     """Cancel the open order ``user_id`` placed on ``market`` (a symbol) with ``client_order_id``
-    (:func:`apps.orders.services.cancel.order_cancel_by_client_id`: its errors), inline or by the market's sequencer.
+    (:func:`apps.orders.services.cancel.order_cancel_by_client_id`: its errors, its ``only_status``), inline or by the
+    market's sequencer.
 
     Through the sequencer the order is looked up when the command's turn comes, so a placement queued before the
     cancel (one whose caller timed out) is found and cancelled, not answered "no such order" and left to go live
@@ -425,10 +431,13 @@ def order_cancel_by_client_id(
             user_id=user_id,
             client_order_id=client_order_id,
             cancel_client_order_id=cancel_client_order_id,
+            only_status=only_status,
         )
     payload: dict[str, Any] = {"user_id": user_id, "client_order_id": client_order_id, "by_operator": False}
     if cancel_client_order_id:
         payload["cancel_client_order_id"] = cancel_client_order_id
+    if only_status:
+        payload["only_status"] = _open_status(only_status)
     return order_of_outcome(command_submit(market=market, kind=CommandKind.CANCEL, user_id=user_id, payload=payload))
 
 

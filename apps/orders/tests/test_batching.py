@@ -66,6 +66,7 @@ def _inline(users, market, script, ids: dict) -> list:
                     user_id=users[step["user"]].id,
                     client_order_id=step["client_order_id"],
                     cancel_client_order_id=step.get("cancel_id", ""),
+                    only_status=step.get("only_status", ""),
                 )
             elif step["kind"] == "cancel":
                 order = cancel.order_cancel(
@@ -89,10 +90,11 @@ def _payload(users, market, step, ids: dict | None = None) -> dict:
     if step["kind"] == "cancel_all":
         return {"user_id": user.id, "by_operator": False}
     named = {"cancel_client_order_id": step["cancel_id"]} if step.get("cancel_id") else {}
+    restricted = {"only_status": step["only_status"]} if step.get("only_status") else {}
     if step["kind"] == "cancel_client":
-        return {"user_id": user.id, "client_order_id": step["client_order_id"], "by_operator": False, **named}
+        client_order_id = step["client_order_id"]
+        return {"user_id": user.id, "client_order_id": client_order_id, "by_operator": False, **named, **restricted}
     if step["kind"] == "cancel":
-        restricted = {"only_status": step["only_status"]} if step.get("only_status") else {}
         order_id = (ids or {}).get(step["ref"], 0)
         return {"order_id": order_id, "user_id": user.id, "by_operator": False, **named, **restricted}
     order = {"type": "limit", "price": None, "qty": None, "quote_qty": None, "time_in_force": None}
@@ -343,6 +345,26 @@ def test_a_cancel_restricted_to_a_status_is_judged_when_applied_after_the_fills_
     assert outcomes[3:] == [{"order": "0.0"}, {"order": "0.1"}]
     states = {row[0]: (row[1], row[3]) for row in result["orders"]}
     assert states["0.0"] == ("cancelled", D("0.05")) and states["0.1"] == ("cancelled", D("0"))
+
+
+def test_a_restricted_cancel_by_client_order_id_judges_the_order_queued_before_it(traders, btc_usdt, btc, usdt):
+    """Break-it review: by ``origClientOrderId`` with ``cancelRestrictions``, a cancel of a placement still queued was
+    answered -1007 and never queued; it now goes through the queue behind the placement, as an unrestricted one."""
+    resting = [limit(1, "buy", "49980", "0.1")]
+    mix = [
+        limit(0, "buy", "49990", "0.2", client_order_id="grid-1"),
+        limit(2, "sell", "49990", "0.05"),  # partly fills grid-1
+        cancel_by_client_id(0, "grid-1", only_status="open"),  # refused: partially filled
+        limit(0, "buy", "49970", "0.1", client_order_id="grid-2"),
+        cancel_by_client_id(0, "grid-2", only_status="open"),  # placed in this batch, nothing filled
+    ]
+
+    result = _compare(traders, btc_usdt, btc, usdt, [resting, mix])
+
+    outcomes = result["outcomes"][len(resting) :]
+    assert outcomes[2]["error"]["type"].endswith("CancelRestricted") and outcomes[4] == {"order": "1.3"}
+    states = {row[0]: row[1] for row in result["orders"]}
+    assert (states["1.0"], states["1.3"]) == ("partially_filled", "cancelled")
 
 
 def test_a_cancels_own_client_order_id_is_in_its_stream_event_as_inline_records_it(traders, btc_usdt, btc, usdt):
