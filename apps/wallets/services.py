@@ -42,6 +42,7 @@ from apps.core.errors import (
     object_without_duplicates,
 )
 from apps.core.reasons import reason_checked
+from apps.core.session_lock import session_advisory_lock
 from apps.ledger.amounts import check_amount, format_amount, parse_amount
 from apps.ledger.errors import IdempotencyConflict, InsufficientFunds, InvalidAmount
 from apps.ledger.models import Account, AccountKind, Asset, EntryReason
@@ -126,19 +127,14 @@ def deposit_address_get_or_create(*, user_id: int, asset: Asset) -> DepositAddre
     existing = selectors.deposit_address_for_user(user_id=user_id, asset_id=asset.id)
     if existing is not None:
         return existing
-    key = f"deposit_address:{user_id}:{asset.id}"
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", [key])
-        try:
-            existing = selectors.deposit_address_for_user(user_id=user_id, asset_id=asset.id)
-            if existing is not None:
-                return existing
-            address = get_adapter().new_deposit_address(
-                network=asset.network, asset_code=asset.code, label=f"user:{user_id}"
-            )
-            return DepositAddress.objects.create(user_id=user_id, asset=asset, network=asset.network, address=address)
-        finally:
-            cursor.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [key])
+    with session_advisory_lock(f"deposit_address:{user_id}:{asset.id}"):
+        existing = selectors.deposit_address_for_user(user_id=user_id, asset_id=asset.id)
+        if existing is not None:
+            return existing
+        address = get_adapter().new_deposit_address(
+            network=asset.network, asset_code=asset.code, label=f"user:{user_id}"
+        )
+        return DepositAddress.objects.create(user_id=user_id, asset=asset, network=asset.network, address=address)
 
 
 # The custody inbox ---------------------------------------------------------------------------------

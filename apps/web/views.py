@@ -22,6 +22,7 @@ from apps.accounts.services import api_key_create, api_key_revoke
 from apps.api.throttles import SignUpRateThrottle
 from apps.core.csv_export import csv_response
 from apps.core.errors import DomainError
+from apps.core.session_lock import session_advisory_lock
 from apps.ledger.amounts import parse_amount
 from apps.ledger.errors import IdempotencyConflict
 from apps.ledger.models import Asset
@@ -29,7 +30,7 @@ from apps.ledger.selectors import balances_for_user, user_postings
 from apps.orders.selectors import fills_for_user_between, orders_for_user
 from apps.wallets.address_book import withdrawal_address_add
 from apps.wallets.custody.base import CustodyError
-from apps.wallets.models import WITHDRAWAL_CANCELLABLE
+from apps.wallets.models import WITHDRAWAL_CANCELLABLE, Withdrawal
 from apps.wallets.selectors import (
     deposit_address_for_user,
     deposits_for_user,
@@ -175,6 +176,27 @@ def withdraw_fee(request):
     return render(request, "web/_withdraw_fee.html", {"fee": _fee_context(asset, request.GET.get("amount"))})
 
 
+def _withdraw_form_apply(user_id: int, data: dict) -> Withdrawal:
+    """The withdraw form's request: checked before the code is spent (a typo does not use it up), the code checked
+    unless the form's ``request_key`` named a withdrawal already (its replay: the code was spent on it), requested."""
+    withdrawal_request_check(
+        user_id=user_id,
+        asset_code=data["asset"],
+        amount=data["amount"],
+        address=data["address"],
+        request_key=data["request_key"],
+    )
+    if not withdrawal_requested_under(user_id=user_id, request_key=data["request_key"]):
+        second_factor_require(user_id=user_id, code=data["otp"])
+    return withdrawal_request(
+        user_id=user_id,
+        asset_code=data["asset"],
+        amount=data["amount"],
+        address=data["address"],
+        request_key=data["request_key"],
+    )
+
+
 @login_required
 @require_POST
 def withdraw(request):
@@ -184,24 +206,10 @@ def withdraw(request):
     if form.is_valid():
         data = form.cleaned_data
         try:
-            withdrawal_request_check(
-                user_id=request.user.id,
-                asset_code=data["asset"],
-                amount=data["amount"],
-                address=data["address"],
-                request_key=data["request_key"],
-            )  # before the code is spent: a typo does not use it up
-            if not withdrawal_requested_under(user_id=request.user.id, request_key=data["request_key"]):
-                # The form sent again (a double click) replays its withdrawal with no code (its own code is spent
-                # already): break-it review, the second post said "code already used" of a withdrawal requested.
-                second_factor_require(user_id=request.user.id, code=data["otp"])
-            withdrawal = withdrawal_request(
-                user_id=request.user.id,
-                asset_code=data["asset"],
-                amount=data["amount"],
-                address=data["address"],
-                request_key=data["request_key"],
-            )
+            # One post of the form at a time (a double click sends two at once): the second waits for the first's
+            # withdrawal, then replays it (break-it reviews: "code already used" of a withdrawal requested).
+            with session_advisory_lock(f"withdraw_form:{request.user.id}:{data['request_key']}"):
+                withdrawal = _withdraw_form_apply(request.user.id, data)
         except IdempotencyConflict:
             form = with_new_key(
                 form,

@@ -1,8 +1,11 @@
 """The wallet page: deposit addresses, the withdraw form with its fee, deposit and withdrawal history, cancel."""
 
+import threading
 from decimal import Decimal
 
 import pytest
+from django.db import connections
+from django.test import Client
 
 from apps.accounts.tests.otp import enrol, user_code
 from apps.ledger.services import user_accounts
@@ -299,3 +302,36 @@ def test_deleting_someone_elses_address_book_entry_says_no_such_address(holder, 
     assert [str(message) for message in response.context["messages"]] == ["No such address in your address book."]
     assert "No such address in your address book." in response.content.decode()
     assert WithdrawalAddress.objects.filter(id=entry.id).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_double_click_sending_the_form_twice_at_once_answers_one_withdrawal_twice(holder, usdt):
+    """Break-it review: two posts of one form at the same instant (a double click) made one withdrawal, but the second
+    answer said "This code was already used": it checked for the form's withdrawal before the first had committed.
+    Real threads, each with its own connection and its own session of the user."""
+    form = {**withdraw_form(request_key="double"), "otp": user_code(holder)}
+    clients = [Client(), Client()]
+    for client in clients:
+        client.force_login(holder)
+    start = threading.Barrier(len(clients))
+    pages: list[str] = []
+
+    def post(client: Client) -> None:
+        try:
+            start.wait()
+            client.post("/wallet/withdraw/", form)
+            pages.append(client.get("/wallet/").content.decode())
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=post, args=(client,)) for client in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    withdrawal = Withdrawal.objects.get()
+    assert balances(holder, usdt) == (Decimal(449), Decimal(51))
+    assert len(pages) == 2
+    assert all(f"Withdrawal #{withdrawal.id} of 50 USDT: approved." in page for page in pages)
+    assert not any("already used" in page for page in pages)
