@@ -1,10 +1,8 @@
 """The wallet page: deposit addresses, the withdraw form with its fee, deposit and withdrawal history, cancel."""
 
-import threading
 from decimal import Decimal
 
 import pytest
-from django.db import connections
 from django.test import Client
 
 from apps.accounts.tests.otp import enrol, user_code
@@ -14,6 +12,7 @@ from apps.wallets.custody import simnet
 from apps.wallets.models import DepositAddress, Withdrawal, WithdrawalAddress, WithdrawalStatus
 from apps.wallets.services import withdrawal_request
 from apps.wallets.tests.factories import book_address, deposit_through_custody
+from exchange.tests.concurrency import run_concurrently
 from exchange.tests.html import amt
 
 DESTINATION = simnet.new_address()
@@ -313,22 +312,12 @@ def test_a_double_click_sending_the_form_twice_at_once_answers_one_withdrawal_tw
     clients = [Client(), Client()]
     for client in clients:
         client.force_login(holder)
-    start = threading.Barrier(len(clients))
-    pages: list[str] = []
 
-    def post(client: Client) -> None:
-        try:
-            start.wait()
-            client.post("/wallet/withdraw/", form)
-            pages.append(client.get("/wallet/").content.decode())
-        finally:
-            connections.close_all()
+    def post(client: Client) -> str:
+        client.post("/wallet/withdraw/", form)
+        return client.get("/wallet/").content.decode()
 
-    threads = [threading.Thread(target=post, args=(client,)) for client in clients]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    pages = run_concurrently(*(lambda client=client: post(client) for client in clients))
 
     withdrawal = Withdrawal.objects.get()
     assert balances(holder, usdt) == (Decimal(449), Decimal(51))
